@@ -1,0 +1,43 @@
+"""The `ykshm` console script: one subcommand per process role or tool.
+
+Each subcommand lives in its own module as `main(argv) -> int`; this table only names them, so
+importing the CLI does not import trio, hypercorn or the cffi extension until a subcommand needs it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Sequence
+
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "run": ("tools.run_cmd", "everything in one: sim-cluster, engine, shim and web (the embedded default)"),
+    "engine": ("engine.main", "the scheduler process, only writer of the shared-memory ring"),
+    "web": ("web.main", "REST and streaming readers (hypercorn, trio workers)"),
+    "shim": ("shim_k8s.main", "the Kubernetes shim: list/watch, binding, restart recovery"),
+    "sim-cluster": ("shim_k8s.simcluster.main", "a simulated kube-apiserver that kubectl can drive"),
+    "ring": ("tools.ring_cmd", "create, inspect and feed shared-memory event rings"),
+    "status": ("tools.status_cmd", "processes, ring and engine state of a running ykshm"),
+    "bench": ("bench.cli", "benchmarks: ring, sched, web, e2e"),
+}
+
+USAGE = "usage: ykshm <command> [options]   (ykshm <command> --help)\n\ncommands:\n" + "".join(
+    f"  {name:<12} {help_}\n" for name, (_, help_) in SUBCOMMANDS.items()
+)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help", "help"):
+        print(USAGE, end="")
+        return 0
+    name, rest = args[0], args[1:]
+    if name not in SUBCOMMANDS:
+        print(f"ykshm: error: unknown command {name!r} (try ykshm --help)", file=sys.stderr)
+        return 2
+    module = importlib.import_module(SUBCOMMANDS[name][0])
+    return int(module.main(rest) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,53 @@
+"""What every `ykshm` subcommand shares: one-line usage errors (exit 2) and failures (exit 1).
+
+A user never sees a traceback: `run_main` turns `UsageError` into exit 2 and `Failure` into exit 1,
+each printed as one line `ykshm <cmd>: error: <reason>` on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+
+
+class CliError(Exception):
+    """Base of the errors a subcommand reports to the user as one line; never raised itself."""
+
+    exit_code = EXIT_FAILURE
+
+
+class UsageError(CliError):
+    """The command line (or its input) is wrong: bad flag, bad number, bad JSON line. Exit 2."""
+
+    exit_code = EXIT_USAGE
+
+
+class Failure(CliError):
+    """The command was well formed but could not be done: unknown ring, dead peer. Exit 1."""
+
+    exit_code = EXIT_FAILURE
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with a one-line error message instead of usage + message."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(message)
+
+
+def run_main(prog: str, body: Callable[[Sequence[str]], int | None], argv: Sequence[str]) -> int:
+    """Run a subcommand body and map its errors to exit codes and one stderr line."""
+    try:
+        return body(argv) or EXIT_OK
+    except CliError as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return EXIT_OK
