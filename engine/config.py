@@ -12,11 +12,14 @@ Errors: `ConfigError` (never raised for anything but a bad file) carries the key
 from __future__ import annotations
 
 import dataclasses
+import re as _re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from engine import resources as _res
 
 _TRUE = {"1", "t", "T", "TRUE", "true", "True"}
 _FALSE = {"0", "f", "F", "FALSE", "false", "False"}
@@ -133,3 +136,273 @@ def load_event_settings(path: str | Path | None) -> EventSettings:
         if key != "event":
             raise ConfigError(f"service.{key}", service[key], "unknown key")
     return parse_event_settings(service.get("event"))
+
+
+# --- partitions and queues (YuniKorn queues.yaml) -----------------------------------------------
+
+_QUEUE_NAME = _re.compile(r"^[a-zA-Z0-9_:#/@-]{1,64}$")
+SORT_POLICIES = ("fifo", "fair")
+_QUEUE_KEYS = {"name", "parent", "resources", "maxapplications", "limits", "properties", "queues",
+               "submitacl", "adminacl", "childtemplate"}
+_RESOURCE_KEYS = {"guaranteed", "max"}
+_LIMIT_KEYS = {"limit", "users", "groups", "maxresources", "maxapplications"}
+_TEMPLATE_KEYS = {"maxapplications", "properties", "resources"}
+_PARTITION_KEYS = {"name", "queues", "placementrules", "limits", "nodesortpolicy", "preemption",
+                   "statedumpfilepath"}
+_PROPERTY_KEYS = {"application.sort.policy", "application.sort.priority", "priority.policy",
+                  "priority.offset", "preemption.policy", "preemption.delay"}
+_TOP_KEYS = {"partitions", "service"}
+
+
+@dataclasses.dataclass(slots=True)
+class QueueConfig:
+    """One configured queue. `limits` are dicts `{limit, users, groups, maxresources,
+    maxapplications}` with maxresources parsed (the UGM's input, as queues.yaml spells them)."""
+
+    name: str
+    path: str
+    parent: bool = False
+    guaranteed: dict[str, int] = dataclasses.field(default_factory=dict)
+    max: dict[str, int] = dataclasses.field(default_factory=dict)
+    max_applications: int = 0
+    limits: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    properties: dict[str, str] = dataclasses.field(default_factory=dict)
+    children: list["QueueConfig"] = dataclasses.field(default_factory=list)
+    child_template: "QueueConfig | None" = None
+
+    @property
+    def sort_policy(self) -> str:
+        return self.properties.get("application.sort.policy", "fifo")
+
+    @property
+    def is_leaf(self) -> bool:
+        return not self.children and not self.parent
+
+    def walk(self):
+        yield self
+        for child in self.children:
+            yield from child.walk()
+
+
+@dataclasses.dataclass(slots=True)
+class PartitionConfig:
+    name: str
+    root: QueueConfig
+    placement_rules: list[Any] = dataclasses.field(default_factory=list)
+    node_sort_policy: str = "fair"
+
+
+@dataclasses.dataclass(slots=True)
+class EngineConfig:
+    """Everything the engine reads from the file."""
+
+    event: EventSettings
+    partitions: list[PartitionConfig]
+
+
+def default_partition(name: str = "default") -> PartitionConfig:
+    """An unconfigured partition: a `root` parent queue that allows dynamic leaves."""
+    return PartitionConfig(name=name, root=QueueConfig(name="root", path="root", parent=True))
+
+
+def _mapping(key: str, value: object) -> Mapping[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ConfigError(key, value, "must be a mapping")
+    return value
+
+
+def _seq(key: str, value: object) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ConfigError(key, value, "must be a list")
+    return value
+
+
+def _check_keys(key: str, raw: Mapping[str, Any], allowed: set[str]) -> None:
+    for name in raw:
+        if name not in allowed:
+            raise ConfigError(f"{key}.{name}" if key else str(name), raw[name], "unknown key")
+
+
+def _resource_map(key: str, raw: object) -> dict[str, int]:
+    raw = _mapping(key, raw)
+    result: dict[str, int] = {}
+    for name, value in raw.items():
+        try:
+            result.update(_res.from_config({name: value}))
+        except (_res.QuantityError, TypeError, ValueError) as exc:
+            raise ConfigError(f"{key}.{name}", value, str(exc)) from None
+    return result
+
+
+def _parse_resources(key: str, raw: object) -> tuple[dict[str, int], dict[str, int]]:
+    raw = _mapping(key, raw)
+    _check_keys(key, raw, _RESOURCE_KEYS)
+    guaranteed = _resource_map(f"{key}.guaranteed", raw.get("guaranteed"))
+    maximum = _resource_map(f"{key}.max", raw.get("max"))
+    for name, value in guaranteed.items():
+        if name in maximum and value > maximum[name]:
+            raise ConfigError(f"{key}.guaranteed.{name}", raw["guaranteed"][name],
+                              f"guaranteed is larger than max ({maximum[name]})")
+    return guaranteed, maximum
+
+
+def _parse_properties(key: str, raw: object) -> dict[str, str]:
+    raw = _mapping(key, raw)
+    props: dict[str, str] = {}
+    for name, value in raw.items():
+        if name not in _PROPERTY_KEYS:
+            raise ConfigError(f"{key}.{name}", value, "unknown key")
+        props[str(name)] = str(value)
+    policy = props.get("application.sort.policy")
+    if policy is not None and policy not in SORT_POLICIES:
+        raise ConfigError(f"{key}.application.sort.policy", policy, "must be fifo or fair")
+    return props
+
+
+def _parse_limits(key: str, raw: object) -> list[dict[str, Any]]:
+    limits = []
+    seen: dict[str, set[str]] = {"users": set(), "groups": set()}
+    for i, item in enumerate(_seq(key, raw)):
+        lkey = f"{key}[{i}]"
+        item = _mapping(lkey, item)
+        _check_keys(lkey, item, _LIMIT_KEYS)
+        users = _seq(f"{lkey}.users", item.get("users"))
+        groups = _seq(f"{lkey}.groups", item.get("groups"))
+        for field, names in (("users", users), ("groups", groups)):
+            for j, name in enumerate(names):
+                if not isinstance(name, str) or not name or name != name.strip():
+                    raise ConfigError(f"{lkey}.{field}[{j}]", name, "must be a non-empty name")
+                if name in seen[field]:
+                    raise ConfigError(f"{lkey}.{field}[{j}]", name,
+                                      "already has a limit in this queue")
+                seen[field].add(name)
+        if not users and not groups:
+            raise ConfigError(lkey, dict(item), "a limit needs users or groups")
+        max_res = _resource_map(f"{lkey}.maxresources", item.get("maxresources"))
+        max_apps = 0
+        if item.get("maxapplications") is not None:
+            max_apps = parse_uint32(f"{lkey}.maxapplications", item["maxapplications"])
+        if not max_res and not max_apps:
+            raise ConfigError(lkey, dict(item), "a limit needs maxresources or maxapplications")
+        limits.append({"limit": str(item.get("limit") or ""), "users": list(users),
+                       "groups": list(groups), "maxresources": max_res,
+                       "maxapplications": max_apps})
+    return limits
+
+
+def _parse_queue(key: str, raw: object, parent_path: str,
+                 parent_max: dict[str, int] | None) -> QueueConfig:
+    raw = _mapping(key, raw)
+    _check_keys(key, raw, _QUEUE_KEYS)
+    name = raw.get("name")
+    if not isinstance(name, str) or not _QUEUE_NAME.match(name):
+        raise ConfigError(f"{key}.name", name,
+                          "must be 1-64 characters of letters, digits, _ : # / @ -")
+    path = f"{parent_path}.{name}" if parent_path else name
+    if not parent_path and name.lower() != "root":
+        raise ConfigError(f"{key}.name", name, "the top queue must be root")
+    if parent_path and name.lower() == "root":
+        raise ConfigError(f"{key}.name", name, "root is reserved for the top queue")
+    guaranteed, maximum = _parse_resources(f"{key}.resources", raw.get("resources"))
+    if not parent_path and (guaranteed or maximum):
+        raise ConfigError(f"{key}.resources", raw.get("resources"),
+                          "the root queue's resources are the cluster's; do not set them")
+    if parent_max:
+        for rname, value in maximum.items():
+            if rname in parent_max and value > parent_max[rname]:
+                raise ConfigError(f"{key}.resources.max.{rname}", raw["resources"]["max"][rname],
+                                  f"larger than the parent's max ({parent_max[rname]})")
+    max_apps = 0
+    if raw.get("maxapplications") is not None:
+        max_apps = parse_uint32(f"{key}.maxapplications", raw["maxapplications"])
+    parent = False
+    if raw.get("parent") is not None:
+        parent = parse_bool(f"{key}.parent", raw["parent"])
+    queue = QueueConfig(name=name, path=path, parent=parent, guaranteed=guaranteed, max=maximum,
+                        max_applications=max_apps,
+                        limits=_parse_limits(f"{key}.limits", raw.get("limits")),
+                        properties=_parse_properties(f"{key}.properties", raw.get("properties")))
+    if raw.get("childtemplate") is not None:
+        tkey = f"{key}.childtemplate"
+        traw = _mapping(tkey, raw["childtemplate"])
+        _check_keys(tkey, traw, _TEMPLATE_KEYS)
+        tg, tm = _parse_resources(f"{tkey}.resources", traw.get("resources"))
+        tapps = 0
+        if traw.get("maxapplications") is not None:
+            tapps = parse_uint32(f"{tkey}.maxapplications", traw["maxapplications"])
+        queue.child_template = QueueConfig(
+            name="", path="", guaranteed=tg, max=tm, max_applications=tapps,
+            properties=_parse_properties(f"{tkey}.properties", traw.get("properties")))
+    seen: set[str] = set()
+    for i, child_raw in enumerate(_seq(f"{key}.queues", raw.get("queues"))):
+        child = _parse_queue(f"{key}.queues[{i}]", child_raw, path, maximum or parent_max)
+        if child.name.lower() in seen:
+            raise ConfigError(f"{key}.queues[{i}].name", child.name, "duplicate queue name")
+        seen.add(child.name.lower())
+        queue.children.append(child)
+    if not parent_path:
+        queue.name = queue.path = "root"
+        queue.parent = True
+    return queue
+
+
+def _parse_partition(key: str, raw: object) -> PartitionConfig:
+    raw = _mapping(key, raw)
+    _check_keys(key, raw, _PARTITION_KEYS)
+    name = raw.get("name", "default")
+    if not isinstance(name, str) or not _QUEUE_NAME.match(name):
+        raise ConfigError(f"{key}.name", name, "must be a partition name")
+    queues = _seq(f"{key}.queues", raw.get("queues"))
+    if not queues:
+        root = QueueConfig(name="root", path="root", parent=True)
+    elif len(queues) == 1 and isinstance(queues[0], Mapping) and \
+            str(queues[0].get("name", "")).lower() == "root":
+        root = _parse_queue(f"{key}.queues[0]", queues[0], "", None)
+    else:
+        for i, q in enumerate(queues):
+            if isinstance(q, Mapping) and str(q.get("name", "")).lower() == "root":
+                raise ConfigError(f"{key}.queues[{i}].name", q.get("name"),
+                                  "root must be the only top-level queue")
+        root = _parse_queue(key, {"name": "root", "queues": queues}, "", None)
+    if raw.get("limits") is not None:
+        root.limits = root.limits + _parse_limits(f"{key}.limits", raw["limits"])
+    policy = "fair"
+    if raw.get("nodesortpolicy") is not None:
+        nsp = _mapping(f"{key}.nodesortpolicy", raw["nodesortpolicy"])
+        policy = str(nsp.get("type", "fair"))
+        if policy not in ("fair", "binpacking"):
+            raise ConfigError(f"{key}.nodesortpolicy.type", policy, "must be fair or binpacking")
+    rules = _seq(f"{key}.placementrules", raw.get("placementrules"))
+    return PartitionConfig(name=name, root=root, placement_rules=rules, node_sort_policy=policy)
+
+
+def parse_config(data: Mapping[str, Any]) -> EngineConfig:
+    """The engine's whole configuration from a parsed YAML mapping (ConfigError names the key)."""
+    _check_keys("", data, _TOP_KEYS)
+    service = _mapping("service", data.get("service"))
+    for key in service:
+        if key != "event":
+            raise ConfigError(f"service.{key}", service[key], "unknown key")
+    events = parse_event_settings(service.get("event"))
+    partitions = []
+    seen: set[str] = set()
+    for i, raw in enumerate(_seq("partitions", data.get("partitions"))):
+        part = _parse_partition(f"partitions[{i}]", raw)
+        if part.name in seen:
+            raise ConfigError(f"partitions[{i}].name", part.name, "duplicate partition name")
+        seen.add(part.name)
+        partitions.append(part)
+    if not partitions:
+        partitions.append(default_partition())
+    return EngineConfig(event=events, partitions=partitions)
+
+
+def load_config(path: str | Path | None) -> EngineConfig:
+    """Read and parse the engine's config file (defaults without a file)."""
+    if path is None:
+        return parse_config({})
+    return parse_config(read_yaml(path))

@@ -1,1 +1,18 @@
-"""web"""
+"""web: the reader processes that serve ykshm's REST and streaming API from shared memory.
+
+No request ever reaches the engine: workers map the event ring and the state snapshot read-only.
+
+    main       `ykshm web` command line (bind, workers, config) -> server.serve
+    server     supervisor + hypercorn trio workers sharing one socket; TCP_USER_TIMEOUT; respawn
+    app        the ASGI application: guards (414/413), routing (404/405), error boundary, routes
+    routing    starlette-shaped Route/Router, first full match wins, partial match -> 405
+    errors     HTTPError hierarchy and the `{"status_code","message","description"}` body
+    events     /ws/v1/events/batch and /ws/v1/events/stream (cursor per stream, no buffers)
+    views      partitions, queues, applications, nodes, user/group usage from the snapshot
+    observe    /ws/v1/scheduler/healthcheck and /ws/v1/metrics (Prometheus text)
+    sources    lazy attach / re-attach of ring and snapshot; the per-worker ring watcher
+    segment    /dev/shm/NAME.web: stream slots (limits across workers) and metric regions
+    openapi.yaml  the API document, served at /ws/v1/openapi.yaml and /ws/v1/openapi.json
+
+This module imports nothing heavy: `ykshm --help` and `tools.cli` stay fast.
+"""

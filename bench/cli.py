@@ -1,0 +1,54 @@
+"""`ykshm bench <ring|sched|web|e2e>`: dispatch to one benchmark module's `main(argv) -> int`.
+
+Benchmarks measure the numbers DESIGN.md holds us to; they are never timed unit tests. Each
+module is imported only when asked for, so a missing one is a one-line error (exit 1), not a
+traceback.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Sequence
+
+BENCHMARKS: dict[str, tuple[str, str]] = {
+    "ring": ("bench.ring_bench", "shared-memory ring: publish ns/event, bytes/event, read+encode, stress"),
+    "sched": ("bench.sched_bench", "scheduling cycle throughput of the engine"),
+    "web": ("bench.web_bench", "REST batch latency, streams, isolation from stalled clients"),
+    "e2e": ("bench.e2e_bench", "end-to-end pods/s and recovery with sim-cluster, shim and engine"),
+}
+
+USAGE = "usage: ykshm bench <benchmark> [options]   (ykshm bench <benchmark> --help)\n\nbenchmarks:\n" + "".join(
+    f"  {name:<8} {help_}\n" for name, (_, help_) in BENCHMARKS.items()
+)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help", "help"):
+        print(USAGE, end="")
+        return 0 if args else 2
+    name, rest = args[0], args[1:]
+    if name not in BENCHMARKS:
+        print(f"ykshm bench: error: unknown benchmark {name!r} (choose from "
+              f"{', '.join(BENCHMARKS)})", file=sys.stderr)
+        return 2
+    module_name = BENCHMARKS[name][0]
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name and (exc.name == module_name or module_name.startswith(exc.name + ".")):
+            print(f"ykshm bench: error: benchmark {name!r} is not available "
+                  f"(module {module_name} is not installed)", file=sys.stderr)
+        else:
+            print(f"ykshm bench: error: benchmark {name!r} cannot load: {exc}", file=sys.stderr)
+        return 1
+    main_fn = getattr(module, "main", None)
+    if main_fn is None:
+        print(f"ykshm bench: error: {module_name} has no main(argv)", file=sys.stderr)
+        return 1
+    return int(main_fn(rest) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,609 @@
+"""`ykshm bench ring`: what one event costs the engine, in time and shared memory.
+
+    ykshm bench ring [--events N] [--json]
+    ykshm bench ring --stress [--seconds S] [--readers R] [--capacity C] [--write-rate W] [--json]
+
+Default mode replays the event-history seed's "normal" job mix into a fresh ring of capacity N
+(default 9,000,000, the seed's five-day worst case): apps of 100 pods; per app APP ADD
+DETAILS_NONE and APP SET APP_NEW, APP_ACCEPTED, APP_STARTING, APP_RUNNING, APP_COMPLETING,
+APP_COMPLETED; per pod APP ADD APP_REQUEST (referenceID = the pod's UUID) and APP ADD APP_ALLOC
+(referenceID = a new allocation UUID), both with a memory/vcore/pods resource; objectID an app ID
+like `spark-app-000123`. That is 207 events per app, as in the seed's table.
+
+How it measures
+- Inputs are generated in chunks of whole apps *before* the chunk is published, so generating
+  UUIDs and tuples is never timed.
+- publish: each chunk is published in batches of 100 events timed with `time.perf_counter_ns`
+  (one clock read per batch, not per event, so the clock's own ~40 ns does not swamp a
+  few-hundred-ns call). A batch's time / 100 is one sample; median and p99 are over those
+  samples. p99 of batch means is lower than a per-call p99 would be: a single slow call is
+  averaged with 99 others. The loop overhead (`for args in batch: publish(*args)`) is included,
+  as the engine pays it too. The garbage collector stays on.
+- shared memory: allocated blocks of the ring's segments (`st_blocks`, i.e. pages really touched
+  in tmpfs), so bytes per event counts records, intern tables and resources together.
+- read+encode: `RingReader.read_range_json` of 10,000 records (the C renderer `/ws/v1/events/batch`
+  uses), median of 21 runs over different starts, divided by 10,000.
+
+Stress mode: one writer process publishes records whose every field is derived from the id
+(timestamp BASE+id, referenceID a UUID computed from the id, objectID "obj-<id % 251>", message
+"m<id // 32>" -- so message entries are released and reused as the ring laps --, resource
+memory=id % 241, type/detail from a table by id) into a small ring it laps many times; R reader processes
+read random ranges, follow cursors and read JSON, and check every record they get against its id.
+A record that does not match is a torn read; the target is 0 in >= 10,000,000 checked reads.
+Readers check in Python (~2-5 us a record), so on a 2-CPU host an uncapped writer starves them;
+`--write-rate` caps the writer so the readers get the CPU (a 65,536 ring at 40,000/s is still
+lapped every 1.6 s, and readers aim at the oldest, about-to-be-overwritten records half the time).
+
+Every segment the benchmark creates is unlinked when it ends, also on Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import multiprocessing as mp
+import os
+import random
+import signal
+import sys
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import orjson
+
+from shm.events import EventChangeDetail as D
+from shm.events import EventChangeType as C
+from shm.events import EventRecordType as T
+from tools.cliutil import Failure, Parser, UsageError, run_main
+
+PROG = "ykshm bench ring"
+PODS_PER_APP = 100
+EVENTS_PER_APP = 7 + 2 * PODS_PER_APP  # 207
+BATCH = 100
+APPS_PER_CHUNK = 100  # 20,700 events generated ahead of each timed chunk
+READ_COUNT = 10_000
+READ_RUNS = 21
+DEFAULT_EVENTS = 9_000_000
+
+
+def _int(minimum: int, maximum: int = 2**40):
+    def parse(text: str) -> int:
+        try:
+            value = int(text.replace("_", ""), 10)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if not minimum <= value <= maximum:
+            raise argparse.ArgumentTypeError(f"{value} is out of range ({minimum} to {maximum})")
+        return value
+
+    return parse
+
+
+def _float(minimum: float, maximum: float):
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not minimum <= value <= maximum:
+            raise argparse.ArgumentTypeError(f"{value} is out of range ({minimum} to {maximum})")
+        return value
+
+    return parse
+
+
+def _bench_name() -> str:
+    return f"ykbench-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+
+def _cleanup(name: str) -> None:
+    for path in glob.glob(f"/dev/shm/{glob.escape(name)}.*"):
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+
+def _segment_bytes(name: str) -> int:
+    total = 0
+    for path in glob.glob(f"/dev/shm/{glob.escape(name)}.*"):
+        if path.endswith(".state"):
+            continue
+        try:
+            total += os.stat(path).st_blocks * 512
+        except OSError:
+            pass
+    return total
+
+
+# -- the normal mix --------------------------------------------------------------------------------
+
+
+class _Uuids:
+    """Random version-4 UUID strings, faster than uuid.uuid4() (the bench needs ~9M)."""
+
+    def __init__(self, seed: int) -> None:
+        self._bits = random.Random(seed).getrandbits
+
+    def __call__(self) -> str:
+        h = f"{self._bits(128):032x}"
+        return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{'89ab'[int(h[16], 16) & 3]}{h[17:20]}-{h[20:32]}"
+
+
+_APP_STATES = (D.APP_NEW, D.APP_ACCEPTED, D.APP_STARTING)
+_APP_END = (D.APP_COMPLETING, D.APP_COMPLETED)
+_GIB = 1 << 30
+
+
+def normal_mix(total: int, ts0: int, seed: int = 7) -> Iterator[list[tuple]]:
+    """Chunks of publish() argument tuples, APPS_PER_CHUNK apps each, `total` events in all.
+
+    Tuple order = RingWriter.publish positional order: (type, change_type, change_detail,
+    object_id, reference_id, message, resource, timestamp_nano).
+    """
+    uuids = _Uuids(seed)
+    produced = 0
+    app = 0
+    ts = ts0
+    APP, ADD, SET = int(T.APP), int(C.ADD), int(C.SET)
+    REQ, ALLOC, NONE = int(D.APP_REQUEST), int(D.APP_ALLOC), int(D.DETAILS_NONE)
+    while produced < total:
+        chunk: list[tuple] = []
+        for _ in range(APPS_PER_CHUNK):
+            app_id = f"spark-app-{app:06d}"
+            resource = {"memory": (1 + app % 8) * _GIB, "vcore": 500 * (1 + app % 4), "pods": 1}
+            events: list[tuple] = [(APP, ADD, NONE, app_id, "", "", None, ts)]
+            for detail in _APP_STATES:
+                ts += 1000
+                events.append((APP, SET, int(detail), app_id, "", "", None, ts))
+            for pod in range(PODS_PER_APP):
+                ts += 1000
+                events.append((APP, ADD, REQ, app_id, uuids(), "", resource, ts))
+                ts += 1000
+                events.append((APP, ADD, ALLOC, app_id, uuids(), "", resource, ts))
+                if pod == 0:
+                    ts += 1000
+                    events.append((APP, SET, int(D.APP_RUNNING), app_id, "", "", None, ts))
+            for detail in _APP_END:
+                ts += 1000
+                events.append((APP, SET, int(detail), app_id, "", "", None, ts))
+            app += 1
+            chunk.extend(events)
+            if produced + len(chunk) >= total:
+                break
+        chunk = chunk[: total - produced]
+        produced += len(chunk)
+        yield chunk
+
+
+def _percentile(sorted_values: Sequence[float], q: float) -> float:
+    if not sorted_values:
+        return 0.0
+    index = min(len(sorted_values) - 1, int(q * len(sorted_values)))
+    return sorted_values[index]
+
+
+def run_normal(events: int, name: str) -> dict[str, Any]:
+    from shm import RingReader, RingWriter
+
+    writer = RingWriter.create(name, events, 1000)
+    try:
+        publish = writer.publish
+        perf = time.perf_counter_ns
+        samples: list[float] = []
+        total_ns = 0
+        ts0 = time.time_ns()
+        for chunk in normal_mix(events, ts0):
+            for i in range(0, len(chunk), BATCH):
+                batch = chunk[i : i + BATCH]
+                t0 = perf()
+                for args in batch:
+                    publish(*args)
+                dt = perf() - t0
+                total_ns += dt
+                samples.append(dt / len(batch))
+        samples.sort()
+        shm_bytes = _segment_bytes(name)
+        reader = RingReader.attach(name)
+        try:
+            bounds = reader.bounds()
+            lowest, highest = bounds if bounds else (0, -1)
+            count = min(READ_COUNT, highest - lowest + 1)
+            read_samples = []
+            read_n = 0
+            rng = random.Random(11)
+            for _ in range(READ_RUNS if count > 0 else 0):
+                start = rng.randint(lowest, max(lowest, highest - count + 1))
+                t0 = perf()
+                _, n = reader.read_range_json(start, count)
+                dt = perf() - t0
+                read_samples.append(dt / max(n, 1))
+                read_n = n
+            read_samples.sort()
+        finally:
+            reader.close()
+    finally:
+        writer.close()
+        try:
+            writer.unlink()
+        finally:
+            _cleanup(name)
+    return {
+        "events": events,
+        "publish_ns_median": round(_percentile(samples, 0.5), 1),
+        "publish_ns_p99": round(_percentile(samples, 0.99), 1),
+        "publish_ns_mean": round(total_ns / events, 1) if events else 0.0,
+        "shm_bytes": shm_bytes,
+        "bytes_per_event": round(shm_bytes / events, 2) if events else 0.0,
+        "read_encode_ns_per_event": round(_percentile(read_samples, 0.5), 1),
+        "read_encode_records": read_n,
+    }
+
+
+# -- stress ----------------------------------------------------------------------------------------
+
+STRESS_TS0 = 1_600_000_000_000_000_000
+_STRESS_KINDS = (
+    (int(T.APP), int(C.ADD), int(D.APP_ALLOC)),
+    (int(T.APP), int(C.SET), int(D.APP_RUNNING)),
+    (int(T.NODE), int(C.ADD), int(D.NODE_ALLOC)),
+    (int(T.QUEUE), int(C.SET), int(D.QUEUE_APP)),
+    (int(T.APP), int(C.REMOVE), int(D.ALLOC_CANCEL)),
+    (int(T.USERGROUP), int(C.SET), int(D.UG_USER_RESOURCE)),
+)
+
+
+def stress_reference(event_id: int) -> str:
+    """A canonical UUID that encodes the id (the ring stores it as 16 raw bytes)."""
+    return f"{event_id >> 48 & 0xffffffff:08x}-0000-4000-8000-{event_id & 0xffffffffffff:012x}"
+
+
+def stress_fields(event_id: int) -> tuple:
+    """The publish() arguments of record `event_id` in stress mode: all derived from the id.
+
+    The timestamp and the raw-UUID referenceID are unique per id; objectID (251 values) and the
+    resource (241) are shared by many records; the message changes every 32 ids, so its intern
+    entry is released and reused as the writer laps the ring -- the race a reader must survive.
+    Together they stay far below the intern table's size for any capacity.
+    """
+    kind = _STRESS_KINDS[event_id % len(_STRESS_KINDS)]
+    return (*kind, f"obj-{event_id % 251}", stress_reference(event_id), f"m{event_id // 32}",
+            {"memory": event_id % 241, "vcore": 1000 + event_id % 241}, STRESS_TS0 + event_id)
+
+
+def check_event(ev) -> bool:
+    """Whether a record read back is exactly what the writer published under its id."""
+    i = ev.id
+    kind = _STRESS_KINDS[i % len(_STRESS_KINDS)]
+    return (
+        ev.timestamp_nano == STRESS_TS0 + i
+        and ev.object_id == f"obj-{i % 251}"
+        and ev.reference_id == stress_reference(i)
+        and ev.message == f"m{i // 32}"
+        and ev.type == kind[0]
+        and ev.change_type == kind[1]
+        and ev.change_detail == kind[2]
+        and ev.resource == {"memory": i % 241, "vcore": 1000 + i % 241}
+    )
+
+
+def check_json(obj: dict) -> bool:
+    i = obj["id"]
+    kind = _STRESS_KINDS[i % len(_STRESS_KINDS)]
+    res = obj.get("resource", {}).get("resources", {})
+    return (
+        obj.get("timestampNano") == STRESS_TS0 + i
+        and obj.get("objectID") == f"obj-{i % 251}"
+        and obj.get("referenceID") == stress_reference(i)
+        and obj.get("message") == f"m{i // 32}"
+        and obj.get("type", 0) == kind[0]
+        and obj.get("eventChangeType", 0) == kind[1]
+        and obj.get("eventChangeDetail", 0) == kind[2]
+        and res.get("memory", {}).get("value", 0) == i % 241
+        and res.get("vcore", {}).get("value", 0) == 1000 + i % 241
+    )
+
+
+def _stress_writer(name: str, capacity: int, rate: int, ready, stop, out) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    from shm import RingWriter
+
+    writer = RingWriter.create(name, capacity, 16)
+    published = 0
+    mismatched = 0
+    try:
+        ready.set()
+        publish = writer.publish
+        next_id = 0
+        t0 = time.monotonic()
+        while not stop.is_set():
+            if rate:
+                ahead = next_id / rate - (time.monotonic() - t0)
+                if ahead > 0:
+                    time.sleep(ahead)
+            for _ in range(1000):
+                got = publish(*stress_fields(next_id))
+                if got != next_id:
+                    mismatched += 1
+                    next_id = got
+                next_id += 1
+            published = next_id
+            writer.heartbeat()
+    finally:
+        writer.close()
+        out.put(("writer", {"published": published, "id_mismatches": mismatched}))
+
+
+def _stress_reader(name: str, seed: int, stop, out) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    from shm import RingReader
+
+    reader = RingReader.attach(name)
+    rng = random.Random(seed)
+    checked = torn = lost = order_errors = json_checked = 0
+    first_bad: str | None = None
+    cursor = None
+    json_cursor = None
+
+    def check_objs(objs: list, n: int, raw: bytes) -> None:
+        nonlocal torn, first_bad, checked, json_checked
+        if len(objs) != n:
+            torn += 1
+            first_bad = first_bad or f"rendered count {n} but {len(objs)} records"
+        for obj in objs:
+            if not check_json(obj):
+                torn += 1
+                first_bad = first_bad or orjson.dumps(obj).decode()
+        checked += len(objs)
+        json_checked += len(objs)
+
+    try:
+        while not stop.is_set():
+            mode = rng.random()
+            if mode < 0.45:
+                # a random range as REST JSON (what /ws/v1/events/batch sends)
+                bounds = reader.bounds()
+                if bounds is None:
+                    continue
+                lo, hi = bounds
+                # often aim at the oldest records: the ones being overwritten right now
+                start = lo + rng.randint(0, 100) if rng.random() < 0.5 else rng.randint(lo, hi)
+                count = rng.randint(1, 2000)
+                raw, n = reader.read_range_json(start, count)
+                objs = orjson.loads(raw) or []
+                prev = start - 1
+                for obj in objs:
+                    if not prev < obj["id"] < start + count:
+                        order_errors += 1
+                    prev = obj["id"]
+                check_objs(objs, n, raw)
+            elif mode < 0.7:
+                # a following cursor as NDJSON (what /ws/v1/events/stream sends)
+                if json_cursor is None or rng.random() < 0.01:
+                    bounds = reader.bounds()
+                    json_cursor = reader.cursor(bounds[0] if bounds else 0)
+                batch = json_cursor.poll_json(rng.randint(1, 2000))
+                if batch.lost:
+                    lost += batch.lost[1] - batch.lost[0] + 1
+                lines = batch.lines.splitlines()
+                check_objs([orjson.loads(x) for x in lines], batch.count, batch.lines)
+            elif mode < 0.85:
+                # a random range as Event objects
+                bounds = reader.bounds()
+                if bounds is None:
+                    continue
+                lo, hi = bounds
+                count = rng.randint(1, 1000)
+                start = lo + rng.randint(0, 100) if rng.random() < 0.5 else rng.randint(lo, hi)
+                events = reader.read_range(start, count)
+                prev = start - 1
+                for ev in events:
+                    if not prev < ev.id < start + count:
+                        order_errors += 1
+                    prev = ev.id
+                    if not check_event(ev):
+                        torn += 1
+                        first_bad = first_bad or repr(ev)
+                checked += len(events)
+            else:
+                # a following cursor as Event objects
+                if cursor is None or rng.random() < 0.01:
+                    bounds = reader.bounds()
+                    cursor = reader.cursor(bounds[0] if bounds else 0)
+                batch = cursor.poll(rng.randint(1, 1000))
+                if batch.lost:
+                    lost += batch.lost[1] - batch.lost[0] + 1
+                for ev in batch.events:
+                    if not check_event(ev):
+                        torn += 1
+                        first_bad = first_bad or repr(ev)
+                checked += len(batch.events)
+    finally:
+        reader.close()
+        out.put(("reader", {"checked": checked, "torn": torn, "lost": lost,
+                            "order_errors": order_errors, "json_checked": json_checked,
+                            "first_bad": first_bad}))
+
+
+def run_stress(seconds: float, readers: int, capacity: int, name: str,
+               rate: int = 0) -> dict[str, Any]:
+    ctx = mp.get_context("spawn")
+    ready, stop, out = ctx.Event(), ctx.Event(), ctx.Queue()
+    procs = [ctx.Process(target=_stress_writer, args=(name, capacity, rate, ready, stop, out),
+                         name="ring-bench-writer", daemon=True)]
+    interrupted = False
+    results: list[tuple[str, dict]] = []
+    try:
+        procs[0].start()
+        if not ready.wait(30):
+            raise Failure("the stress writer did not start within 30 s")
+        for r in range(readers):
+            p = ctx.Process(target=_stress_reader, args=(name, 1000 + r, stop, out),
+                            name=f"ring-bench-reader-{r}", daemon=True)
+            p.start()
+            procs.append(p)
+        t0 = time.monotonic()
+        try:
+            while time.monotonic() - t0 < seconds:
+                if not all(p.is_alive() for p in procs):
+                    break
+                time.sleep(0.05)
+        except KeyboardInterrupt:
+            interrupted = True
+        elapsed = time.monotonic() - t0
+        stop.set()
+        deadline = time.monotonic() + 30
+        while len(results) < len(procs) and time.monotonic() < deadline:
+            try:
+                results.append(out.get(timeout=max(0.1, deadline - time.monotonic())))
+            except Exception:  # queue.Empty, or a child died without reporting
+                if not any(p.is_alive() for p in procs):
+                    break
+        for p in procs:
+            p.join(5)
+    finally:
+        stop.set()
+        for p in procs:
+            if p.is_alive():
+                p.terminate()
+                p.join(5)
+        _cleanup(name)
+    if interrupted:
+        raise KeyboardInterrupt
+    writer = next((r for kind, r in results if kind == "writer"), None)
+    reader_results = [r for kind, r in results if kind == "reader"]
+    if writer is None or len(reader_results) < readers:
+        codes = ", ".join(f"{p.name}={p.exitcode}" for p in procs)
+        raise Failure(f"a stress process died without reporting ({codes})")
+    doc = {
+        "seconds": round(elapsed, 2),
+        "readers": readers,
+        "capacity": capacity,
+        "write_rate_limit": rate,
+        "published": writer["published"],
+        "publish_per_second": round(writer["published"] / elapsed) if elapsed else 0,
+        "id_mismatches": writer["id_mismatches"],
+        "reads_checked": sum(r["checked"] for r in reader_results),
+        "json_reads_checked": sum(r["json_checked"] for r in reader_results),
+        "torn_reads": sum(r["torn"] for r in reader_results),
+        "order_errors": sum(r["order_errors"] for r in reader_results),
+        "lost_by_cursors": sum(r["lost"] for r in reader_results),
+        "laps": round(writer["published"] / capacity, 1),
+    }
+    bad = next((r["first_bad"] for r in reader_results if r["first_bad"]), None)
+    if bad:
+        doc["first_torn"] = bad
+    return doc
+
+
+# -- CLI -------------------------------------------------------------------------------------------
+
+
+def _print_normal(doc: dict[str, Any]) -> None:
+    mib = doc["shm_bytes"] / (1 << 20)
+    apps = -(-doc["events"] // EVENTS_PER_APP)
+    print(f"ring bench: {doc['events']:,} events, normal mix ({apps:,} apps x {PODS_PER_APP} pods, "
+          f"{EVENTS_PER_APP} events/app), ring capacity {doc['events']:,}")
+    print(f"publish:       {doc['publish_ns_median']:.0f} ns/event median, "
+          f"{doc['publish_ns_p99']:.0f} ns/event p99, {doc['publish_ns_mean']:.0f} mean "
+          f"(batches of {BATCH}; target median <= 500)")
+    print(f"shared memory: {mib:.1f} MiB in use ({doc['shm_bytes']:,} bytes), "
+          f"{doc['bytes_per_event']:.1f} bytes/event"
+          + (" (target for 9,000,000 events <= 450 MiB)" if doc["events"] == DEFAULT_EVENTS else ""))
+    print(f"read+encode:   {doc['read_encode_ns_per_event']:.0f} ns/event "
+          f"(read_range_json of {doc['read_encode_records']:,} records to REST JSON, "
+          f"median of {READ_RUNS})")
+    _print_host(doc)
+
+
+def _print_host(doc: dict[str, Any]) -> None:
+    load = doc.get("load_average")
+    if load:
+        print(f"host:          {doc['cpus']} CPUs, load average {load[0]} {load[1]} {load[2]} "
+              f"(other work on the host inflates p99)")
+
+
+def _print_stress(doc: dict[str, Any]) -> None:
+    print(f"ring stress: {doc['seconds']} s, 1 writer + {doc['readers']} readers, "
+          f"capacity {doc['capacity']:,}")
+    limit = f", capped at {doc['write_rate_limit']:,}/s" if doc["write_rate_limit"] else ""
+    print(f"writer:        {doc['published']:,} events published ({doc['publish_per_second']:,}/s"
+          f"{limit}, {doc['laps']} laps of the ring)")
+    print(f"reads checked: {doc['reads_checked']:,} ({doc['json_reads_checked']:,} as JSON), "
+          f"cursor lost-range events {doc['lost_by_cursors']:,}")
+    print(f"torn reads accepted: {doc['torn_reads']}  (order errors {doc['order_errors']}, "
+          f"id mismatches {doc['id_mismatches']})")
+    if "first_torn" in doc:
+        print(f"first torn record: {doc['first_torn']}")
+    _print_host(doc)
+
+
+def _body(argv: Sequence[str]) -> int:
+    parser = Parser(prog=PROG, description="Benchmark the shared-memory event ring.")
+    parser.add_argument("--events", type=_int(1, 100_000_000), default=DEFAULT_EVENTS,
+                        help="events to publish (= ring capacity; default 9,000,000)")
+    parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    parser.add_argument("--stress", action="store_true",
+                        help="writer + readers checking every record for tearing")
+    parser.add_argument("--seconds", type=_float(0.1, 86400), default=10.0,
+                        help="stress duration (default 10)")
+    parser.add_argument("--readers", type=_int(1, 256), default=2,
+                        help="stress reader processes (default 2)")
+    parser.add_argument("--capacity", type=_int(16, 100_000_000), default=65_536,
+                        help="stress ring capacity, small so the writer laps it (default 65536)")
+    parser.add_argument("--name", default=None,
+                        help="instance name of the benchmark's ring (default ykbench-PID-RANDOM); "
+                             "its segments are removed at the end")
+    parser.add_argument("--write-rate", type=_int(0, 10**9), default=0,
+                        help="stress: cap the writer at this many events/s, leaving CPU to the "
+                             "readers on a small host (default 0 = as fast as it can)")
+    args = parser.parse_args(list(argv))
+    try:
+        import shm  # noqa: F401
+        from shm import RingWriter  # noqa: F401
+    except ImportError as exc:
+        raise Failure(f"the shared-memory ring is not available ({exc})") from None
+    name = args.name or _bench_name()
+    if "/" in name or not name or name.startswith("."):
+        raise UsageError(f"invalid ring name {name!r}")
+    if glob.glob(f"/dev/shm/{glob.escape(name)}.*"):
+        raise Failure(f"ring {name!r} already exists; the benchmark makes (and removes) its own")
+    try:
+        if args.stress:
+            doc = run_stress(args.seconds, args.readers, args.capacity, name, args.write_rate)
+            ok = doc["torn_reads"] == 0 and doc["order_errors"] == 0
+        else:
+            doc = run_normal(args.events, name)
+            ok = True
+    except KeyboardInterrupt:
+        _cleanup(name)
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+    except MemoryError:
+        raise Failure("out of memory") from None
+    except OSError as exc:
+        raise Failure(f"{exc.strerror or exc} (is /dev/shm large enough?)") from None
+    finally:
+        _cleanup(name)
+    doc["load_average"] = [round(x, 2) for x in os.getloadavg()]
+    doc["cpus"] = os.cpu_count()
+    if args.json:
+        sys.stdout.buffer.write(orjson.dumps(doc) + b"\n")
+    elif args.stress:
+        _print_stress(doc)
+    else:
+        _print_normal(doc)
+    sys.stdout.flush()
+    return 0 if ok else 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return run_main(PROG, _body, list(sys.argv[1:] if argv is None else argv))
+
+
+__all__ = ["main", "normal_mix", "stress_fields", "check_event", "check_json"]
+
+if __name__ == "__main__":
+    sys.exit(main())

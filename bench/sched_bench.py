@@ -1,0 +1,144 @@
+"""`ykshm bench sched`: the scheduler core alone (no shim, no socket), events into a real ring.
+
+Registers N nodes, submits A applications x P pods through the same `Scheduler.handle` the SI
+server uses, then runs scheduling cycles until every pod is allocated. Reports allocations/s and
+events/s over the cycles only (setup is reported apart), and the share of cycle time spent
+publishing events into the ring (measured by timing every publish call, which adds its own small
+overhead to both sides). `--no-ring` uses an in-memory sink instead of shared memory.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+
+from engine.config import parse_config
+from engine.events_out import MemoryEventSink, RingEventSink
+from engine.resources import to_si
+from engine.scheduler import Scheduler
+from tools.cliutil import Failure, Parser, run_main
+
+
+class _TimedWriter:
+    """Wraps RingWriter.publish to measure the time spent publishing."""
+
+    def __init__(self, writer: Any) -> None:
+        self.writer = writer
+        self.ns = 0
+        self.count = 0
+        self.publish_request = writer.publish_request
+        self.take_requests = writer.take_requests
+        self._publish = writer.publish
+
+    def publish(self, *args: Any) -> int:
+        t = time.perf_counter_ns()
+        result = self._publish(*args)
+        self.ns += time.perf_counter_ns() - t
+        self.count += 1
+        return result
+
+
+def run(nodes: int, apps: int, pods: int, *, ring: bool = True,
+        policy: str = "fifo") -> dict[str, Any]:
+    writer = None
+    name = f"bench-sched-{uuid.uuid4().hex[:8]}"
+    timed = None
+    if ring:
+        from shm import RingWriter
+        writer = RingWriter.create(name, 1_000_000, 1000)
+        timed = _TimedWriter(writer)
+        sink: Any = RingEventSink(timed, tracking=True, requests_enabled=False)
+    else:
+        sink = MemoryEventSink(requests_enabled=False, keep=False)
+    try:
+        config = parse_config({"partitions": [{"name": "default", "queues": [
+            {"name": "root", "queues": [{"name": "bench", "properties":
+                                         {"application.sort.policy": policy}}]}]}]})
+        sched = Scheduler(config, sink, instance_uuid=getattr(writer, "instance_uuid", ""),
+                          ring_name=name if ring else "")
+        t0 = time.perf_counter()
+        sched.handle({"type": "RegisterResourceManager", "rmID": "bench"}, None)
+        node_res = to_si({"memory": 64 << 30, "vcore": 32_000, "pods": 110})
+        sched.handle({"type": "NodeRequest", "rmID": "bench", "nodes": [
+            {"nodeID": f"node-{i:05d}", "action": "CREATE", "schedulableResource": node_res,
+             "attributes": {"ready": "true"}} for i in range(nodes)]}, "bench")
+        sched.handle({"type": "ApplicationRequest", "rmID": "bench", "new": [
+            {"applicationID": f"app-{a:04d}", "queueName": "root.bench",
+             "ugi": {"user": f"user-{a % 10}", "groups": ["bench"]}} for a in range(apps)]},
+            "bench")
+        ask_res = to_si({"memory": 512 << 20, "vcore": 250, "pods": 1})
+        for a in range(apps):
+            sched.handle({"type": "AllocationRequest", "rmID": "bench", "asks": [
+                {"allocationKey": f"app-{a:04d}-pod-{p:05d}", "applicationID": f"app-{a:04d}",
+                 "resourceAsk": ask_res, "priority": 0} for p in range(pods)]}, "bench")
+        sched.take_outgoing()
+        setup = time.perf_counter() - t0
+        events_before = sink.count
+        publish_before = timed.ns if timed else 0
+        made = 0
+        cycles = 0
+        t1 = time.perf_counter()
+        while True:
+            n = sched.cycle(0.05)
+            sched.take_outgoing()
+            if writer is not None:
+                writer.heartbeat()
+            cycles += 1
+            made += n
+            if not n or not sched.pending():
+                break
+        elapsed = time.perf_counter() - t1
+        events = sink.count - events_before
+        publish_s = ((timed.ns - publish_before) / 1e9) if timed else 0.0
+        return {"nodes": nodes, "apps": apps, "pods": apps * pods, "allocations": made,
+                "cycles": cycles, "seconds": round(elapsed, 4), "setup_seconds": round(setup, 4),
+                "allocations_per_s": round(made / elapsed, 1) if elapsed else 0.0,
+                "events": events, "events_per_s": round(events / elapsed, 1) if elapsed else 0.0,
+                "publish_share": round(publish_s / elapsed, 4) if elapsed else 0.0,
+                "publish_ns_per_event": round(publish_s * 1e9 / events, 1) if events else 0.0,
+                "ring": ring, "policy": policy}
+    finally:
+        if writer is not None:
+            writer.close()
+            writer.unlink()
+
+
+def _body(argv: Sequence[str]) -> int:
+    p = Parser(prog="ykshm bench sched", description=__doc__.splitlines()[0])
+    p.add_argument("--nodes", type=int, default=5000)
+    p.add_argument("--apps", type=int, default=100)
+    p.add_argument("--pods", type=int, default=100, help="pods per application")
+    p.add_argument("--policy", choices=("fifo", "fair"), default="fifo")
+    p.add_argument("--no-ring", action="store_true", help="in-memory events, no shared memory")
+    p.add_argument("--json", action="store_true", help="one JSON object")
+    args = p.parse_args(list(argv))
+    if args.nodes < 1 or args.apps < 1 or args.pods < 1:
+        p.error("--nodes, --apps and --pods must be at least 1")
+    try:
+        result = run(args.nodes, args.apps, args.pods, ring=not args.no_ring, policy=args.policy)
+    except OSError as exc:
+        raise Failure(str(exc)) from None
+    if args.json:
+        sys.stdout.write(orjson.dumps(result).decode() + "\n")
+    else:
+        print(f"nodes {result['nodes']}  pods {result['pods']}  allocated "
+              f"{result['allocations']} in {result['seconds']} s ({result['cycles']} cycles, "
+              f"setup {result['setup_seconds']} s)")
+        print(f"allocations/s   {result['allocations_per_s']:,.0f}")
+        print(f"events/s        {result['events_per_s']:,.0f}  ({result['events']} events)")
+        print(f"publish share   {result['publish_share'] * 100:.1f} % of cycle time "
+              f"({result['publish_ns_per_event']} ns/event)")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return run_main("ykshm bench sched", _body, sys.argv[1:] if argv is None else argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

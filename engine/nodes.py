@@ -1,0 +1,126 @@
+"""Fast node choice for the scheduling cycle: a round-robin cursor plus a "largest free" bound.
+
+The usable nodes (ready and schedulable) sit in a list; `find(ask)` starts at a cursor and takes
+the first node whose free space fits the ask, so a cluster with room answers after a handful of
+checks, not a scan of every node. The cursor then moves past the chosen node ("fair": spread
+the load) or stays on it ("binpacking": fill a node before the next).
+
+`largest free` bound: for every resource name we keep an upper bound of the free amount on any
+usable node. A scan that finds nothing sets the bound exactly (it saw every node); freeing
+resources on a node raises the bound to that node's free amount; allocating only lowers free
+space, so the bound stays an upper bound. An ask larger than the bound in any name fits nowhere,
+known in O(1) without a scan. Asks of a shape that failed since the last time space was freed
+also fail in O(1) (`_failed` keyed by the ask's shape, cleared by any increase of free space).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+
+from engine.objects import Node
+
+
+class NodeIndex:
+    __slots__ = ("_nodes", "_cursor", "_bound", "_bound_exact", "_failed", "binpacking")
+
+    def __init__(self, binpacking: bool = False) -> None:
+        self._nodes: list[Node] = []
+        self._cursor = 0
+        self._bound: dict[str, int] = {}
+        self._bound_exact = True
+        self._failed: set[tuple] = set()
+        self.binpacking = binpacking
+
+    def __len__(self) -> int:
+        return len(self._nodes)
+
+    def __iter__(self) -> Iterator[Node]:
+        return iter(self._nodes)
+
+    def add(self, node: Node) -> None:
+        if node.index_pos >= 0:
+            return
+        node.index_pos = len(self._nodes)
+        self._nodes.append(node)
+        self.freed(node)
+
+    def remove(self, node: Node) -> None:
+        pos = node.index_pos
+        if pos < 0:
+            return
+        last = self._nodes.pop()
+        if last is not node:
+            self._nodes[pos] = last
+            last.index_pos = pos
+        node.index_pos = -1
+
+    def freed(self, node: Node) -> None:
+        """Free space on a usable node grew (release, capacity up, node added)."""
+        self._failed.clear()
+        bound = self._bound
+        for name, value in node.available.items():
+            if value > bound.get(name, 0):
+                bound[name] = value
+
+    def find(self, ask: Mapping[str, int], shape: tuple = ()) -> Node | None:
+        """A usable, unreserved node whose free space fits the ask, or None."""
+        bound = self._bound
+        for name, value in ask.items():
+            if value > 0 and value > bound.get(name, 0):
+                return None
+        if shape and shape in self._failed:
+            return None
+        nodes = self._nodes
+        count = len(nodes)
+        if not count:
+            return None
+        start = self._cursor
+        if start >= count:
+            start = 0
+        items = [(name, value) for name, value in ask.items() if value > 0]
+        i = start
+        for _ in range(count):
+            node = nodes[i]
+            if node.reserved_for is None:
+                avail = node.available
+                for name, value in items:
+                    if value > avail.get(name, 0):
+                        break
+                else:
+                    self._cursor = i if self.binpacking else i + 1
+                    return node
+            i += 1
+            if i == count:
+                i = 0
+        # full scan found nothing: the bound becomes exact
+        exact: dict[str, int] = {}
+        for node in nodes:
+            if node.reserved_for is None:
+                for name, value in node.available.items():
+                    if value > exact.get(name, 0):
+                        exact[name] = value
+        self._bound = exact
+        if shape:
+            self._failed.add(shape)
+        return None
+
+    def find_capacity(self, ask: Mapping[str, int]) -> Node | None:
+        """An unreserved usable node whose capacity minus foreign occupation fits the ask
+        (a reservation candidate). A full scan: callers use it rarely (once per ask)."""
+        items = [(name, value) for name, value in ask.items() if value > 0]
+        best = None
+        for node in self._nodes:
+            if node.reserved_for is not None:
+                continue
+            cap, occ = node.capacity, node.occupied
+            for name, value in items:
+                if value > cap.get(name, 0) - occ.get(name, 0):
+                    break
+            else:
+                if best is None or _free_score(node) > _free_score(best):
+                    best = node
+        return best
+
+
+def _free_score(node: Node) -> int:
+    return sum(node.available.values())

@@ -1,0 +1,330 @@
+"""The scheduler's objects: asks, allocations, nodes, queues and applications.
+
+Plain slotted classes with no behaviour beyond their own bookkeeping; the partition
+(`engine.partition`) owns them and is the only code that changes them, so every change can emit
+its event in one place. Resources are `dict[str, int]` (see `engine.resources`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from typing import Any
+
+import orjson
+from sortedcontainers import SortedList
+
+from engine.app_state import ApplicationFSM, AppState
+
+_seq = itertools.count()
+
+
+def _ask_order(ask: "Ask") -> tuple[int, int, int]:
+    return (-ask.priority, ask.create_time, ask.seq)
+
+
+class Ask:
+    """A pending request for one allocation (one pod). Its key becomes the allocation's key."""
+
+    __slots__ = ("key", "app_id", "resource", "priority", "create_time", "seq", "placeholder",
+                 "task_group", "tags", "shape", "reserved_node", "reported", "rm_id")
+
+    def __init__(self, key: str, app_id: str, resource: dict[str, int], priority: int = 0,
+                 placeholder: bool = False, task_group: str = "", tags: dict | None = None,
+                 create_time: int = 0, rm_id: str = "") -> None:
+        self.key = key
+        self.app_id = app_id
+        self.resource = resource
+        self.priority = priority
+        self.create_time = create_time or time.time_ns()
+        self.seq = next(_seq)
+        self.placeholder = placeholder
+        self.task_group = task_group
+        self.tags = tags or {}
+        self.shape = tuple(sorted(resource.items()))
+        self.reserved_node: str | None = None
+        self.reported: set[str] = set()  # request-event reasons already sent for this ask
+        self.rm_id = rm_id
+
+    def dao(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"allocationKey": self.key, "applicationId": self.app_id,
+                               "resource": dict(self.resource), "priority": str(self.priority),
+                               "requestTime": self.create_time, "placeholder": self.placeholder,
+                               "taskGroupName": self.task_group,
+                               "allocationTags": self.tags}
+        return out
+
+
+class Allocation:
+    """Resources bound on a node for one ask (or recovered from the RM)."""
+
+    __slots__ = ("key", "app_id", "partition", "node_id", "resource", "placeholder",
+                 "task_group", "priority", "create_time", "recovered", "replacing", "_dao")
+
+    def __init__(self, key: str, app_id: str, partition: str, node_id: str,
+                 resource: dict[str, int], placeholder: bool = False, task_group: str = "",
+                 priority: int = 0, recovered: bool = False) -> None:
+        self.key = key
+        self.app_id = app_id
+        self.partition = partition
+        self.node_id = node_id
+        self.resource = resource
+        self.placeholder = placeholder
+        self.task_group = task_group
+        self.priority = priority
+        self.create_time = time.time_ns()
+        self.recovered = recovered
+        self.replacing = False
+        self._dao: dict[str, Any] | None = None
+
+    def si(self) -> dict[str, Any]:
+        """The AllocationResponse.new entry."""
+        return {"allocationKey": self.key, "applicationID": self.app_id,
+                "partitionName": self.partition, "nodeID": self.node_id,
+                "resourcePerAlloc": {"resources": {k: {"value": v}
+                                                   for k, v in self.resource.items()}},
+                "placeholder": self.placeholder, "taskGroupName": self.task_group}
+
+    def dao(self) -> dict[str, Any]:
+        """AllocationDAOInfo (computed once: an allocation never changes)."""
+        if self._dao is None:
+            self._dao = self._build_dao()
+        return self._dao
+
+    def _build_dao(self) -> dict[str, Any]:
+        return {"allocationKey": self.key, "allocationID": self.key,
+                "resource": dict(self.resource), "priority": str(self.priority),
+                "nodeId": self.node_id, "applicationId": self.app_id,
+                "partition": self.partition, "placeholder": self.placeholder,
+                "taskGroupName": self.task_group, "allocationTime": self.create_time}
+
+
+class Node:
+    """A node: capacity, what foreign pods occupy, what we allocated, and the flags."""
+
+    __slots__ = ("node_id", "rm_id", "attributes", "capacity", "occupied", "allocated",
+                 "available", "ready", "schedulable", "allocations", "reserved_for",
+                 "index_pos", "partition", "ver", "_dao", "_frag")
+
+    def __init__(self, node_id: str, rm_id: str, partition: str, capacity: dict[str, int],
+                 occupied: dict[str, int], attributes: dict[str, str],
+                 schedulable: bool = True, ready: bool = True) -> None:
+        self.node_id = node_id
+        self.rm_id = rm_id
+        self.partition = partition
+        self.attributes = attributes
+        self.capacity = capacity
+        self.occupied = occupied
+        self.allocated: dict[str, int] = {}
+        self.available: dict[str, int] = {}
+        self.ready = ready
+        self.schedulable = schedulable
+        self.allocations: dict[str, Allocation] = {}
+        self.reserved_for: tuple[str, str] | None = None  # (app_id, ask key)
+        self.index_pos = -1
+        self.ver = 0
+        self._dao: tuple[int, dict[str, Any]] | None = None
+        self._frag: tuple[int, Any] | None = None
+        self.recompute()
+
+    def recompute(self) -> None:
+        self.ver += 1
+        avail = dict(self.capacity)
+        for name, value in self.occupied.items():
+            avail[name] = avail.get(name, 0) - value
+        for name, value in self.allocated.items():
+            avail[name] = avail.get(name, 0) - value
+        self.available = avail
+
+    @property
+    def usable(self) -> bool:
+        return self.ready and self.schedulable
+
+    def dao(self) -> dict[str, Any]:
+        """NodeDAOInfo, cached until the node changes (`ver` is bumped by every change)."""
+        cached = self._dao
+        if cached is not None and cached[0] == self.ver:
+            return cached[1]
+        dao = self._build_dao()
+        self._dao = (self.ver, dao)
+        return dao
+
+    def fragment(self) -> Any:
+        """The DAO pre-serialised (orjson.Fragment), cached like `dao()`."""
+        cached = self._frag
+        if cached is not None and cached[0] == self.ver:
+            return cached[1]
+        frag = orjson.Fragment(orjson.dumps(self.dao()))
+        self._frag = (self.ver, frag)
+        return frag
+
+    def _build_dao(self) -> dict[str, Any]:
+        utilized = {}
+        for name, cap in self.capacity.items():
+            if cap > 0:
+                utilized[name] = (self.allocated.get(name, 0) * 100) // cap
+        return {"nodeID": self.node_id, "hostName": self.attributes.get("hostname", self.node_id),
+                "rackName": self.attributes.get("rackname", ""),
+                "attributes": dict(self.attributes),
+                "capacity": dict(self.capacity), "allocated": dict(self.allocated),
+                "occupied": dict(self.occupied),
+                "available": {k: max(0, v) for k, v in self.available.items()},
+                "utilized": utilized,
+                "allocations": [a.dao() for a in self.allocations.values()],
+                "schedulable": self.schedulable, "ready": self.ready,
+                "isReserved": self.reserved_for is not None,
+                "reservations": ([f"{self.reserved_for[0]}|{self.reserved_for[1]}"]
+                                 if self.reserved_for else []),
+                "partition": self.partition}
+
+
+class Queue:
+    """A queue of the hierarchy. Usage (`allocated`) and counters include all descendants."""
+
+    __slots__ = ("name", "path", "parent", "children", "parent_flag", "dynamic", "guaranteed",
+                 "max", "max_apps", "properties", "limits", "template", "apps", "allocated",
+                 "pending", "pending_count", "running_apps", "draining", "managed_children_allowed",
+                 "order", "share")
+
+    def __init__(self, name: str, path: str, parent: "Queue | None", *, leaf: bool,
+                 dynamic: bool = False) -> None:
+        self.name = name
+        self.path = path
+        self.parent = parent
+        self.children: dict[str, Queue] = {}
+        self.parent_flag = not leaf
+        self.dynamic = dynamic
+        self.guaranteed: dict[str, int] = {}
+        self.max: dict[str, int] = {}
+        self.max_apps = 0
+        self.properties: dict[str, str] = {}
+        self.limits: list[dict[str, Any]] = []
+        self.template: Any = None
+        self.apps: dict[str, App] = {}
+        self.allocated: dict[str, int] = {}
+        self.pending: dict[str, int] = {}
+        self.pending_count = 0
+        self.running_apps = 0
+        self.draining = False
+        self.managed_children_allowed = False
+        self.order = next(_seq)
+        self.share = 0.0
+
+    @property
+    def is_leaf(self) -> bool:
+        return not self.parent_flag
+
+    @property
+    def sort_policy(self) -> str:
+        return self.properties.get("application.sort.policy", "fifo")
+
+    def ancestors(self):
+        """This queue and its parents up to root."""
+        q: Queue | None = self
+        while q is not None:
+            yield q
+            q = q.parent
+
+    def update_share(self) -> None:
+        g = self.guaranteed
+        if not g:
+            self.share = 0.0
+            return
+        a = self.allocated
+        self.share = max((a.get(k, 0) / v for k, v in g.items() if v > 0), default=0.0)
+
+
+class App:
+    """An application: its asks (pending, ordered by priority then age) and allocations."""
+
+    __slots__ = ("app_id", "partition", "queue", "queue_name", "ugi", "tags", "rm_id", "fsm",
+                 "submit_time", "asks", "pending", "allocations", "allocated", "placeholder_ask",
+                 "gang_style", "ph_timeout_ms", "finished_time", "state_log", "rejected_message",
+                 "counted_running", "share", "pending_res", "max_used", "ph_timer_started",
+                 "start_time", "seq", "placeholder_data", "ver", "_dao", "_frag")
+
+    def __init__(self, app_id: str, partition: str, queue_name: str, ugi: Any, tags: dict,
+                 rm_id: str, placeholder_ask: dict[str, int], gang_style: str,
+                 ph_timeout_ms: int) -> None:
+        self.app_id = app_id
+        self.partition = partition
+        self.queue: Queue | None = None
+        self.queue_name = queue_name
+        self.ugi = ugi
+        self.tags = tags
+        self.rm_id = rm_id
+        self.fsm = ApplicationFSM()
+        self.submit_time = time.time_ns()
+        self.start_time = 0
+        self.finished_time = 0
+        self.asks: dict[str, Ask] = {}
+        self.pending: SortedList = SortedList(key=_ask_order)
+        self.allocations: dict[str, Allocation] = {}
+        self.allocated: dict[str, int] = {}
+        self.pending_res: dict[str, int] = {}
+        self.max_used: dict[str, int] = {}
+        self.placeholder_ask = placeholder_ask
+        self.gang_style = gang_style or "Soft"
+        self.ph_timeout_ms = ph_timeout_ms
+        self.ph_timer_started = False
+        self.state_log: list[dict[str, Any]] = [{"time": self.submit_time,
+                                                 "applicationState": AppState.NEW.value}]
+        self.rejected_message = ""
+        self.counted_running = False
+        self.share = 0.0
+        self.seq = next(_seq)
+        # task group -> {"count", "replaced", "timedout", "minResource"}
+        self.placeholder_data: dict[str, dict[str, Any]] = {}
+        self.ver = 0
+        self._dao: tuple[int, dict[str, Any]] | None = None
+        self._frag: tuple[int, Any] | None = None
+
+    @property
+    def state(self) -> AppState:
+        return self.fsm.state
+
+    def dao(self) -> dict[str, Any]:
+        """ApplicationDAOInfo, cached until the app changes (`ver`)."""
+        cached = self._dao
+        if cached is not None and cached[0] == self.ver:
+            return cached[1]
+        dao = self._build_dao()
+        self._dao = (self.ver, dao)
+        return dao
+
+    def fragment(self) -> Any:
+        """The DAO pre-serialised (orjson.Fragment), cached like `dao()`."""
+        cached = self._frag
+        if cached is not None and cached[0] == self.ver:
+            return cached[1]
+        frag = orjson.Fragment(orjson.dumps(self.dao()))
+        self._frag = (self.ver, frag)
+        return frag
+
+    def _build_dao(self) -> dict[str, Any]:
+        user = getattr(self.ugi, "user", "")
+        groups = list(getattr(self.ugi, "groups", ()) or ())
+        return {"applicationID": self.app_id,
+                "usedResource": dict(self.allocated),
+                "maxUsedResource": dict(self.max_used),
+                "pendingResource": dict(self.pending_res),
+                "partition": self.partition,
+                "queueName": self.queue.path if self.queue else self.queue_name,
+                "submissionTime": self.submit_time,
+                "startTime": self.start_time,
+                "finishedTime": self.finished_time or None,
+                "requests": [a.dao() for a in self.pending],
+                "allocations": [a.dao() for a in self.allocations.values()],
+                "applicationState": self.fsm.state.value,
+                "user": user, "groups": groups,
+                "rejectedMessage": self.rejected_message,
+                "stateLog": list(self.state_log),
+                "placeholderData": [
+                    {"taskGroupName": tg, "count": d["count"], "minResource": d["minResource"],
+                     "replaced": d["replaced"], "timedout": d["timedout"]}
+                    for tg, d in self.placeholder_data.items()],
+                "hasReserved": any(a.reserved_node for a in self.asks.values()),
+                "reservations": [f"{a.reserved_node}|{a.key}" for a in self.asks.values()
+                                 if a.reserved_node],
+                "maxRequestPriority": max((a.priority for a in self.pending), default=0),
+                "tags": dict(self.tags)}

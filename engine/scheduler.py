@@ -1,0 +1,278 @@
+"""The scheduler core: partitions, registered RMs, SI message handling and the cycle. No I/O.
+
+`Scheduler.handle(msg, conn_rm)` applies one validated shim message and returns a `Handled`
+(responses to send now, in order, and the problems to report as `Error`). `cycle()` fires timers
+and schedules every partition; `take_outgoing()` returns the asynchronous messages per rmID that
+the cycle produced (AllocationResponse.new, app state updates, releases, EventRecords).
+The trio code that owns the socket lives in `engine.si.server`; this module is driven directly by
+tests and by `bench sched`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from engine.config import EngineConfig, PartitionConfig
+from engine.events_out import request_records
+from engine.partition import Outbox, Partition, Timing
+from engine.si import protocol as P
+
+_RM_PREFIX = re.compile(r"^\[[^\]]*\]")
+
+
+class OutOfOrderError(Exception):
+    """A message that is valid but not acceptable now (before registering, another rmID)."""
+
+
+@dataclasses.dataclass
+class Handled:
+    responses: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    problems: list[str] = dataclasses.field(default_factory=list)
+
+
+def _default_ugm_factory() -> tuple[Callable[..., Any], Callable[..., Any]]:
+    from engine.ugm import UserGroup, UserGroupManager
+    return UserGroupManager, UserGroup
+
+
+class Scheduler:
+    """All partitions of one engine and the RMs registered with it."""
+
+    def __init__(self, config: EngineConfig, sink: Any, *, instance_uuid: str = "",
+                 ring_name: str = "", clock: Callable[[], int] = time.monotonic_ns,
+                 timing: Timing | None = None,
+                 ugm_factory: Callable[[], tuple[Any, Any]] | None = _default_ugm_factory
+                 ) -> None:
+        self.config = config
+        self.sink = sink
+        self.instance_uuid = instance_uuid
+        self.ring_name = ring_name
+        self.clock = clock
+        self.timing = timing or Timing()
+        self.outbox = Outbox()
+        self._pending_other: dict[str, list[dict[str, Any]]] = {}
+        self.rms: dict[str, dict[str, Any]] = {}
+        self.cycles = 0
+        self.started_nano = time.time_ns()
+        if ugm_factory is not None:
+            self._ugm_cls, self._ug_cls = ugm_factory()
+        else:
+            self._ugm_cls = self._ug_cls = None
+        self.partitions: dict[str, Partition] = {}
+        for pcfg in config.partitions:
+            self._add_partition(pcfg)
+        self.default_partition = config.partitions[0].name
+
+    def _add_partition(self, pcfg: PartitionConfig) -> None:
+        ugm = self._ugm_cls(pcfg.name, self.sink.emit) if self._ugm_cls else None
+        self.partitions[pcfg.name] = Partition(pcfg, self.sink, ugm, self.outbox,
+                                               clock=self.clock, timing=self.timing,
+                                               user_group=self._ug_cls)
+
+    @property
+    def version(self) -> int:
+        return sum(p.version for p in self.partitions.values()) + len(self.rms)
+
+    def reload(self, config: EngineConfig) -> None:
+        """Apply a changed queue configuration (service settings change on restart only)."""
+        for pcfg in config.partitions:
+            part = self.partitions.get(pcfg.name)
+            if part is None:
+                self._add_partition(pcfg)
+            else:
+                part.update_config(pcfg)
+        self.config = dataclasses.replace(self.config, partitions=config.partitions)
+
+    def partition_of(self, name: str | None) -> Partition:
+        """The partition a message names ("[rm]default" and "default" are the same); KeyError."""
+        if not name:
+            return self.partitions[self.default_partition]
+        return self.partitions[_RM_PREFIX.sub("", name)]
+
+    # --- messages ------------------------------------------------------------------------------
+
+    def handle(self, msg: Mapping[str, Any], conn_rm: str | None) -> Handled:
+        """Apply one validated message. Raises OutOfOrderError for a message not acceptable on
+        this connection now (nothing applied)."""
+        mtype = msg["type"]
+        rm_id = msg["rmID"]
+        result = Handled()
+        if mtype == P.REGISTER_RM:
+            if rm_id in self.rms:
+                for part in self.partitions.values():
+                    part.remove_rm(rm_id)
+                    if part.ugm is not None and len(self.rms) == 1:
+                        part.ugm.clear()
+                self.outbox.alloc.pop(rm_id, None)
+                self.outbox.app.pop(rm_id, None)
+            self.rms[rm_id] = {"rmID": rm_id, "policyGroup": msg.get("policyGroup", ""),
+                               "version": msg.get("version", ""),
+                               "registeredNano": time.time_ns()}
+            resp = {"type": P.REGISTER_RM_RESPONSE, "instanceUUID": self.instance_uuid,
+                    "ringName": self.ring_name}
+            if "id" in msg:
+                resp["replyTo"] = msg["id"]
+            result.responses.append(resp)
+            return result
+        if conn_rm is None or rm_id not in self.rms:
+            raise OutOfOrderError(f"{mtype} before RegisterResourceManager for rmID {rm_id!r}")
+        if rm_id != conn_rm:
+            raise OutOfOrderError(f"{mtype} for rmID {rm_id!r} on the connection of {conn_rm!r}")
+        if mtype == P.APPLICATION_REQUEST:
+            self._applications(rm_id, msg, result)
+        elif mtype == P.NODE_REQUEST:
+            self._nodes(rm_id, msg, result)
+        elif mtype == P.ALLOCATION_REQUEST:
+            self._allocations(rm_id, msg, result)
+        return result
+
+    def _part(self, name: str | None, what: str, result: Handled) -> Partition | None:
+        try:
+            return self.partition_of(name)
+        except KeyError:
+            result.problems.append(f"{what}: unknown partition {name!r}")
+            return None
+
+    def _applications(self, rm_id: str, msg: Mapping[str, Any], result: Handled) -> None:
+        accepted: list[dict] = []
+        rejected: list[dict] = []
+        for info in msg.get("new") or []:
+            app_id = info["applicationID"]
+            part = self._part(info.get("partitionName"), f"application {app_id}", result)
+            if part is None:
+                rejected.append({"applicationID": app_id, "reason": "unknown partition"})
+                continue
+            reason = part.add_app(rm_id, info)
+            if reason is None:
+                accepted.append({"applicationID": app_id})
+            else:
+                rejected.append({"applicationID": app_id, "reason": reason})
+        for info in msg.get("remove") or []:
+            app_id = info["applicationID"]
+            part = self._part(info.get("partitionName"), f"application {app_id}", result)
+            if part is not None and not part.remove_app(app_id):
+                result.problems.append(f"remove: unknown application {app_id}")
+        # state updates caused by this message go out before the accept/reject answer
+        result.responses.extend(self._flush_for(rm_id))
+        if accepted or rejected:
+            result.responses.append({"type": P.APPLICATION_RESPONSE, "accepted": accepted,
+                                     "rejected": rejected, "updated": []})
+
+    def _nodes(self, rm_id: str, msg: Mapping[str, Any], result: Handled) -> None:
+        accepted: list[dict] = []
+        rejected: list[dict] = []
+        for info in msg.get("nodes") or []:
+            node_id = info["nodeID"]
+            part = self._part((info.get("attributes") or {}).get("si/node-partition"),
+                              f"node {node_id}", result)
+            if part is None:
+                rejected.append({"nodeID": node_id, "reason": "unknown partition"})
+                continue
+            action = info["action"]
+            if action == P.NODE_CREATE:
+                reason = part.add_node(rm_id, info)
+            elif action == P.NODE_CREATE_DRAIN:
+                reason = part.add_node(rm_id, info, drain=True)
+            elif action == P.NODE_UPDATE:
+                reason = part.update_node(info)
+            elif action == P.NODE_DRAIN:
+                reason = part.set_schedulable(node_id, False)
+            elif action == P.NODE_DRAIN_TO_SCHEDULABLE:
+                reason = part.set_schedulable(node_id, True)
+            else:  # DECOMISSION
+                reason = part.remove_node(node_id)
+            if reason is None:
+                if action in (P.NODE_CREATE, P.NODE_CREATE_DRAIN):
+                    accepted.append({"nodeID": node_id})
+            else:
+                rejected.append({"nodeID": node_id, "reason": reason})
+                result.problems.append(f"{action} {node_id}: {reason}")
+        result.responses.extend(self._flush_for(rm_id))
+        if accepted or rejected:
+            result.responses.append({"type": P.NODE_RESPONSE, "accepted": accepted,
+                                     "rejected": rejected})
+
+    def _allocations(self, rm_id: str, msg: Mapping[str, Any], result: Handled) -> None:
+        box = self.outbox
+        releases = msg.get("releases") or {}
+        for rel in releases.get("allocationsToRelease") or []:
+            part = self._part(rel.get("partitionName"), "release", result)
+            if part is not None:
+                part.release_allocation(rel["applicationID"], rel.get("allocationKey") or "",
+                                        rel.get("terminationType") or "STOPPED_BY_RM",
+                                        rel.get("message") or "")
+        for rel in releases.get("allocationAsksToRelease") or []:
+            part = self._part(rel.get("partitionName"), "ask release", result)
+            if part is not None:
+                part.release_ask(rel["applicationID"], rel.get("allocationKey") or "",
+                                 rel.get("message") or "")
+        for info in msg.get("allocations") or []:
+            part = self._part(info.get("partitionName"), f"allocation {info['allocationKey']}",
+                              result)
+            reason = part.add_existing(rm_id, info) if part is not None else "unknown partition"
+            if reason is not None:
+                box.alloc_rejected(rm_id, info["applicationID"], info["allocationKey"], reason)
+                result.problems.append(f"allocation {info['allocationKey']}: {reason}")
+        for info in msg.get("asks") or []:
+            part = self._part(info.get("partitionName"), f"ask {info['allocationKey']}", result)
+            reason = part.add_ask(rm_id, info) if part is not None else "unknown partition"
+            if reason is not None:
+                box.alloc_rejected(rm_id, info["applicationID"], info["allocationKey"], reason)
+                result.problems.append(f"ask {info['allocationKey']}: {reason}")
+        result.responses.extend(self._flush_for(rm_id))
+
+    def _flush_for(self, rm_id: str) -> list[dict[str, Any]]:
+        """Everything queued for this RM so far (so a request's effects precede its Ack)."""
+        out = self.outbox.take()
+        mine = out.pop(rm_id, [])
+        for other, msgs in out.items():  # rare: effects on another RM's objects
+            self._pending_other.setdefault(other, []).extend(msgs)
+        return mine
+
+    # --- the cycle -----------------------------------------------------------------------------
+
+    def cycle(self, budget_s: float = 0.05) -> int:
+        """Fire due timers and allocate for up to budget_s seconds; allocations made."""
+        self.cycles += 1
+        deadline = self.clock() + int(budget_s * 1e9)
+        made = 0
+        for part in self.partitions.values():
+            part.tick()
+            made += part.schedule(deadline)
+        return made
+
+    def pending(self) -> bool:
+        """Any partition with pending asks and usable nodes (another cycle may allocate)."""
+        return any(p.root.pending_count and len(p.index) for p in self.partitions.values())
+
+    def take_outgoing(self) -> dict[str, list[dict[str, Any]]]:
+        """Asynchronous messages per rmID: responses from the cycle, then request events."""
+        out = self.outbox.take()
+        for rm, msgs in self._pending_other.items():
+            out.setdefault(rm, [])[:0] = msgs
+        self._pending_other = {}
+        events = self.sink.take_requests()
+        if events:
+            records = request_records(events)
+            by_rm: dict[str, list[dict[str, Any]]] = {}
+            for rec in records:
+                rm = self._rm_of_app(rec["referenceID"])
+                if rm is not None:
+                    by_rm.setdefault(rm, []).append(rec)
+            for rm, recs in by_rm.items():
+                out.setdefault(rm, []).append({"type": P.EVENT_RECORDS, "events": recs})
+        return out
+
+    def _rm_of_app(self, app_id: str) -> str | None:
+        for part in self.partitions.values():
+            app = part.apps.get(app_id) or part.terminated.get(app_id)
+            if app is not None:
+                return app.rm_id
+        if len(self.rms) == 1:
+            return next(iter(self.rms))
+        return None
+

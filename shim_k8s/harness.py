@@ -1,0 +1,385 @@
+"""Run a real sim-cluster, engine and shim as subprocesses: end-to-end tests and `bench e2e`.
+
+Every process is started with `python -m tools.cli ...` from the checkout, waited for until it
+is ready (sim-cluster prints its URL, the engine's socket accepts, the shim's status file shows
+the wanted state), and stopped by its pid (SIGTERM, then SIGKILL) by `close()` — never by name.
+Instance names are unique per user (`--name`), so parallel runs do not meet. `close()` also
+removes the instance's /dev/shm segments, its status file and its temporary directory (logs,
+config, socket) unless YKSHM_KEEP_LOGS is set.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import httpx
+import orjson
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+ENGINE_CONFIG = """\
+partitions:
+  - name: default
+    queues:
+      - name: root
+        submitacl: "*"
+        queues:
+          - name: default
+          - name: a
+          - name: b
+service:
+  event:
+    requestEventsEnabled: {request_events}
+"""
+
+KUBECONFIG = """\
+apiVersion: v1
+kind: Config
+current-context: sim
+clusters:
+- name: sim
+  cluster: {{server: "{server}"}}
+contexts:
+- name: sim
+  context: {{cluster: sim, user: shim}}
+users:
+- name: shim
+  user: {{token: not-checked-by-sim-cluster}}
+"""
+
+
+class HarnessError(RuntimeError):
+    """A process did not start or a condition was not reached in time."""
+
+
+def wait_for(cond: Callable[[], Any], timeout: float, what: str, interval: float = 0.05) -> Any:
+    deadline = time.monotonic() + timeout
+    last_exc: Exception | None = None
+    while True:
+        try:
+            value = cond()
+            if value:
+                return value
+        except Exception as exc:  # noqa: BLE001 - a condition that cannot be evaluated yet
+            last_exc = exc
+        if time.monotonic() > deadline:
+            extra = f" (last error: {last_exc})" if last_exc else ""
+            raise HarnessError(f"timed out after {timeout:.0f}s waiting for {what}{extra}")
+        time.sleep(interval)
+
+
+class Proc:
+    def __init__(self, role: str, args: list[str], log_dir: str, env: Mapping[str, str] | None = None,
+                 stdout_pipe: bool = False) -> None:
+        self.role = role
+        self.log_path = os.path.join(log_dir, f"{role}-{int(time.time() * 1000)}.log")
+        self.log = open(self.log_path, "wb")
+        full_env = dict(os.environ)
+        full_env["PYTHONPATH"] = ROOT + os.pathsep + full_env.get("PYTHONPATH", "")
+        full_env.update(env or {})
+        self.popen = subprocess.Popen(
+            [sys.executable, "-m", "tools.cli", *args], cwd=ROOT, env=full_env,
+            stdout=subprocess.PIPE if stdout_pipe else self.log, stderr=self.log,
+            stdin=subprocess.DEVNULL)
+        self.pid = self.popen.pid
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def tail(self, n: int = 20) -> str:
+        try:
+            with open(self.log_path, "rb") as f:
+                return b"\n".join(f.read().splitlines()[-n:]).decode(errors="replace")
+        except OSError:
+            return ""
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 5.0) -> int | None:
+        if self.popen.poll() is None:
+            try:
+                os.kill(self.pid, sig)
+            except ProcessLookupError:
+                pass
+            try:
+                self.popen.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.kill(self.pid, signal.SIGKILL)
+                self.popen.wait(5)
+        if self.popen.stdout is not None:
+            self.popen.stdout.close()
+        self.log.close()
+        return self.popen.returncode
+
+
+class Cluster:
+    """sim-cluster + engine + shim for one instance name. Use as a context manager."""
+
+    def __init__(self, name: str, *, nodes: int = 0, watch_history: int | None = None,
+                 kubelet_delay: float = 0.05, request_events: bool = True,
+                 log_dir: str | None = None, sim_args: Iterable[str] = (),
+                 bookmark_interval: float | None = None) -> None:
+        self.name = name
+        self.tmp = tempfile.mkdtemp(prefix=f"ykshm-{name}-")
+        self.log_dir = log_dir or self.tmp
+        self.socket = os.path.join(self.tmp, "engine.sock")
+        self.config = os.path.join(self.tmp, "queues.yaml")
+        with open(self.config, "w") as f:
+            f.write(ENGINE_CONFIG.format(request_events="true" if request_events else "false"))
+        self.status_file = f"/tmp/ykshm-{name}.shim.json"
+        self.nodes = nodes
+        self.watch_history = watch_history
+        self.kubelet_delay = kubelet_delay
+        self.sim_args = list(sim_args)
+        self.bookmark_interval = bookmark_interval
+        self.sim: Proc | None = None
+        self.engine: Proc | None = None
+        self.shim: Proc | None = None
+        self.url = ""
+        self.api: httpx.Client | None = None
+        self.engines_started = 0
+
+    # ------------------------------------------------------------------ processes
+    def start_sim(self, timeout: float = 20) -> str:
+        args = ["sim-cluster", "--port", "0", "--nodes", str(self.nodes),
+                "--kubelet-delay", str(self.kubelet_delay), *self.sim_args]
+        if self.watch_history is not None:
+            args += ["--watch-history", str(self.watch_history)]
+        if self.bookmark_interval is not None:
+            args += ["--bookmark-interval", str(self.bookmark_interval)]
+        self.sim = Proc("sim-cluster", args, self.log_dir, stdout_pipe=True)
+        line = b""
+        deadline = time.monotonic() + timeout
+        assert self.sim.popen.stdout is not None
+        os.set_blocking(self.sim.popen.stdout.fileno(), False)
+        while b"listening on" not in line:
+            chunk = self.sim.popen.stdout.read()
+            if chunk:
+                line += chunk
+            elif not self.sim.alive():
+                raise HarnessError(f"sim-cluster exited: {self.sim.tail()}")
+            if time.monotonic() > deadline:
+                raise HarnessError("sim-cluster did not start")
+            time.sleep(0.02)
+        self.url = line.decode().split("listening on", 1)[1].split()[0].strip()
+        self.api = httpx.Client(base_url=self.url, timeout=30)
+        return self.url
+
+    def start_engine(self, timeout: float = 30) -> None:
+        self.engine = Proc("engine", ["engine", "--config", self.config, "--name", self.name,
+                                      "--socket", self.socket], self.log_dir)
+        self.engines_started += 1
+
+        def ready() -> bool:
+            if not self.engine.alive():
+                raise HarnessError(f"engine exited: {self.engine.tail()}")
+            with socket.socket(socket.AF_UNIX) as s:
+                s.connect(self.socket)
+            return True
+
+        try:
+            wait_for(ready, timeout, "the engine socket")
+        except HarnessError as exc:
+            raise HarnessError(f"{exc}; engine log: {self.engine.tail()}") from None
+
+    def start_shim(self, wait_state: str | None = "Running", timeout: float = 30,
+                   extra: Iterable[str] = (), kubeconfig: bool = False) -> None:
+        try:
+            os.unlink(self.status_file)
+        except FileNotFoundError:
+            pass
+        if kubeconfig:
+            path = os.path.join(self.tmp, "kubeconfig")
+            with open(path, "w") as f:
+                f.write(KUBECONFIG.format(server=self.url))
+            source = ["--kubeconfig", path]
+        else:
+            source = ["--api-server", self.url]
+        self.shim = Proc("shim", ["shim", *source, "--name", self.name,
+                                  "--socket", self.socket, *extra], self.log_dir)
+        if wait_state:
+            self.wait_shim(wait_state, timeout)
+
+    def kill_engine(self) -> None:
+        assert self.engine is not None
+        self.engine.stop(signal.SIGKILL)
+
+    def close(self) -> None:
+        for proc in (self.shim, self.engine, self.sim):
+            if proc is not None:
+                proc.stop()
+        if self.api is not None:
+            self.api.close()
+        paths = [self.status_file, *glob.glob(f"/dev/shm/{glob.escape(self.name)}.*")]
+        for path in paths:
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+        if not os.environ.get("YKSHM_KEEP_LOGS"):
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def __enter__(self) -> "Cluster":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def start_all(self, kubeconfig: bool = False) -> "Cluster":
+        self.start_sim()
+        self.start_engine()
+        self.start_shim(kubeconfig=kubeconfig)
+        return self
+
+    # ------------------------------------------------------------------ shim / engine state
+    def shim_status(self) -> dict[str, Any]:
+        with open(self.status_file, "rb") as f:
+            return orjson.loads(f.read())
+
+    def wait_shim(self, state: str, timeout: float = 30, *, registrations: int | None = None
+                  ) -> dict[str, Any]:
+        def ok() -> dict[str, Any] | None:
+            if self.shim is not None and not self.shim.alive():
+                raise HarnessError(f"shim exited: {self.shim.tail()}")
+            doc = self.shim_status()
+            if doc["state"] != state:
+                return None
+            if registrations is not None and doc["registrations"] < registrations:
+                return None
+            return doc
+
+        try:
+            return wait_for(ok, timeout, f"shim state {state}", interval=0.02)
+        except HarnessError as exc:
+            tail = self.shim.tail() if self.shim else ""
+            raise HarnessError(f"{exc}; shim log: {tail}") from None
+
+    def engine_doc(self) -> dict[str, Any] | None:
+        from shm.snapshot import SnapshotReader
+
+        reader = SnapshotReader.attach(self.name)
+        try:
+            return reader.read()
+        finally:
+            reader.close()
+
+    def usage(self) -> dict[str, Any]:
+        """UGM usage of the default partition, normalised for comparison (no app lists order)."""
+        doc = self.engine_doc() or {}
+        usage = doc.get("usage") or {}
+        part = usage.get("default") or next(iter(usage.values()), {}) if usage else {}
+        return _normalise(part)
+
+    def queue_usage(self) -> dict[str, Any]:
+        doc = self.engine_doc() or {}
+        queues = doc.get("queues") or {}
+        part = queues.get("default") or next(iter(queues.values()), {}) if queues else {}
+        result: dict[str, Any] = {}
+
+        def walk(q: Mapping[str, Any]) -> None:
+            used = q.get("allocatedResource") or {}
+            result[q.get("queuename") or q.get("queuePath") or "?"] = used
+            for child in q.get("children") or []:
+                walk(child)
+
+        if part:
+            walk(part)
+        return result
+
+    # ------------------------------------------------------------------ API objects
+    def create_node(self, name: str, cpu: str = "16", memory: str = "64Gi", pods: str = "110",
+                    unschedulable: bool = False) -> dict[str, Any]:
+        body = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name},
+                "spec": {"unschedulable": unschedulable},
+                "status": {"capacity": {"cpu": cpu, "memory": memory, "pods": pods},
+                           "allocatable": {"cpu": cpu, "memory": memory, "pods": pods},
+                           "conditions": [{"type": "Ready", "status": "True"}]}}
+        return self._ok(self.api.post("/api/v1/nodes", json=body))
+
+    def delete_node(self, name: str) -> None:
+        self._ok(self.api.delete(f"/api/v1/nodes/{name}"))
+
+    def patch_node(self, name: str, patch: Mapping[str, Any]) -> None:
+        self._ok(self.api.patch(f"/api/v1/nodes/{name}", content=orjson.dumps(patch),
+                                headers={"Content-Type": "application/merge-patch+json"}))
+
+    def create_pod(self, name: str, *, namespace: str = "default", app: str | None = "app-1",
+                   cpu: str = "100m", memory: str = "64Mi", scheduler: str = "yunikorn",
+                   node: str | None = None, queue: str | None = None,
+                   annotations: Mapping[str, str] | None = None) -> dict[str, Any]:
+        return self._ok(self.api.post(f"/api/v1/namespaces/{namespace}/pods",
+                                      json=pod_body(name, namespace=namespace, app=app, cpu=cpu,
+                                                    memory=memory, scheduler=scheduler,
+                                                    node=node, queue=queue,
+                                                    annotations=annotations)))
+
+    def delete_pod(self, name: str, namespace: str = "default") -> None:
+        self._ok(self.api.delete(f"/api/v1/namespaces/{namespace}/pods/{name}"))
+
+    def pods(self, namespace: str | None = None) -> list[dict[str, Any]]:
+        path = f"/api/v1/namespaces/{namespace}/pods" if namespace else "/api/v1/pods"
+        return self._ok(self.api.get(path))["items"]
+
+    def pod(self, name: str, namespace: str = "default") -> dict[str, Any]:
+        return self._ok(self.api.get(f"/api/v1/namespaces/{namespace}/pods/{name}"))
+
+    def events(self, namespace: str = "default") -> list[dict[str, Any]]:
+        return self._ok(self.api.get(f"/api/v1/namespaces/{namespace}/events"))["items"]
+
+    def wait_bound(self, names: Iterable[str], timeout: float = 30, namespace: str = "default",
+                   phase: str | None = None) -> dict[str, dict[str, Any]]:
+        want = set(names)
+
+        def ok() -> dict[str, dict[str, Any]] | None:
+            got = {p["metadata"]["name"]: p for p in self.pods(namespace)
+                   if p["metadata"]["name"] in want and p["spec"].get("nodeName")
+                   and (phase is None or p.get("status", {}).get("phase") == phase)}
+            return got if len(got) == len(want) else None
+
+        return wait_for(ok, timeout, f"{len(want)} pods bound", interval=0.1)
+
+    @staticmethod
+    def _ok(resp: httpx.Response) -> Any:
+        if resp.status_code >= 400:
+            raise HarnessError(f"{resp.request.method} {resp.request.url.path}: "
+                               f"{resp.status_code} {resp.text[:300]}")
+        return resp.json() if resp.content else None
+
+
+def pod_body(name: str, *, namespace: str = "default", app: str | None = "app-1",
+             cpu: str = "100m", memory: str = "64Mi", scheduler: str = "yunikorn",
+             node: str | None = None, queue: str | None = None,
+             annotations: Mapping[str, str] | None = None) -> dict[str, Any]:
+    labels = {}
+    if app:
+        labels["applicationId"] = app
+    if queue:
+        labels["queue"] = queue
+    spec: dict[str, Any] = {"schedulerName": scheduler, "containers": [
+        {"name": "c", "image": "pause", "resources": {"requests": {"cpu": cpu, "memory": memory}}}]}
+    if node:
+        spec["nodeName"] = node
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": namespace, "labels": labels,
+                         "annotations": dict(annotations or {})},
+            "spec": spec}
+
+
+def _normalise(obj: Any) -> Any:
+    if isinstance(obj, Mapping):
+        return {k: _normalise(v) for k, v in sorted(obj.items())}
+    if isinstance(obj, list):
+        items = [_normalise(v) for v in obj]
+        try:
+            return sorted(items, key=lambda v: orjson.dumps(v, option=orjson.OPT_SORT_KEYS))
+        except TypeError:
+            return items
+    return obj

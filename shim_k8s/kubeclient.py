@@ -1,0 +1,517 @@
+"""A small Kubernetes API client on httpx.AsyncClient (under trio): list/watch, bind, events.
+
+Why not a client from PyPI: they mishandle watch expiry (410 Gone). This one is the client-go
+reflector, reduced to what the shim needs:
+
+- `list_all(path)`: a paged list (`limit` / `continue`); an expired continue token (410) restarts
+  the list from the beginning.
+- `Informer.run(out)`: list, then watch from the list's resourceVersion with
+  `allowWatchBookmarks=true` and `timeoutSeconds`; every event (BOOKMARKs included) moves the
+  resume point; a watch that ends normally resumes from it without a relist. A 410 — as an HTTP
+  status or as a watch `ERROR` event carrying a `Status` with code 410 — relists and diffs the
+  local cache (`shim_k8s.store.Store.replace`), so objects that vanished meanwhile come out as
+  DELETED and changed ones as MODIFIED. Any other error: back off 0.8 s, doubling to 30 s, reset
+  after a watch that delivered something.
+- `bind`, `post_event`, `delete_pod`, `create_pod`.
+
+Connection settings come from `--api-server URL` or a kubeconfig (`load_kubeconfig`): the current
+context's cluster `server`, `certificate-authority(-data)`, `insecure-skip-tls-verify`, and user
+`token` / `tokenFile` / `client-certificate(-data)` + `client-key(-data)`.
+
+Errors::
+
+    KubeError                 base, never raised itself
+     +-- KubeConfigError      the kubeconfig is unreadable or lacks what we need (a usage error)
+     +-- ApiStatusError       the server answered with an error status (.code, .reason)
+          +-- GoneError       410: resourceVersion or continue token too old
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import datetime as dt
+import logging
+import os
+import random
+import ssl
+import tempfile
+import uuid
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import httpx
+import orjson
+import trio
+import yaml
+
+from .store import Store
+
+log = logging.getLogger("ykshm.shim.kube")
+
+BACKOFF_START = 0.8
+BACKOFF_MAX = 30.0
+PAGE_SIZE = 500
+
+
+class KubeError(Exception):
+    """Base of the Kubernetes client errors; never raised itself."""
+
+
+class KubeConfigError(KubeError):
+    """The kubeconfig file cannot be read or has no usable cluster/server."""
+
+
+class ApiStatusError(KubeError):
+    """The API server answered with an error (HTTP status or a watch ERROR event)."""
+
+    def __init__(self, code: int, reason: str, message: str) -> None:
+        super().__init__(f"{code} {reason}: {message}")
+        self.code, self.reason, self.message = code, reason, message
+
+
+class GoneError(ApiStatusError):
+    """410 Gone / Expired: the resourceVersion (or continue token) is older than the history."""
+
+
+def _status_error(code: int, body: Any) -> ApiStatusError:
+    reason, message = "", ""
+    if isinstance(body, Mapping):
+        reason, message = str(body.get("reason", "")), str(body.get("message", ""))
+        code = int(body.get("code") or code)
+    cls = GoneError if code == 410 else ApiStatusError
+    return cls(code, reason or "Error", message)
+
+
+# ---------------------------------------------------------------------------------- connection
+@dataclasses.dataclass
+class KubeConfig:
+    server: str
+    token: str = ""
+    verify: bool | ssl.SSLContext = True
+    cert: tuple[str, str] | None = None
+
+    def client(self, **kw: Any) -> httpx.AsyncClient:
+        headers = {"Accept": "application/json", "User-Agent": "ykshm-shim/0.1"}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        limits = httpx.Limits(max_connections=64, max_keepalive_connections=64)
+        return httpx.AsyncClient(base_url=self.server.rstrip("/"), headers=headers,
+                                 verify=self.verify, limits=limits,
+                                 timeout=httpx.Timeout(30.0, connect=10.0), **kw)
+
+
+def _data_or_file(entry: Mapping[str, Any], key: str, base: str) -> bytes | None:
+    data = entry.get(f"{key}-data")
+    if data:
+        try:
+            return base64.b64decode(data)
+        except ValueError as exc:
+            raise KubeConfigError(f"kubeconfig: {key}-data is not base64: {exc}") from None
+    path = entry.get(key)
+    if path:
+        full = path if os.path.isabs(path) else os.path.join(base, path)
+        try:
+            with open(full, "rb") as f:
+                return f.read()
+        except OSError as exc:
+            raise KubeConfigError(f"kubeconfig: {key} {full}: {exc.strerror}") from None
+    return None
+
+
+def _named(items: Any, name: str, what: str) -> Mapping[str, Any]:
+    for item in items or []:
+        if isinstance(item, Mapping) and item.get("name") == name:
+            return item.get(what) or {}
+    raise KubeConfigError(f"kubeconfig: no {what} named {name!r}")
+
+
+def load_kubeconfig(path: str, context: str | None = None) -> KubeConfig:
+    """Read server and credentials of the current (or named) context of a kubeconfig file."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = yaml.safe_load(f)
+    except OSError as exc:
+        raise KubeConfigError(f"kubeconfig {path}: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise KubeConfigError(f"kubeconfig {path}: not YAML: {exc}") from None
+    if not isinstance(doc, Mapping):
+        raise KubeConfigError(f"kubeconfig {path}: not a mapping")
+    base = os.path.dirname(os.path.abspath(path))
+    ctx_name = context or doc.get("current-context")
+    if ctx_name:
+        ctx = _named(doc.get("contexts"), ctx_name, "context")
+        cluster = _named(doc.get("clusters"), ctx.get("cluster"), "cluster")
+        user = _named(doc.get("users"), ctx.get("user"), "user") if ctx.get("user") else {}
+    else:
+        clusters = doc.get("clusters") or []
+        if len(clusters) != 1 or not isinstance(clusters[0], Mapping):
+            raise KubeConfigError(f"kubeconfig {path}: no current-context")
+        cluster = clusters[0].get("cluster") or {}
+        users = doc.get("users") or []
+        user = (users[0].get("user") or {}) if len(users) == 1 else {}
+    server = cluster.get("server")
+    if not server:
+        raise KubeConfigError(f"kubeconfig {path}: cluster has no server")
+    cfg = KubeConfig(server=str(server))
+    token = user.get("token")
+    if not token and user.get("tokenFile"):
+        try:
+            with open(user["tokenFile"], encoding="utf-8") as f:
+                token = f.read().strip()
+        except OSError as exc:
+            raise KubeConfigError(f"kubeconfig: tokenFile: {exc.strerror}") from None
+    cfg.token = str(token or "")
+    if str(server).startswith("https"):
+        if cluster.get("insecure-skip-tls-verify"):
+            cfg.verify = False
+        else:
+            ca = _data_or_file(cluster, "certificate-authority", base)
+            ctx_ssl = ssl.create_default_context(cadata=ca.decode() if ca else None)
+            if ca is None:
+                ctx_ssl.load_default_certs()
+            cfg.verify = ctx_ssl
+        cert = _data_or_file(user, "client-certificate", base)
+        key = _data_or_file(user, "client-key", base)
+        if cert and key:
+            ssl_ctx = cfg.verify if isinstance(cfg.verify, ssl.SSLContext) else \
+                _insecure_context()
+            with tempfile.TemporaryDirectory(prefix="ykshm-kc-") as tmp:
+                cpath, kpath = os.path.join(tmp, "c.pem"), os.path.join(tmp, "k.pem")
+                for p, data in ((cpath, cert), (kpath, key)):
+                    fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                    with os.fdopen(fd, "wb") as f:
+                        f.write(data)
+                try:
+                    ssl_ctx.load_cert_chain(cpath, kpath)
+                except ssl.SSLError as exc:
+                    raise KubeConfigError(f"kubeconfig: client certificate/key: {exc}") from None
+            cfg.verify = ssl_ctx
+    return cfg
+
+
+def _insecure_context() -> ssl.SSLContext:
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    return ctx
+
+
+# ---------------------------------------------------------------------------------- API calls
+async def _json(resp: httpx.Response) -> Any:
+    try:
+        return orjson.loads(resp.content)
+    except orjson.JSONDecodeError:
+        return None
+
+
+async def check(resp: httpx.Response) -> Any:
+    body = await _json(resp)
+    if resp.status_code >= 400:
+        raise _status_error(resp.status_code, body)
+    return body
+
+
+async def list_all(client: httpx.AsyncClient, path: str, page: int = PAGE_SIZE
+                   ) -> tuple[list[dict[str, Any]], str]:
+    """Every object at `path`, paged; returns (items, resourceVersion of the list)."""
+    for _attempt in range(5):
+        items: list[dict[str, Any]] = []
+        cont = ""
+        try:
+            while True:
+                params: dict[str, Any] = {"limit": page}
+                if cont:
+                    params["continue"] = cont
+                body = await check(await client.get(path, params=params))
+                items.extend(body.get("items") or [])
+                meta = body.get("metadata") or {}
+                cont = meta.get("continue") or ""
+                if not cont:
+                    return items, str(meta.get("resourceVersion") or "")
+        except GoneError:
+            log.info("list %s: continue token expired, listing again", path)
+            continue
+    raise ApiStatusError(410, "Expired", f"list {path} kept expiring")
+
+
+async def bind(client: httpx.AsyncClient, namespace: str, name: str, uid: str, node: str) -> None:
+    """POST pods/{name}/binding. Raises ApiStatusError (409 = already bound, 404 = gone)."""
+    body = {"apiVersion": "v1", "kind": "Binding",
+            "metadata": {"name": name, "namespace": namespace, "uid": uid},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
+    resp = await client.post(f"/api/v1/namespaces/{namespace}/pods/{name}/binding",
+                             content=orjson.dumps(body),
+                             headers={"Content-Type": "application/json"})
+    if resp.status_code >= 400:
+        raise _status_error(resp.status_code, await _json(resp))
+
+
+def event_object(kind: str, namespace: str, name: str, uid: str, reason: str, message: str,
+                 type_: str = "Normal", component: str = "yunikorn") -> dict[str, Any]:
+    now = dt.datetime.now(dt.timezone.utc)
+    stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    ns = namespace or "default"
+    involved = {"kind": kind, "name": name, "apiVersion": "v1"}
+    if namespace:
+        involved["namespace"] = namespace
+    if uid:
+        involved["uid"] = uid
+    return {
+        "apiVersion": "v1", "kind": "Event",
+        "metadata": {"name": f"{name}.{uuid.uuid4().hex[:16]}", "namespace": ns},
+        "involvedObject": involved, "reason": reason, "message": message[:1024], "type": type_,
+        "source": {"component": component}, "firstTimestamp": stamp, "lastTimestamp": stamp,
+        "count": 1, "reportingComponent": component, "reportingInstance": component,
+    }
+
+
+async def post_event(client: httpx.AsyncClient, event: Mapping[str, Any]) -> None:
+    ns = event["metadata"]["namespace"]
+    resp = await client.post(f"/api/v1/namespaces/{ns}/events", content=orjson.dumps(event),
+                             headers={"Content-Type": "application/json"})
+    if resp.status_code >= 400:
+        raise _status_error(resp.status_code, await _json(resp))
+
+
+async def delete_pod(client: httpx.AsyncClient, namespace: str, name: str) -> None:
+    resp = await client.delete(f"/api/v1/namespaces/{namespace}/pods/{name}")
+    if resp.status_code >= 400 and resp.status_code != 404:
+        raise _status_error(resp.status_code, await _json(resp))
+
+
+async def create_pod(client: httpx.AsyncClient, pod: Mapping[str, Any]) -> None:
+    ns = pod["metadata"].get("namespace") or "default"
+    resp = await client.post(f"/api/v1/namespaces/{ns}/pods", content=orjson.dumps(pod),
+                             headers={"Content-Type": "application/json"})
+    if resp.status_code >= 400 and resp.status_code != 409:
+        raise _status_error(resp.status_code, await _json(resp))
+
+
+# ---------------------------------------------------------------------------------- fast POSTs
+class RawConnection:
+    """One keep-alive HTTP/1.1 connection for small JSON POSTs (bindings, events).
+
+    httpx costs about a millisecond of CPU per request in its pool and model layers; a binding is
+    one small POST whose answer we only need the status of, and the shim makes thousands of them.
+    This writes the request in one send and reads a Content-Length or chunked answer. It reconnects
+    on the next request after any error; errors surface as httpx.TransportError so callers treat
+    them like the httpx client's.
+    """
+
+    def __init__(self, cfg: "KubeConfig") -> None:
+        url = httpx.URL(cfg.server)
+        self.host = url.host
+        self.tls = url.scheme == "https"
+        self.port = url.port or (443 if self.tls else 80)
+        self.host_header = f"{self.host}:{self.port}".encode()
+        self.prefix = url.path.rstrip("/")
+        self.cfg = cfg
+        auth = f"Authorization: Bearer {cfg.token}\r\n".encode() if cfg.token else b""
+        self._extra = auth + b"User-Agent: ykshm-shim/0.1\r\nAccept: application/json\r\n"
+        self._stream: Any = None
+        self._buf = b""
+
+    async def _connect(self) -> None:
+        stream: Any = await trio.open_tcp_stream(self.host, self.port)
+        if self.tls:
+            ctx = self.cfg.verify if isinstance(self.cfg.verify, ssl.SSLContext) else (
+                _insecure_context() if self.cfg.verify is False else ssl.create_default_context())
+            stream = trio.SSLStream(stream, ctx, server_hostname=self.host)
+            await stream.do_handshake()
+        self._stream, self._buf = stream, b""
+
+    async def aclose(self) -> None:
+        if self._stream is not None:
+            stream, self._stream = self._stream, None
+            with trio.CancelScope(shield=True):
+                await stream.aclose()
+
+    async def _read_until(self, sep: bytes) -> bytes:
+        while sep not in self._buf:
+            data = await self._stream.receive_some(65536)
+            if not data:
+                raise httpx.RemoteProtocolError("server closed the connection")
+            self._buf += data
+        head, _, self._buf = self._buf.partition(sep)
+        return head
+
+    async def _read_exactly(self, n: int) -> bytes:
+        while len(self._buf) < n:
+            data = await self._stream.receive_some(max(65536, n - len(self._buf)))
+            if not data:
+                raise httpx.RemoteProtocolError("server closed the connection")
+            self._buf += data
+        body, self._buf = self._buf[:n], self._buf[n:]
+        return body
+
+    async def post(self, path: str, body: bytes, timeout: float = 30.0) -> tuple[int, bytes]:
+        """POST JSON; returns (status, body). Raises httpx.TransportError subclasses."""
+        request = (b"POST " + (self.prefix + path).encode() + b" HTTP/1.1\r\nHost: "
+                   + self.host_header + b"\r\n" + self._extra
+                   + b"Content-Type: application/json\r\nContent-Length: "
+                   + str(len(body)).encode() + b"\r\n\r\n" + body)
+        try:
+            with trio.fail_after(timeout):
+                if self._stream is None:
+                    await self._connect()
+                await self._stream.send_all(request)
+                head = await self._read_until(b"\r\n\r\n")
+                lines = head.split(b"\r\n")
+                status = int(lines[0].split(b" ", 2)[1])
+                headers = {}
+                for line in lines[1:]:
+                    k, _, v = line.partition(b":")
+                    headers[k.strip().lower()] = v.strip()
+                if headers.get(b"transfer-encoding", b"").lower() == b"chunked":
+                    chunks = []
+                    while True:
+                        size = int((await self._read_until(b"\r\n")).split(b";")[0], 16)
+                        chunks.append(await self._read_exactly(size + 2))
+                        if size == 0:
+                            break
+                    data = b"".join(c[:-2] for c in chunks)
+                else:
+                    data = await self._read_exactly(int(headers.get(b"content-length", b"0")))
+                if headers.get(b"connection", b"").lower() == b"close":
+                    await self.aclose()
+                return status, data
+        except trio.TooSlowError:
+            await self.aclose()
+            raise httpx.ReadTimeout(f"POST {path} timed out") from None
+        except (OSError, trio.BrokenResourceError, trio.ClosedResourceError, ValueError,
+                IndexError) as exc:
+            await self.aclose()
+            raise httpx.ConnectError(f"POST {path}: {type(exc).__name__}: {exc}") from None
+        except httpx.TransportError:
+            await self.aclose()
+            raise
+
+
+async def bind_raw(conn: RawConnection, namespace: str, name: str, uid: str, node: str) -> None:
+    """`bind` over a RawConnection. Raises ApiStatusError (409 = already bound, 404 = gone)."""
+    body = orjson.dumps({"apiVersion": "v1", "kind": "Binding",
+                         "metadata": {"name": name, "namespace": namespace, "uid": uid},
+                         "target": {"apiVersion": "v1", "kind": "Node", "name": node}})
+    status, data = await conn.post(f"/api/v1/namespaces/{namespace}/pods/{name}/binding", body)
+    if status >= 400:
+        try:
+            parsed = orjson.loads(data) if data else None
+        except orjson.JSONDecodeError:
+            parsed = None
+        raise _status_error(status, parsed)
+
+
+# ---------------------------------------------------------------------------------- informer
+Events = list[tuple[str, dict[str, Any]]]
+
+
+class Informer:
+    """List + watch of one resource path, feeding (kind, events) batches to a channel.
+
+    `out.send((kind, events))` with events = [(ADDED|MODIFIED|DELETED, obj), ...]; after the first
+    list it sends `(kind, None)` once to say "synced".
+    """
+
+    def __init__(self, client: httpx.AsyncClient, path: str, kind: str, *,
+                 timeout_seconds: int = 300, page: int = PAGE_SIZE,
+                 sleep: Callable[[float], Any] = trio.sleep) -> None:
+        self.client, self.path, self.kind = client, path, kind
+        self.timeout_seconds = timeout_seconds
+        self.page = page
+        self.store = Store()
+        self.relists = 0
+        self.expired = 0
+        self.errors = 0
+        self._sleep = sleep
+
+    async def run(self, out: trio.MemorySendChannel, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        need_list = True
+        backoff = BACKOFF_START
+        started = False
+        while True:
+            try:
+                if need_list:
+                    items, rv = await list_all(self.client, self.path, self.page)
+                    events = self.store.replace(items, rv)
+                    if self.relists:
+                        log.info("%s: relisted %d objects at rv %s, %d changes", self.kind,
+                                 len(items), rv, len(events))
+                    self.relists += 1
+                    need_list = False
+                    if events:
+                        await out.send((self.kind, events))
+                    if not started:
+                        started = True
+                        await out.send((self.kind, None))
+                        task_status.started()
+                began = trio.current_time()
+                got = await self._watch(out)
+                if got:
+                    backoff = BACKOFF_START
+                elif trio.current_time() - began < 1.0:
+                    # an empty watch that ended at once: do not spin against the server
+                    await self._sleep(backoff)
+                    backoff = min(backoff * 2, BACKOFF_MAX)
+            except GoneError as exc:
+                self.expired += 1
+                log.info("%s: watch expired (%s), relisting", self.kind, exc.message or exc.reason)
+                need_list = True
+            except (httpx.HTTPError, ApiStatusError, orjson.JSONDecodeError, OSError) as exc:
+                self.errors += 1
+                delay = backoff * (0.9 + 0.2 * random.random())
+                log.warning("%s: %s: %s; retrying in %.1fs", self.kind, type(exc).__name__, exc,
+                            delay)
+                await self._sleep(delay)
+                backoff = min(backoff * 2, BACKOFF_MAX)
+
+    async def _watch(self, out: trio.MemorySendChannel) -> int:
+        """One watch request; returns how many events it delivered. Raises GoneError on 410."""
+        params = {"watch": "1", "allowWatchBookmarks": "true",
+                  "resourceVersion": self.store.resource_version,
+                  "timeoutSeconds": str(self.timeout_seconds)}
+        timeout = httpx.Timeout(30.0, read=self.timeout_seconds + 30.0)
+        delivered = 0
+        async with self.client.stream("GET", self.path, params=params, timeout=timeout) as resp:
+            if resp.status_code >= 400:
+                await resp.aread()
+                raise _status_error(resp.status_code, await _json(resp))
+            buf = b""
+            async for chunk in resp.aiter_bytes():
+                buf += chunk
+                if b"\n" not in buf:
+                    continue
+                *lines, buf = buf.split(b"\n")
+                batch: Events = []
+                for line in lines:
+                    if not line.strip():
+                        continue
+                    event = orjson.loads(line)
+                    etype = event.get("type")
+                    obj = event.get("object") or {}
+                    if etype == "ERROR":
+                        if batch:
+                            await out.send((self.kind, batch))
+                        raise _status_error(int(obj.get("code") or 500), obj)
+                    applied = self.store.apply(str(etype), obj)
+                    delivered += 1
+                    if applied is not None:
+                        batch.append(applied)  # type: ignore[arg-type]
+                if batch:
+                    await out.send((self.kind, batch))
+        return delivered
+
+
+def backoff_delays(start: float = BACKOFF_START, cap: float = BACKOFF_MAX) -> list[float]:
+    """The retry schedule (without jitter): 0.8, 1.6, 3.2, ... capped at 30 s."""
+    delays, d = [], start
+    while d < cap:
+        delays.append(d)
+        d *= 2
+    delays.append(cap)
+    return delays
+
+
+__all__ = ["ApiStatusError", "GoneError", "Informer", "KubeConfig", "KubeConfigError",
+           "KubeError", "RawConnection", "backoff_delays", "bind", "bind_raw", "create_pod", "delete_pod", "event_object",
+           "list_all", "load_kubeconfig", "post_event"]

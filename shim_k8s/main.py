@@ -1,0 +1,149 @@
+"""`ykshm shim`: run the Kubernetes shim, or show a running shim's state (`ykshm shim status`).
+
+    ykshm shim --api-server URL | --kubeconfig FILE [--context CTX] [--socket PATH] [--name NAME]
+               [--rm-id ID] [--bind-workers N] [--watch-timeout S] [--log-level LEVEL]
+    ykshm shim status [--name NAME | --status-file PATH] [--json] [--nodes]
+
+The shim writes its state to `/tmp/ykshm-NAME.shim.json`; `status` reads it (exit 1 if there is
+none, or if the shim that wrote it is no longer running — the last state is still shown).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+from collections.abc import Sequence
+
+import orjson
+
+from tools.cliutil import Failure, Parser, UsageError, run_main
+
+PROG = "ykshm shim"
+
+
+def _run(argv: Sequence[str]) -> int:
+    parser = Parser(prog=PROG, description="The Kubernetes shim: list/watch, binding, recovery.",
+                    epilog="`ykshm shim status [--name NAME] [--json] [--nodes]` shows the state "
+                           "of a running shim (from /tmp/ykshm-NAME.shim.json).")
+    src = parser.add_mutually_exclusive_group(required=True)
+    src.add_argument("--api-server", metavar="URL", help="kube-apiserver URL (no auth)")
+    src.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig: server, token, certs")
+    parser.add_argument("--context", help="kubeconfig context (default: current-context)")
+    parser.add_argument("--name", default="ykshm", help="instance name (default ykshm)")
+    parser.add_argument("--socket", metavar="PATH",
+                        help="engine SI socket (default /tmp/ykshm-NAME.sock)")
+    parser.add_argument("--rm-id", default="mycluster", help="resource manager ID (mycluster)")
+    parser.add_argument("--bind-workers", type=int, default=8, help="parallel bindings (8)")
+    parser.add_argument("--watch-timeout", type=int, default=300,
+                        help="watch timeoutSeconds (300)")
+    parser.add_argument("--status-file", metavar="PATH",
+                        help="status file (default /tmp/ykshm-NAME.shim.json)")
+    parser.add_argument("--log-level", default="INFO",
+                        choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    args = parser.parse_args(argv)
+    if args.bind_workers < 1:
+        raise UsageError("--bind-workers must be at least 1")
+    if args.watch_timeout < 1:
+        raise UsageError("--watch-timeout must be at least 1")
+
+    import trio  # noqa: PLC0415 - keep `ykshm --help` light
+
+    from .kubeclient import KubeConfig, KubeConfigError, load_kubeconfig
+    from .shim import ShimFailed, ShimOptions, serve
+
+    logging.basicConfig(level=getattr(logging, args.log_level), stream=sys.stderr,
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    if args.api_server:
+        if not args.api_server.startswith(("http://", "https://")):
+            raise UsageError(f"--api-server {args.api_server!r}: must be an http(s):// URL")
+        kube = KubeConfig(server=args.api_server)
+    else:
+        try:
+            kube = load_kubeconfig(args.kubeconfig, args.context)
+        except KubeConfigError as exc:
+            raise UsageError(str(exc)) from None
+    opts = ShimOptions(kube=kube, name=args.name, socket_path=args.socket or "",
+                       rm_id=args.rm_id, status_file=args.status_file or "",
+                       bind_workers=args.bind_workers, watch_timeout=args.watch_timeout)
+    try:
+        trio.run(serve, opts)
+    except* ShimFailed as group:
+        leaf: BaseException = group
+        while isinstance(leaf, BaseExceptionGroup):
+            leaf = leaf.exceptions[0]
+        raise Failure(str(leaf)) from None
+    return 0
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _status(argv: Sequence[str]) -> int:
+    parser = Parser(prog=f"{PROG} status", description="State of a running shim.")
+    parser.add_argument("--name", default="ykshm", help="instance name (default ykshm)")
+    parser.add_argument("--status-file", metavar="PATH", help="read this status file instead")
+    parser.add_argument("--json", action="store_true", help="print the status document as JSON")
+    parser.add_argument("--nodes", action="store_true", help="list every node's recovery state")
+    args = parser.parse_args(argv)
+    from .shim import read_status, status_path
+
+    path = args.status_file or status_path(args.name)
+    try:
+        doc = read_status(path)
+    except FileNotFoundError:
+        raise Failure(f"no shim status at {path} (is `ykshm shim --name {args.name}` running?)")
+    except (OSError, ValueError) as exc:
+        raise Failure(f"cannot read {path}: {exc}") from None
+    alive = _pid_alive(int(doc.get("pid", 0))) and not doc.get("stopped")
+    doc["alive"] = alive
+    if args.json:
+        sys.stdout.write(orjson.dumps(doc).decode() + "\n")
+    else:
+        counts = doc.get("nodeRecovery", {})
+        cluster, engine, binds = doc.get("cluster", {}), doc.get("engine", {}), doc.get("bindings", {})
+        print(f"shim {doc.get('name')} (pid {doc.get('pid')}{'' if alive else ', not running'}): "
+              f"{doc.get('state')}{' - ' + doc['failure'] if doc.get('failure') else ''}")
+        print(f"  engine: {'connected' if doc.get('connected') else 'disconnected'} "
+              f"{doc.get('engineInstanceUUID') or ''} socket {doc.get('socket')}; "
+              f"registrations {doc.get('registrations')}, recoveries {doc.get('recoveries')}")
+        print(f"  nodes: {cluster.get('nodes')} ({counts.get('recovering', 0)} recovering, "
+              f"{counts.get('recovered', 0)} recovered, {counts.get('lost', 0)} lost); "
+              f"pods: {cluster.get('pods')} ours, {cluster.get('otherPods')} others, "
+              f"{cluster.get('badPods')} skipped, {cluster.get('heldPods')} held")
+        print(f"  engine view: {engine.get('applications')} apps, {engine.get('asks')} asks, "
+              f"{engine.get('allocations')} allocations; bindings {binds.get('done')} done, "
+              f"{binds.get('inFlight')} in flight")
+        for t in doc.get("history", [])[-10:]:
+            when = time.strftime("%H:%M:%S", time.localtime(t.get("time", 0)))
+            print(f"  {when} {t.get('from')} -> {t.get('to')} ({t.get('event')})"
+                  f"{': ' + t['reason'] if t.get('reason') else ''}")
+        if args.nodes:
+            for node, state in doc.get("nodeStates", {}).items():
+                print(f"  node {node}: {state}")
+    return 0 if alive else 1
+
+
+def _main(argv: Sequence[str]) -> int:
+    if argv and argv[0] == "status":
+        return _status(argv[1:])
+    return _run(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    prog = f"{PROG} status" if args[:1] == ["status"] else PROG
+    return run_main(prog, _main, args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

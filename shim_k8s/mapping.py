@@ -1,0 +1,363 @@
+"""Kubernetes objects -> what the scheduler needs, by YuniKorn's conventions. Pure functions.
+
+Pods
+----
+- Only pods whose `spec.schedulerName` is `yunikorn` or `ykshm` are ours (`is_ours`).
+- Application ID, first found of: label `yunikorn.apache.org/app-id`, annotation
+  `yunikorn.apache.org/app-id`, label `applicationId`, label `spark-app-selector`; a pod with none
+  belongs to YuniKorn's default `yunikorn-<namespace>-autogen`.
+- Queue: label `yunikorn.apache.org/queue`, annotation `yunikorn.apache.org/queue`, label `queue`;
+  default `root.default`.
+- User: annotation `yunikorn.apache.org/user.info` = JSON `{"user": .., "groups": [..]}`; default
+  user `nobody`, no groups.
+- Resources: per resource name, max(sum over containers, max over init containers) plus
+  `spec.overhead` (Kubernetes' rule; a restartable "sidecar" init container counts with the
+  containers), a request missing but a limit present counts the limit (the apiserver's default),
+  cpu -> `vcore` in milli-CPU, memory -> bytes, others by their name, and `pods: 1`.
+- Task groups (gang scheduling): annotations `yunikorn.apache.org/task-group-name`,
+  `yunikorn.apache.org/task-groups` (JSON list of {name, minMember, minResource, ...}),
+  `yunikorn.apache.org/schedulingPolicyParameters` ("placeholderTimeoutInSeconds=30
+  gangSchedulingStyle=Hard"); placeholder pods carry annotation `yunikorn.apache.org/placeholder`.
+
+A pod we cannot map raises `PodError` whose message is the reason the shim posts as a Kubernetes
+Event on the pod; the pod is skipped and nothing else is affected.
+
+Nodes
+-----
+`status.allocatable` (cpu -> vcore milli, memory, pods, others), `spec.unschedulable` -> cordoned,
+Ready condition (a node without conditions counts as ready: sim-cluster nodes have no kubelet).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+
+from engine.resources import QuantityError, Resource, parse_milli, parse_quantity
+
+SCHEDULER_NAMES = frozenset({"yunikorn", "ykshm"})
+DEFAULT_QUEUE = "root.default"
+DEFAULT_USER = "nobody"
+DEFAULT_PARTITION = "default"
+
+ANN_APP_ID = "yunikorn.apache.org/app-id"
+ANN_QUEUE = "yunikorn.apache.org/queue"
+ANN_USER_INFO = "yunikorn.apache.org/user.info"
+ANN_TASK_GROUP_NAME = "yunikorn.apache.org/task-group-name"
+ANN_TASK_GROUPS = "yunikorn.apache.org/task-groups"
+ANN_SCHED_POLICY = "yunikorn.apache.org/schedulingPolicyParameters"
+ANN_PLACEHOLDER = "yunikorn.apache.org/placeholder"
+LABEL_APP_ID = "applicationId"
+LABEL_SPARK_APP = "spark-app-selector"
+LABEL_QUEUE = "queue"
+
+FINISHED_PHASES = frozenset({"Succeeded", "Failed"})
+
+
+class MappingError(ValueError):
+    """Base: a Kubernetes object the shim cannot use; `str()` is the reason shown to users."""
+
+
+class PodError(MappingError):
+    """A pod of ours that cannot be scheduled as written (bad quantity, bad annotation JSON)."""
+
+
+class NodeError(MappingError):
+    """A node whose allocatable resources cannot be read."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TaskGroup:
+    name: str
+    min_member: int
+    min_resource: Resource
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PodInfo:
+    uid: str
+    namespace: str
+    name: str
+    app_id: str
+    queue: str
+    user: str
+    groups: tuple[str, ...]
+    resource: Resource
+    node_name: str           # "" while pending
+    phase: str
+    deleting: bool           # metadata.deletionTimestamp set
+    priority: int
+    task_group: str
+    placeholder: bool
+    task_groups: tuple[TaskGroup, ...]
+    gang_style: str          # "" | "Soft" | "Hard"
+    placeholder_timeout_s: int
+
+    @property
+    def finished(self) -> bool:
+        return self.phase in FINISHED_PHASES
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class NodeInfo:
+    name: str
+    allocatable: Resource
+    unschedulable: bool
+    ready: bool
+    labels: Mapping[str, str]
+
+    @property
+    def schedulable(self) -> bool:
+        return self.ready and not self.unschedulable
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, Mapping) else {}
+
+
+def _strmap(value: Any) -> Mapping[str, str]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def is_ours(pod: Mapping[str, Any]) -> bool:
+    spec = pod.get("spec")
+    return isinstance(spec, Mapping) and spec.get("schedulerName") in SCHEDULER_NAMES
+
+
+def pod_uid(pod: Mapping[str, Any]) -> str:
+    meta = _meta(pod)
+    return str(meta.get("uid") or f"{meta.get('namespace', 'default')}/{meta.get('name', '')}")
+
+
+def pod_node(pod: Mapping[str, Any]) -> str:
+    spec = pod.get("spec")
+    return str(spec.get("nodeName") or "") if isinstance(spec, Mapping) else ""
+
+
+def pod_phase(pod: Mapping[str, Any]) -> str:
+    status = pod.get("status")
+    return str(status.get("phase") or "") if isinstance(status, Mapping) else ""
+
+
+def pod_finished(pod: Mapping[str, Any]) -> bool:
+    return pod_phase(pod) in FINISHED_PHASES
+
+
+def app_id_of(pod: Mapping[str, Any]) -> str:
+    meta = _meta(pod)
+    labels, annotations = _strmap(meta.get("labels")), _strmap(meta.get("annotations"))
+    for value in (labels.get(ANN_APP_ID), annotations.get(ANN_APP_ID), labels.get(LABEL_APP_ID),
+                  labels.get(LABEL_SPARK_APP)):
+        if value:
+            return str(value)
+    return f"yunikorn-{meta.get('namespace') or 'default'}-autogen"
+
+
+def queue_of(pod: Mapping[str, Any]) -> str:
+    meta = _meta(pod)
+    labels, annotations = _strmap(meta.get("labels")), _strmap(meta.get("annotations"))
+    for value in (labels.get(ANN_QUEUE), annotations.get(ANN_QUEUE), labels.get(LABEL_QUEUE)):
+        if value:
+            return str(value)
+    return DEFAULT_QUEUE
+
+
+def user_of(pod: Mapping[str, Any]) -> tuple[str, tuple[str, ...]]:
+    """(user, groups) from the user.info annotation. Raises PodError on bad JSON."""
+    raw = _strmap(_meta(pod).get("annotations")).get(ANN_USER_INFO)
+    if not raw:
+        return DEFAULT_USER, ()
+    try:
+        info = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        raise PodError(f"annotation {ANN_USER_INFO} is not valid JSON: {raw!r}") from None
+    if not isinstance(info, Mapping):
+        raise PodError(f"annotation {ANN_USER_INFO} must be a JSON object")
+    user = info.get("user") or DEFAULT_USER
+    groups = info.get("groups") or []
+    if not isinstance(user, str) or not isinstance(groups, list) or not all(
+            isinstance(g, str) for g in groups):
+        raise PodError(f"annotation {ANN_USER_INFO}: user must be a string and groups a list "
+                       "of strings")
+    return user, tuple(groups)
+
+
+def _quantity(name: str, value: Any, where: str, error: type[MappingError]) -> int:
+    try:
+        return parse_milli(value) if name == "cpu" else parse_quantity(value)
+    except QuantityError as exc:
+        raise error(f"{where}: {name}: {exc}") from None
+
+
+def _resource_name(name: str) -> str:
+    return "vcore" if name == "cpu" else name
+
+
+def resource_list(raw: Any, where: str, error: type[MappingError] = PodError) -> Resource:
+    """A Kubernetes ResourceList {"cpu": "500m", "memory": "1Gi"} -> {"vcore": 500, "memory": ...}."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise error(f"{where} must be a map of resource name to quantity")
+    return {_resource_name(str(k)): _quantity(str(k), v, where, error) for k, v in raw.items()}
+
+
+def _container_request(container: Any, where: str) -> Resource:
+    if not isinstance(container, Mapping):
+        raise PodError(f"{where} must be an object")
+    res = container.get("resources") or {}
+    if not isinstance(res, Mapping):
+        raise PodError(f"{where}.resources must be an object")
+    requests = resource_list(res.get("requests"), f"{where}.resources.requests")
+    limits = resource_list(res.get("limits"), f"{where}.resources.limits")
+    for name, value in limits.items():
+        requests.setdefault(name, value)
+    return requests
+
+
+def pod_resource(pod: Mapping[str, Any]) -> Resource:
+    """The pod's request as YuniKorn counts it (see module doc). Raises PodError."""
+    spec = pod.get("spec")
+    if not isinstance(spec, Mapping):
+        raise PodError("pod has no spec")
+    containers = spec.get("containers") or []
+    inits = spec.get("initContainers") or []
+    if not isinstance(containers, list) or not isinstance(inits, list):
+        raise PodError("spec.containers and spec.initContainers must be lists")
+    total: Resource = {}
+    for i, c in enumerate(containers):
+        for name, value in _container_request(c, f"spec.containers[{i}]").items():
+            total[name] = total.get(name, 0) + value
+    init_max: Resource = {}
+    sidecars: Resource = {}
+    for i, c in enumerate(inits):
+        req = _container_request(c, f"spec.initContainers[{i}]")
+        if isinstance(c, Mapping) and c.get("restartPolicy") == "Always":
+            # a sidecar runs for the pod's life; later init containers run beside it
+            for name, value in req.items():
+                sidecars[name] = sidecars.get(name, 0) + value
+            continue
+        for name, value in req.items():
+            init_max[name] = max(init_max.get(name, 0), value + sidecars.get(name, 0))
+    for name, value in sidecars.items():
+        total[name] = total.get(name, 0) + value
+    for name, value in init_max.items():
+        total[name] = max(total.get(name, 0), value)
+    for name, value in resource_list(spec.get("overhead"), "spec.overhead").items():
+        total[name] = total.get(name, 0) + value
+    total["pods"] = 1
+    return {k: v for k, v in total.items() if v or k == "pods"}
+
+
+def _task_groups(annotations: Mapping[str, str]) -> tuple[TaskGroup, ...]:
+    raw = annotations.get(ANN_TASK_GROUPS)
+    if not raw:
+        return ()
+    try:
+        groups = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        raise PodError(f"annotation {ANN_TASK_GROUPS} is not valid JSON") from None
+    if not isinstance(groups, list):
+        raise PodError(f"annotation {ANN_TASK_GROUPS} must be a JSON list")
+    result = []
+    for i, g in enumerate(groups):
+        if not isinstance(g, Mapping) or not isinstance(g.get("name"), str) or not g["name"]:
+            raise PodError(f"annotation {ANN_TASK_GROUPS}[{i}] needs a name")
+        member = g.get("minMember", 0)
+        if not isinstance(member, int) or isinstance(member, bool) or member < 0:
+            raise PodError(f"annotation {ANN_TASK_GROUPS}[{i}].minMember must be an integer >= 0")
+        res = resource_list(g.get("minResource"), f"annotation {ANN_TASK_GROUPS}[{i}].minResource")
+        res["pods"] = 1
+        result.append(TaskGroup(g["name"], member, res))
+    return tuple(result)
+
+
+def _policy(annotations: Mapping[str, str]) -> tuple[str, int]:
+    raw = annotations.get(ANN_SCHED_POLICY) or ""
+    style, timeout = "", 0
+    for item in raw.split():
+        key, _, value = item.partition("=")
+        if key == "gangSchedulingStyle":
+            if value not in ("Soft", "Hard"):
+                raise PodError(f"{ANN_SCHED_POLICY}: gangSchedulingStyle must be Soft or Hard, "
+                               f"got {value!r}")
+            style = value
+        elif key == "placeholderTimeoutInSeconds":
+            if not value.isdigit():
+                raise PodError(f"{ANN_SCHED_POLICY}: placeholderTimeoutInSeconds must be a "
+                               f"non-negative integer, got {value!r}")
+            timeout = int(value)
+    return style, timeout
+
+
+def pod_info(pod: Mapping[str, Any], prev: PodInfo | None = None) -> PodInfo:
+    """Map one pod of ours. Raises PodError with the reason to show on the pod.
+
+    `prev` is the same pod's previous mapping: its resource is reused, since a pod's container
+    requests cannot change after creation (in-place resize is not followed).
+    """
+    meta = _meta(pod)
+    spec = pod.get("spec")
+    if not isinstance(spec, Mapping):
+        raise PodError("pod has no spec")
+    annotations = _strmap(meta.get("annotations"))
+    user, groups = user_of(pod)
+    style, timeout = _policy(annotations)
+    priority = spec.get("priority") or 0
+    if not isinstance(priority, int) or isinstance(priority, bool):
+        raise PodError("spec.priority must be an integer")
+    return PodInfo(
+        uid=pod_uid(pod),
+        namespace=str(meta.get("namespace") or "default"),
+        name=str(meta.get("name") or ""),
+        app_id=app_id_of(pod),
+        queue=queue_of(pod),
+        user=user,
+        groups=groups,
+        resource=prev.resource if prev is not None else pod_resource(pod),
+        node_name=pod_node(pod),
+        phase=pod_phase(pod),
+        deleting=bool(meta.get("deletionTimestamp")),
+        priority=priority,
+        task_group=str(annotations.get(ANN_TASK_GROUP_NAME) or ""),
+        placeholder=str(annotations.get(ANN_PLACEHOLDER) or "").lower() == "true",
+        task_groups=_task_groups(annotations),
+        gang_style=style,
+        placeholder_timeout_s=timeout,
+    )
+
+
+def node_info(node: Mapping[str, Any]) -> NodeInfo:
+    """Map one node. Raises NodeError on an unreadable allocatable."""
+    meta = _meta(node)
+    spec = node.get("spec") if isinstance(node.get("spec"), Mapping) else {}
+    status = node.get("status") if isinstance(node.get("status"), Mapping) else {}
+    allocatable = resource_list(status.get("allocatable") or status.get("capacity"),
+                                "status.allocatable", NodeError)
+    ready = True
+    for cond in status.get("conditions") or []:
+        if isinstance(cond, Mapping) and cond.get("type") == "Ready":
+            ready = cond.get("status") == "True"
+    return NodeInfo(
+        name=str(meta.get("name") or ""),
+        allocatable=allocatable,
+        unschedulable=bool(spec.get("unschedulable")),  # type: ignore[union-attr]
+        ready=ready,
+        labels=dict(_strmap(meta.get("labels"))),
+    )
+
+
+def occupied_resource(pod: Mapping[str, Any]) -> Resource:
+    """Resources a pod of another scheduler holds on its node; {} if unreadable (never fatal)."""
+    try:
+        return pod_resource(pod)
+    except PodError:
+        return {"pods": 1}

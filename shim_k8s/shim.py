@@ -1,0 +1,345 @@
+"""The shim process under trio: informers, the SI connection, binders, event posters, status.
+
+Resource handling
+-----------------
+`Shim.run` owns one nursery holding every task: two informers (nodes, pods), the SI connector
+(which owns the socket stream while connected), `bind_workers` binders, two event posters, the
+pod deleter/creator, the status writer and the core loop. Every input reaches the core loop
+through one unbounded memory channel, so `ShimCore` is only ever touched by that task. The HTTP
+client and the SI stream are closed when the nursery exits.
+
+Error handling
+--------------
+Kubernetes errors are retried inside the informers (backoff 0.8 s doubling to 30 s). The SI
+connection dropping is not an error: the shim goes back to New and the connector keeps trying the
+socket (poll 50 ms, then backoff to 250 ms while connects are refused) until a new engine answers,
+then registers and recovers. A shim that reaches Failed (the engine refused registration) exits
+with `ShimFailed`; cancellation (SIGTERM) exits cleanly after writing a final status.
+
+Status
+------
+`ykshm shim status` reads the JSON status file `/tmp/ykshm-NAME.shim.json` (mode 0644,
+rewritten atomically when something changed, at most every 200 ms and at least every
+second, and at once on every state transition). It carries
+the state, the transition history, per-node recovery states and counters; see `ShimCore.status`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import os
+import signal
+import time
+from typing import Any
+
+import httpx
+import orjson
+import trio
+
+from engine.si import protocol as si
+
+from . import kubeclient
+from .core import Actions, Bind, ShimCore
+from .kubeclient import ApiStatusError, Informer, KubeConfig
+from .state import ShimState
+
+log = logging.getLogger("ykshm.shim")
+
+
+def status_path(name: str) -> str:
+    return f"/tmp/ykshm-{name}.shim.json"
+
+
+class ShimFailed(Exception):
+    """The shim state machine reached Failed; the message is its reason."""
+
+
+@dataclasses.dataclass
+class ShimOptions:
+    kube: KubeConfig
+    name: str = "ykshm"
+    socket_path: str = ""
+    rm_id: str = "mycluster"
+    status_file: str = ""
+    bind_workers: int = 8
+    watch_timeout: int = 300
+    max_batch: int = 5000
+
+    def __post_init__(self) -> None:
+        if not self.socket_path:
+            self.socket_path = si.default_socket_path(self.name)
+        if not self.status_file:
+            self.status_file = status_path(self.name)
+
+
+class Shim:
+    def __init__(self, opts: ShimOptions, core: ShimCore | None = None) -> None:
+        self.opts = opts
+        self.core = core or ShimCore(rm_id=opts.rm_id)
+        self._in_send, self._in_recv = trio.open_memory_channel[Any](math.inf)
+        self._bind_send, self._bind_recv = trio.open_memory_channel[Bind](math.inf)
+        self._event_send, self._event_recv = trio.open_memory_channel[Any](math.inf)
+        self._misc_send, self._misc_recv = trio.open_memory_channel[Any](math.inf)
+        self._stream: trio.SocketStream | None = None
+        self._stream_gen = 0
+        self._informers: list[Informer] = []
+        self._status_dirty = trio.Event()
+        self._last_status = b""
+        self.events_posted = 0
+        self.events_dropped = 0
+        self.started = time.time()
+
+    # ------------------------------------------------------------------ running
+    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        async with self.opts.kube.client() as client:
+            self.client = client
+            try:
+                async with trio.open_nursery() as nursery:
+                    nodes = Informer(client, "/api/v1/nodes", "nodes",
+                                     timeout_seconds=self.opts.watch_timeout)
+                    pods = Informer(client, "/api/v1/pods", "pods",
+                                    timeout_seconds=self.opts.watch_timeout)
+                    self._informers = [nodes, pods]
+                    nursery.start_soon(self._core_loop)
+                    nursery.start_soon(nodes.run, self._in_send)
+                    nursery.start_soon(pods.run, self._in_send)
+                    nursery.start_soon(self._si_connector)
+                    for _ in range(self.opts.bind_workers):
+                        nursery.start_soon(self._binder)
+                    for _ in range(2):
+                        nursery.start_soon(self._event_poster)
+                    nursery.start_soon(self._misc_worker)
+                    nursery.start_soon(self._status_writer)
+                    self._write_status()
+                    task_status.started()
+            finally:
+                self._write_status(stopped=True)
+
+    async def _core_loop(self) -> None:
+        core = self.core
+        async for item in self._in_recv:
+            items = [item]
+            while len(items) < self.opts.max_batch:
+                try:
+                    items.append(self._in_recv.receive_nowait())
+                except trio.WouldBlock:
+                    break
+            for it in items:
+                self._apply(it)
+            actions = core.take()
+            if actions:
+                await self._execute(actions)
+            if core.state is ShimState.FAILED:
+                self._write_status()
+                raise ShimFailed(f"shim Failed: {core.machine.failure}")
+
+    def _apply(self, item: tuple) -> None:
+        core = self.core
+        kind = item[0]
+        if kind == "pods" or kind == "nodes":
+            events = item[1]
+            if events is None:
+                core.on_synced(kind)
+                return
+            handler = core.on_pod if kind == "pods" else core.on_node
+            for etype, obj in events:
+                handler(etype, obj)
+        elif kind == "si":
+            if item[1] == self._stream_gen:
+                core.on_si(item[2])
+        elif kind == "bind":
+            _, bind, ok, conflict, gone, reason = item
+            core.on_bind_result(bind, ok, conflict, gone, reason)
+        elif kind == "si-connected":
+            _, gen, stream = item
+            self._stream, self._stream_gen = stream, gen
+            log.info("connected to the engine at %s", self.opts.socket_path)
+            core.on_connect()
+        elif kind == "si-closed":
+            _, gen, reason = item
+            if gen == self._stream_gen:
+                self._stream = None
+                log.warning("engine connection lost: %s", reason)
+                core.on_disconnect(reason)
+        self._status_dirty.set()
+
+    async def _execute(self, actions: Actions) -> None:
+        for t in actions.transitions:
+            log.info("shim state %s -> %s (%s)%s", t.old, t.new, t.event,
+                     f": {t.reason}" if t.reason else "")
+        if actions.transitions:
+            self._write_status()
+        if actions.si and self._stream is not None:
+            try:
+                await self._stream.send_all(si.encode_many(actions.si))
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+                stream, self._stream = self._stream, None
+                self._stream_gen = -self._stream_gen   # ignore the reader's late news
+                log.warning("engine connection lost while sending: %s", exc)
+                with trio.CancelScope(shield=True):
+                    await stream.aclose()               # the connector notices and reconnects
+                self.core.on_disconnect(f"send failed: {exc}")
+                await self._execute(self.core.take())
+        for bind in actions.binds:
+            self._bind_send.send_nowait(bind)
+        for ev in actions.events:
+            if self._event_send.statistics().current_buffer_used > 10000:
+                self.events_dropped += 1
+                continue
+            self._event_send.send_nowait(ev)
+        for ns, name in actions.deletes:
+            self._misc_send.send_nowait(("delete", ns, name))
+        for pod in actions.creates:
+            self._misc_send.send_nowait(("create", pod))
+
+    # ------------------------------------------------------------------ workers
+    async def _si_connector(self) -> None:
+        path = self.opts.socket_path
+        delay = 0.05
+        gen = 0
+        waiting_logged = False
+        while True:
+            try:
+                stream = await trio.open_unix_socket(path)
+            except OSError as exc:
+                if not waiting_logged:
+                    log.info("waiting for the engine socket %s (%s)", path, exc.strerror)
+                    waiting_logged = True
+                await trio.sleep(delay)
+                if os.path.exists(path):
+                    delay = min(delay * 2, 0.25)  # refused: a stale socket, back off
+                else:
+                    delay = 0.05
+                continue
+            waiting_logged = False
+            delay = 0.05
+            gen += 1
+            reason = "engine closed the connection"
+            await self._in_send.send(("si-connected", gen, stream))
+            decoder = si.FrameDecoder()
+            try:
+                while True:
+                    msg = await si.receive_message(stream, decoder)
+                    if msg is None:
+                        break
+                    await self._in_send.send(("si", gen, msg))
+            except si.ProtocolError as exc:
+                reason = f"protocol error: {exc}"
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+                reason = f"connection error: {exc}"
+            await self._in_send.send(("si-closed", gen, reason))
+            with trio.CancelScope(shield=True):
+                await stream.aclose()
+
+    async def _binder(self) -> None:
+        conn = kubeclient.RawConnection(self.opts.kube)
+        try:
+            await self._bind_loop(conn)
+        finally:
+            await conn.aclose()
+
+    async def _bind_loop(self, conn: kubeclient.RawConnection) -> None:
+        async for b in self._bind_recv:
+            ok = conflict = gone = False
+            reason = ""
+            try:
+                await kubeclient.bind_raw(conn, b.namespace, b.name, b.uid, b.node)
+                ok = True
+            except ApiStatusError as exc:
+                conflict, gone = exc.code == 409, exc.code == 404
+                reason = str(exc)
+            except httpx.HTTPError as exc:
+                reason = f"{type(exc).__name__}: {exc}"
+            if reason and not (conflict or gone):
+                log.warning("bind %s/%s -> %s failed: %s", b.namespace, b.name, b.node, reason)
+            await self._in_send.send(("bind", b, ok, conflict, gone, reason))
+
+    async def _event_poster(self) -> None:
+        conn = kubeclient.RawConnection(self.opts.kube)
+        try:
+            async for ev in self._event_recv:
+                obj = kubeclient.event_object(ev.kind, ev.namespace, ev.name, ev.uid, ev.reason,
+                                              ev.message, ev.type)
+                ns = obj["metadata"]["namespace"]
+                try:
+                    status, data = await conn.post(f"/api/v1/namespaces/{ns}/events",
+                                                   orjson.dumps(obj))
+                    if status >= 400:
+                        raise ApiStatusError(status, "Error", data[:200].decode(errors="replace"))
+                    self.events_posted += 1
+                except (ApiStatusError, httpx.HTTPError) as exc:
+                    self.events_dropped += 1
+                    log.info("posting event on %s %s failed: %s", ev.kind, ev.name, exc)
+        finally:
+            await conn.aclose()
+
+    async def _misc_worker(self) -> None:
+        async for item in self._misc_recv:
+            try:
+                if item[0] == "delete":
+                    await kubeclient.delete_pod(self.client, item[1], item[2])
+                else:
+                    await kubeclient.create_pod(self.client, item[1])
+            except (ApiStatusError, httpx.HTTPError) as exc:
+                log.warning("%s pod failed: %s", item[0], exc)
+
+    async def _status_writer(self) -> None:
+        while True:
+            with trio.move_on_after(1.0):  # at least once a second (informer counters)
+                await self._status_dirty.wait()
+            self._status_dirty = trio.Event()
+            self._write_status()
+            await trio.sleep(0.2)
+
+    # ------------------------------------------------------------------ status
+    def status(self, stopped: bool = False) -> dict[str, Any]:
+        doc = self.core.status()
+        doc.update({
+            "pid": os.getpid(), "name": self.opts.name, "socket": self.opts.socket_path,
+            "apiServer": self.opts.kube.server, "started": self.started, "updated": time.time(),
+            "stopped": stopped,
+            "informers": {i.kind: {"objects": len(i.store), "relists": i.relists,
+                                   "expired": i.expired, "errors": i.errors,
+                                   "resourceVersion": i.store.resource_version}
+                          for i in self._informers},
+            "events": {"posted": self.events_posted, "dropped": self.events_dropped},
+        })
+        return doc
+
+    def _write_status(self, stopped: bool = False) -> None:
+        path = self.opts.status_file
+        data = orjson.dumps(self.status(stopped), option=orjson.OPT_INDENT_2)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        try:
+            with open(tmp, "wb") as f:
+                f.write(data)
+            os.replace(tmp, path)
+        except OSError as exc:
+            log.warning("cannot write status file %s: %s", path, exc)
+
+
+def read_status(path: str) -> dict[str, Any]:
+    """The status document a shim wrote (FileNotFoundError / ValueError if none or torn)."""
+    with open(path, "rb") as f:
+        return orjson.loads(f.read())
+
+
+async def serve(opts: ShimOptions) -> None:
+    """Run the shim until SIGTERM/SIGINT (clean exit) or Failed (ShimFailed)."""
+    shim = Shim(opts)
+    async with trio.open_nursery() as nursery:
+        async def _signals() -> None:
+            with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                async for signum in signals:
+                    log.info("received %s, stopping", signal.Signals(signum).name)
+                    nursery.cancel_scope.cancel()
+                    return
+
+        async def _shim() -> None:
+            await shim.run()
+            nursery.cancel_scope.cancel()
+
+        nursery.start_soon(_signals)
+        nursery.start_soon(_shim)

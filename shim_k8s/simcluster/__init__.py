@@ -1,0 +1,18 @@
+"""`ykshm sim-cluster`: a simulated kube-apiserver speaking the real list/watch protocol.
+
+Modules (one concept each):
+
+- `resources`  the served API resources, as data (discovery, routing and storage read it)
+- `store`      objects, the global resourceVersion, bounded change history, watchers
+- `api`        routing and verbs: list/watch, create/get/update/patch/delete, binding, status
+- `objects`    defaults, system metadata and validation (422 causes naming the field)
+- `patch`      merge, strategic-merge and JSON patch
+- `selectors`  label and field selectors
+- `tables`     meta.k8s.io Table output for `kubectl get`
+- `discovery`  /api, /apis, resource lists, /version, /openapi/v2 and /openapi/v3
+- `eventconv`  core/v1 <-> events.k8s.io/v1 Event
+- `kubelet`    bound pods become Running, then Succeeded after `ykshm.io/run-seconds`
+- `workload`   pods for the `yunikorn` scheduler from a file or `--demo`
+- `httpserver` HTTP/1.1 on trio + h11 with long-lived chunked watch streams
+- `main`       the CLI
+"""

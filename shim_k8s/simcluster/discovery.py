@@ -1,0 +1,218 @@
+"""Discovery and OpenAPI documents, built from `resources.SERVED`.
+
+kubectl with its defaults needs: `/api`, `/apis` (it asks for aggregated discovery
+`apidiscovery.k8s.io/v2` but accepts the plain `APIVersions`/`APIGroupList` when the response's
+Content-Type is plain `application/json`), `/api/v1` and `/apis/events.k8s.io/v1` resource lists,
+and, for `kubectl create -f` with the default `--validate=strict`, the OpenAPI v3 documents: kubectl
+looks up the PATCH operation of the object's group/version/kind and, when it declares the
+`fieldValidation` query parameter, leaves validation to the server (`?fieldValidation=Strict`).
+`/openapi/v2` is served too (JSON, or a minimal protobuf `openapi_v2.Document` when asked for
+protobuf, as kubectl's discovery client does).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import orjson
+
+from .resources import BY_GROUP_VERSION, SERVED, Resource
+
+K8S_VERSION = {"major": "1", "minor": "32", "gitVersion": "v1.32.0-ykshm-sim", "gitCommit": "0" * 40,
+               "gitTreeState": "clean", "buildDate": "2026-01-01T00:00:00Z", "goVersion": "go1.23.0",
+               "compiler": "gc", "platform": "linux/amd64"}
+
+
+def api_versions(server: str) -> dict[str, Any]:
+    return {"kind": "APIVersions", "versions": ["v1"],
+            "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": server}]}
+
+
+def _groups() -> dict[str, list[str]]:
+    groups: dict[str, list[str]] = {}
+    for (group, version) in BY_GROUP_VERSION:
+        if group:
+            groups.setdefault(group, []).append(version)
+    return groups
+
+
+def api_group(group: str) -> dict[str, Any] | None:
+    versions = _groups().get(group)
+    if not versions:
+        return None
+    gvs = [{"groupVersion": f"{group}/{v}", "version": v} for v in versions]
+    return {"kind": "APIGroup", "apiVersion": "v1", "name": group, "versions": gvs, "preferredVersion": gvs[0]}
+
+
+def api_group_list() -> dict[str, Any]:
+    groups = [api_group(g) for g in _groups()]
+    return {"kind": "APIGroupList", "apiVersion": "v1",
+            "groups": [{k: v for k, v in g.items() if k not in ("kind", "apiVersion")} for g in groups if g]}
+
+
+def _verbs_for(r: Resource, sub: str) -> list[str]:
+    if sub == "binding":
+        return ["create"]
+    if sub:
+        return ["get", "patch", "update"]
+    return list(r.verbs)
+
+
+def resource_list(group: str, version: str) -> dict[str, Any] | None:
+    table = BY_GROUP_VERSION.get((group, version))
+    if table is None:
+        return None
+    items: list[dict[str, Any]] = []
+    for r in table.values():
+        entry: dict[str, Any] = {"name": r.name, "singularName": r.singular, "namespaced": r.namespaced,
+                                 "kind": r.kind, "verbs": _verbs_for(r, "")}
+        if r.short_names:
+            entry["shortNames"] = list(r.short_names)
+        if r.categories:
+            entry["categories"] = list(r.categories)
+        entry["storageVersionHash"] = hashlib.sha256(f"{r.api_version}/{r.name}".encode()).hexdigest()[:11]
+        items.append(entry)
+        for sub in r.subresources:
+            kind = "Binding" if sub == "binding" else r.kind
+            items.append({"name": f"{r.name}/{sub}", "singularName": "", "namespaced": r.namespaced, "kind": kind,
+                          "verbs": _verbs_for(r, sub)})
+    gv = f"{group}/{version}" if group else version
+    return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": items}
+
+
+# -- OpenAPI ---------------------------------------------------------------------------------------
+
+_QUERY_PARAMS = ("dryRun", "fieldManager", "fieldValidation", "pretty")
+
+
+def _gvk(r: Resource) -> dict[str, str]:
+    return {"group": r.group, "version": r.version, "kind": r.kind}
+
+
+def _schema_name(r: Resource) -> str:
+    group = "core" if not r.group else r.group.split(".")[0]
+    return f"io.k8s.api.{group}.{r.version}.{r.kind}"
+
+
+def _op_id(verb: str, r: Resource, namespaced: bool) -> str:
+    group = "Core" if not r.group else "".join(p.capitalize() for p in r.group.split(".")[0].split("-"))
+    return f"{verb}{group}{r.version.capitalize()}{'Namespaced' if namespaced else ''}{r.kind}"
+
+
+def _operation(verb: str, action: str, r: Resource, namespaced: bool, v3: bool) -> dict[str, Any]:
+    params: list[dict[str, Any]] = []
+    if action in ("post", "put", "patch"):
+        for name in _QUERY_PARAMS:
+            p: dict[str, Any] = {"name": name, "in": "query", "description": name, "uniqueItems": True}
+            if v3:
+                p["schema"] = {"type": "string"}
+            else:
+                p["type"] = "string"
+            params.append(p)
+    ref = f"#/components/schemas/{_schema_name(r)}" if v3 else f"#/definitions/{_schema_name(r)}"
+    if v3:
+        responses = {"200": {"description": "OK", "content": {"application/json": {"schema": {"$ref": ref}}}}}
+    else:
+        responses = {"200": {"description": "OK", "schema": {"$ref": ref}}}
+    return {"operationId": _op_id(verb, r, namespaced), "tags": [r.api_version.replace("/", "_")],
+            "parameters": params, "responses": responses, "x-kubernetes-action": action,
+            "x-kubernetes-group-version-kind": _gvk(r)}
+
+
+def _paths(resources: list[Resource], v3: bool) -> dict[str, Any]:
+    paths: dict[str, Any] = {}
+    for r in resources:
+        if r.namespaced:
+            coll = f"{r.prefix}/namespaces/{{namespace}}/{r.name}"
+        else:
+            coll = f"{r.prefix}/{r.name}"
+        ns = r.namespaced
+        paths[coll] = {"get": _operation("list", "list", r, ns, v3), "post": _operation("create", "post", r, ns, v3)}
+        paths[f"{coll}/{{name}}"] = {
+            "get": _operation("read", "get", r, ns, v3), "put": _operation("replace", "put", r, ns, v3),
+            "patch": _operation("patch", "patch", r, ns, v3), "delete": _operation("delete", "delete", r, ns, v3),
+        }
+    return paths
+
+
+def _schemas(resources: list[Resource]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for r in resources:
+        out[_schema_name(r)] = {
+            "description": f"{r.kind} (ykshm sim-cluster: the schema is not enforced beyond server-side validation)",
+            "type": "object",
+            "properties": {
+                "apiVersion": {"type": "string"}, "kind": {"type": "string"},
+                "metadata": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+                "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+                "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+            },
+            "x-kubernetes-group-version-kind": [_gvk(r)],
+        }
+    return out
+
+
+def openapi_v3_doc(group: str, version: str) -> dict[str, Any] | None:
+    table = BY_GROUP_VERSION.get((group, version))
+    if table is None:
+        return None
+    resources = [r for r in table.values() if r in SERVED]
+    return {
+        "openapi": "3.0.0",
+        "info": {"title": "Kubernetes", "version": K8S_VERSION["gitVersion"]},
+        "paths": _paths(resources, True),
+        "components": {"schemas": _schemas(resources)},
+    }
+
+
+def _gv_path(group: str, version: str) -> str:
+    return f"apis/{group}/{version}" if group else f"api/{version}"
+
+
+def openapi_v3_index() -> tuple[dict[str, Any], dict[str, bytes]]:
+    """The /openapi/v3 root and the encoded group-version documents by path ("api/v1")."""
+    docs: dict[str, bytes] = {}
+    paths: dict[str, Any] = {}
+    for group, version in BY_GROUP_VERSION:
+        doc = openapi_v3_doc(group, version)
+        if doc is None:
+            continue
+        data = orjson.dumps(doc)
+        key = _gv_path(group, version)
+        docs[key] = data
+        digest = hashlib.sha512(data).hexdigest()[:128].upper()
+        paths[key] = {"serverRelativeURL": f"/openapi/v3/{key}?hash={digest}"}
+    return {"paths": paths}, docs
+
+
+def openapi_v2_doc() -> dict[str, Any]:
+    resources = list(SERVED)
+    return {
+        "swagger": "2.0",
+        "info": {"title": "Kubernetes", "version": K8S_VERSION["gitVersion"]},
+        "paths": _paths(resources, False),
+        "definitions": {k: {kk: vv for kk, vv in v.items()} for k, v in _schemas(resources).items()},
+    }
+
+
+def _pb_field(number: int, payload: bytes) -> bytes:
+    """A length-delimited protobuf field (wire type 2)."""
+    key = (number << 3) | 2
+    length = len(payload)
+    varint = bytearray()
+    while True:
+        byte = length & 0x7F
+        length >>= 7
+        if length:
+            varint.append(byte | 0x80)
+        else:
+            varint.append(byte)
+            break
+    return bytes([key]) + bytes(varint) + payload
+
+
+def openapi_v2_protobuf() -> bytes:
+    """A minimal gnostic `openapi_v2.Document`: swagger "2.0", info{title, version}, empty paths."""
+    info = _pb_field(1, b"Kubernetes") + _pb_field(2, K8S_VERSION["gitVersion"].encode())
+    return _pb_field(1, b"2.0") + _pb_field(2, info) + _pb_field(8, b"")

@@ -1,0 +1,268 @@
+"""A small HTTP/1.1 server on trio + h11: keep-alive, request bodies, long-lived chunked streams.
+
+Why not hypercorn: a watch is a response that never ends by itself; we need to notice a client
+that went away while nothing is being written (a concurrent read sees EOF and cancels the stream),
+bound a stalled writer (`send_timeout`), and flush every event at once. That is a few lines on h11.
+
+Resource handling: `serve()` runs under the caller's nursery (`nursery.start(serve, ...)`), one
+task per connection; cancelling that nursery closes every connection. Error handling: a handler
+exception is the handler's job (the API layer turns everything into a Status); a broken socket
+ends only its own connection.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from urllib.parse import parse_qs, unquote, urlsplit
+
+import h11
+import trio
+
+log = logging.getLogger("ykshm.sim-cluster.http")
+
+MAX_BODY = 16 * 1024 * 1024
+SERVER_HEADER = b"ykshm-sim-cluster"
+
+
+@dataclass
+class Request:
+    method: str
+    path: str
+    query: dict[str, list[str]]
+    headers: dict[str, str]
+    body: bytes = b""
+    peer: str = ""
+
+    def param(self, name: str, default: str = "") -> str:
+        values = self.query.get(name)
+        return values[-1] if values else default
+
+    def header(self, name: str, default: str = "") -> str:
+        return self.headers.get(name, default)
+
+
+@dataclass
+class Response:
+    status: int
+    body: bytes
+    content_type: str = "application/json"
+    headers: list[tuple[str, str]] = field(default_factory=list)
+
+
+@dataclass
+class StreamResponse:
+    """A chunked response: `writer(send)` awaits `send(chunk)` per chunk and returns at the end.
+
+    The writer is cancelled when the client goes away.
+    """
+
+    status: int
+    writer: Callable[[Callable[[bytes], Awaitable[None]]], Awaitable[None]]
+    content_type: str = "application/json"
+    headers: list[tuple[str, str]] = field(default_factory=list)
+
+
+Handler = Callable[[Request], Awaitable[Response | StreamResponse]]
+
+
+class _Closed(Exception):
+    pass
+
+
+class HttpServer:
+    def __init__(self, handler: Handler, send_timeout: float = 30.0) -> None:
+        self.handler = handler
+        self.send_timeout = send_timeout
+        self.connections = 0
+
+    async def serve(self, listeners: list[trio.SocketListener], *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as nursery:
+            for listener in listeners:
+                nursery.start_soon(self._accept_loop, listener, nursery)
+            task_status.started()
+
+    async def _accept_loop(self, listener: trio.SocketListener, nursery: trio.Nursery) -> None:
+        async with listener:
+            while True:
+                try:
+                    stream = await listener.accept()
+                except OSError as exc:  # EMFILE and friends: back off, keep serving
+                    log.warning("accept failed: %s", exc)
+                    await trio.sleep(0.1)
+                    continue
+                nursery.start_soon(self._connection, stream)
+
+    async def _send(self, stream: trio.SocketStream, data: bytes | None) -> None:
+        if not data:
+            return
+        with trio.move_on_after(self.send_timeout) as scope:
+            await stream.send_all(data)
+        if scope.cancelled_caught:
+            raise _Closed("send timeout")
+
+    async def _connection(self, stream: trio.SocketStream) -> None:
+        self.connections += 1
+        conn = h11.Connection(h11.SERVER, max_incomplete_event_size=64 * 1024)
+        try:
+            peer = stream.socket.getpeername()
+            peer_s = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        except OSError:
+            peer_s = "?"
+        try:
+            while True:
+                request = await self._read_request(stream, conn, peer_s)
+                if request is None:
+                    return
+                try:
+                    response = await self.handler(request)
+                except Exception:  # the handler has its own catch-all; this is a last resort
+                    log.exception("handler crashed on %s %s", request.method, request.path)
+                    response = Response(500, b'{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",'
+                                             b'"message":"internal error","reason":"InternalError","code":500}')
+                if isinstance(response, StreamResponse):
+                    await self._stream(stream, conn, request, response)
+                else:
+                    await self._respond(stream, conn, request, response)
+                if conn.our_state is h11.MUST_CLOSE or conn.their_state is h11.MUST_CLOSE:
+                    return
+                try:
+                    conn.start_next_cycle()
+                except h11.LocalProtocolError:
+                    return
+        except (_Closed, trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
+            return
+        except (h11.LocalProtocolError, h11.RemoteProtocolError) as exc:
+            if isinstance(exc, h11.LocalProtocolError):
+                log.warning("connection %s: %s", peer_s, exc)
+                return
+            try:
+                await self._send(stream, conn.send(h11.Response(status_code=exc.error_status_hint, headers=[
+                    ("content-length", "0"), ("connection", "close")])))
+            except Exception:
+                pass
+            return
+        except Exception:  # one broken connection must never take the server down
+            log.exception("connection %s failed", peer_s)
+            return
+        finally:
+            self.connections -= 1
+            with trio.CancelScope(shield=True):
+                with trio.move_on_after(1):
+                    await stream.aclose()
+
+    async def _next_event(self, stream: trio.SocketStream, conn: h11.Connection):
+        while True:
+            event = conn.next_event()
+            if event is h11.NEED_DATA:
+                data = await stream.receive_some(65536)
+                conn.receive_data(data)
+                continue
+            return event
+
+    async def _read_request(self, stream: trio.SocketStream, conn: h11.Connection, peer: str) -> Request | None:
+        event = await self._next_event(stream, conn)
+        if isinstance(event, h11.ConnectionClosed) or event is h11.PAUSED:
+            return None
+        if not isinstance(event, h11.Request):
+            return None
+        if conn.they_are_waiting_for_100_continue:
+            await self._send(stream, conn.send(h11.InformationalResponse(status_code=100, headers=[])))
+        body = bytearray()
+        while True:
+            ev = await self._next_event(stream, conn)
+            if isinstance(ev, h11.Data):
+                body += ev.data
+                if len(body) > MAX_BODY:
+                    await self._respond(stream, conn, None, Response(413, b'{"kind":"Status","apiVersion":"v1",'
+                                        b'"metadata":{},"status":"Failure","message":"request entity too large",'
+                                        b'"reason":"RequestEntityTooLarge","code":413}'))
+                    raise _Closed("body too large")
+            elif isinstance(ev, h11.EndOfMessage):
+                break
+            else:
+                return None
+        target = event.target.decode("latin-1")
+        parts = urlsplit(target)
+        headers: dict[str, str] = {}
+        for name, value in event.headers:
+            key = name.decode("latin-1").lower()
+            val = value.decode("latin-1")
+            headers[key] = f"{headers[key]},{val}" if key in headers and key == "accept" else val
+        return Request(
+            method=event.method.decode("ascii").upper(),
+            path=unquote(parts.path),
+            query=parse_qs(parts.query, keep_blank_values=True),
+            headers=headers,
+            body=bytes(body),
+            peer=peer,
+        )
+
+    def _headers(self, content_type: str, extra: list[tuple[str, str]], length: int | None) -> list[tuple[str, str]]:
+        headers = [("content-type", content_type), ("server", SERVER_HEADER.decode()),
+                   ("cache-control", "no-cache, private")]
+        if length is not None:
+            headers.append(("content-length", str(length)))
+        headers.extend(extra)
+        return headers
+
+    async def _respond(self, stream: trio.SocketStream, conn: h11.Connection, request: Request | None,
+                       response: Response) -> None:
+        body = b"" if request is not None and request.method == "HEAD" else response.body
+        out = conn.send(h11.Response(
+            status_code=response.status,
+            headers=self._headers(response.content_type, response.headers, len(response.body)))) or b""
+        if body:
+            out += conn.send(h11.Data(data=body)) or b""
+        out += conn.send(h11.EndOfMessage()) or b""
+        await self._send(stream, out)  # one write per response
+
+    async def _stream(self, stream: trio.SocketStream, conn: h11.Connection, request: Request,
+                      response: StreamResponse) -> None:
+        headers = self._headers(response.content_type, response.headers, None)
+        if conn.their_http_version == b"1.0":
+            headers.append(("connection", "close"))
+        else:
+            headers.append(("transfer-encoding", "chunked"))
+        await self._send(stream, conn.send(h11.Response(status_code=response.status, headers=headers)))
+        gone = False
+        async with trio.open_nursery() as nursery:
+
+            async def watch_peer() -> None:
+                nonlocal gone
+                while True:
+                    try:
+                        data = await stream.receive_some(65536)
+                    except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                        data = b""
+                    if not data:
+                        gone = True
+                        nursery.cancel_scope.cancel()
+                        return
+                    try:
+                        conn.receive_data(data)  # a pipelined request: kept for the next cycle
+                    except h11.RemoteProtocolError:
+                        gone = True
+                        nursery.cancel_scope.cancel()
+                        return
+
+            async def send(chunk: bytes) -> None:
+                if chunk:
+                    await self._send(stream, conn.send(h11.Data(data=chunk)))
+
+            nursery.start_soon(watch_peer)
+            try:
+                await response.writer(send)
+            except (_Closed, trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
+                gone = True  # raised here, not inside the nursery's exception group
+            finally:
+                nursery.cancel_scope.cancel()
+        if gone:
+            raise _Closed("peer went away")
+        await self._send(stream, conn.send(h11.EndOfMessage()))
+
+
+async def open_listeners(host: str, port: int) -> list[trio.SocketListener]:
+    """Bind host:port (port 0 picks a free port); OSError (port in use) propagates to the caller."""
+    return await trio.open_tcp_listeners(port, host=host, backlog=1024)

@@ -1,0 +1,183 @@
+"""A simulated kubelet for every node: bound pods start, run, and finish.
+
+A pod that has `spec.nodeName` (set by a binding or at create) and is Pending turns Running after
+`start_delay` seconds (status.phase, conditions, startTime, hostIP, podIP, containerStatuses), if its
+node exists then (or as soon as that node is created); a Running pod with the annotation `ykshm.io/run-seconds: "N"` turns Succeeded N
+seconds later (containers terminated, exit code 0, reason Completed). Without the annotation it
+runs until deleted.
+
+One task and one timer heap serve every pod; the store listener only pushes timers (it must not
+write to the store from inside a change). A timer that fires for a pod whose uid or phase changed
+meanwhile does nothing.
+"""
+
+from __future__ import annotations
+
+import heapq
+import ipaddress
+import itertools
+import logging
+import math
+from typing import Any
+
+import trio
+
+from . import objects
+from .store import DELETED, Change, Store
+
+log = logging.getLogger("ykshm.sim-cluster.kubelet")
+
+RUN_SECONDS = "ykshm.io/run-seconds"
+START, FINISH = "start", "finish"
+
+
+class Kubelet:
+    def __init__(self, store: Store, start_delay: float = 0.2) -> None:
+        self.store = store
+        self.start_delay = start_delay
+        self._heap: list[tuple[float, int, str, str, str, str]] = []  # (due, seq, action, ns, name, uid)
+        self._seq = itertools.count()
+        self._planned: set[tuple[str, str]] = set()  # (uid, action)
+        self._wake = trio.Event()
+        self._ips = itertools.count(1)
+        self.started = 0
+        self.finished = 0
+        store.listeners.append(self._on_change)
+
+    def _push(self, delay: float, action: str, pod: dict[str, Any]) -> None:
+        meta = pod["metadata"]
+        key = (meta["uid"], action)
+        if key in self._planned:
+            return
+        self._planned.add(key)
+        heapq.heappush(self._heap, (trio.current_time() + delay, next(self._seq), action, meta["namespace"],
+                                    meta["name"], meta["uid"]))
+        self._wake.set()
+
+    def _on_change(self, change: Change) -> None:
+        if change.bucket == "nodes" and change.type == "ADDED":
+            # a kubelet that registers late starts the pods already bound to its node
+            name = change.obj["metadata"]["name"]
+            for pod in self.store.list("pods", fields=lambda p: (p.get("spec") or {}).get("nodeName") == name)[0]:
+                if (pod.get("status") or {}).get("phase") == "Pending":
+                    self._push(self.start_delay, START, pod)
+            return
+        if change.bucket != "pods":
+            return
+        pod = change.obj
+        if change.type == DELETED:
+            uid = pod["metadata"]["uid"]
+            self._planned.discard((uid, START))
+            self._planned.discard((uid, FINISH))
+            return
+        phase = (pod.get("status") or {}).get("phase")
+        if phase == "Pending" and (pod.get("spec") or {}).get("nodeName"):
+            self._push(self.start_delay, START, pod)
+        elif phase == "Running":
+            seconds = _run_seconds(pod)
+            if seconds is not None:
+                self._push(seconds, FINISH, pod)
+
+    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        task_status.started()
+        while True:
+            due = self._heap[0][0] if self._heap else math.inf
+            with trio.move_on_at(due):
+                await self._wake.wait()
+            self._wake = trio.Event()
+            now = trio.current_time()
+            while self._heap and self._heap[0][0] <= now:
+                _, _, action, ns, name, uid = heapq.heappop(self._heap)
+                self._planned.discard((uid, action))
+                try:
+                    self._fire(action, ns, name, uid)
+                except Exception:  # a kubelet bug must not stop every other pod
+                    log.exception("kubelet %s of %s/%s failed", action, ns, name)
+            await trio.sleep(0)
+
+    def _fire(self, action: str, ns: str, name: str, uid: str) -> None:
+        pod = self.store.get("pods", ns, name)
+        if pod is None or pod["metadata"]["uid"] != uid:
+            return
+        phase = (pod.get("status") or {}).get("phase")
+        if action == START and phase == "Pending":
+            node = self.store.get("nodes", "", pod["spec"].get("nodeName", ""))
+            if node is None:
+                return  # no kubelet on a node that does not exist: the pod stays Pending
+            self.store.replace("pods", self._running(pod, node))
+            self.started += 1
+        elif action == FINISH and phase == "Running":
+            self.store.replace("pods", self._succeeded(pod))
+            self.finished += 1
+
+    def _pod_ip(self) -> str:
+        return str(ipaddress.IPv4Address("10.244.0.0") + next(self._ips) % (1 << 16))
+
+    def _running(self, pod: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
+        now = objects.now_rfc3339()
+        addrs = {a.get("type"): a.get("address") for a in (node.get("status") or {}).get("addresses") or []}
+        host_ip = addrs.get("InternalIP") or "10.0.0.1"
+        status = dict(pod.get("status") or {})
+        status["phase"] = "Running"
+        status["hostIP"] = host_ip
+        status["hostIPs"] = [{"ip": host_ip}]
+        ip = self._pod_ip()
+        status["podIP"] = ip
+        status["podIPs"] = [{"ip": ip}]
+        status["startTime"] = now
+        status["conditions"] = _conditions(now, ready=True, scheduled=pod)
+        status["containerStatuses"] = [
+            {"name": c.get("name"), "image": c.get("image"), "imageID": f"sim://{c.get('image')}",
+             "containerID": f"sim://{pod['metadata']['uid'][:8]}-{i}", "ready": True, "started": True,
+             "restartCount": 0, "state": {"running": {"startedAt": now}}, "lastState": {}}
+            for i, c in enumerate(pod["spec"].get("containers") or [])
+        ]
+        return _with_status(pod, status)
+
+    def _succeeded(self, pod: dict[str, Any]) -> dict[str, Any]:
+        now = objects.now_rfc3339()
+        status = dict(pod.get("status") or {})
+        status["phase"] = "Succeeded"
+        status["conditions"] = _conditions(now, ready=False, scheduled=pod, reason="PodCompleted")
+        started = status.get("startTime") or now
+        status["containerStatuses"] = [
+            {**cs, "ready": False, "started": False,
+             "state": {"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": started, "finishedAt": now,
+                                      "containerID": cs.get("containerID")}}}
+            for cs in status.get("containerStatuses") or []
+        ]
+        return _with_status(pod, status)
+
+
+def _run_seconds(pod: dict[str, Any]) -> float | None:
+    raw = (pod["metadata"].get("annotations") or {}).get(RUN_SECONDS)
+    if raw is None:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        return None
+    return value if value >= 0 and math.isfinite(value) else None
+
+
+def _conditions(now: str, ready: bool, scheduled: dict[str, Any], reason: str = "") -> list[dict[str, Any]]:
+    old = {c.get("type"): c for c in (scheduled.get("status") or {}).get("conditions") or []}
+    sched = old.get("PodScheduled") or {"type": "PodScheduled", "status": "True", "lastProbeTime": None,
+                                        "lastTransitionTime": now}
+    out = [{"type": "PodReadyToStartContainers", "status": "True" if ready else "False", "lastProbeTime": None,
+            "lastTransitionTime": now},
+           {"type": "Initialized", "status": "True", "lastProbeTime": None, "lastTransitionTime": now}]
+    for kind in ("Ready", "ContainersReady"):
+        cond = {"type": kind, "status": "True" if ready else "False", "lastProbeTime": None, "lastTransitionTime": now}
+        if reason:
+            cond["reason"] = reason
+        out.append(cond)
+    out.append(sched)
+    return out
+
+
+def _with_status(pod: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
+    new = dict(pod)
+    new["metadata"] = dict(pod["metadata"])
+    new["status"] = status
+    return new

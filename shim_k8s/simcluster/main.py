@@ -1,0 +1,161 @@
+"""`ykshm sim-cluster`: a simulated kube-apiserver that kubectl and the shim can drive.
+
+    ykshm sim-cluster --port P [--bind 127.0.0.1] [--nodes N] [--workload FILE | --demo]
+                      [--node-cpu 16] [--node-memory 64Gi] [--watch-history 10000]
+                      [--kubelet-delay 0.2] [--bookmark-interval 5]
+
+Prints `sim-cluster listening on http://127.0.0.1:P` once it accepts connections (`--port 0`
+picks a free port and prints it). SIGTERM or SIGINT stops it cleanly (exit 0). A port in use, a
+non-loopback --bind or a bad workload file is a one-line error (exit 1, or 2 for usage).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import logging
+import math
+import signal
+import sys
+from collections.abc import Callable, Sequence
+
+import trio
+
+from engine.resources import QuantityError, parse_milli, parse_quantity
+from tools.cliutil import Failure, Parser, UsageError, run_main
+
+from . import objects, workload
+from .api import Api
+from .httpserver import HttpServer, open_listeners
+from .kubelet import Kubelet
+from .resources import BUCKETS, NAMESPACES, NODES
+from .store import Store
+
+PROG = "ykshm sim-cluster"
+log = logging.getLogger("ykshm.sim-cluster")
+
+
+def _seconds(minimum: float) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if not math.isfinite(value) or value < minimum:
+            raise argparse.ArgumentTypeError(f"must be a number >= {minimum:g}: {text!r}")
+        return value
+
+    return parse
+
+
+def build_parser() -> Parser:
+    p = Parser(prog=PROG, description="A simulated kube-apiserver (nodes and pods are API objects, "
+                                      "a simulated kubelet runs bound pods).")
+    p.add_argument("--port", type=int, default=6443, help="TCP port (0 = pick a free one; default 6443)")
+    p.add_argument("--bind", default="127.0.0.1", help="loopback address to bind (default 127.0.0.1)")
+    p.add_argument("--nodes", type=int, default=0, help="pre-create nodes node-0000 .. (default 0)")
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--workload", metavar="FILE", help="YAML list of apps whose pods arrive over time")
+    src.add_argument("--demo", action="store_true", help="generate apps of 3-10 pods every few seconds, forever")
+    p.add_argument("--demo-interval", type=_seconds(0.01), default=3.0, help="seconds between demo apps (default 3)")
+    p.add_argument("--node-cpu", default="16", help="cpu capacity of generated nodes (default 16)")
+    p.add_argument("--node-memory", default="64Gi", help="memory capacity of generated nodes (default 64Gi)")
+    p.add_argument("--node-pods", type=int, default=110, help="pods capacity of generated nodes (default 110)")
+    p.add_argument("--watch-history", type=int, default=10_000, help="changes kept for watch resumption (default 10000)")
+    p.add_argument("--kubelet-delay", type=_seconds(0), default=0.2,
+                   help="seconds from binding to Running (default 0.2)")
+    p.add_argument("--bookmark-interval", type=_seconds(0.05), default=5.0,
+                   help="seconds between BOOKMARK events on watches that allow them (default 5)")
+    p.add_argument("--event-ttl", type=_seconds(1), default=3600.0,
+                   help="seconds an Event is kept, as the apiserver's --event-ttl (default 3600)")
+    p.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
+    return p
+
+
+def _check_args(args) -> None:
+    if not 0 <= args.port <= 65535:
+        raise UsageError(f"--port must be 0..65535, got {args.port}")
+    try:
+        bind = "127.0.0.1" if args.bind == "localhost" else args.bind
+        if not ipaddress.ip_address(bind).is_loopback:
+            raise UsageError(f"--bind {args.bind}: the sim-cluster binds loopback addresses only")
+        args.bind = bind
+    except ValueError:
+        raise UsageError(f"--bind {args.bind}: not an IP address") from None
+    if args.nodes < 0 or args.nodes > 100_000:
+        raise UsageError(f"--nodes must be 0..100000, got {args.nodes}")
+    if args.watch_history < 1:
+        raise UsageError(f"--watch-history must be at least 1, got {args.watch_history}")
+    if args.node_pods < 1:
+        raise UsageError(f"--node-pods must be at least 1, got {args.node_pods}")
+    try:
+        parse_milli(args.node_cpu)
+        parse_quantity(args.node_memory)
+    except QuantityError as exc:
+        raise UsageError(f"--node-cpu/--node-memory: {exc}") from None
+
+
+def populate(api: Api, nodes: int, cpu: str, memory: str, pods: int) -> None:
+    """The namespaces every cluster has, and `nodes` ready nodes node-0000 ..."""
+    for ns in ("default", "kube-system", "kube-public", "kube-node-lease"):
+        api.create_object(NAMESPACES, "", {"metadata": {"name": ns}})
+    width = max(4, len(str(nodes - 1))) if nodes else 4
+    for i in range(nodes):
+        name = f"node-{i:0{width}d}"
+        status = objects.default_node_status(cpu, memory, str(pods))
+        status["addresses"] = [{"type": "InternalIP", "address": f"10.{(i >> 16) & 255}.{(i >> 8) & 255}.{i & 255}"},
+                               {"type": "Hostname", "address": name}]
+        api.create_object(NODES, "", {"metadata": {"name": name}, "status": status})
+
+
+async def serve(args, apps: list[workload.App] | None) -> None:
+    store = Store(BUCKETS, history_size=args.watch_history)
+    try:
+        listeners = await open_listeners(args.bind, args.port)
+    except OSError as exc:
+        raise Failure(f"cannot listen on {args.bind}:{args.port}: {exc.strerror or exc}") from None
+    port = listeners[0].socket.getsockname()[1]
+    host = f"[{args.bind}]" if ":" in args.bind else args.bind
+    api = Api(store, server=f"{args.bind}:{port}", bookmark_interval=args.bookmark_interval,
+              node_cpu=args.node_cpu, node_memory=args.node_memory)
+    kubelet = Kubelet(store, start_delay=args.kubelet_delay)
+    populate(api, args.nodes, args.node_cpu, args.node_memory, args.node_pods)
+    server = HttpServer(api.handle)
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(kubelet.run)
+            await nursery.start(api.run_event_expiry, args.event_ttl)
+            await nursery.start(server.serve, listeners)
+            print(f"sim-cluster listening on http://{host}:{port}", flush=True)
+            gen = workload.Workload(api)
+            if apps is not None:
+                nursery.start_soon(gen.run_file, apps)
+            elif args.demo:
+                nursery.start_soon(gen.run_demo, args.demo_interval)
+            async for signum in signals:
+                log.warning("sim-cluster: %s, stopping", signal.Signals(signum).name)
+                nursery.cancel_scope.cancel()
+                break
+
+
+def _body(argv: Sequence[str]) -> int:
+    args = build_parser().parse_args(list(argv))
+    _check_args(args)
+    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    apps = None
+    if args.workload:
+        try:
+            apps = workload.load(args.workload)
+        except workload.WorkloadError as exc:
+            raise UsageError(f"--workload: {exc}") from None
+    trio.run(serve, args, apps)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return run_main(PROG, _body, sys.argv[1:] if argv is None else argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,425 @@
+"""What the apiserver does to an object before storing it: defaults, system metadata, validation.
+
+`prepare_create` and `prepare_update` return the object to store or raise `Invalid` (422) whose
+causes name every bad field (`spec.containers[0].resources.requests[cpu]`), `BadRequest` (400) for a
+body that is not the expected kind. Quantities are checked with `engine.resources.parse_quantity` /
+`parse_milli`, the same parser the shim and engine use, so an object we accept is one they accept.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+import random
+import re
+import uuid
+from typing import Any
+
+from engine.resources import QuantityError, parse_milli, parse_quantity
+
+from .errors import BadRequest, Invalid
+from .resources import Resource
+
+Obj = dict[str, Any]
+Cause = tuple[str, str, str]  # (reason, field, message)
+
+_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+_QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+_GENERATE_CHARS = "bcdfghjklmnpqrstvwxz2456789"
+_SYSTEM_META = ("uid", "resourceVersion", "creationTimestamp", "deletionTimestamp", "selfLink", "generation")
+_RESTART_POLICIES = ("Always", "OnFailure", "Never")
+
+
+def now_rfc3339() -> str:
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def now_micro() -> str:
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def required(field: str, message: str = "Required value") -> Cause:
+    return ("FieldValueRequired", field, message)
+
+
+def invalid(field: str, value: Any, why: str) -> Cause:
+    shown = value if isinstance(value, (int, float)) and not isinstance(value, bool) else f'"{value}"'
+    return ("FieldValueInvalid", field, f"Invalid value: {shown}: {why}")
+
+
+def check_body(resource: Resource, body: Any) -> Obj:
+    """A decoded request body must be an object of the resource's kind and version."""
+    if not isinstance(body, dict):
+        raise BadRequest(f"the object provided is unrecognized (must be of type {resource.kind}): "
+                         "couldn't get version/kind; json parse error: expected an object")
+    kind = body.get("kind")
+    api_version = body.get("apiVersion")
+    if kind not in (None, "", resource.kind):
+        raise BadRequest(f"the object provided is unrecognized (must be of type {resource.kind}): "
+                         f"kind {kind!r} in the body does not match the resource")
+    if api_version not in (None, "", resource.api_version):
+        raise BadRequest(f"the API version in the data ({api_version}) does not match the expected API version "
+                         f"({resource.api_version})")
+    meta = body.get("metadata")
+    if meta is None:
+        body["metadata"] = {}
+    elif not isinstance(meta, dict):
+        raise BadRequest(f"{resource.kind} in version \"{resource.version}\" cannot be handled as a "
+                         f"{resource.kind}: metadata must be an object")
+    out: Obj = {"kind": resource.kind, "apiVersion": resource.api_version}
+    out.update((k, v) for k, v in body.items() if k not in ("kind", "apiVersion"))
+    return out
+
+
+def _validate_meta(resource: Resource, meta: Obj, causes: list[Cause]) -> None:
+    name = meta.get("name")
+    if not name:
+        causes.append(required("metadata.name", "Required value: name or generateName is required"))
+    elif not isinstance(name, str):
+        causes.append(invalid("metadata.name", name, "must be a string"))
+    else:
+        pattern, limit = (_DNS1123_LABEL, 63) if resource.name == "namespaces" else (_DNS1123_SUBDOMAIN, 253)
+        if resource.name in ("events", "configmaps"):
+            ok = len(name) <= 253 and "/" not in name and name not in (".", "..")
+        else:
+            ok = len(name) <= limit and bool(pattern.match(name))
+        if not ok:
+            what = "a lowercase RFC 1123 label" if resource.name == "namespaces" else "a lowercase RFC 1123 subdomain"
+            causes.append(invalid("metadata.name", name, f"must be {what} (lowercase alphanumerics, '-' or '.')"))
+    for which in ("labels", "annotations"):
+        values = meta.get(which)
+        if values is None:
+            continue
+        if not isinstance(values, dict):
+            causes.append(invalid(f"metadata.{which}", "", "must be a map of string to string"))
+            continue
+        for key, value in values.items():
+            field = f"metadata.{which}"
+            prefix, _, short = key.rpartition("/")
+            if (prefix and not _DNS1123_SUBDOMAIN.match(prefix)) or not _QUALIFIED_NAME.match(short) or len(short) > 63:
+                causes.append(invalid(field, key, "name part must consist of alphanumeric characters, '-', '_' or '.'"))
+            if not isinstance(value, str):
+                causes.append(invalid(f"{field}[{key}]", value, "must be a string"))
+            elif which == "labels" and (len(value) > 63 or not _LABEL_VALUE.match(value)):
+                causes.append(invalid(f"{field}", value, "a valid label must be an empty string or consist of "
+                                      "alphanumeric characters, '-', '_' or '.' (at most 63)"))
+
+
+def _quantity(field: str, name: str, value: Any, causes: list[Cause]) -> int | None:
+    try:
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if not isinstance(value, (str, int)) or isinstance(value, bool):
+            raise QuantityError("not a string or integer")
+        return parse_milli(value) if name == "cpu" else parse_quantity(value)
+    except (QuantityError, ValueError, ArithmeticError):
+        causes.append(invalid(f"{field}[{name}]", value, "must be a valid quantity (such as 500m, 2, 1Gi)"))
+        return None
+
+
+def _validate_container(c: Any, field: str, names: set[str], causes: list[Cause]) -> None:
+    if not isinstance(c, dict):
+        causes.append(invalid(field, "", "must be an object"))
+        return
+    name = c.get("name")
+    if not name:
+        causes.append(required(f"{field}.name"))
+    elif not isinstance(name, str) or not _DNS1123_LABEL.match(name) or len(name) > 63:
+        causes.append(invalid(f"{field}.name", name, "must be a lowercase RFC 1123 label"))
+    elif name in names:
+        causes.append(("FieldValueDuplicate", f"{field}.name", f'Duplicate value: "{name}"'))
+    else:
+        names.add(name)
+    if not c.get("image"):
+        causes.append(required(f"{field}.image"))
+    res = c.get("resources")
+    if res is None:
+        return
+    if not isinstance(res, dict):
+        causes.append(invalid(f"{field}.resources", "", "must be an object"))
+        return
+    parsed: dict[str, dict[str, int]] = {}
+    for part in ("requests", "limits"):
+        values = res.get(part)
+        if values is None:
+            continue
+        if not isinstance(values, dict):
+            causes.append(invalid(f"{field}.resources.{part}", "", "must be a map of resource name to quantity"))
+            continue
+        parsed[part] = {}
+        for rname, value in values.items():
+            q = _quantity(f"{field}.resources.{part}", rname, value, causes)
+            if q is not None:
+                parsed[part][rname] = q
+    for rname, req in parsed.get("requests", {}).items():
+        lim = parsed.get("limits", {}).get(rname)
+        if lim is not None and req > lim:
+            causes.append(invalid(f"{field}.resources.requests", res["requests"][rname],
+                                  f"must be less than or equal to {rname} limit of {res['limits'][rname]}"))
+
+
+def _validate_pod(obj: Obj, causes: list[Cause]) -> None:
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        causes.append(required("spec.containers"))
+        return
+    containers = spec.get("containers")
+    if not containers or not isinstance(containers, list):
+        causes.append(required("spec.containers"))
+    names: set[str] = set()
+    for i, c in enumerate(containers or []):
+        _validate_container(c, f"spec.containers[{i}]", names, causes)
+    for i, c in enumerate(spec.get("initContainers") or []):
+        _validate_container(c, f"spec.initContainers[{i}]", names, causes)
+    policy = spec.get("restartPolicy")
+    if policy is not None and policy not in _RESTART_POLICIES:
+        causes.append(("FieldValueNotSupported", "spec.restartPolicy",
+                       f'Unsupported value: "{policy}": supported values: "Always", "OnFailure", "Never"'))
+    for key in ("nodeName", "schedulerName", "priorityClassName"):
+        if key in spec and spec[key] is not None and not isinstance(spec[key], str):
+            causes.append(invalid(f"spec.{key}", spec[key], "must be a string"))
+    if spec.get("overhead"):
+        for rname, value in (spec.get("overhead") or {}).items():
+            _quantity("spec.overhead", rname, value, causes)
+
+
+def _validate_node(obj: Obj, causes: list[Cause]) -> None:
+    status = obj.get("status") or {}
+    for part in ("capacity", "allocatable"):
+        values = status.get(part)
+        if values is None:
+            continue
+        if not isinstance(values, dict):
+            causes.append(invalid(f"status.{part}", "", "must be a map of resource name to quantity"))
+            continue
+        for rname, value in values.items():
+            _quantity(f"status.{part}", rname, value, causes)
+    spec = obj.get("spec") or {}
+    if "unschedulable" in spec and not isinstance(spec["unschedulable"], bool):
+        causes.append(invalid("spec.unschedulable", spec["unschedulable"], "must be a boolean"))
+
+
+def _validate_configmap(obj: Obj, causes: list[Cause]) -> None:
+    data = obj.get("data")
+    if data is not None:
+        if not isinstance(data, dict):
+            causes.append(invalid("data", "", "must be a map of string to string"))
+        else:
+            for key, value in data.items():
+                if not isinstance(value, str):
+                    causes.append(invalid(f"data[{key}]", value, "must be a string"))
+
+
+def validate(resource: Resource, obj: Obj) -> None:
+    """Raise Invalid naming every bad field."""
+    causes: list[Cause] = []
+    meta = obj["metadata"]
+    _validate_meta(resource, meta, causes)
+    if resource.name == "pods":
+        _validate_pod(obj, causes)
+    elif resource.name == "nodes":
+        _validate_node(obj, causes)
+    elif resource.name == "configmaps":
+        _validate_configmap(obj, causes)
+    if causes:
+        raise Invalid.fields(resource.kind, str(meta.get("name") or ""), causes, resource.group)
+
+
+# -- defaults ------------------------------------------------------------------------------------
+
+def _qos(spec: Obj) -> str:
+    containers = spec.get("containers") or []
+    any_set, guaranteed = False, True
+    for c in containers:
+        res = c.get("resources") or {}
+        req, lim = res.get("requests") or {}, res.get("limits") or {}
+        if req or lim:
+            any_set = True
+        for rname in ("cpu", "memory"):
+            if rname not in lim or str(req.get(rname, lim.get(rname))) != str(lim[rname]):
+                guaranteed = False
+    if not any_set:
+        return "BestEffort"
+    return "Guaranteed" if guaranteed else "Burstable"
+
+
+def _default_container(c: Obj) -> None:
+    image = str(c.get("image", ""))
+    tag = image.rsplit("/", 1)[-1]
+    c.setdefault("imagePullPolicy", "Always" if (":" not in tag or tag.endswith(":latest")) and "@" not in tag else "IfNotPresent")
+    c.setdefault("terminationMessagePath", "/dev/termination-log")
+    c.setdefault("terminationMessagePolicy", "File")
+    res = c.setdefault("resources", {})
+    if res.get("limits"):
+        req = res.setdefault("requests", {})
+        for rname, value in res["limits"].items():
+            req.setdefault(rname, value)
+
+
+def _default_pod(obj: Obj) -> None:
+    spec = obj.setdefault("spec", {})
+    for c in spec.get("containers") or []:
+        _default_container(c)
+    for c in spec.get("initContainers") or []:
+        _default_container(c)
+    spec.setdefault("restartPolicy", "Always")
+    spec.setdefault("terminationGracePeriodSeconds", 30)
+    spec.setdefault("dnsPolicy", "ClusterFirst")
+    spec.setdefault("securityContext", {})
+    spec.setdefault("schedulerName", "default-scheduler")
+    spec.setdefault("priority", 0)
+    spec.setdefault("enableServiceLinks", True)
+    spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
+    spec.setdefault("serviceAccountName", "default")
+    spec.setdefault("serviceAccount", spec["serviceAccountName"])
+    spec.setdefault("tolerations", [
+        {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
+        {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
+    ])
+    obj["status"] = {"phase": "Pending", "qosClass": _qos(spec)}
+
+
+def default_node_status(cpu: str, memory: str, pods: str = "110") -> Obj:
+    """The status a simulated kubelet reports for a node."""
+    capacity = {"cpu": cpu, "memory": memory, "pods": pods, "ephemeral-storage": "100Gi"}
+    ts = now_rfc3339()
+    return {
+        "capacity": dict(capacity),
+        "allocatable": dict(capacity),
+        "conditions": [
+            {"type": t, "status": "False", "reason": r, "message": m, "lastHeartbeatTime": ts, "lastTransitionTime": ts}
+            for t, r, m in (
+                ("MemoryPressure", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+                ("DiskPressure", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+                ("PIDPressure", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+            )
+        ] + [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status",
+              "lastHeartbeatTime": ts, "lastTransitionTime": ts}],
+        "nodeInfo": {
+            "architecture": "amd64", "operatingSystem": "linux", "osImage": "ykshm simulated node",
+            "kernelVersion": "6.0.0-sim", "containerRuntimeVersion": "sim://1.0", "kubeletVersion": "v1.32.0",
+            "kubeProxyVersion": "v1.32.0", "machineID": "", "systemUUID": "", "bootID": "",
+        },
+        "phase": "Running",
+    }
+
+
+def _default_node(obj: Obj, cpu: str, memory: str) -> None:
+    obj.setdefault("spec", {})
+    status = obj.get("status") or {}
+    base = default_node_status(cpu, memory)
+    if not status.get("capacity"):
+        status["capacity"] = base["capacity"]
+    if not status.get("allocatable"):
+        status["allocatable"] = dict(status["capacity"])
+    if not status.get("conditions"):
+        status["conditions"] = base["conditions"]
+    status.setdefault("nodeInfo", base["nodeInfo"])
+    if not status.get("addresses"):
+        status["addresses"] = [{"type": "Hostname", "address": obj["metadata"]["name"]}]
+    obj["status"] = status
+    labels = obj["metadata"].setdefault("labels", {})
+    labels.setdefault("kubernetes.io/hostname", obj["metadata"]["name"])
+    labels.setdefault("kubernetes.io/os", "linux")
+    labels.setdefault("kubernetes.io/arch", "amd64")
+
+
+def _default_namespace(obj: Obj) -> None:
+    obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
+    obj["status"] = {"phase": "Active"}
+    obj["metadata"].setdefault("labels", {})["kubernetes.io/metadata.name"] = obj["metadata"]["name"]
+
+
+def generate_name(prefix: str) -> str:
+    return prefix[:58] + "".join(random.choice(_GENERATE_CHARS) for _ in range(5))
+
+
+def prepare_create(resource: Resource, body: Any, namespace: str, node_cpu: str = "16", node_memory: str = "64Gi") -> Obj:
+    """A POSTed body -> the object to store (without resourceVersion, which the store stamps)."""
+    obj = check_body(resource, body)
+    meta = obj["metadata"]
+    if resource.namespaced:
+        ns = meta.get("namespace")
+        if ns and ns != namespace:
+            raise BadRequest("the namespace of the provided object does not match the namespace sent on the request")
+        meta["namespace"] = namespace
+    else:
+        meta.pop("namespace", None)
+    if not meta.get("name") and isinstance(meta.get("generateName"), str) and meta["generateName"]:
+        meta["name"] = generate_name(meta["generateName"])
+    for key in _SYSTEM_META:
+        meta.pop(key, None)
+    validate(resource, obj)
+    meta["uid"] = str(uuid.uuid4())
+    meta["creationTimestamp"] = now_rfc3339()
+    if resource.name == "pods":
+        _default_pod(obj)
+    elif resource.name == "nodes":
+        _default_node(obj, node_cpu, node_memory)
+    elif resource.name == "namespaces":
+        _default_namespace(obj)
+    return obj
+
+
+def prepare_update(resource: Resource, new: Any, old: Obj, subresource: str = "") -> Obj:
+    """A PUT body (or the result of a PATCH) -> the object to store; system metadata kept from `old`.
+
+    The main resource keeps the old status, the status subresource keeps everything but the status
+    (as the real pod/node/namespace strategies do).
+    """
+    obj = check_body(resource, new)
+    meta = obj["metadata"]
+    old_meta = old["metadata"]
+    if meta.get("name") not in (None, old_meta["name"]):
+        raise BadRequest(f'the name of the object ({meta.get("name")}) does not match the name on the URL '
+                         f'({old_meta["name"]})')
+    if resource.namespaced and meta.get("namespace") not in (None, "", old_meta.get("namespace")):
+        raise BadRequest("the namespace of the provided object does not match the namespace sent on the request")
+    if subresource == "status":
+        status = obj.get("status")
+        obj = copy.copy(old)
+        obj["metadata"] = dict(old_meta)
+        if status is not None:
+            obj["status"] = status
+        else:
+            obj.pop("status", None)
+        meta = obj["metadata"]
+    elif resource.has_status:
+        if "status" in old:
+            obj["status"] = old["status"]
+        else:
+            obj.pop("status", None)
+    meta["name"] = old_meta["name"]
+    if resource.namespaced:
+        meta["namespace"] = old_meta["namespace"]
+    for key in ("uid", "creationTimestamp", "deletionTimestamp", "generateName"):
+        if key in old_meta:
+            meta[key] = old_meta[key]
+        else:
+            meta.pop(key, None)
+    meta.pop("selfLink", None)
+    validate(resource, obj)
+    if resource.name == "pods":
+        _check_pod_update(obj, old)
+    return obj
+
+
+def _check_pod_update(obj: Obj, old: Obj) -> None:
+    new_node = (obj.get("spec") or {}).get("nodeName")
+    old_node = (old.get("spec") or {}).get("nodeName")
+    if old_node and new_node != old_node:
+        raise Invalid.fields("Pod", old["metadata"]["name"], [
+            ("FieldValueForbidden", "spec", "Forbidden: pod updates may not change fields other than "
+             "`spec.containers[*].image`, `spec.initContainers[*].image`, `spec.activeDeadlineSeconds`, "
+             "`spec.tolerations` (only additions to existing tolerations), `spec.terminationGracePeriodSeconds`"),
+        ])
+
+
+def same_content(a: Obj, b: Obj) -> bool:
+    """True when an update changes nothing but the resourceVersion it carried (a no-op)."""
+    ma, mb = a.get("metadata", {}), b.get("metadata", {})
+    if {k: v for k, v in ma.items() if k != "resourceVersion"} != {k: v for k, v in mb.items() if k != "resourceVersion"}:
+        return False
+    return {k: v for k, v in a.items() if k != "metadata"} == {k: v for k, v in b.items() if k != "metadata"}

@@ -1,0 +1,134 @@
+"""Segment files: names, atomic creation, read-only and writable mappings.
+
+An instance NAME owns ``/dev/shm/NAME.events`` (event ring and intern tables),
+``/dev/shm/NAME.requests`` (request-event store) and ``/dev/shm/NAME.state`` (snapshot).
+A segment is created under a temporary name (``NAME.events.tmp-PID-RANDOM``, O_CREAT|O_EXCL,
+mode 0600 or 0640 + chgrp), sized with ftruncate, initialised, and only then renamed to its
+final name, so a half-created segment is never visible.  OS errors are translated to
+`shm.errors` here, at one boundary.
+"""
+
+from __future__ import annotations
+
+import errno
+import grp
+import mmap
+import os
+import secrets
+from typing import NamedTuple
+
+from .errors import RingNotFoundError, ShmError
+
+__all__ = ["SHM_DIR", "SegmentPaths", "segment_paths", "list_instances", "validate_name"]
+
+SHM_DIR = "/dev/shm"
+
+
+class SegmentPaths(NamedTuple):
+    events: str
+    requests: str
+    state: str
+
+
+def validate_name(name: str) -> str:
+    """Check an instance name (it becomes a file name prefix under /dev/shm)."""
+    if not isinstance(name, str) or not name or len(name) > 200:
+        raise ValueError(f"invalid instance name {name!r}: 1-200 characters expected")
+    if "/" in name or "\0" in name or name in (".", "..") or name.startswith("."):
+        raise ValueError(f"invalid instance name {name!r}: no '/', NUL or leading '.'")
+    return name
+
+
+def segment_paths(name: str) -> SegmentPaths:
+    """The three segment paths of instance NAME."""
+    validate_name(name)
+    base = os.path.join(SHM_DIR, name)
+    return SegmentPaths(base + ".events", base + ".requests", base + ".state")
+
+
+def list_instances() -> list[str]:
+    """Names of the instances that have an event ring or a snapshot in /dev/shm, sorted."""
+    names = set()
+    try:
+        entries = os.listdir(SHM_DIR)
+    except OSError:
+        return []
+    for entry in entries:
+        if ".tmp-" in entry:
+            continue
+        for suffix in (".events", ".state"):
+            if entry.endswith(suffix) and len(entry) > len(suffix):
+                names.add(entry[: -len(suffix)])
+    return sorted(names)
+
+
+def _gid(group: str | int) -> int:
+    if isinstance(group, int):
+        return group
+    try:
+        return grp.getgrnam(group).gr_gid
+    except KeyError:
+        if group.isdigit():
+            return int(group)
+        raise ShmError(f"unknown group {group!r}") from None
+
+
+def create_temp(path: str, size: int, group: str | int | None) -> tuple[int, str]:
+    """A new zero-filled file of `size` bytes under a temporary name next to `path`."""
+    tmp = f"{path}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
+    mode = 0o640 if group is not None else 0o600
+    try:
+        fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
+    except OSError as exc:
+        raise ShmError(f"cannot create {tmp}: {exc.strerror}") from exc
+    try:
+        os.fchmod(fd, mode)
+        if group is not None:
+            os.fchown(fd, -1, _gid(group))
+        os.ftruncate(fd, size)
+        try:
+            # reserve the memory now: a full /dev/shm is an error here, never a SIGBUS later
+            os.posix_fallocate(fd, 0, size)
+        except OSError as exc:
+            if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+                raise
+    except BaseException as exc:
+        os.close(fd)
+        os.unlink(tmp)
+        if isinstance(exc, OSError):
+            raise ShmError(f"cannot size {tmp} to {size} bytes: {exc.strerror}") from exc
+        raise
+    return fd, tmp
+
+
+def map_rw(fd: int) -> mmap.mmap:
+    """A writable shared mapping, page tables populated up front (no page faults on the
+    writer's hot path)."""
+    flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
+    return mmap.mmap(fd, os.fstat(fd).st_size, flags=flags, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+
+
+def open_ro(path: str) -> tuple[mmap.mmap, int]:
+    """Map `path` read-only; returns (mapping, inode).  The fd is closed again."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError as exc:
+        raise RingNotFoundError(f"no segment {path}") from exc
+    except OSError as exc:
+        raise ShmError(f"cannot open {path}: {exc.strerror}") from exc
+    try:
+        st = os.fstat(fd)
+        if st.st_size == 0:
+            from .errors import RingFormatError
+
+            raise RingFormatError(f"{path} is empty, not a ykshm segment")
+        return mmap.mmap(fd, 0, access=mmap.ACCESS_READ), st.st_ino
+    finally:
+        os.close(fd)
+
+
+def inode_of(path: str) -> int | None:
+    try:
+        return os.stat(path).st_ino
+    except OSError:
+        return None

@@ -1,0 +1,496 @@
+"""ShimCore driven directly: recovery order, running, releases, restart, orphans (no I/O).
+
+`FakeEngine` applies the SI messages the core sends in order, acks every request that has an id,
+and checks the invariant the recovery exists for: no node is schedulable while an existing
+allocation of a bound pod on it is unknown to the engine.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from shim_k8s.core import Bind, ShimCore
+from shim_k8s.state import NodeState, ShimState
+
+
+def node(name, cpu="8", unschedulable=False):
+    return {"metadata": {"name": name, "resourceVersion": "1"},
+            "spec": {"unschedulable": unschedulable},
+            "status": {"allocatable": {"cpu": cpu, "memory": "16Gi", "pods": "110"}}}
+
+
+_rv = itertools.count(1)
+
+
+def pod(name, node_name="", app="app-1", sched="yunikorn", phase=None, cpu="1", uid=None,
+        user=None):
+    ann = {}
+    if user:
+        ann["yunikorn.apache.org/user.info"] = f'{{"user": "{user}"}}'
+    return {"metadata": {"name": name, "namespace": "ns", "uid": uid or f"uid-{name}",
+                         "resourceVersion": str(next(_rv)), "labels": {"applicationId": app},
+                         "annotations": ann},
+            "spec": {"schedulerName": sched, "nodeName": node_name,
+                     "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]},
+            "status": {"phase": phase or ("Running" if node_name else "Pending")}}
+
+
+class FakeEngine:
+    def __init__(self, core: ShimCore) -> None:
+        self.core = core
+        self.apps: dict[str, dict] = {}
+        self.nodes: dict[str, bool] = {}          # node -> schedulable
+        self.allocs: dict[str, str] = {}          # key -> node
+        self.asks: dict[str, str] = {}
+        self.log: list[dict] = []
+        self.binds: list[Bind] = []
+        self.events: list = []
+        self.auto_ack = True
+        self.held_acks: list[int] = []
+
+    def pump(self) -> None:
+        """Deliver the core's messages and acks until it is quiet."""
+        while True:
+            actions = self.core.take()
+            self.binds.extend(actions.binds)
+            self.events.extend(actions.events)
+            if not actions.si:
+                return
+            was_schedulable = {n for n, ok in self.nodes.items() if ok}
+            for msg in actions.si:
+                self.apply(msg)
+                # a node may only *become* schedulable once every pod bound to it is known
+                self.check_no_overcommit_window(exclude=was_schedulable)
+            self.check_no_overcommit_window()
+            for msg in actions.si:
+                if "id" in msg:
+                    if self.auto_ack:
+                        self.core.on_si({"type": "Ack", "replyTo": msg["id"]})
+                    else:
+                        self.held_acks.append(msg["id"])
+
+    def release_acks(self) -> None:
+        """Acknowledge everything held back, in order, then pump."""
+        while self.held_acks:
+            self.core.on_si({"type": "Ack", "replyTo": self.held_acks.pop(0)})
+            self.pump()
+
+    def apply(self, msg: dict) -> None:
+        self.log.append(msg)
+        t = msg["type"]
+        if t == "RegisterResourceManager":
+            self.apps.clear(), self.nodes.clear(), self.allocs.clear(), self.asks.clear()
+            self.core.on_si({"type": "RegisterResourceManagerResponse", "replyTo": msg["id"],
+                             "instanceUUID": "i-1", "ringName": "r"})
+        elif t == "ApplicationRequest":
+            for app in msg.get("new", []):
+                assert app["applicationID"] not in self.apps, "application added twice"
+                self.apps[app["applicationID"]] = app
+            for app in msg.get("remove", []):
+                assert app["applicationID"] in self.apps
+                del self.apps[app["applicationID"]]
+        elif t == "NodeRequest":
+            for n in msg["nodes"]:
+                a = n["action"]
+                if a in ("CREATE", "CREATE_DRAIN"):
+                    assert n["nodeID"] not in self.nodes
+                    self.nodes[n["nodeID"]] = a == "CREATE"
+                elif a == "DRAIN_TO_SCHEDULABLE":
+                    self.nodes[n["nodeID"]] = True
+                elif a == "DRAIN_NODE":
+                    self.nodes[n["nodeID"]] = False
+                elif a == "DECOMISSION":
+                    del self.nodes[n["nodeID"]]
+                    for k in [k for k, v in self.allocs.items() if v == n["nodeID"]]:
+                        del self.allocs[k]
+        elif t == "AllocationRequest":
+            rel = msg.get("releases", {})
+            for r in rel.get("allocationsToRelease", []):
+                assert r["allocationKey"] in self.allocs, r
+                del self.allocs[r["allocationKey"]]
+            for r in rel.get("allocationAsksToRelease", []):
+                assert r["allocationKey"] in self.asks, r
+                del self.asks[r["allocationKey"]]
+            for a in msg.get("allocations", []):
+                assert a["applicationID"] in self.apps
+                assert a["nodeID"] in self.nodes
+                assert a["allocationKey"] not in self.allocs
+                self.allocs[a["allocationKey"]] = a["nodeID"]
+            for a in msg.get("asks", []):
+                assert a["applicationID"] in self.apps
+                assert a["allocationKey"] not in self.asks
+                self.asks[a["allocationKey"]] = a["applicationID"]
+
+    def check_no_overcommit_window(self, exclude: set[str] = frozenset()) -> None:
+        for uid, info in self.core.pods.items():
+            if info.node_name and not info.finished and self.nodes.get(info.node_name) \
+                    and info.node_name not in exclude:
+                assert self.allocs.get(uid) == info.node_name, (
+                    f"node {info.node_name} schedulable before {uid} was recovered")
+
+    def allocate(self, key: str, node_name: str) -> None:
+        app = self.asks.pop(key)
+        self.allocs[key] = node_name
+        self.core.on_si({"type": "AllocationResponse", "new": [
+            {"allocationKey": key, "applicationID": app, "partitionName": "default",
+             "nodeID": node_name}]})
+
+
+def start(nodes=(), pods=()):
+    core = ShimCore()
+    eng = FakeEngine(core)
+    for n in nodes:
+        core.on_node("ADDED", n)
+    for p in pods:
+        core.on_pod("ADDED", p)
+    core.on_synced("nodes")
+    core.on_synced("pods")
+    core.on_connect()
+    eng.pump()
+    return core, eng
+
+
+def test_nothing_sent_before_connect_and_registration():
+    core = ShimCore()
+    core.on_node("ADDED", node("n1"))
+    core.on_pod("ADDED", pod("p1"))
+    core.on_synced("nodes"), core.on_synced("pods")
+    assert not core.take().si
+    core.on_connect()
+    msgs = core.take().si
+    assert [m["type"] for m in msgs] == ["RegisterResourceManager"]
+    assert core.state is ShimState.NEW
+
+
+def test_recovery_message_order_and_states():
+    nodes = [node("n1"), node("n2"), node("n3")]
+    pods = [pod("b1", "n1"), pod("b2", "n2", app="app-2"), pod("pend", ""),
+            pod("done", "n1", phase="Succeeded"), pod("other", "n3", sched="default-scheduler")]
+    core, eng = start(nodes, pods)
+    types = [(m["type"], m.get("nodes", [{}])[0].get("action") if m["type"] == "NodeRequest"
+              else None) for m in eng.log]
+    assert types == [("RegisterResourceManager", None), ("ApplicationRequest", None),
+                     ("NodeRequest", "CREATE_DRAIN"), ("AllocationRequest", None),
+                     ("NodeRequest", "DRAIN_TO_SCHEDULABLE"), ("AllocationRequest", None)]
+    recovery_apps = eng.log[1]["new"]
+    assert sorted(a["applicationID"] for a in recovery_apps) == ["app-1", "app-2"]
+    assert sorted(a["allocationKey"] for a in eng.log[3]["allocations"]) == ["uid-b1", "uid-b2"]
+    assert "asks" not in eng.log[3]
+    assert [a["allocationKey"] for a in eng.log[5]["asks"]] == ["uid-pend"]
+    occupied = {n["nodeID"]: n["occupiedResource"] for n in eng.log[2]["nodes"]}
+    assert occupied["n3"] == {"resources": {"vcore": {"value": 1000}, "pods": {"value": 1}}}
+    assert core.state is ShimState.RUNNING
+    assert [t.new for t in core.machine.history] == ["Registered", "Recovering", "Running"]
+    assert set(core.node_recovery.states.values()) == {NodeState.RECOVERED}
+    assert eng.nodes == {"n1": True, "n2": True, "n3": True}
+
+
+def test_no_node_schedulable_until_every_node_recovered():
+    core, eng = start([node("n1"), node("n2")], [pod("b1", "n1")])
+    # hold back the acks: nothing may become schedulable
+    core2 = ShimCore()
+    eng2 = FakeEngine(core2)
+    eng2.auto_ack = False
+    for n in (node("n1"), node("n2")):
+        core2.on_node("ADDED", n)
+    core2.on_pod("ADDED", pod("b1", "n1"))
+    core2.on_synced("nodes"), core2.on_synced("pods")
+    core2.on_connect()
+    eng2.pump()
+    core2.on_si({"type": "Ack", "replyTo": eng2.log[0]["id"]})
+    eng2.pump()
+    assert core2.state is ShimState.RECOVERING
+    assert eng2.nodes == {"n1": False, "n2": False}
+    assert core2.node_recovery.counts()["recovering"] == 2
+    last = [m for m in eng2.log if "id" in m][-1]
+    core2.on_si({"type": "Ack", "replyTo": last["id"]})
+    eng2.pump()
+    assert core2.node_recovery.counts()["recovered"] == 2
+    assert core2.state is ShimState.RECOVERING   # drain-to-schedulable not acked yet
+    drains = eng2.log[-1]
+    assert drains["type"] == "NodeRequest" and {n["action"] for n in drains["nodes"]} == {
+        "DRAIN_TO_SCHEDULABLE"}
+    core2.on_si({"type": "Ack", "replyTo": drains["id"]})
+    eng2.pump()
+    assert core2.state is ShimState.RUNNING
+
+
+def test_cordoned_node_stays_drained_after_recovery():
+    core, eng = start([node("n1"), node("n2", unschedulable=True)])
+    assert eng.nodes == {"n1": True, "n2": False}
+    core.on_node("MODIFIED", node("n2"))
+    eng.pump()
+    assert eng.nodes["n2"] is True
+    core.on_node("MODIFIED", node("n1", unschedulable=True))
+    eng.pump()
+    assert eng.nodes["n1"] is False
+
+
+def test_running_asks_bind_and_release_and_app_removal():
+    core, eng = start([node("n1")])
+    core.on_pod("ADDED", pod("p1"))
+    core.on_pod("ADDED", pod("p2"))
+    eng.pump()
+    assert sorted(eng.asks) == ["uid-p1", "uid-p2"]
+    assert len([m for m in eng.log if m["type"] == "ApplicationRequest" and m.get("new")]) == 1
+    eng.allocate("uid-p1", "n1")
+    eng.pump()
+    assert [(b.uid, b.node) for b in eng.binds] == [("uid-p1", "n1")]
+    core.on_bind_result(eng.binds[0], ok=True)
+    eng.pump()
+    core.on_pod("MODIFIED", pod("p1", "n1"))
+    eng.pump()
+    assert eng.allocs == {"uid-p1": "n1"}
+    # pending pod deleted -> ask released; bound pod succeeds -> allocation released
+    core.on_pod("DELETED", pod("p2"))
+    core.on_pod("MODIFIED", pod("p1", "n1", phase="Succeeded"))
+    eng.pump()
+    assert eng.asks == {} and eng.allocs == {}
+    assert eng.apps == {}                       # no pods left: application removed
+    last = eng.log[-1]
+    assert last["type"] == "ApplicationRequest" and last["remove"][0]["applicationID"] == "app-1"
+
+
+def test_pod_with_node_name_is_never_bound():
+    core, eng = start([node("n1"), node("n2")])
+    core.on_pod("ADDED", pod("p1"))
+    eng.pump()
+    core.on_pod("MODIFIED", pod("p1", "n2"))    # someone else bound it meanwhile
+    eng.pump()
+    assert eng.asks == {} and eng.allocs == {"uid-p1": "n2"}
+    assert not eng.binds
+
+
+def test_bind_failure_releases_and_retries_409_is_bound():
+    core, eng = start([node("n1")])
+    core.on_pod("ADDED", pod("p1"))
+    eng.pump()
+    eng.allocate("uid-p1", "n1")
+    eng.pump()
+    core.on_bind_result(eng.binds[-1], ok=False, reason="500 boom")
+    eng.pump()
+    rel = [m for m in eng.log if m.get("releases")][-1]["releases"]["allocationsToRelease"]
+    assert rel[0]["terminationType"] == "STOPPED_BY_RM"
+    assert eng.allocs == {} and "uid-p1" in eng.asks        # asked again
+    assert eng.events[-1].reason == "FailedBinding"
+    eng.allocate("uid-p1", "n1")
+    eng.pump()
+    core.on_bind_result(eng.binds[-1], ok=False, conflict=True, reason="409 already bound")
+    eng.pump()
+    assert eng.allocs == {"uid-p1": "n1"} and eng.asks == {}   # kept: already bound
+
+
+def test_engine_restart_recovers_same_allocations_and_no_double_bind():
+    core, eng = start([node("n1"), node("n2")], [pod("a", "n1"), pod("b", "n2")])
+    core.on_pod("ADDED", pod("c"))
+    eng.pump()
+    eng.allocate("uid-c", "n1")
+    eng.pump()
+    bind_c = eng.binds[-1]
+    before = dict(eng.allocs)
+    # the engine dies while c's bind is in flight
+    core.on_disconnect("engine killed")
+    assert core.state is ShimState.NEW
+    eng2 = FakeEngine(core)
+    core.on_connect()
+    eng2.pump()
+    assert core.state is ShimState.REGISTERED            # waits for the bind in flight
+    core.on_bind_result(bind_c, ok=True)
+    eng2.pump()
+    assert core.state is ShimState.RUNNING
+    assert eng2.allocs == before == {"uid-a": "n1", "uid-b": "n2", "uid-c": "n1"}
+    assert eng2.asks == {} and not eng2.binds             # c is not asked or bound again
+    assert [t.new for t in core.machine.history][-4:] == ["New", "Registered", "Recovering",
+                                                          "Running"]
+    core.on_pod("MODIFIED", pod("c", "n1"))
+    eng2.pump()
+    assert eng2.allocs == before
+
+
+def test_orphan_pod_held_until_node_appears():
+    core, eng = start([node("n1")], [pod("orphan", "n9"), pod("ok", "n1")])
+    assert core.state is ShimState.RUNNING
+    assert eng.allocs == {"uid-ok": "n1"} and core.held_count() == 1
+    core.on_node("ADDED", node("n9"))
+    eng.pump()
+    create = [m for m in eng.log if m["type"] == "NodeRequest"][-2]
+    assert create["nodes"][0]["action"] == "CREATE_DRAIN"
+    assert eng.allocs == {"uid-ok": "n1", "uid-orphan": "n9"}
+    assert eng.nodes["n9"] is True and core.held_count() == 0
+    assert core.node_recovery.get("n9") is NodeState.RECOVERED
+
+
+def test_node_lost_while_recovering_and_return():
+    core = ShimCore()
+    eng = FakeEngine(core)
+    eng.auto_ack = False
+    for n in (node("n1"), node("n2")):
+        core.on_node("ADDED", n)
+    core.on_pod("ADDED", pod("x", "n2"))
+    core.on_synced("nodes"), core.on_synced("pods")
+    core.on_connect()
+    eng.pump()
+    core.on_si({"type": "Ack", "replyTo": 1})
+    eng.pump()
+    core.on_node("DELETED", node("n2"))         # lost while recovering
+    eng.pump()
+    assert core.node_recovery.get("n2") is NodeState.LOST
+    eng.auto_ack = True
+    for m in [m for m in eng.log if "id" in m][1:]:
+        core.on_si({"type": "Ack", "replyTo": m["id"]})
+    eng.pump()
+    assert core.state is ShimState.RUNNING     # the lost node does not block recovery
+    assert "uid-x" not in eng.allocs and core.held_count() == 1
+    core.on_node("ADDED", node("n2"))          # it comes back: recovered, pod adopted
+    eng.pump()
+    assert eng.allocs == {"uid-x": "n2"} and eng.nodes["n2"] is True
+    assert core.node_recovery.get("n2") is NodeState.RECOVERED
+
+
+def test_other_scheduler_pods_are_occupied_resource_updates():
+    core, eng = start([node("n1")])
+    core.on_pod("ADDED", pod("o1", "n1", sched="default-scheduler", cpu="2"))
+    eng.pump()
+    upd = eng.log[-1]["nodes"][0]
+    assert upd["action"] == "UPDATE"
+    assert upd["occupiedResource"]["resources"]["vcore"]["value"] == 2000
+    core.on_pod("MODIFIED", pod("o1", "n1", sched="default-scheduler", cpu="2", phase="Failed"))
+    eng.pump()
+    assert eng.log[-1]["nodes"][0]["occupiedResource"] == {"resources": {}}
+
+
+def test_bad_pod_gets_event_and_rest_scheduled():
+    core, eng = start([node("n1")])
+    core.on_pod("ADDED", pod("bad", user="x\"broken"))
+    core.on_pod("ADDED", pod("good"))
+    eng.pump()
+    assert list(eng.asks) == ["uid-good"]
+    assert [(e.name, e.reason, e.type) for e in eng.events] == [("bad", "InvalidPod", "Warning")]
+    assert "user.info" in eng.events[0].message
+    core.on_pod("MODIFIED", pod("bad", user="x\"broken"))
+    eng.pump()
+    assert len(eng.events) == 1                    # once per reason
+
+
+def test_request_events_and_rejections_become_kube_events():
+    core, eng = start([node("n1")])
+    core.on_pod("ADDED", pod("p1"))
+    eng.pump()
+    core.on_si({"type": "EventRecords", "events": [
+        {"type": 1, "objectID": "uid-p1", "referenceID": "app-1", "message": "waiting"}]})
+    core.on_si({"type": "AllocationResponse", "rejected": [
+        {"allocationKey": "uid-p1", "applicationID": "app-1", "reason": "too big"}]})
+    eng.pump()
+    assert [(e.reason, e.message) for e in eng.events] == [("Informational", "waiting"),
+                                                         ("AskRejected", "too big")]
+
+
+def test_node_deleted_in_running_decommissions_and_holds_pods():
+    core, eng = start([node("n1"), node("n2")], [pod("a", "n1")])
+    core.on_node("DELETED", node("n1"))
+    eng.pump()
+    assert "n1" not in eng.nodes and eng.allocs == {}
+    assert core.held_count() == 1 and core.node_recovery.get("n1") is NodeState.LOST
+    core.on_node("ADDED", node("n1"))
+    eng.pump()
+    assert eng.allocs == {"uid-a": "n1"}
+
+
+def test_registration_refused_is_failed_sticky():
+    core = ShimCore()
+    core.on_connect()
+    core.take()
+    core.on_si({"type": "Error", "replyTo": 1, "message": "no such policy"})
+    actions = core.take()
+    assert core.state is ShimState.FAILED
+    assert actions.transitions[-1].new == "Failed"
+    core.on_connect()
+    assert core.take().si == []
+
+
+@pytest.mark.parametrize("n_nodes,n_pods", [(50, 400)])
+def test_recovery_scale_batches(n_nodes, n_pods):
+    nodes = [node(f"n{i}") for i in range(n_nodes)]
+    pods = [pod(f"p{i}", f"n{i % n_nodes}", app=f"app-{i % 7}") for i in range(n_pods)]
+    core, eng = start(nodes, pods)
+    assert core.state is ShimState.RUNNING and len(eng.allocs) == n_pods
+    assert len(eng.log) == 5       # register, apps, nodes, allocations, drains
+
+
+def test_gang_app_creates_placeholders_once_and_deletes_replaced():
+    groups = '[{"name": "workers", "minMember": 2, "minResource": {"cpu": "500m", "memory": "1Gi"}}]'
+    core, eng = start([node("n1")])
+    gang = pod("driver", app="gang-1")
+    gang["metadata"]["annotations"].update({
+        "yunikorn.apache.org/task-groups": groups,
+        "yunikorn.apache.org/task-group-name": "workers",
+        "yunikorn.apache.org/schedulingPolicyParameters":
+            "placeholderTimeoutInSeconds=60 gangSchedulingStyle=Hard"})
+    core.on_pod("ADDED", gang)
+    actions = core.take()
+    app = [m for m in actions.si if m["type"] == "ApplicationRequest"][0]["new"][0]
+    assert app["placeholderAsk"] == {"resources": {"vcore": {"value": 1000},
+                                                   "memory": {"value": 2 << 30},
+                                                   "pods": {"value": 2}}}
+    assert app["gangSchedulingStyle"] == "Hard" and app["executionTimeoutMilliSeconds"] == 60000
+    names = [p["metadata"]["name"] for p in actions.creates]
+    assert names == ["tg-gang-1-workers-0", "tg-gang-1-workers-1"]
+    ph = actions.creates[0]
+    assert ph["metadata"]["annotations"]["yunikorn.apache.org/placeholder"] == "true"
+    assert ph["spec"]["containers"][0]["resources"]["requests"] == {"cpu": "500m",
+                                                                    "memory": str(1 << 30)}
+    # the placeholders come back through the watch as our pods, asked as placeholders
+    for p in actions.creates:
+        p = {**p, "metadata": {**p["metadata"], "uid": "uid-" + p["metadata"]["name"]},
+             "status": {"phase": "Pending"}}
+        core.on_pod("ADDED", p)
+    later = core.take()
+    assert not later.creates                     # once per application
+    asks = [a for m in later.si if m["type"] == "AllocationRequest" for a in m.get("asks", [])]
+    assert [(a["placeholder"], a["taskGroupName"]) for a in asks] == [(True, "workers")] * 2
+    # Reserving: the real pod's ask waits until every placeholder is placed
+    assert not any(a["allocationKey"] == "uid-driver" for a in asks)
+    core.on_si({"type": "AllocationResponse", "new": [
+        {"allocationKey": "uid-tg-gang-1-workers-0", "applicationID": "gang-1", "nodeID": "n1"}]})
+    assert not [a for m in core.take().si for a in m.get("asks", [])]
+    core.on_si({"type": "AllocationResponse", "new": [
+        {"allocationKey": "uid-tg-gang-1-workers-1", "applicationID": "gang-1", "nodeID": "n1"}]})
+    released = core.take()
+    assert len(released.binds) == 1
+    assert [a["allocationKey"] for m in released.si for a in m.get("asks", [])] == ["uid-driver"]
+    # the engine replaces a placeholder: the shim deletes that pod
+    core.on_si({"type": "AllocationResponse", "released": [
+        {"allocationKey": "uid-tg-gang-1-workers-0", "applicationID": "gang-1",
+         "terminationType": "PLACEHOLDER_REPLACED"}]})
+    assert core.take().deletes == [("ns", "tg-gang-1-workers-0")]
+
+
+def test_refused_existing_allocation_counts_as_occupied():
+    core = ShimCore()
+    eng = FakeEngine(core)
+    core.on_node("ADDED", node("n1"))
+    core.on_pod("ADDED", pod("bad-queue", "n1", app="app-x", cpu="3"))
+    core.on_synced("nodes"), core.on_synced("pods")
+    core.on_connect()
+    eng.auto_ack = False
+    eng.pump()
+    core.on_si({"type": "Ack", "replyTo": 1})
+    actions = core.take()
+    assert [m["type"] for m in actions.si] == ["ApplicationRequest", "NodeRequest",
+                                               "AllocationRequest"]
+    # the engine rejects the application, then the allocation of its pod
+    core.on_si({"type": "ApplicationResponse", "rejected": [
+        {"applicationID": "app-x", "reason": "queue root.nope does not exist"}]})
+    core.on_si({"type": "AllocationResponse", "rejected": [
+        {"allocationKey": "uid-bad-queue", "applicationID": "app-x", "reason": "unknown app"}]})
+    core.on_si({"type": "Ack", "replyTo": actions.si[-1]["id"]})
+    follow = core.take()
+    update = [m for m in follow.si if m["type"] == "NodeRequest"][0]["nodes"][0]
+    assert update["action"] == "UPDATE"
+    assert update["occupiedResource"]["resources"]["vcore"]["value"] == 3000
+    assert {e.reason for e in follow.events} == {"ApplicationRejected", "AskRejected"}
+    assert core.occupied("n1")["vcore"] == 3000
+    core.on_pod("MODIFIED", pod("bad-queue", "n1", app="app-x", cpu="3", phase="Succeeded"))
+    assert core.occupied("n1") == {}

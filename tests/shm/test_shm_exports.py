@@ -1,0 +1,33 @@
+"""The shm facade: exactly the public names, each of them real."""
+
+from __future__ import annotations
+
+import shm
+
+
+def test_all_names_exist():
+    for name in shm.__all__:
+        assert hasattr(shm, name), name
+
+
+def test_all_matches_public_names():
+    public = {n for n in vars(shm) if not n.startswith("_")}
+    modules = {"ring", "record", "segment", "snapshot", "events"}
+    assert set(shm.__all__) == public - modules
+
+
+def test_contract_names():
+    for name in ("Event", "RingWriter", "RingReader", "Cursor", "CursorBatch", "CursorJsonBatch",
+                 "RingStats", "SnapshotWriter", "SnapshotReader", "errors", "segment_paths",
+                 "list_instances", "verify", "ShmError", "RingNotFoundError", "RingFormatError",
+                 "RingBusyError", "SnapshotTooLargeError"):
+        assert name in shm.__all__, name
+    assert issubclass(shm.RingBusyError, shm.ShmError)
+    assert shm.errors.ShmError is shm.ShmError
+
+
+def test_record_layout_is_48_bytes():
+    from shm._ringext import ffi, lib
+
+    assert ffi.sizeof("ykr_record") == lib.YKR_RECORD_SIZE == 48
+    assert ffi.sizeof("ykr_header") <= lib.YKR_HEADER_SIZE

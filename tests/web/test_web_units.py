@@ -1,0 +1,91 @@
+"""Pure parts of the web package: router, Go-compatible number parsing, the shared segment."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from web.errors import BadRequest, MethodNotAllowed, NotFound, go_quote, parse_uint64
+from web.routing import Route, Router
+from web.segment import WebSegment
+
+
+async def _h(*_a):  # pragma: no cover - never called
+    return None
+
+
+ROUTER = Router([
+    Route("/ws/v1/partition/{partition}/usage/user/{user}", _h, name="user"),
+    Route("/ws/v1/partition/{partition}/usage/users", _h, name="users"),
+    Route("/ws/v1/events/stream", _h, methods=("GET",), name="stream"),
+    Route("/ws/v1/events/stream", _h, methods=("POST",), name="stream_post"),
+])
+
+
+def test_router_first_full_match_and_params_decoded_per_segment():
+    route, params = ROUTER.resolve("GET", "/ws/v1/partition/default/usage/user/a%2Fb")
+    assert route.name == "user" and params == {"partition": "default", "user": "a/b"}
+    route, params = ROUTER.resolve("GET", "/ws/v1/partition/default/usage/users/")
+    assert route.name == "users"
+    assert ROUTER.resolve("POST", "/ws/v1/events/stream")[0].name == "stream_post"
+
+
+def test_router_404_and_405_with_allow():
+    with pytest.raises(NotFound):
+        ROUTER.resolve("GET", "/ws/v1/nothing")
+    with pytest.raises(NotFound):
+        ROUTER.resolve("GET", "/ws/v1/partition//usage/users")
+    with pytest.raises(MethodNotAllowed) as info:
+        ROUTER.resolve("DELETE", "/ws/v1/events/stream")
+    assert info.value.allow == ["GET", "POST"]
+    with pytest.raises(BadRequest):
+        ROUTER.resolve("GET", "/ws/v1/partition/default/usage/user/%ff")
+
+
+def test_parse_uint64_matches_go():
+    assert parse_uint64("count", "0") == 0
+    assert parse_uint64("count", str(2**64 - 1)) == 2**64 - 1
+    for bad in ("", "-1", "+1", " 1", "1 ", "0x10", "١٢", "1_000"):
+        with pytest.raises(BadRequest) as info:
+            parse_uint64("count", bad)
+        assert info.value.message == f"strconv.ParseUint: parsing {go_quote(bad)}: invalid syntax"
+    with pytest.raises(BadRequest) as info:
+        parse_uint64("count", str(2**64))
+    assert info.value.message.endswith("value out of range")
+    assert go_quote('a"b\\c\n\x01') == '"a\\"b\\\\c\\n\\x01"'
+
+
+def test_segment_limits_and_dead_owner_reclaimed(name_factory):
+    name = name_factory()
+    seg = WebSegment.create(name, 4)
+    try:
+        seg.claim_region()
+        a = seg.acquire_stream("10.0.0.1", 4, 2)
+        b = seg.acquire_stream("10.0.0.1", 4, 2)
+        assert a is not None and b is not None
+        assert seg.acquire_stream("10.0.0.1", 4, 2) is None  # per host
+        # a child process takes the two remaining slots and dies without releasing them
+        code = (
+            "import sys; sys.path.insert(0, %r)\n"
+            "from web.segment import WebSegment\n"
+            "s = WebSegment.open_or_create(%r, 4); s.claim_region()\n"
+            "assert s.acquire_stream('10.0.0.2', 4, 2) is not None\n"
+            "assert s.acquire_stream('10.0.0.3', 4, 2) is not None\n"
+            "assert s.acquire_stream('10.0.0.4', 4, 2) is None\n"
+            "import os; os._exit(0)\n"
+        ) % (os.getcwd(), name)
+        subprocess.run([sys.executable, "-c", code], check=True, timeout=30)
+        # the child is gone: its slots are freed at the next acquire
+        c = seg.acquire_stream("10.0.0.4", 4, 2)
+        assert c is not None
+        assert seg.open_streams() == (3, {"10.0.0.1": 2, "10.0.0.4": 1})
+        seg.release_stream(a)
+        assert seg.open_streams()[0] == 2
+        seg.add(0, 2.0)
+        assert seg.sum_cells(1)[0] >= 2.0
+    finally:
+        seg.close()
+        seg.unlink()

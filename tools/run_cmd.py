@@ -1,0 +1,361 @@
+"""`ykshm run`: the embedded default — sim-cluster, engine, shim and web, supervised.
+
+Each role runs in its own process started as `ykshm <role> ...`, so `ps` shows which is which.
+The supervisor (hypercorn's `run.py` shape):
+
+- starts the children in their own process groups, so a terminal's Ctrl-C reaches only the
+  supervisor, which then stops them in reverse order (web, shim, engine, sim-cluster): SIGTERM,
+  a grace period, then SIGKILL;
+- restarts a child that exits on its own, with backoff (0.5 s doubling to 10 s, reset after the
+  child has stayed up 30 s);
+- prints the API URL and three example commands once everything answers, and with a terminal
+  attached keeps one live status line (events/s, pods running, open streams);
+- on Ctrl-C or SIGTERM removes every shared-memory segment (/dev/shm/NAME.*) and socket it made.
+
+Pre-flight failures (port in use, /dev/shm not writable, an instance of the same name alive) are
+one line and exit 1, before anything is started.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import os
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Sequence
+from pathlib import Path
+from subprocess import DEVNULL, Popen
+
+from tools.cliutil import Failure, Parser, run_main
+
+GRACE_SECONDS = 5.0
+READY_TIMEOUT = 60.0
+
+DEFAULT_CONFIG = """\
+# The embedded default configuration of `ykshm run` (YuniKorn queues.yaml schema).
+partitions:
+  - name: default
+    queues:
+      - name: root
+        submitacl: "*"
+        properties:
+          application.sort.policy: fifo
+        queues:
+          - name: default
+          - name: dev
+            resources:
+              guaranteed: {memory: 16Gi, vcore: 8}
+              max: {memory: 64Gi, vcore: 32}
+            limits:
+              - limit: each developer
+                users: ["*"]
+                maxapplications: 4
+          - name: prod
+            resources:
+              guaranteed: {memory: 64Gi, vcore: 32}
+            properties:
+              application.sort.policy: fair
+service:
+  event:
+    requestEventsEnabled: true
+    ringBufferCapacity: 100000
+"""
+
+
+@dataclasses.dataclass
+class Child:
+    """One supervised role: how to start it, its process, and its restart bookkeeping."""
+
+    role: str
+    argv: list[str]
+    process: Popen | None = None
+    started_at: float = 0.0
+    backoff: float = 0.5
+    restart_at: float = 0.0
+    restarts: int = 0
+
+    def start(self, log) -> None:
+        self.process = Popen(self.argv, stdin=DEVNULL, stdout=log, stderr=log, start_new_session=True)
+        self.started_at = time.monotonic()
+
+    def exited(self) -> int | None:
+        return None if self.process is None else self.process.poll()
+
+
+def ykshm_argv() -> list[str]:
+    """How to start `ykshm` again: the console script next to this interpreter if there is one."""
+    script = Path(sys.executable).with_name("ykshm")
+    if script.exists():
+        return [sys.executable, str(script)]
+    found = shutil.which("ykshm")
+    return [found] if found else [sys.executable, "-m", "tools.cli"]
+
+
+def check_port_free(port: int, what: str) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError as exc:
+            raise Failure(f"{what} port 127.0.0.1:{port} is not available ({exc.strerror})") from None
+
+
+def check_shm_writable(name: str) -> None:
+    if not os.access("/dev/shm", os.W_OK):
+        raise Failure("/dev/shm is not writable: shared memory is required")
+    try:
+        with tempfile.NamedTemporaryFile(dir="/dev/shm", prefix=f".{name}-probe-"):
+            pass
+    except OSError as exc:
+        raise Failure(f"/dev/shm is not writable: {exc.strerror}") from None
+
+
+def check_no_live_instance(name: str) -> None:
+    from shm import RingReader, ShmError
+
+    try:
+        reader = RingReader.attach(name)
+    except ShmError:
+        return
+    try:
+        if reader.writer_alive():
+            raise Failure(f"an instance named {name!r} is running (engine pid {reader.writer_pid}); use --name")
+    finally:
+        reader.close()
+
+
+def wait_tcp(port: int, deadline: float) -> bool:
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return True
+        except OSError:
+            time.sleep(0.1)
+    return False
+
+
+def http_get(url: str, timeout: float = 1.0) -> bytes | None:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            return response.read()
+    except (OSError, ValueError):
+        return None
+
+
+class StatusLine:
+    """One live line on a terminal: events/s, pods running, open streams."""
+
+    def __init__(self, name: str, port: int) -> None:
+        self.name = name
+        self.port = port
+        self.last: tuple[float, int] | None = None
+
+    def render(self) -> str:
+        from shm import RingReader, ShmError, SnapshotReader
+
+        events_per_s = 0.0
+        try:
+            reader = RingReader.attach(self.name)
+            try:
+                bounds = reader.bounds()
+                next_id = 0 if bounds is None else bounds[1] + 1
+            finally:
+                reader.close()
+            now = time.monotonic()
+            if self.last is not None and now > self.last[0]:
+                events_per_s = (next_id - self.last[1]) / (now - self.last[0])
+            self.last = (now, next_id)
+        except ShmError:
+            pass
+        running = 0
+        try:
+            snap = SnapshotReader.attach(self.name)
+            try:
+                doc = snap.read() or {}
+            finally:
+                snap.close()
+            for apps in (doc.get("applications") or {}).values():
+                running += sum(len(app.get("allocations") or []) for app in apps)
+        except ShmError:
+            pass
+        streams = self.open_streams()
+        return f"events/s {events_per_s:8.1f} | pods running {running:6d} | open streams {streams:4d}"
+
+    def open_streams(self) -> int:
+        body = http_get(f"http://127.0.0.1:{self.port}/ws/v1/metrics", timeout=0.5) or b""
+        total = 0.0
+        for line in body.decode("utf-8", "replace").splitlines():
+            if line.startswith("ykshm_streams_open"):
+                try:
+                    total += float(line.rsplit(" ", 1)[1])
+                except ValueError:
+                    pass
+        return int(total)
+
+
+class Supervisor:
+    """Starts, watches, restarts and stops the children of one embedded instance."""
+
+    def __init__(self, children: list[Child], log) -> None:
+        self.children = children
+        self.log = log
+        self.stopping = False
+
+    def start_all(self) -> None:
+        for child in self.children:
+            child.start(self.log)
+
+    def tick(self) -> list[str]:
+        """Restart children that exited on their own; returns what happened, for the log."""
+        notes = []
+        now = time.monotonic()
+        for child in self.children:
+            code = child.exited()
+            if code is None:
+                if now - child.started_at > 30.0:
+                    child.backoff = 0.5
+                continue
+            if child.restart_at == 0.0:
+                child.restart_at = now + child.backoff
+                notes.append(f"{child.role} exited with {code}; restarting in {child.backoff:.1f} s")
+                child.backoff = min(child.backoff * 2, 10.0)
+            elif now >= child.restart_at:
+                child.restart_at = 0.0
+                child.restarts += 1
+                child.start(self.log)
+        return notes
+
+    def stop_all(self) -> None:
+        for child in reversed(self.children):
+            if child.exited() is None:
+                try:
+                    os.killpg(child.process.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        deadline = time.monotonic() + GRACE_SECONDS
+        for child in reversed(self.children):
+            if child.process is None:
+                continue
+            try:
+                child.process.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except Exception:  # noqa: BLE001 - any failure to stop politely ends in SIGKILL
+                try:
+                    os.killpg(child.process.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                child.process.wait()
+
+
+def build_parser() -> Parser:
+    parser = Parser(prog="ykshm run", description="Run sim-cluster, engine, shim and web together.")
+    parser.add_argument("--port", type=int, default=9080, help="REST port on 127.0.0.1 (default 9080)")
+    parser.add_argument("--api-port", type=int, default=6443, help="sim-cluster port (default 6443)")
+    parser.add_argument("--config", help="configuration YAML (default: the embedded one)")
+    parser.add_argument("--nodes", type=int, default=10, help="simulated nodes (default 10)")
+    parser.add_argument("--name", default="ykshm", help="instance name, prefix of /dev/shm segments")
+    parser.add_argument("--demo", dest="demo", action="store_true", default=True, help="run the demo workload (default)")
+    parser.add_argument("--no-demo", dest="demo", action="store_false", help="no demo workload")
+    return parser
+
+
+def children_for(args, runtime: Path, config: Path) -> list[Child]:
+    ykshm = ykshm_argv()
+    sock = runtime / "si.sock"
+    api = f"http://127.0.0.1:{args.api_port}"
+    sim = [*ykshm, "sim-cluster", "--port", str(args.api_port), "--nodes", str(args.nodes)]
+    if args.demo:
+        sim.append("--demo")
+    return [
+        Child("sim-cluster", sim),
+        Child("engine", [*ykshm, "engine", "--config", str(config), "--name", args.name, "--socket", str(sock)]),
+        Child("shim", [*ykshm, "shim", "--api-server", api, "--socket", str(sock), "--name", args.name]),
+        Child("web", [*ykshm, "web", "--name", args.name, "--bind", f"127.0.0.1:{args.port}",
+                      "--workers", "2", "--config", str(config)]),
+    ]
+
+
+def banner(args, log_path: Path) -> str:
+    url = f"http://127.0.0.1:{args.port}"
+    return (
+        f"ykshm is running: {url}  (kube-apiserver: http://127.0.0.1:{args.api_port}, logs: {log_path})\n"
+        f"  curl -s '{url}/ws/v1/events/batch?count=10'\n"
+        f"  curl -sN '{url}/ws/v1/events/stream?count=5'\n"
+        f"  ykshm ring stat --name {args.name}\n"
+        "Ctrl-C stops everything.\n"
+    )
+
+
+def cleanup(name: str, runtime: Path) -> None:
+    for path in glob.glob(f"/dev/shm/{name}.*"):
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+    shutil.rmtree(runtime, ignore_errors=True)
+
+
+def wait_ready(args, supervisor: Supervisor) -> bool:
+    deadline = time.monotonic() + READY_TIMEOUT
+    if not wait_tcp(args.api_port, deadline) or not wait_tcp(args.port, deadline):
+        return False
+    while time.monotonic() < deadline and not supervisor.stopping:
+        if http_get(f"http://127.0.0.1:{args.port}/ws/v1/partitions") is not None:
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def _run(argv: Sequence[str]) -> int:
+    args = build_parser().parse_args(argv)
+    check_shm_writable(args.name)
+    check_port_free(args.port, "REST")
+    check_port_free(args.api_port, "kube-apiserver")
+    check_no_live_instance(args.name)
+    runtime = Path(tempfile.mkdtemp(prefix=f"ykshm-{args.name}-"))
+    config = Path(args.config) if args.config else runtime / "ykshm.yaml"
+    if not args.config:
+        config.write_text(DEFAULT_CONFIG, encoding="utf-8")
+    log_path = Path(tempfile.gettempdir()) / f"ykshm-{args.name}.log"
+    log = open(log_path, "ab", buffering=0)
+    supervisor = Supervisor(children_for(args, runtime, config), log)
+
+    def on_signal(signum, frame):  # noqa: ARG001 - signal handler signature
+        supervisor.stopping = True
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    try:
+        supervisor.start_all()
+        if not wait_ready(args, supervisor):
+            if supervisor.stopping:
+                return 0
+            tail = log_path.read_bytes()[-2000:].decode("utf-8", "replace").strip().splitlines()
+            reason = tail[-1] if tail else "no output"
+            raise Failure(f"ykshm did not become ready within {READY_TIMEOUT:.0f} s (last log line: {reason})")
+        print(banner(args, log_path), end="", flush=True)
+        status = StatusLine(args.name, args.port) if sys.stdout.isatty() else None
+        next_status = 0.0
+        while not supervisor.stopping:
+            for note in supervisor.tick():
+                print(("\r\033[K" if status else "") + f"ykshm run: {note}", file=sys.stderr, flush=True)
+            if status and time.monotonic() >= next_status:
+                next_status = time.monotonic() + 1.0
+                print("\r\033[K" + status.render(), end="", flush=True)
+            time.sleep(0.2)
+        if status:
+            print()
+        return 0
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        supervisor.stop_all()
+        log.close()
+        cleanup(args.name, runtime)
+
+
+def main(argv: Sequence[str]) -> int:
+    return run_main("ykshm run", _run, argv)

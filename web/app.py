@@ -1,0 +1,250 @@
+"""The ASGI application of one web worker: routes, guards, and the boundary where errors become JSON.
+
+`App(options)` is a plain ASGI 3 callable. One instance per worker process holds the worker's
+handles: the ring and snapshot sources, the ring watcher task (run by the lifespan), the shared
+segment (stream slots, metrics) and the router. Handlers are `async def h(app, req, send)`;
+they raise `web.errors.HTTPError` for anything but success.
+
+Request flow: target length (414) -> body length (413) -> route (404/405) -> handler. Any
+HTTPError becomes the error JSON; any other exception is logged with its traceback and answered
+with a 500 error JSON that says nothing about the bug. Once a response has started (a stream) an
+error can only end it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from importlib import resources
+from typing import Any
+from urllib.parse import parse_qsl
+
+import orjson
+import trio
+
+from engine.config import EventSettings
+
+from . import events, observe, views
+from .errors import JSON_CONTENT_TYPE, HTTPError, PayloadTooLarge, URITooLong, error_body
+from .routing import Route, Router
+from .segment import MetricLayout, WebSegment
+from .sources import RingSource, RingWatcher, SnapshotSource
+
+log = logging.getLogger("ykshm.web")
+
+MAX_TARGET = 8192
+"""Longest request target (path + query) answered; longer is 414. (hypercorn refuses request
+heads over its h11 limit, 64 KiB here, on its own with an empty 400/431.)"""
+
+MAX_BODY = 65536
+"""Largest request body accepted; no endpoint reads one, larger is 413."""
+
+
+@dataclasses.dataclass(frozen=True)
+class WebOptions:
+    """What a worker needs to build its App; picklable (sent to spawned workers)."""
+
+    name: str = "ykshm"
+    settings: EventSettings = dataclasses.field(default_factory=EventSettings)
+    heartbeat_timeout: float = 3.0
+    nice: int = 10
+
+
+class Request:
+    """What a handler sees of one request."""
+
+    __slots__ = ("scope", "receive", "params", "query", "client_host", "started")
+
+    def __init__(self, scope: dict, receive, params: dict[str, str]) -> None:
+        self.scope = scope
+        self.receive = receive
+        self.params = params
+        query: dict[str, str] = {}
+        raw = scope.get("query_string", b"")
+        if raw:
+            for key, value in parse_qsl(raw.decode("latin-1"), keep_blank_values=True, encoding="utf-8", errors="replace"):
+                query.setdefault(key, value)
+        self.query = query
+        client = scope.get("client")
+        self.client_host = str(client[0]) if client else "unknown"
+        self.started = 0.0
+
+    def mark_started(self) -> None:
+        self.started = time.perf_counter()
+
+
+async def _openapi_yaml(app: "App", req: Request, send) -> None:
+    await app.send_body(send, 200, app.openapi_yaml(), b"application/yaml; charset=UTF-8")
+
+
+async def _openapi_json(app: "App", req: Request, send) -> None:
+    await app.send_json(send, 200, app.openapi_json())
+
+
+ROUTES = [
+    Route("/ws/v1/events/batch", events.batch, name="events_batch"),
+    Route("/ws/v1/events/stream", events.stream, methods=("GET",), name="events_stream"),
+    Route("/ws/v1/partitions", views.partitions, name="partitions"),
+    Route("/ws/v1/partition/{partition}/queues", views.queues, name="queues"),
+    Route("/ws/v1/partition/{partition}/applications", views.applications, name="applications"),
+    Route("/ws/v1/partition/{partition}/nodes", views.nodes, name="nodes"),
+    Route("/ws/v1/partition/{partition}/usage/users", views.users_usage, name="usage_users"),
+    Route("/ws/v1/partition/{partition}/usage/user/{user}", views.user_usage, name="usage_user"),
+    Route("/ws/v1/partition/{partition}/usage/groups", views.groups_usage, name="usage_groups"),
+    Route("/ws/v1/partition/{partition}/usage/group/{group}", views.group_usage, name="usage_group"),
+    Route("/ws/v1/scheduler/healthcheck", observe.healthcheck, name="healthcheck"),
+    Route("/ws/v1/metrics", observe.metrics, name="metrics"),
+    Route("/ws/v1/openapi.yaml", _openapi_yaml, name="openapi"),
+    Route("/ws/v1/openapi.json", _openapi_json, name="openapi"),
+]
+ROUTE_NAMES = tuple(dict.fromkeys([r.name for r in ROUTES] + ["unmatched"]))
+
+
+class App:
+    """One worker's ASGI application."""
+
+    def __init__(self, options: WebOptions) -> None:
+        self.options = options
+        self.settings = options.settings
+        self.router = Router(ROUTES)
+        self.ring = RingSource(options.name)
+        self.snapshot = SnapshotSource(options.name)
+        self.watcher = RingWatcher(self.ring)
+        self.stopping = trio.Event()
+        self.layout = MetricLayout(ROUTE_NAMES)
+        self._segment: WebSegment | None = None
+        self.metrics = observe.WorkerMetrics(self, self.layout)
+        self.metrics_renderer = observe.MetricsRenderer(self, self.layout)
+        self._openapi: bytes | None = None
+        self._openapi_json: bytes | None = None
+
+    # -- shared resources -----------------------------------------------------------------
+
+    @property
+    def segment(self) -> WebSegment:
+        if self._segment is None:
+            seg = WebSegment.open_or_create(self.options.name, max(self.settings.max_streams, 1))
+            seg.claim_region()
+            self._segment = seg
+        return self._segment
+
+    def openapi_yaml(self) -> bytes:
+        if self._openapi is None:
+            self._openapi = resources.files("web").joinpath("openapi.yaml").read_bytes()
+        return self._openapi
+
+    def openapi_json(self) -> bytes:
+        if self._openapi_json is None:
+            import yaml
+
+            self._openapi_json = orjson.dumps(yaml.safe_load(self.openapi_yaml()))
+        return self._openapi_json
+
+    # -- sending ----------------------------------------------------------------------------
+
+    async def send_body(self, send, status: int, body: bytes, content_type: bytes,
+                        headers: list[tuple[bytes, bytes]] | None = None) -> None:
+        await send(
+            {
+                "type": "http.response.start",
+                "status": status,
+                "headers": [
+                    (b"content-type", content_type),
+                    (b"content-length", str(len(body)).encode("ascii")),
+                    *(headers or []),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body, "more_body": False})
+
+    async def send_json(self, send, status: int, body: bytes) -> None:
+        await self.send_body(send, status, body, JSON_CONTENT_TYPE)
+
+    async def send_error(self, send, status: int, message: str, headers=None) -> None:
+        await self.send_body(send, status, error_body(status, message), JSON_CONTENT_TYPE, headers)
+
+    # -- ASGI -------------------------------------------------------------------------------
+
+    async def __call__(self, scope: dict, receive, send) -> None:
+        kind = scope["type"]
+        if kind == "http":
+            await self._http(scope, receive, send)
+        elif kind == "lifespan":
+            await self._lifespan(receive, send)
+        elif kind == "websocket":
+            await send({"type": "websocket.close", "code": 1003})
+
+    async def _lifespan(self, receive, send) -> None:
+        async with trio.open_nursery() as nursery:
+            while True:
+                message = await receive()
+                if message["type"] == "lifespan.startup":
+                    try:
+                        _ = self.segment
+                    except Exception as exc:
+                        log.error("web: cannot open the shared segment: %s", exc)
+                        await send({"type": "lifespan.startup.failed", "message": str(exc)})
+                        return
+                    nursery.start_soon(self.watcher.run)
+                    await send({"type": "lifespan.startup.complete"})
+                elif message["type"] == "lifespan.shutdown":
+                    self.stopping.set()
+                    nursery.cancel_scope.cancel()
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+
+    async def _http(self, scope: dict, receive, send) -> None:
+        t0 = time.perf_counter()
+        state = {"started": False, "status": 0, "done": 0.0}
+
+        async def tracked_send(message: dict) -> None:
+            if message["type"] == "http.response.start":
+                state["started"] = True
+                state["status"] = message["status"]
+            elif not message.get("more_body", False):
+                state["done"] = time.perf_counter()
+            await send(message)
+
+        route_name = "unmatched"
+        req: Request | None = None
+        try:
+            raw_path = scope.get("raw_path") or scope["path"].encode("utf-8", "surrogateescape")
+            if len(raw_path) + len(scope.get("query_string", b"")) > MAX_TARGET:
+                raise URITooLong(f"Request target longer than {MAX_TARGET} bytes")
+            _check_body(scope)
+            path = raw_path.decode("latin-1")
+            route, params = self.router.resolve(scope["method"], path)
+            route_name = route.name
+            req = Request(scope, receive, params)
+            await route.handler(self, req, tracked_send)
+        except HTTPError as exc:
+            if not state["started"]:
+                await self.send_error(tracked_send, exc.status, exc.message, exc.headers)
+        except Exception:
+            log.exception("web: bug while answering %s %s", scope.get("method"), scope.get("path"))
+            if not state["started"]:
+                await self.send_error(tracked_send, 500, "Internal server error")
+        finally:
+            # a stream counts until its headers went out; anything else until its last byte
+            end = (req.started if req is not None and req.started else 0.0) or state["done"] or time.perf_counter()
+            try:
+                self.metrics.request(route_name, state["status"] or 500, end - t0)
+            except Exception:  # metrics must never turn an answer into an error
+                log.debug("web: metrics update failed", exc_info=True)
+
+
+def _check_body(scope: dict) -> None:
+    for name, value in scope.get("headers", ()):
+        if name == b"content-length":
+            try:
+                length = int(value)
+            except ValueError:
+                length = 0
+            if length > MAX_BODY:
+                raise PayloadTooLarge(f"Request body larger than {MAX_BODY} bytes")
+
+
+def create_app(options: WebOptions | None = None, **kwargs: Any) -> App:
+    """Build a worker's application (`web.app:create_app` for in-process serving in tests)."""
+    return App(options or WebOptions(**kwargs))

@@ -1,0 +1,209 @@
+"""GET /ws/v1/events/batch and GET /ws/v1/events/stream, served straight from the ring.
+
+Batch: one `read_range_json` call renders the records in C; the handler only glues the envelope
+`{"InstanceUUID","LowestID","HighestID","EventRecords"}` around it.
+
+Stream — rules of one stream (the seed's "Stream new events directly from ring buffer"):
+
+1. The response starts with `{"InstanceUUID":..}`; then every event from the cursor's first id on,
+   one per line, in id order. History (`count` past events, or everything from `start`) and live
+   events come from the same cursor, so they cannot interleave, repeat or skip.
+2. The cursor reads the ring in chunks of at most CHUNK events into one `send`; nothing else is
+   buffered per stream, so a stream costs the same memory whether it asked for 0 or 100,000 past
+   events.
+3. A stream ends with one last line `{"status_code":N,"message":M}` when it cannot continue:
+   410 when its cursor was overwritten before it was read (it fell a whole ring behind — the line
+   names the lost id range), 503 when the engine started a new instance (ids restart at 0) or the
+   worker is shutting down. Then the response is finished and the connection closed.
+4. A client that goes away (EOF, reset, or a stalled peer killed by TCP_USER_TIMEOUT on the
+   listening socket) is seen by the disconnect watcher, which cancels the stream at once.
+   `send` itself is never wrapped in a timeout (hypercorn loses later sends if it is).
+5. maxStreams / maxStreamsPerHost are counted in the shared segment across all workers, keyed on
+   the peer address of the connection (never the Host header); over a limit -> 503
+   "Too many streaming connections" before any byte of the stream is sent.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+import orjson
+import trio
+
+from .errors import BadRequest, InternalError, Unavailable, error_line, parse_uint64
+
+if TYPE_CHECKING:
+    from .app import App, Request
+
+log = logging.getLogger("ykshm.web")
+
+CHUNK = 256
+"""Events per read from the ring and per `send` of a stream: what one stream holds in memory at most
+(256 records of at most ~1.5 KiB of JSON each, typically ~75 KiB)."""
+
+WAKE_SECONDS = 0.25
+"""An idle stream re-checks instance change and shutdown at least this often."""
+
+NDJSON = b"application/x-ndjson"
+
+
+def _require_tracking(app: "App") -> None:
+    if not app.settings.tracking_events_enabled or app.settings.ring_buffer_capacity == 0:
+        raise InternalError("Event tracking is disabled")
+
+
+def _count_param(req: "Request", default: int, *, zero_ok: bool) -> int:
+    text = req.query.get("count")
+    if text is None or text == "":
+        return default
+    value = parse_uint64("count", text)
+    if value == 0 and not zero_ok:
+        raise BadRequest('0 is not a valid value for "count"')
+    return value
+
+
+def _start_param(req: "Request") -> int | None:
+    text = req.query.get("start")
+    if text is None or text == "":
+        return None
+    return parse_uint64("start", text)
+
+
+async def batch(app: "App", req: "Request", send) -> None:
+    """GET /ws/v1/events/batch?start=S&count=C."""
+    _require_tracking(app)
+    limit = max(app.settings.rest_response_size, 1)
+    count = min(_count_param(req, limit, zero_ok=False), limit)
+    start = _start_param(req)
+    reader = app.ring.get()
+    bounds = reader.bounds()
+    if bounds is None:
+        lowest = highest = 0
+        records = b"null"
+    else:
+        lowest, highest = bounds
+        first = lowest if start is None else start
+        if first < lowest or first > highest:
+            records = b"null"
+        else:
+            records, _n = reader.read_range_json(first, count)
+    body = b"".join(
+        (
+            b'{"InstanceUUID":',
+            orjson.dumps(reader.instance_uuid),
+            b',"LowestID":%d,"HighestID":%d,"EventRecords":' % (lowest, highest),
+            records,
+            b"}",
+        )
+    )
+    await app.send_json(send, 200, body)
+
+
+async def stream(app: "App", req: "Request", send) -> None:
+    """GET /ws/v1/events/stream?count=N[&start=S] (NDJSON)."""
+    _require_tracking(app)
+    count = _count_param(req, 0, zero_ok=True)
+    start = _start_param(req)
+    reader = app.ring.get()
+    bounds = reader.bounds()
+    next_id = 0 if bounds is None else bounds[1] + 1
+    lowest = 0 if bounds is None else bounds[0]
+    if start is not None:
+        if start > next_id:
+            raise BadRequest(
+                f"start {start} is past the next event ID {next_id} of instance {reader.instance_uuid}"
+            )
+        first = start
+    else:
+        first = max(lowest, next_id - count)
+
+    host = req.client_host
+    slot = app.segment.acquire_stream(host, app.settings.max_streams, app.settings.max_streams_per_host)
+    if slot is None:
+        app.metrics.stream_rejected()
+        raise Unavailable("Too many streaming connections")
+    reason = "error"
+    try:
+        app.metrics.stream_opened()
+        cursor = reader.cursor(first)
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [
+                    (b"content-type", NDJSON),
+                    (b"cache-control", b"no-cache"),
+                    (b"x-content-type-options", b"nosniff"),
+                ],
+            }
+        )
+        req.mark_started()
+        await send(
+            {
+                "type": "http.response.body",
+                "body": b'{"InstanceUUID":' + orjson.dumps(reader.instance_uuid) + b"}\n",
+                "more_body": True,
+            }
+        )
+        reason = "client_closed"
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_watch_disconnect, req, nursery.cancel_scope)
+            reason = await _pump(app, reader, cursor, send)
+            nursery.cancel_scope.cancel()
+    finally:
+        app.segment.release_stream(slot)
+        app.metrics.stream_closed(reason)
+
+
+async def _watch_disconnect(req: "Request", scope: trio.CancelScope) -> None:
+    while True:
+        message = await req.receive()
+        if message["type"] == "http.disconnect":
+            scope.cancel()
+            return
+
+
+INSTANCE_CHECK_SECONDS = 0.1
+"""How often a stream asks whether its ring was replaced (a stat of the segment file)."""
+
+
+async def _pump(app: "App", reader, cursor, send) -> str:
+    """Relay events until the stream has to end; returns the close reason."""
+    next_check = 0.0
+    while True:
+        if app.stopping.is_set():
+            await _finish(send, 503, "Event stream closed: the server is shutting down; reconnect with start="
+                          f"{cursor.next_id}")
+            return "shutdown"
+        now = trio.current_time()
+        if now >= next_check and reader.instance_changed():
+            await _finish(
+                send,
+                503,
+                f"Event stream closed: the event ring of instance {reader.instance_uuid} was replaced "
+                f"by a new instance or removed (engine restart); its event IDs end at {cursor.next_id - 1}; "
+                "reconnect to follow the new instance",
+            )
+            return "instance_changed"
+        if now >= next_check:
+            next_check = now + INSTANCE_CHECK_SECONDS
+        got = cursor.poll_json(CHUNK)
+        if got.lost is not None:
+            lo, hi = got.lost
+            await _finish(
+                send,
+                410,
+                f"Event stream closed: the client fell a whole ring behind and lost events {lo}-{hi}; "
+                f"reconnect with start={hi + 1} or later",
+            )
+            return "lapped"
+        if got.count:
+            await send({"type": "http.response.body", "body": got.lines, "more_body": True})
+            continue
+        await app.watcher.wait_beyond(cursor.next_id, WAKE_SECONDS)
+
+
+async def _finish(send, status: int, message: str) -> None:
+    await send({"type": "http.response.body", "body": error_line(status, message), "more_body": True})
+    await send({"type": "http.response.body", "body": b"", "more_body": False})

@@ -1,0 +1,106 @@
+"""`ykshm web`: serve the REST and streaming API of one instance from shared memory.
+
+    ykshm web [--name NAME] [--bind HOST:PORT | fd://N] [--workers N] [--config FILE]
+              [--heartbeat-timeout S] [--stall-timeout S] [--nice N]
+
+Runs N hypercorn worker processes (trio) sharing one listening socket; `fd://N` takes an inherited
+socket (systemd socket activation: `--bind fd://3`). The event endpoints need only the ring
+(`/dev/shm/NAME.events`); the state views answer 503 until an engine publishes its snapshot.
+Exit codes: 0 after SIGINT/SIGTERM, 2 usage (bad flag, bad config), 1 failure (cannot bind...).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Sequence
+
+from tools.cliutil import Failure, Parser, UsageError, run_main
+
+DEFAULT_BIND = "127.0.0.1:9080"
+
+
+def _parser() -> Parser:
+    parser = Parser(prog="ykshm web", description="REST and streaming readers of a ykshm instance")
+    parser.add_argument("--name", default="ykshm", help="instance name: segments /dev/shm/NAME.* (default ykshm)")
+    parser.add_argument("--bind", default=DEFAULT_BIND, help=f"HOST:PORT or fd://N (default {DEFAULT_BIND})")
+    parser.add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
+    parser.add_argument("--config", default=None, help="ykshm YAML config (service.event.* is read)")
+    parser.add_argument("--heartbeat-timeout", type=float, default=3.0,
+                        help="engine is live only if its ring heartbeat is newer than this (s, default 3)")
+    parser.add_argument("--stall-timeout", type=float, default=5.0,
+                        help="TCP_USER_TIMEOUT: a peer that stops reading is dropped after this (s, default 5)")
+    parser.add_argument("--nice", type=int, default=10,
+                        help="niceness added to worker processes so the engine wins the CPU (default 10)")
+    return parser
+
+
+def check_bind(bind: str) -> str:
+    """Validate HOST:PORT / [V6]:PORT / fd://N (hypercorn would silently fall back to port 8000)."""
+    if bind.startswith("fd://"):
+        text = bind[5:]
+        if not text.isdigit():
+            raise UsageError(f"--bind {bind!r}: fd://N needs a file descriptor number")
+        fd = int(text)
+        try:
+            sock = socket.socket(fileno=os.dup(fd))
+        except OSError as exc:
+            raise UsageError(f"--bind {bind!r}: fd {fd} is not a socket ({exc.strerror})") from None
+        try:
+            if sock.type != socket.SOCK_STREAM:
+                raise UsageError(f"--bind {bind!r}: fd {fd} is not a stream socket")
+        finally:
+            sock.close()
+        return bind
+    if bind.startswith("unix:"):
+        raise UsageError(f"--bind {bind!r}: use HOST:PORT or fd://N")
+    host, sep, port = bind.rpartition(":")
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        raise UsageError(f"--bind {bind!r}: expected HOST:PORT (e.g. 127.0.0.1:9080) or fd://N")
+    if host.startswith("[") != host.endswith("]"):
+        raise UsageError(f"--bind {bind!r}: bad IPv6 address brackets")
+    return bind
+
+
+def _body(argv: Sequence[str]) -> int:
+    args = _parser().parse_args(list(argv))
+    if not 1 <= args.workers <= 64:
+        raise UsageError("--workers must be between 1 and 64")
+    if not 0 <= args.nice <= 19:
+        raise UsageError("--nice must be between 0 and 19")
+    if args.heartbeat_timeout <= 0 or args.stall_timeout < 0:
+        raise UsageError("--heartbeat-timeout must be > 0 and --stall-timeout >= 0")
+    if not args.name or "/" in args.name or args.name.startswith("."):
+        raise UsageError(f"--name {args.name!r}: not a valid instance name")
+    bind = check_bind(args.bind)
+
+    from engine.config import ConfigError, load_event_settings
+
+    try:
+        settings = load_event_settings(args.config)
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from None
+
+    from .app import WebOptions
+    from .segment import SegmentError
+    from .server import serve, setup_logging
+
+    setup_logging()
+    options = WebOptions(name=args.name, settings=settings, heartbeat_timeout=args.heartbeat_timeout,
+                         nice=args.nice)
+    try:
+        return serve(options, bind, args.workers, args.stall_timeout)
+    except SegmentError as exc:
+        raise Failure(str(exc)) from None
+    except OSError as exc:
+        raise Failure(f"cannot listen on {bind}: {exc.strerror or exc}") from None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    import sys
+
+    return run_main("ykshm web", _body, sys.argv[1:] if argv is None else argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

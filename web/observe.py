@@ -1,0 +1,258 @@
+"""GET /ws/v1/scheduler/healthcheck and GET /ws/v1/metrics.
+
+Health is YuniKorn's document, `{"Healthy": bool, "HealthChecks": [{"Name", "Succeeded",
+"Description", "DiagnosisMessage"}]}`, always answered 200 (the verdict is in the body, as YuniKorn
+does). Checks:
+
+- "Event ring": the ring segment is attached and readable.
+- "Engine process": the ring's writer pid is a live process.
+- "Engine heartbeat": the writer stored a heartbeat less than `heartbeat_timeout` seconds ago —
+  a SIGSTOPped engine has a live pid but a stale heartbeat, so it is reported not live while the
+  web keeps serving the history it left in the ring.
+- "State snapshot": the engine has published its state.
+
+Metrics are rendered with prometheus_client from a custom collector, so one scrape of any worker
+reports all workers: request counts/latencies and stream counters are summed from the shared
+segment (`web.segment`), ring figures come from the ring header.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+
+from .segment import CLOSE_REASONS, LATENCY_BUCKETS, STATUS_CLASSES, MetricLayout
+
+if TYPE_CHECKING:
+    from .app import App, Request
+
+
+def _check(name: str, ok: bool, description: str, diagnosis: str) -> dict[str, Any]:
+    return {"Name": name, "Succeeded": ok, "Description": description, "DiagnosisMessage": diagnosis}
+
+
+def health_document(app: "App") -> dict[str, Any]:
+    checks = []
+    reader = None
+    try:
+        reader = app.ring.get()
+        bounds = reader.bounds()
+        checks.append(
+            _check(
+                "Event ring",
+                True,
+                "The event ring is attached",
+                f"instance {reader.instance_uuid}, ids {bounds[0]}-{bounds[1]}" if bounds else
+                f"instance {reader.instance_uuid}, empty",
+            )
+        )
+    except Exception as exc:
+        checks.append(_check("Event ring", False, "The event ring is attached", getattr(exc, "message", str(exc))))
+    alive = False
+    fresh = False
+    if reader is not None:
+        try:
+            alive = bool(reader.writer_alive())
+            pid = reader.writer_pid
+        except Exception:
+            pid = 0
+        checks.append(
+            _check(
+                "Engine process",
+                alive,
+                "The engine (ring writer) process is running",
+                f"writer pid {pid} is alive" if alive else f"writer pid {pid} is not running",
+            )
+        )
+        try:
+            beat = int(reader.heartbeat_nano())
+        except Exception:
+            beat = 0
+        age = (time.time_ns() - beat) / 1e9 if beat else float("inf")
+        fresh = alive and age <= app.options.heartbeat_timeout
+        checks.append(
+            _check(
+                "Engine heartbeat",
+                fresh,
+                f"The engine stored a heartbeat in the last {app.options.heartbeat_timeout:g}s",
+                "no heartbeat ever" if beat == 0 else f"last heartbeat {age:.3f}s ago",
+            )
+        )
+    else:
+        checks.append(_check("Engine process", False, "The engine (ring writer) process is running", "no ring"))
+        checks.append(_check("Engine heartbeat", False, "The engine stored a recent heartbeat", "no ring"))
+    try:
+        app.snapshot.doc()
+        published = app.snapshot.published_nano()
+        age = (time.time_ns() - published) / 1e9 if published else float("inf")
+        checks.append(_check("State snapshot", True, "The engine has published its state", f"published {age:.3f}s ago"))
+    except Exception as exc:
+        checks.append(_check("State snapshot", False, "The engine has published its state", getattr(exc, "message", str(exc))))
+    return {"Healthy": all(c["Succeeded"] for c in checks), "HealthChecks": checks}
+
+
+def engine_live(app: "App") -> bool:
+    doc = health_document(app)
+    return all(c["Succeeded"] for c in doc["HealthChecks"] if c["Name"].startswith("Engine"))
+
+
+async def healthcheck(app: "App", req: "Request", send) -> None:
+    await app.send_json(send, 200, orjson.dumps(health_document(app)))
+
+
+class WorkerMetrics:
+    """This worker's writes into its metrics region of the shared segment."""
+
+    def __init__(self, app: "App", layout: MetricLayout) -> None:
+        self.app = app
+        self.layout = layout
+
+    def request(self, route: str, status: int, seconds: float) -> None:
+        seg = self.app.segment
+        index = self.layout.route_index.get(route)
+        if index is None or seg is None:
+            return
+        layout = self.layout
+        seg.add(layout.status_cell(index, status))
+        bucket = len(LATENCY_BUCKETS)
+        for i, bound in enumerate(LATENCY_BUCKETS):
+            if seconds <= bound:
+                bucket = i
+                break
+        seg.add(layout.bucket_cell(index, bucket))
+        seg.add(layout.sum_cell(index), seconds)
+
+    def stream_opened(self) -> None:
+        self.app.segment.add(self.layout.streams_opened)
+
+    def stream_rejected(self) -> None:
+        self.app.segment.add(self.layout.streams_rejected)
+
+    def stream_closed(self, reason: str) -> None:
+        index = CLOSE_REASONS.index(reason) if reason in CLOSE_REASONS else CLOSE_REASONS.index("error")
+        self.app.segment.add(self.layout.streams_closed + index)
+
+
+class _Collector:
+    def __init__(self, app: "App", layout: MetricLayout) -> None:
+        self.app = app
+        self.layout = layout
+
+    def collect(self):
+        app, layout = self.app, self.layout
+        cells = app.segment.sum_cells(layout.total_cells)
+
+        requests = CounterMetricFamily(
+            "ykshm_web_requests", "HTTP requests answered, by route and status class", labels=["route", "code"]
+        )
+        latency = HistogramMetricFamily(
+            "ykshm_web_request_duration_seconds",
+            "Time to answer a request (for streams: until the headers were sent)",
+            labels=["route"],
+        )
+        for index, route in enumerate(layout.route_names):
+            for k, klass in enumerate(STATUS_CLASSES):
+                value = cells[layout.status_cell(index, (k + 2) * 100)]
+                if value:
+                    requests.add_metric([route, klass], value)
+            cumulative = 0.0
+            buckets = []
+            for b, bound in enumerate(LATENCY_BUCKETS):
+                cumulative += cells[layout.bucket_cell(index, b)]
+                buckets.append((repr(bound), cumulative))
+            cumulative += cells[layout.bucket_cell(index, len(LATENCY_BUCKETS))]
+            buckets.append(("+Inf", cumulative))
+            if cumulative:
+                latency.add_metric([route], buckets, cells[layout.sum_cell(index)])
+        yield requests
+        yield latency
+
+        total, hosts = app.segment.open_streams()
+        yield GaugeMetricFamily("ykshm_web_streams_open", "Event streams open now, all workers", value=total)
+        yield CounterMetricFamily(
+            "ykshm_web_streams_opened", "Event streams accepted", value=cells[layout.streams_opened]
+        )
+        yield CounterMetricFamily(
+            "ykshm_web_streams_rejected",
+            "Event streams refused with 503 Too many streaming connections",
+            value=cells[layout.streams_rejected],
+        )
+        closed = CounterMetricFamily("ykshm_web_streams_closed", "Event streams ended, by reason", labels=["reason"])
+        for r, reason in enumerate(CLOSE_REASONS):
+            closed.add_metric([reason], cells[layout.streams_closed + r])
+        yield closed
+
+        reader = app.ring.current()
+        if reader is None:
+            try:
+                reader = app.ring.get()
+            except Exception:
+                reader = None
+        capacity = GaugeMetricFamily("ykshm_ring_capacity", "Events the ring holds")
+        fill = GaugeMetricFamily("ykshm_ring_fill_ratio", "Retained events / capacity")
+        lowest = GaugeMetricFamily("ykshm_ring_lowest_id", "Lowest retained event id")
+        highest = GaugeMetricFamily("ykshm_ring_highest_id", "Highest event id")
+        rate = GaugeMetricFamily("ykshm_ring_events_per_second", "Publish rate of the engine (sampled)")
+        alive = GaugeMetricFamily("ykshm_engine_alive", "1 if the engine process is alive and its heartbeat recent")
+        beat_age = GaugeMetricFamily("ykshm_engine_heartbeat_age_seconds", "Seconds since the engine's last heartbeat")
+        if reader is not None:
+            bounds = reader.bounds()
+            cap = int(reader.capacity)
+            capacity.add_metric([], cap)
+            retained = 0 if bounds is None else bounds[1] - bounds[0] + 1
+            fill.add_metric([], retained / cap if cap else 0.0)
+            lowest.add_metric([], 0 if bounds is None else bounds[0])
+            highest.add_metric([], 0 if bounds is None else bounds[1])
+            rate.add_metric([], app.watcher.events_per_second())
+            beat = int(reader.heartbeat_nano() or 0)
+            age = (time.time_ns() - beat) / 1e9 if beat else -1.0
+            beat_age.add_metric([], age)
+            live = bool(reader.writer_alive()) and 0 <= age <= app.options.heartbeat_timeout
+            alive.add_metric([], 1.0 if live else 0.0)
+        else:
+            alive.add_metric([], 0.0)
+        yield from (capacity, fill, lowest, highest, rate, alive, beat_age)
+        if reader is not None:
+            yield from _ring_stats(reader)
+
+
+def _ring_stats(reader) -> list[GaugeMetricFamily]:
+    """Every numeric field of RingReader.stats() as `ykshm_ring_stat_<field>`."""
+    try:
+        stats = reader.stats()
+    except Exception:
+        return []
+    if hasattr(stats, "__dataclass_fields__"):
+        items = [(k, getattr(stats, k)) for k in stats.__dataclass_fields__]
+    elif hasattr(stats, "_asdict"):
+        items = list(stats._asdict().items())
+    elif isinstance(stats, dict):
+        items = list(stats.items())
+    else:
+        items = [(k, getattr(stats, k)) for k in dir(stats) if not k.startswith("_")]
+    out = []
+    for key, value in items:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        family = GaugeMetricFamily(f"ykshm_ring_stat_{key}", f"RingReader.stats().{key}")
+        family.add_metric([], float(value))
+        out.append(family)
+    return out
+
+
+class MetricsRenderer:
+    def __init__(self, app: "App", layout: MetricLayout) -> None:
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(_Collector(app, layout))
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+async def metrics(app: "App", req: "Request", send) -> None:
+    body = app.metrics_renderer.render()
+    await app.send_body(send, 200, body, CONTENT_TYPE_LATEST.encode("ascii"))

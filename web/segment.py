@@ -1,0 +1,395 @@
+"""`/dev/shm/NAME.web`: what the web workers of one instance share — stream slots and metrics.
+
+Why a segment of our own: with N hypercorn workers a limit such as maxStreams has to hold across
+processes, and a Prometheus scrape lands on one worker but must report them all.
+
+Layout (little-endian, fixed at creation; all offsets multiples of 8):
+
+    header   4096 bytes   magic "YKWEB001", version, nslots, nregions, owner pid
+    regions  NREGIONS x REGION_BYTES   one per worker process: pid, pid start time, then float64
+                                      metric cells (request counts, latency histograms, stream
+                                      opens/closes). A region has exactly one writer (its worker),
+                                      so cells are updated without locks; readers sum all regions.
+    slots    nslots x 64 bytes        one per open stream: pid, pid start time, peer address.
+
+Concurrency — the simplest correct choice: slot acquire/release and region claim run under
+`fcntl.flock(LOCK_EX)` on the segment file. The critical section is a scan of at most `nslots`
+64-byte slots with no await inside, so one trio worker never contends with itself and workers wait
+on each other for microseconds. Metric cells need no lock (single writer per region; 8-byte
+aligned stores are atomic on the platforms we run on, a reader sees an old or a new value).
+
+Leaks: a worker killed with SIGKILL cannot release its slots. Each slot and region records the
+owner's pid and the pid's start time (from /proc, so a recycled pid is not mistaken for the owner);
+every acquire first frees slots whose owner is gone, and the supervisor frees a dead worker's
+slots as soon as it reaps it. A dead worker's metric region is taken over by the next worker that
+starts, which keeps adding to it: the summed counters stay monotonic across worker restarts.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import mmap
+import os
+import struct
+from collections.abc import Iterator, Sequence
+
+MAGIC = b"YKWEB001"
+VERSION = 1
+HEADER_BYTES = 4096
+NREGIONS = 64
+REGION_BYTES = 16384
+REGION_HEADER = 16  # pid (q), pid start time (q)
+REGION_CELLS = (REGION_BYTES - REGION_HEADER) // 8
+SLOT_BYTES = 64
+SLOT_HOST_MAX = 42  # bytes of the peer address kept (an IPv6 text address is at most 39)
+_SLOT = struct.Struct("<qqiH42s")  # pid, pid start time, region, host length, host: 64 bytes
+_HEADER = struct.Struct("<8sIIIq")  # magic, version, nslots, nregions, owner pid
+
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+STATUS_CLASSES = ("2xx", "3xx", "4xx", "5xx")
+CLOSE_REASONS = (
+    "client_closed",  # the client went away (EOF / reset / TCP_USER_TIMEOUT on a stalled peer)
+    "lapped",  # the cursor was overwritten before the client read it
+    "instance_changed",  # the engine restarted; the ring is a new instance
+    "shutdown",  # the worker is stopping
+    "error",  # a bug (logged)
+)
+
+
+class SegmentError(Exception):
+    """The segment is missing, malformed, or owned by another live `ykshm web`."""
+
+
+def pid_start_time(pid: int) -> int:
+    """The kernel start time of a process (clock ticks since boot), 0 if it does not exist."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            data = fh.read()
+    except OSError:
+        return 0
+    # Field 22; the command (field 2) is in parentheses and may contain spaces.
+    tail = data[data.rfind(b")") + 2 :].split()
+    try:
+        return int(tail[19])
+    except (IndexError, ValueError):
+        return 0
+
+
+def pid_alive(pid: int, start: int) -> bool:
+    """True if `pid` exists and is the same process that recorded `start`."""
+    if pid <= 0:
+        return False
+    now = pid_start_time(pid)
+    if now == 0:
+        return False
+    if now != start:
+        return False
+    # A zombie still has /proc/PID/stat; it holds no sockets any more, so count it as dead.
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            data = fh.read()
+        state = data[data.rfind(b")") + 2 : data.rfind(b")") + 3]
+        return state not in (b"Z", b"X")
+    except OSError:
+        return False
+
+
+class MetricLayout:
+    """Where each metric cell lives inside a region; built from the route names, same in every worker."""
+
+    def __init__(self, route_names: Sequence[str]) -> None:
+        self.route_names = tuple(route_names)
+        self.route_index = {name: i for i, name in enumerate(self.route_names)}
+        self.per_route = len(STATUS_CLASSES) + len(LATENCY_BUCKETS) + 1 + 1  # +Inf bucket, sum
+        cell = 0
+        self.route_base = cell
+        cell += self.per_route * len(self.route_names)
+        self.streams_opened = cell
+        cell += 1
+        self.streams_rejected = cell  # 503 Too many streaming connections
+        cell += 1
+        self.streams_closed = cell
+        cell += len(CLOSE_REASONS)
+        self.total_cells = cell
+        if cell > REGION_CELLS:
+            raise ValueError("too many routes for the metrics region")
+
+    def status_cell(self, route: int, status: int) -> int:
+        klass = min(max(status // 100 - 2, 0), 3)
+        return self.route_base + route * self.per_route + klass
+
+    def bucket_cell(self, route: int, bucket: int) -> int:
+        return self.route_base + route * self.per_route + len(STATUS_CLASSES) + bucket
+
+    def sum_cell(self, route: int) -> int:
+        return self.route_base + route * self.per_route + self.per_route - 1
+
+
+class WebSegment:
+    """One process's handle on `/dev/shm/NAME.web` (created by `ykshm web` or the first worker)."""
+
+    def __init__(self, path: str, fd: int, mm: mmap.mmap, nslots: int) -> None:
+        self.path = path
+        self._fd = fd
+        self._mm = mm
+        self.nslots = nslots
+        self._cells = memoryview(mm).cast("B")
+        self.region: int | None = None
+        self._region_view = None
+
+    # -- life cycle ---------------------------------------------------------------------------
+
+    @staticmethod
+    def path_for(name: str) -> str:
+        return f"/dev/shm/{name}.web"
+
+    @classmethod
+    def size_for(cls, nslots: int) -> int:
+        return HEADER_BYTES + NREGIONS * REGION_BYTES + max(nslots, 1) * SLOT_BYTES
+
+    @classmethod
+    def create(cls, name: str, nslots: int, *, replace_dead: bool = True) -> "WebSegment":
+        """Create (or re-create) the segment; refuse if a live `ykshm web` owns it."""
+        path = cls.path_for(name)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                size = os.fstat(fd).st_size
+                if size >= HEADER_BYTES:
+                    head = os.pread(fd, _HEADER.size, 0)
+                    magic, _v, _n, _r, owner = _HEADER.unpack(head)
+                    if magic == MAGIC and owner not in (0, os.getpid()) and _process_exists(owner):
+                        raise SegmentError(
+                            f"{path} belongs to a running ykshm web (pid {owner}); stop it first"
+                        )
+                total = cls.size_for(nslots)
+                os.ftruncate(fd, 0)
+                os.ftruncate(fd, total)
+                os.pwrite(fd, _HEADER.pack(MAGIC, VERSION, nslots, NREGIONS, os.getpid()), 0)
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            mm = mmap.mmap(fd, cls.size_for(nslots), mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        except BaseException:
+            os.close(fd)
+            raise
+        return cls(path, fd, mm, nslots)
+
+    @classmethod
+    def open_or_create(cls, name: str, nslots: int) -> "WebSegment":
+        """Attach to the segment a supervisor made; make one if there is none (in-process serving)."""
+        path = cls.path_for(name)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                size = os.fstat(fd).st_size
+                valid = False
+                if size >= HEADER_BYTES:
+                    magic, version, n, nreg, _owner = _HEADER.unpack(os.pread(fd, _HEADER.size, 0))
+                    valid = magic == MAGIC and version == VERSION and nreg == NREGIONS
+                    valid = valid and size == cls.size_for(n)
+                    if valid:
+                        nslots = n
+                if not valid:
+                    os.ftruncate(fd, 0)
+                    os.ftruncate(fd, cls.size_for(nslots))
+                    os.pwrite(fd, _HEADER.pack(MAGIC, VERSION, nslots, NREGIONS, 0), 0)
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            mm = mmap.mmap(fd, cls.size_for(nslots), mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        except BaseException:
+            os.close(fd)
+            raise
+        return cls(path, fd, mm, nslots)
+
+    def close(self) -> None:
+        self._region_view = None
+        try:
+            self._cells.release()
+        except Exception:
+            pass
+        try:
+            self._mm.close()
+        except Exception:
+            pass
+        try:
+            os.close(self._fd)
+        except OSError:
+            pass
+
+    def unlink(self) -> None:
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+
+    # -- locking ------------------------------------------------------------------------------
+
+    def _lock(self) -> "_Locked":
+        return _Locked(self._fd)
+
+    # -- regions (metrics) --------------------------------------------------------------------
+
+    def _region_offset(self, index: int) -> int:
+        return HEADER_BYTES + index * REGION_BYTES
+
+    def claim_region(self) -> int:
+        """Take a region for this process: a free one, else one whose worker died. Returns index."""
+        me, start = os.getpid(), pid_start_time(os.getpid())
+        with self._lock():
+            chosen = None
+            for index in range(NREGIONS):
+                off = self._region_offset(index)
+                pid, pstart = struct.unpack_from("<qq", self._mm, off)
+                if pid == me and pstart == start:
+                    chosen = index
+                    break
+                if chosen is None and (pid == 0 or not pid_alive(pid, pstart)):
+                    chosen = index
+            if chosen is None:
+                raise SegmentError("no free metrics region (more than 64 web workers?)")
+            struct.pack_into("<qq", self._mm, self._region_offset(chosen), me, start)
+        self.region = chosen
+        off = self._region_offset(chosen) + REGION_HEADER
+        self._region_view = memoryview(self._mm)[off : off + REGION_CELLS * 8].cast("d")
+        return chosen
+
+    def add(self, cell: int, value: float = 1.0) -> None:
+        """Add to one metric cell of this process's region (claim_region first)."""
+        view = self._region_view
+        if view is not None:
+            view[cell] += value
+
+    def sum_cells(self, count: int) -> list[float]:
+        """The cells 0..count-1 summed over every region (live or dead workers)."""
+        totals = [0.0] * count
+        for index in range(NREGIONS):
+            off = self._region_offset(index)
+            pid = struct.unpack_from("<q", self._mm, off)[0]
+            if pid == 0:
+                continue
+            values = struct.unpack_from(f"<{count}d", self._mm, off + REGION_HEADER)
+            for i, v in enumerate(values):
+                totals[i] += v
+        return totals
+
+    # -- stream slots ---------------------------------------------------------------------------
+
+    def _slot_offset(self, index: int) -> int:
+        return HEADER_BYTES + NREGIONS * REGION_BYTES + index * SLOT_BYTES
+
+    def _iter_slots(self) -> Iterator[tuple[int, int, int, bytes]]:
+        for index in range(self.nslots):
+            pid, start, _region, hlen, host = _SLOT.unpack_from(self._mm, self._slot_offset(index))
+            yield index, pid, start, host[:hlen]
+
+    def _reap_locked(self) -> int:
+        """Free slots whose owner process is gone (under the lock). Returns how many."""
+        alive: dict[tuple[int, int], bool] = {}
+        freed = 0
+        for index, pid, start, _host in self._iter_slots():
+            if pid == 0:
+                continue
+            key = (pid, start)
+            if key not in alive:
+                alive[key] = _cached_alive(pid, start)
+            if not alive[key]:
+                _SLOT.pack_into(self._mm, self._slot_offset(index), 0, 0, 0, 0, b"")
+                freed += 1
+        return freed
+
+    def acquire_stream(self, host: str, max_total: int, max_per_host: int) -> int | None:
+        """Take a stream slot for `host` if both limits allow; the slot index, or None."""
+        hb = host.encode("utf-8", "replace")[:SLOT_HOST_MAX]
+        with self._lock():
+            self._reap_locked()
+            return self._acquire_locked(hb, os.getpid(), _my_start(), max_total, max_per_host)
+
+    def _acquire_locked(self, hb: bytes, me: int, start: int, max_total: int, max_per_host: int) -> int | None:
+        total = 0
+        per_host = 0
+        free = None
+        for index, pid, _pstart, shost in self._iter_slots():
+            if pid == 0:
+                if free is None:
+                    free = index
+                continue
+            total += 1
+            if shost == hb:
+                per_host += 1
+        if free is None or total >= max_total or per_host >= max_per_host:
+            return None
+        _SLOT.pack_into(self._mm, self._slot_offset(free), me, start, self.region or 0, len(hb), hb)
+        return free
+
+    def release_stream(self, index: int) -> None:
+        """Give back a slot this process holds (a slot someone else holds is left alone)."""
+        with self._lock():
+            pid = struct.unpack_from("<q", self._mm, self._slot_offset(index))[0]
+            if pid == os.getpid():
+                _SLOT.pack_into(self._mm, self._slot_offset(index), 0, 0, 0, 0, b"")
+
+    def release_pid(self, pid: int) -> int:
+        """Free every slot a (dead) process held; the supervisor calls this when it reaps a worker."""
+        freed = 0
+        with self._lock():
+            for index, spid, _start, _host in self._iter_slots():
+                if spid == pid:
+                    _SLOT.pack_into(self._mm, self._slot_offset(index), 0, 0, 0, 0, b"")
+                    freed += 1
+        return freed
+
+    def reap(self) -> int:
+        with self._lock():
+            return self._reap_locked()
+
+    def open_streams(self) -> tuple[int, dict[str, int]]:
+        """(total, per host) open streams right now, across all workers (dead owners excluded)."""
+        total = 0
+        hosts: dict[str, int] = {}
+        for _index, pid, start, host in self._iter_slots():
+            if pid == 0 or not _cached_alive(pid, start):
+                continue
+            total += 1
+            key = host.decode("utf-8", "replace")
+            hosts[key] = hosts.get(key, 0) + 1
+        return total, hosts
+
+
+class _Locked:
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+
+    def __enter__(self) -> None:
+        fcntl.flock(self._fd, fcntl.LOCK_EX)
+
+    def __exit__(self, *exc: object) -> None:
+        fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+
+def _process_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return pid_start_time(pid) != 0 and pid_alive(pid, pid_start_time(pid))
+
+
+_MY_START: dict[int, int] = {}
+
+
+def _my_start() -> int:
+    pid = os.getpid()
+    if pid not in _MY_START:
+        _MY_START[pid] = pid_start_time(pid)
+    return _MY_START[pid]
+
+
+def _cached_alive(pid: int, start: int) -> bool:
+    # Liveness is cheap enough to ask every time (one /proc read per distinct owner per acquire).
+    if pid == os.getpid():
+        return start == _my_start()
+    return pid_alive(pid, start)

@@ -1,0 +1,236 @@
+"""Where a worker's answers come from: the event ring and the engine's state snapshot, both read-only.
+
+Both are attached lazily and re-attached when they change under us, so `ykshm web` can start before
+the engine (or with only a ring made by `ykshm ring create`) and keeps serving across engine
+restarts:
+
+- `RingSource.get()` returns the current `RingReader`. When the reader reports
+  `instance_changed()` (the engine restarted and replaced the ring) the next call attaches the new
+  instance. The old reader is not closed: open streams still hold it, notice the change themselves,
+  end with a last line and drop it.
+- `SnapshotSource.doc()` returns the last consistent snapshot document, parsed once per publish
+  (keyed by `published_nano`). A replaced segment file (new inode) is re-attached.
+- `RingWatcher` is the one task per worker that polls the ring header (every 5 ms) and wakes the
+  streams waiting for new events; idle streams cost nothing.
+
+Missing sources raise `Unavailable` (503) with a message naming what is missing.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import os
+import time
+from typing import Any
+
+import trio
+
+from .errors import Unavailable
+
+log = logging.getLogger("ykshm.web")
+
+RETRY_SECONDS = 0.2
+"""A missing ring or snapshot is looked for again at most this often (per worker)."""
+
+
+class RingSource:
+    """The worker's handle on `/dev/shm/NAME.events`, attached on first use."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._reader: Any = None
+        self._next_try = 0.0
+        self._last_error = ""
+
+    def _attach(self) -> Any:
+        from shm import RingReader  # the cffi extension is loaded only in workers
+
+        return RingReader.attach(self.name)
+
+    def current(self) -> Any:
+        """The attached reader or None, without trying to attach (for the watcher and metrics)."""
+        return self._reader
+
+    def get(self) -> Any:
+        """The current reader; re-attaches after an engine restart; `Unavailable` if there is no ring."""
+        reader = self._reader
+        if reader is not None:
+            try:
+                changed = reader.instance_changed()
+            except Exception:  # a reader that cannot even read its header: treat as replaced
+                changed = True
+            if not changed:
+                return reader
+        now = time.monotonic()
+        if reader is None and now < self._next_try:
+            raise Unavailable(self._last_error)
+        try:
+            fresh = self._attach()
+        except Exception as exc:  # RingNotFoundError, RingFormatError, a half-written header
+            self._next_try = now + RETRY_SECONDS
+            kind = type(exc).__name__
+            if kind == "RingNotFoundError" or isinstance(exc, FileNotFoundError):
+                self._last_error = (
+                    f"Event ring {self.name!r} not found: no engine or `ykshm ring create` has made it"
+                )
+            else:
+                self._last_error = f"Event ring {self.name!r} cannot be read: {exc}"
+            if reader is not None and kind != "RingNotFoundError" and not isinstance(exc, FileNotFoundError):
+                # Replaced but the new one is not readable yet: keep answering from the old one.
+                return reader
+            self._reader = None  # removed (`ykshm ring rm`): do not serve a deleted ring
+            raise Unavailable(self._last_error) from None
+        self._reader = fresh
+        return fresh
+
+
+class SnapshotSource:
+    """The worker's handle on `/dev/shm/NAME.state` with a parsed-document cache."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.path = f"/dev/shm/{name}.state"
+        self._reader: Any = None
+        self._inode: tuple[int, int] | None = None
+        self._checked = 0.0
+        self._published = -1
+        self._doc: dict | None = None
+        self._cache: dict[Any, bytes] = {}
+
+    def _attach(self) -> None:
+        from shm import SnapshotReader
+
+        st = os.stat(self.path)
+        self._reader = SnapshotReader.attach(self.name)
+        self._inode = (st.st_dev, st.st_ino)
+        self._published = -1
+        self._doc = None
+        self._cache.clear()
+
+    def _ensure(self) -> None:
+        now = time.monotonic()
+        if self._reader is not None and now - self._checked < 0.5:
+            return
+        self._checked = now
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            self._reader = None
+            self._doc = None
+            self._cache.clear()
+            return
+        if self._reader is None or (st.st_dev, st.st_ino) != self._inode:
+            try:
+                self._attach()
+            except Exception as exc:
+                log.debug("snapshot attach failed: %s", exc)
+                self._reader = None
+
+    def doc(self) -> dict:
+        """The newest snapshot document; `Unavailable` when the engine has not published one."""
+        self._ensure()
+        if self._reader is None:
+            raise Unavailable(
+                f"No scheduler state: the engine of instance {self.name!r} is not running "
+                "(no state snapshot); only the event endpoints are served"
+            )
+        published = self._reader.published_nano()
+        if published != self._published or self._doc is None:
+            doc = self._reader.read()
+            if doc is None:
+                raise Unavailable(
+                    f"No scheduler state yet: the engine of instance {self.name!r} has not published it"
+                )
+            self._doc = doc
+            self._published = published
+            self._cache.clear()
+        return self._doc
+
+    def published_nano(self) -> int:
+        self._ensure()
+        if self._reader is None:
+            return 0
+        try:
+            return int(self._reader.published_nano())
+        except Exception:
+            return 0
+
+    def cached(self, key: Any, build) -> bytes:
+        """Serialized answer for `key`, built once per published snapshot."""
+        self.doc()
+        body = self._cache.get(key)
+        if body is None:
+            body = build(self._doc)
+            if len(self._cache) > 4096:
+                self._cache.clear()
+            self._cache[key] = body
+        return body
+
+
+class RingWatcher:
+    """Polls the ring header and wakes waiting streams; samples the publish rate for metrics."""
+
+    POLL_SECONDS = 0.005
+
+    def __init__(self, ring: RingSource) -> None:
+        self._ring = ring
+        self._event = trio.Event()
+        self.highest = -1
+        self.running = False
+        self._samples: collections.deque[tuple[float, int]] = collections.deque(maxlen=16)
+
+    async def run(self) -> None:
+        self.running = True
+        next_sample = 0.0
+        try:
+            while True:
+                try:
+                    reader = self._ring.get()
+                    bounds = reader.bounds()
+                    highest = -1 if bounds is None else bounds[1]
+                except Exception:
+                    highest = -1
+                if highest != self.highest:
+                    self.highest = highest
+                    self._event.set()
+                    self._event = trio.Event()
+                now = time.monotonic()
+                if now >= next_sample:
+                    self._samples.append((now, highest))
+                    next_sample = now + 1.0
+                await trio.sleep(self.POLL_SECONDS)
+        finally:
+            self.running = False
+
+    async def wait_beyond(self, next_id: int, timeout: float) -> None:
+        """Return when an event with id >= next_id may exist, or after `timeout` seconds."""
+        if not self.running:
+            await trio.sleep(min(timeout, 0.005))
+            return
+        if self.highest >= next_id:
+            # Published but not readable yet (or a reader of an older instance): do not spin.
+            await trio.sleep(0.001)
+            return
+        event = self._event
+        with trio.move_on_after(timeout):
+            await event.wait()
+
+    async def next_tick(self, timeout: float) -> None:
+        """Return at the next poll that saw new events (or after `timeout`): a stream that has
+        just sent what there was waits here, so it sends at most once per tick."""
+        if not self.running:
+            await trio.sleep(min(timeout, 0.005))
+            return
+        event = self._event
+        with trio.move_on_after(timeout):
+            await event.wait()
+
+    def events_per_second(self) -> float:
+        """Publish rate over the last ~15 s of samples (0 before two samples)."""
+        if len(self._samples) < 2:
+            return 0.0
+        (t0, h0), (t1, h1) = self._samples[0], self._samples[-1]
+        if t1 <= t0 or h1 < h0:
+            return 0.0
+        return (h1 - h0) / (t1 - t0)
