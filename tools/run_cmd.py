@@ -297,6 +297,8 @@ def cleanup(name: str, runtime: Path) -> None:
         except OSError:
             pass
     shutil.rmtree(runtime, ignore_errors=True)
+    # the shim's status file (`ykshm shim status`); the log is kept and named in the banner
+    Path(tempfile.gettempdir(), f"ykshm-{name}.shim.json").unlink(missing_ok=True)
 
 
 def wait_ready(args, supervisor: Supervisor) -> bool:

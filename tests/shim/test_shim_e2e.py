@@ -137,8 +137,9 @@ def test_engine_killed_mid_burst_every_pod_bound_once(cluster):
     c.wait_shim("Running", 30, registrations=2)
     pods = c.wait_bound(names, timeout=60)
     assert len(pods) == 150
-    status = wait_for(lambda: (s := c.shim_status())["engine"]["allocations"] == 150 and s, 20,
-                      "150 allocations")
+    status = wait_for(lambda: (s := c.shim_status())["engine"]["allocations"] == 150
+                      and s["bindings"]["done"] >= 150 and s["bindings"]["inFlight"] == 0
+                      and s, 20, "150 allocations, bindings settled")
     assert status["bindings"]["conflicts"] == 0 and status["bindings"]["errors"] == 0
     assert status["bindings"]["done"] == 150           # each pod bound exactly once
 
