@@ -23,6 +23,34 @@ def _ask_order(ask: "Ask") -> tuple[int, int, int]:
     return (-ask.priority, ask.create_time, ask.seq)
 
 
+class VersionedDao:
+    """A REST view (DAO) cached until the object changes: every change bumps `ver`.
+
+    The snapshot is rebuilt often and most nodes and applications have not changed since the
+    last one, so their DAO dicts and pre-serialised orjson fragments are kept per version.
+    Subclasses have `ver`, `_dao`, `_frag` slots and a `_build_dao()`.
+    """
+
+    __slots__ = ()
+
+    def dao(self) -> dict[str, Any]:
+        cached = self._dao
+        if cached is not None and cached[0] == self.ver:
+            return cached[1]
+        dao = self._build_dao()
+        self._dao = (self.ver, dao)
+        return dao
+
+    def fragment(self) -> Any:
+        """The DAO pre-serialised (orjson.Fragment), cached like `dao()`."""
+        cached = self._frag
+        if cached is not None and cached[0] == self.ver:
+            return cached[1]
+        frag = orjson.Fragment(orjson.dumps(self.dao()))
+        self._frag = (self.ver, frag)
+        return frag
+
+
 class Ask:
     """A pending request for one allocation (one pod). Its key becomes the allocation's key."""
 
@@ -99,7 +127,7 @@ class Allocation:
                 "taskGroupName": self.task_group, "allocationTime": self.create_time}
 
 
-class Node:
+class Node(VersionedDao):
     """A node: capacity, what foreign pods occupy, what we allocated, and the flags."""
 
     __slots__ = ("node_id", "rm_id", "attributes", "capacity", "occupied", "allocated",
@@ -139,24 +167,6 @@ class Node:
     @property
     def usable(self) -> bool:
         return self.ready and self.schedulable
-
-    def dao(self) -> dict[str, Any]:
-        """NodeDAOInfo, cached until the node changes (`ver` is bumped by every change)."""
-        cached = self._dao
-        if cached is not None and cached[0] == self.ver:
-            return cached[1]
-        dao = self._build_dao()
-        self._dao = (self.ver, dao)
-        return dao
-
-    def fragment(self) -> Any:
-        """The DAO pre-serialised (orjson.Fragment), cached like `dao()`."""
-        cached = self._frag
-        if cached is not None and cached[0] == self.ver:
-            return cached[1]
-        frag = orjson.Fragment(orjson.dumps(self.dao()))
-        self._frag = (self.ver, frag)
-        return frag
 
     def _build_dao(self) -> dict[str, Any]:
         utilized = {}
@@ -234,7 +244,7 @@ class Queue:
         self.share = max((a.get(k, 0) / v for k, v in g.items() if v > 0), default=0.0)
 
 
-class App:
+class App(VersionedDao):
     """An application: its asks (pending, ordered by priority then age) and allocations."""
 
     __slots__ = ("app_id", "partition", "queue", "queue_name", "ugi", "tags", "rm_id", "fsm",
@@ -282,24 +292,6 @@ class App:
     @property
     def state(self) -> AppState:
         return self.fsm.state
-
-    def dao(self) -> dict[str, Any]:
-        """ApplicationDAOInfo, cached until the app changes (`ver`)."""
-        cached = self._dao
-        if cached is not None and cached[0] == self.ver:
-            return cached[1]
-        dao = self._build_dao()
-        self._dao = (self.ver, dao)
-        return dao
-
-    def fragment(self) -> Any:
-        """The DAO pre-serialised (orjson.Fragment), cached like `dao()`."""
-        cached = self._frag
-        if cached is not None and cached[0] == self.ver:
-            return cached[1]
-        frag = orjson.Fragment(orjson.dumps(self.dao()))
-        self._frag = (self.ver, frag)
-        return frag
 
     def _build_dao(self) -> dict[str, Any]:
         user = getattr(self.ugi, "user", "")

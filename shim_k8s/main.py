@@ -19,6 +19,7 @@ from collections.abc import Sequence
 import orjson
 
 from tools.cliutil import Failure, Parser, UsageError, run_main
+from shm.segment import pid_alive
 
 PROG = "ykshm shim"
 
@@ -78,16 +79,6 @@ def _run(argv: Sequence[str]) -> int:
     return 0
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _status(argv: Sequence[str]) -> int:
     parser = Parser(prog=f"{PROG} status", description="State of a running shim.")
     parser.add_argument("--name", default="ykshm", help="instance name (default ykshm)")
@@ -104,7 +95,7 @@ def _status(argv: Sequence[str]) -> int:
         raise Failure(f"no shim status at {path} (is `ykshm shim --name {args.name}` running?)")
     except (OSError, ValueError) as exc:
         raise Failure(f"cannot read {path}: {exc}") from None
-    alive = _pid_alive(int(doc.get("pid", 0))) and not doc.get("stopped")
+    alive = pid_alive(int(doc.get("pid", 0))) and not doc.get("stopped")
     doc["alive"] = alive
     if args.json:
         sys.stdout.write(orjson.dumps(doc).decode() + "\n")

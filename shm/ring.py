@@ -132,17 +132,6 @@ def _now() -> int:
     return time.time_ns()
 
 
-def _pid_alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
 
 def _header_of(buf) -> "ffi.CData":
     return ffi.cast("ykr_header *", buf)
@@ -656,7 +645,7 @@ class RingReader:
         h = self._h
         if h.superseded or h.writer_closed:
             return False
-        return _pid_alive(int(h.writer_pid))
+        return _seg.pid_alive(int(h.writer_pid))
 
     def instance_changed(self) -> bool:
         """True once this instance was superseded, replaced or removed (re-attach then)."""

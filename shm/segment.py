@@ -30,6 +30,19 @@ class SegmentPaths(NamedTuple):
     state: str
 
 
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this pid exists (a pid of another user's process counts)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def validate_name(name: str) -> str:
     """Check an instance name (it becomes a file name prefix under /dev/shm)."""
     if not isinstance(name, str) or not name or len(name) > 200:

@@ -12,8 +12,10 @@ The supervisor (hypercorn's `run.py` shape):
   attached keeps one live status line (events/s, pods running, open streams);
 - on Ctrl-C or SIGTERM removes every shared-memory segment (/dev/shm/NAME.*) and socket it made.
 
-Pre-flight failures (port in use, /dev/shm not writable, an instance of the same name alive) are
-one line and exit 1, before anything is started.
+Pre-flight checks run before anything is started: a bad `--config` is the engine's own one-line
+message and exit 2 (validated here with the engine's parser, not left to an engine child that would
+exit 2 and be restarted forever); a port in use, /dev/shm not writable or an instance of the same
+name alive are one line and exit 1.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from subprocess import DEVNULL, Popen
 
-from tools.cliutil import Failure, Parser, run_main
+from tools.cliutil import Failure, Parser, UsageError, run_main
 
 GRACE_SECONDS = 5.0
 READY_TIMEOUT = 60.0
@@ -95,6 +97,20 @@ def ykshm_argv() -> list[str]:
         return [sys.executable, str(script)]
     found = shutil.which("ykshm")
     return [found] if found else [sys.executable, "-m", "tools.cli"]
+
+
+def check_config(path: str | None) -> None:
+    """Validate `--config` exactly as `ykshm engine` does at start-up (exit 2, its message)."""
+    if path is None:
+        return
+    from engine.config import ConfigError, load_config
+    from engine.main import _check_limits
+
+    try:
+        config = load_config(path)
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from None
+    _check_limits(config)
 
 
 def check_port_free(port: int, what: str) -> None:
@@ -314,12 +330,13 @@ def wait_ready(args, supervisor: Supervisor) -> bool:
 
 def _run(argv: Sequence[str]) -> int:
     args = build_parser().parse_args(argv)
+    check_config(args.config)
     check_shm_writable(args.name)
     check_port_free(args.port, "REST")
     check_port_free(args.api_port, "kube-apiserver")
     check_no_live_instance(args.name)
     runtime = Path(tempfile.mkdtemp(prefix=f"ykshm-{args.name}-"))
-    config = Path(args.config) if args.config else runtime / "ykshm.yaml"
+    config = Path(args.config).resolve() if args.config else runtime / "ykshm.yaml"
     if not args.config:
         config.write_text(DEFAULT_CONFIG, encoding="utf-8")
     log_path = Path(tempfile.gettempdir()) / f"ykshm-{args.name}.log"

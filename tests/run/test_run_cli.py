@@ -1,0 +1,143 @@
+"""`ykshm run` as a user meets it: banner, events at the URL, roles in `ps`, Ctrl-C, pre-flight errors.
+
+Every test starts real processes on 127.0.0.1 with free ports under a unique `--name` and stops
+them by pid (conftest.RunInstance); afterwards no /dev/shm/NAME* and no child pid may remain.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+import signal
+import socket
+import subprocess
+import time
+
+import httpx
+
+from runharness import ROOT, RunInstance, alive, children, cmdline, free_port, pids_naming, ykshm
+from shim_k8s.harness import wait_for
+
+
+def run_cli(*args: str, timeout: float = 30) -> tuple[subprocess.CompletedProcess, float]:
+    began = time.monotonic()
+    res = subprocess.run([*ykshm(), "run", *args], cwd=ROOT, capture_output=True, text=True,
+                         timeout=timeout)
+    return res, time.monotonic() - began
+
+
+def one_error_line(res: subprocess.CompletedProcess) -> str:
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("ykshm run: error: "), res.stderr
+    assert res.stdout == "", res.stdout
+    return lines[0]
+
+
+def test_banner_events_roles_then_sigint_leaves_nothing(make_run, ring_name):
+    inst = make_run()
+    banner = inst.banner
+    # the URL and three example commands, each naming this instance's URL or name
+    assert f"ykshm is running: {inst.url} " in banner, banner
+    commands = [line.strip() for line in banner.splitlines() if line.startswith("  ")]
+    assert len(commands) == 3, banner
+    assert commands[0].startswith("curl") and f"{inst.url}/ws/v1/events/batch" in commands[0]
+    assert commands[1].startswith("curl") and f"{inst.url}/ws/v1/events/stream" in commands[1]
+    assert commands[2] == f"ykshm ring stat --name {ring_name}"
+    url = re.search(r"ykshm is running: (\S+)", banner).group(1)
+
+    # events at the printed URL within seconds
+    def batch():
+        r = httpx.get(f"{url}/ws/v1/events/batch?count=10", timeout=5)
+        return r.status_code == 200 and r.json()["EventRecords"] and r.json()
+
+    doc = wait_for(batch, 10, "events at the banner's URL")
+    assert doc["EventRecords"][0]["id"] == doc["LowestID"]
+    # the first example command works as printed
+    out = subprocess.run(commands[2].replace("ykshm", " ".join(ykshm()), 1), shell=True,
+                         capture_output=True, text=True, cwd=ROOT, timeout=30)
+    assert out.returncode == 0 and ring_name in out.stdout, out.stderr
+
+    # `ps` shows each role: one child per role, its cmdline `... ykshm <role> ...`
+    roles = inst.roles()
+    assert set(roles) == {"sim-cluster", "engine", "shim", "web"}, [
+        cmdline(p) for p in children(inst.pid)]
+    assert len(children(inst.pid)) == 4
+    assert len(wait_for(lambda: len(w := inst.workers()) == 2 and w, 10, "2 web workers")) == 2
+    inst.remember()
+    for pid in inst.seen:
+        assert alive(pid)
+
+    # a second instance of the same name while this one is alive: exit 1, one line, no harm
+    res, _ = run_cli("--port", str(free_port()), "--api-port", str(free_port()), "--name", ring_name,
+                     "--nodes", "1", "--no-demo")
+    assert res.returncode == 1
+    assert f"an instance named '{ring_name}' is running" in one_error_line(res)
+    assert inst.roles() == roles and inst.proc.poll() is None
+    assert httpx.get(f"{url}/ws/v1/events/batch", timeout=5).status_code == 200
+
+    # Ctrl-C: exit 0, every child gone, every segment, socket and status file removed
+    sock_dir = re.search(r"--socket (\S+)/si\.sock", cmdline(roles["engine"])).group(1)
+    assert os.path.exists(sock_dir)
+    assert inst.stop(signal.SIGINT) == 0, inst.stderr()
+    left = inst.leftovers()
+    assert left == {"shm": [], "pids": [], "status_file": False}, left
+    assert not pids_naming(ring_name)
+    assert not os.path.exists(sock_dir)
+
+
+def test_port_in_use_is_one_line_exit_1_and_starts_nothing(ring_name):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        for args, what in ((["--port", str(port), "--api-port", str(free_port())], "REST"),
+                           (["--port", str(free_port()), "--api-port", str(port)], "kube-apiserver")):
+            res, took = run_cli(*args, "--name", ring_name, "--nodes", "1", "--no-demo")
+            assert res.returncode == 1, res.stderr
+            line = one_error_line(res)
+            assert f"{what} port 127.0.0.1:{port} is not available" in line
+            assert took < 10
+            assert not pids_naming(ring_name)
+            assert glob.glob(f"/dev/shm/{ring_name}*") == []
+
+
+def test_bad_config_is_the_engines_one_line_exit_2_quickly(tmp_path, ring_name):
+    cases = {
+        "service:\n  event:\n    maxStreams: lots\n": "service.event.maxStreams: invalid value 'lots'",
+        "partitions: [\n": "not valid YAML",
+        "service:\n  event:\n    trackingEventsEnabled: maybe\n":
+            "service.event.trackingEventsEnabled: invalid value 'maybe'",
+    }
+    for text, message in cases.items():
+        bad = tmp_path / "bad.yaml"
+        bad.write_text(text)
+        # what the engine itself says about this file
+        engine = subprocess.run([*ykshm(), "engine", "--config", str(bad), "--name", ring_name],
+                                cwd=ROOT, capture_output=True, text=True, timeout=30)
+        assert engine.returncode == 2
+        engine_line = engine.stderr.strip().splitlines()[-1]
+        assert engine_line.startswith("ykshm engine: error: ") and message in engine_line
+        res, took = run_cli("--config", str(bad), "--port", str(free_port()), "--api-port",
+                            str(free_port()), "--name", ring_name, "--no-demo")
+        assert res.returncode == 2, res.stderr
+        line = one_error_line(res)
+        assert line.removeprefix("ykshm run: error: ") == engine_line.removeprefix(
+            "ykshm engine: error: ")
+        assert took < 10
+        assert not pids_naming(ring_name)
+    res, _ = run_cli("--config", str(tmp_path / "missing.yaml"), "--name", ring_name)
+    assert res.returncode == 2 and "missing.yaml" in one_error_line(res)
+    # a good file given with --config starts fine (the check refuses only what the engine refuses)
+    good = tmp_path / "good.yaml"
+    good.write_text("partitions:\n  - name: default\n    queues:\n      - name: root\n"
+                    "service:\n  event:\n    ringBufferCapacity: 5000\n")
+    inst = RunInstance(ring_name, nodes=1, extra=("--config", str(good)))
+    try:
+        inst.read_banner()
+        r = httpx.get(f"{inst.url}/ws/v1/events/batch", timeout=5)
+        assert r.status_code == 200
+    finally:
+        inst.close()
+    left = inst.leftovers()
+    assert left["shm"] == [] and left["pids"] == []
