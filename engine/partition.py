@@ -614,7 +614,8 @@ class Partition:
         if ask is not None:
             self._remove_ask(app, ask, int(D.APP_REQUEST), "bound before recovery")
         if self.ugm is not None:
-            self.ugm.increase(app.queue.path, app.app_id, res, app.ugi)
+            # an existing allocation: tracked even above a (since lowered) user/group limit
+            self.ugm.increase(app.queue.path, app.app_id, res, app.ugi, force=True)
         placeholder = bool(info.get("placeholder"))
         tg = info.get("taskGroupName") or ""
         if placeholder:
@@ -932,7 +933,8 @@ class Partition:
                                 termination="PLACEHOLDER_REPLACED",
                                 message=f"replaced by {ask.key}", replacing=True)
         if self.ugm is not None:
-            self.ugm.increase(app.queue.path, app.app_id, ask.resource, app.ugi)
+            # the gang's resources were already admitted as placeholders: track, never refuse
+            self.ugm.increase(app.queue.path, app.app_id, ask.resource, app.ugi, force=True)
         self._take_ask(app, ask)
         self._apply(app, ask.key, ask.resource, node, placeholder=False,
                     task_group=ask.task_group, priority=ask.priority)

@@ -144,13 +144,20 @@ class UserGroupManager:
         with self._lock:
             return self._refusal(levels, app_id, usage, ugi)
 
-    def increase(self, queue_path: str, app_id: str, usage: Mapping[str, int], ugi: UserGroup) -> bool:
-        """Track `usage` for the app's user and group, all levels; False (no change) if over a limit."""
+    def increase(
+        self, queue_path: str, app_id: str, usage: Mapping[str, int], ugi: UserGroup, *, force: bool = False
+    ) -> bool:
+        """Track `usage` for the app's user and group, all levels; False (no change) if over a limit.
+
+        `force` tracks the usage even over a limit: for allocations that already exist (recovery
+        after a restart, a placeholder replaced by its real pod). Those are facts to account for,
+        not requests to refuse, or usage after a restart would differ from usage before it.
+        """
         levels = _check_args(queue_path, app_id, ugi)
         usage = _check_usage(usage)
         events: list[_Event] = []
         with self._lock:
-            if self._refusal(levels, app_id, usage, ugi) is not None:
+            if not force and self._refusal(levels, app_id, usage, ugi) is not None:
                 return False
             user = self._users.get(ugi.user)
             if user is None:

@@ -199,3 +199,20 @@ def test_recovered_allocations_accepted_above_queue_max_and_node_drain():
     h.handle({"type": "NodeRequest", "nodes": [{"nodeID": "n1",
                                                 "action": "DRAIN_TO_SCHEDULABLE"}]})
     assert h.part.nodes["n1"].schedulable
+
+
+def test_recovered_allocations_above_a_user_limit_are_tracked_for_that_user():
+    """After a restart with a lowered user limit, the user's usage still equals what runs."""
+    h = Harness({"partitions": [{"name": "default", "queues": [{"name": "root", "queues": [
+        {"name": "small", "limits": [{"limit": "alice", "users": ["alice"],
+                                      "maxresources": {"memory": "1Gi"}}]}]}]}]})
+    h.nodes("n1", action="CREATE_DRAIN")
+    h.app("a", queue="root.small", user="alice")
+    h.handle({"type": "AllocationRequest", "allocations": [
+        {"allocationKey": f"p{i}", "applicationID": "a", "nodeID": "n1",
+         "resourcePerAlloc": {"resources": {"memory": {"value": 1 << 30}}}} for i in range(3)]})
+    assert h.part.ugm.user_usage("alice", "root.small") == {"memory": 3 << 30}
+    h.asks("a", "more", resource={"memory": 1 << 30})
+    h.handle({"type": "NodeRequest", "nodes": [{"nodeID": "n1", "action": "DRAIN_TO_SCHEDULABLE"}]})
+    h.cycle()
+    assert "more" not in h.allocated()  # the limit still holds for new usage

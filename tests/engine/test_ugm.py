@@ -540,3 +540,17 @@ def test_bad_arguments_raise_and_change_nothing(path, app, usage, ugi):
 def test_usergroup_groups_become_a_tuple():
     ugi = UserGroup("u", ["a", "b"])  # type: ignore[arg-type]
     assert ugi.groups == ("a", "b") and hash(ugi) == hash(UserGroup("u", ("a", "b")))
+
+
+def test_forced_increase_tracks_existing_allocations_over_a_lowered_limit():
+    """Recovery replays allocations that already exist: they are tracked even over a limit
+    (a limit lowered across an engine restart), while new usage on top is still refused."""
+    m, rec = make({"root.a": [{"limit": "small", "users": ["alice"], "maxresources": {"memory": GI}}]})
+    ugi = UserGroup("alice", ())
+    assert m.increase("root.a", "app-1", {"memory": 2 * GI}, ugi) is False
+    assert m.user_usage("alice") == {}
+    assert m.increase("root.a", "app-1", {"memory": 2 * GI}, ugi, force=True) is True
+    assert m.user_usage("alice", "root.a") == {"memory": 2 * GI}
+    assert [e.detail for e in rec.take()] == [D.UG_USER_RESOURCE]
+    assert m.increase("root.a", "app-1", {"memory": 1}, ugi) is False
+    assert m.user_usage("alice", "root.a") == {"memory": 2 * GI}
