@@ -271,6 +271,8 @@ def _make_publish(view):
     """RingWriter.publish as a closure over the writer's view: every name it uses is a local or
     a cell, no attribute or global lookups on the hot path (same behaviour as the method)."""
     publish_b = lib.ykr_publish_b
+    publish_b2 = lib.ykr_publish_b2
+    publish_b3 = lib.ykr_publish_b3
     dumps = orjson.dumps
     sort = orjson.OPT_SORT_KEYS
     errors = _ERRORS
@@ -296,11 +298,18 @@ def _make_publish(view):
                     res = encode(resource)
                 last[0] = resource.copy() if isinstance(resource, dict) else None
                 last[1] = res
+            if message or timestamp_nano:
+                rid = publish_b(view, type, change_type, change_detail, timestamp_nano,
+                                object_id.encode(), reference_id.encode(), message.encode(), res)
+            else:
+                rid = publish_b3(view, type, change_type, change_detail,
+                                 object_id.encode(), reference_id.encode(), res)
+        elif message or timestamp_nano:
+            rid = publish_b(view, type, change_type, change_detail, timestamp_nano,
+                            object_id.encode(), reference_id.encode(), message.encode(), b"")
         else:
-            res = b""
-        rid = publish_b(view, type, change_type, change_detail, timestamp_nano,
-                        object_id.encode(), reference_id.encode() if reference_id else b"",
-                        message.encode() if message else b"", res)
+            rid = publish_b2(view, type, change_type, change_detail,
+                             object_id.encode(), reference_id.encode())
         if rid < 0:
             raise ValueError(f"publish: {errors.get(-rid, rid)}")
         return rid

@@ -70,12 +70,15 @@ def bindings(inst: RunInstance) -> dict[str, int]:
     return inst.shim_status()["bindings"]
 
 
-def create_pods(inst: RunInstance, prefix: str, n: int) -> list[str]:
+def create_pods(inst: RunInstance, prefix: str, n: int,
+                queues: tuple[str | None, ...] = ("root.prod", None)) -> list[str]:
+    """n pods in len(queues) applications (one per queue), of users alice and bob."""
     names = []
     for i in range(n):
-        user = "alice" if i % 2 else "bob"
-        queue = ("root.dev", "root.prod", None)[i % 3]
-        inst.create_pod(f"{prefix}{i}", app=f"{prefix}app-{i % 3}", queue=queue,
+        app = i % len(queues)
+        user = ("alice", "bob")[app % 2]
+        queue = queues[app]
+        inst.create_pod(f"{prefix}{i}", app=f"{prefix}app-{app}", queue=queue,
                         annotations={"yunikorn.apache.org/user.info": USERS[user]})
         names.append(f"{prefix}{i}")
     return names
@@ -225,7 +228,7 @@ def test_kill_9_shim_is_restarted_and_relists_without_double_binding(inst):
 
 
 def test_kill_9_engine_while_pods_run(inst):
-    names = create_pods(inst, "e", 18)
+    names = create_pods(inst, "e", 18, ("root.dev", "root.prod", None))
     inst.wait_bound(names)
     total = len(inst.placement())
     wait_for(lambda: pods_in_usage(inst) == total, 15, f"usage of {total} pods")
@@ -251,7 +254,7 @@ def test_kill_9_engine_while_pods_run(inst):
     b = bindings(inst)
     assert b == {**binds_before, "inFlight": 0} and b["conflicts"] == 0 and b["errors"] == 0
 
-    fresh = create_pods(inst, "e2-", 4)
+    fresh = create_pods(inst, "e2-", 4, ("root.dev", "root.prod", None))
     inst.wait_bound(fresh)
     b = wait_for(lambda: (b := bindings(inst))["done"] == binds_before["done"] + 4
                  and b["inFlight"] == 0 and b, 10, "4 new bindings")
