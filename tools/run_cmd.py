@@ -114,9 +114,13 @@ def check_config(path: str | None) -> None:
 
 
 def check_port_free(port: int, what: str) -> None:
+    """Fail if something listens on the port. SO_REUSEADDR, as the servers themselves bind: the
+    TIME_WAIT connections a previous `ykshm run` left on its ports do not make them busy."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind(("127.0.0.1", port))
+            sock.listen(1)
         except OSError as exc:
             raise Failure(f"{what} port 127.0.0.1:{port} is not available ({exc.strerror})") from None
 

@@ -85,10 +85,11 @@ def pids_naming(name: str) -> list[int]:
 
 
 class RunInstance:
-    def __init__(self, name: str, *, nodes: int = 4, extra: tuple[str, ...] = ()) -> None:
+    def __init__(self, name: str, *, nodes: int = 4, extra: tuple[str, ...] = (),
+                 port: int | None = None, api_port: int | None = None) -> None:
         self.name = name
-        self.port = free_port()
-        self.api_port = free_port()
+        self.port = port or free_port()
+        self.api_port = api_port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.api_url = f"http://127.0.0.1:{self.api_port}"
         self.status_file = Path(tempfile.gettempdir()) / f"ykshm-{name}.shim.json"
@@ -185,7 +186,8 @@ class RunInstance:
         else:
             code = self.proc.returncode
         for pid in [self.pid, *self.seen]:
-            if alive(pid):
+            cmd = cmdline(pid)      # a pid of ours, not a reused one
+            if alive(pid) and ("ykshm" in cmd or "spawn_main" in cmd or "resource_tracker" in cmd):
                 for kill in (lambda: os.killpg(pid, signal.SIGKILL), lambda: os.kill(pid, signal.SIGKILL)):
                     try:
                         kill()
@@ -252,11 +254,15 @@ class RunInstance:
         assert r.status_code == 200, r.text
         return {p["metadata"]["name"]: p["spec"].get("nodeName", "") for p in r.json()["items"]}
 
-    def wait_bound(self, names, timeout: float = 30) -> dict[str, str]:
+    def wait_bound(self, names, timeout: float = 30, phase: str | None = None) -> dict[str, str]:
+        """name -> node of the named pods once all are bound (and in `phase`, if given)."""
         want = set(names)
 
         def ok():
-            got = {k: v for k, v in self.placement().items() if k in want and v}
+            r = self.api.get("/api/v1/namespaces/default/pods")
+            got = {p["metadata"]["name"]: p["spec"]["nodeName"] for p in r.json()["items"]
+                   if p["metadata"]["name"] in want and p["spec"].get("nodeName")
+                   and (phase is None or p.get("status", {}).get("phase") == phase)}
             return got if len(got) == len(want) else None
 
         return wait_for(ok, timeout, f"{len(want)} pods bound", interval=0.1)

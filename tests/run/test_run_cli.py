@@ -53,7 +53,7 @@ def test_banner_events_roles_then_sigint_leaves_nothing(make_run, ring_name):
 
     doc = wait_for(batch, 10, "events at the banner's URL")
     assert doc["EventRecords"][0]["id"] == doc["LowestID"]
-    # the first example command works as printed
+    # the third example command works as printed
     out = subprocess.run(commands[2].replace("ykshm", " ".join(ykshm()), 1), shell=True,
                          capture_output=True, text=True, cwd=ROOT, timeout=30)
     assert out.returncode == 0 and ring_name in out.stdout, out.stderr
@@ -74,7 +74,12 @@ def test_banner_events_roles_then_sigint_leaves_nothing(make_run, ring_name):
     assert res.returncode == 1
     assert f"an instance named '{ring_name}' is running" in one_error_line(res)
     assert inst.roles() == roles and inst.proc.poll() is None
+    assert os.path.exists(f"/dev/shm/{ring_name}.events")      # the refused run removed nothing
     assert httpx.get(f"{url}/ws/v1/events/batch", timeout=5).status_code == 200
+
+    # keep-alive connections open at Ctrl-C: the servers close them (TIME_WAIT on their ports)
+    assert inst.web.get("/ws/v1/partitions").status_code == 200
+    assert inst.api.get("/api/v1/nodes").status_code == 200
 
     # Ctrl-C: exit 0, every child gone, every segment, socket and status file removed
     sock_dir = re.search(r"--socket (\S+)/si\.sock", cmdline(roles["engine"])).group(1)
@@ -84,6 +89,13 @@ def test_banner_events_roles_then_sigint_leaves_nothing(make_run, ring_name):
     assert left == {"shm": [], "pids": [], "status_file": False}, left
     assert not pids_naming(ring_name)
     assert not os.path.exists(sock_dir)
+
+    # started again at once on the same ports and name (as after Ctrl-C in a terminal): it runs
+    again = make_run(ring_name, port=inst.port, api_port=inst.api_port)
+    assert f"ykshm is running: {inst.url} " in again.banner
+    assert httpx.get(f"{inst.url}/ws/v1/partitions", timeout=5).status_code == 200
+    assert again.stop(signal.SIGTERM) == 0, again.stderr()
+    assert again.leftovers() == {"shm": [], "pids": [], "status_file": False}
 
 
 def test_port_in_use_is_one_line_exit_1_and_starts_nothing(ring_name):
@@ -99,6 +111,7 @@ def test_port_in_use_is_one_line_exit_1_and_starts_nothing(ring_name):
             assert f"{what} port 127.0.0.1:{port} is not available" in line
             assert took < 10
             assert not pids_naming(ring_name)
+            assert not os.path.exists(f"/tmp/ykshm-{ring_name}.log")
             assert glob.glob(f"/dev/shm/{ring_name}*") == []
 
 
@@ -136,8 +149,8 @@ def test_bad_config_is_the_engines_one_line_exit_2_quickly(tmp_path, ring_name):
     try:
         inst.read_banner()
         r = httpx.get(f"{inst.url}/ws/v1/events/batch", timeout=5)
-        assert r.status_code == 200
+        assert r.status_code == 200 and r.json()["EventRecords"]
+        assert inst.stop() == 0
+        assert inst.leftovers() == {"shm": [], "pids": [], "status_file": False}
     finally:
         inst.close()
-    left = inst.leftovers()
-    assert left["shm"] == [] and left["pids"] == []
