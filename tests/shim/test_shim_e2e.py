@@ -16,7 +16,6 @@ import pytest
 
 from shim_k8s.harness import Cluster, wait_for
 
-pytestmark = pytest.mark.skipif(not os.path.exists("/dev/shm"), reason="needs /dev/shm")
 
 
 @pytest.fixture
@@ -283,8 +282,7 @@ def test_watch_expiry_relists(ring_name):
 
 def test_kubectl_create_bound_running_and_ring_events(cluster, tmp_path):
     kubectl = shutil.which("kubectl")
-    if kubectl is None:
-        pytest.skip("kubectl not installed")
+    assert kubectl is not None, "kubectl is part of the base image and required by this test"
     c = cluster
     c.start_all()
     manifest = tmp_path / "pod.yaml"

@@ -277,7 +277,6 @@ def _self_signed(tmp_path, name):
     return key, cert
 
 
-@pytest.mark.skipif(__import__("shutil").which("openssl") is None, reason="needs openssl")
 async def test_kubeconfig_tls_ca_and_client_certificate(tmp_path, nursery):
     import ssl
 

@@ -403,7 +403,6 @@ def kubectl(cluster: str, home: Path, *args: str, stdin: str | None = None) -> s
                           text=True, timeout=30)
 
 
-@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl not installed")
 def test_kubectl_defaults(cluster: str, tmp_path: Path) -> None:
     out = kubectl(cluster, tmp_path, "get", "nodes")
     assert out.returncode == 0, out.stderr
@@ -438,7 +437,6 @@ def test_kubectl_defaults(cluster: str, tmp_path: Path) -> None:
     assert out.returncode != 0 and "NotFound" in out.stderr
 
 
-@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl not installed")
 def test_kubectl_create_invalid_reports_field(cluster: str, tmp_path: Path) -> None:
     manifest = tmp_path / "bad.yaml"
     manifest.write_text("apiVersion: v1\nkind: Pod\nmetadata:\n  name: bad-pod\nspec:\n  containers:\n"
@@ -448,7 +446,6 @@ def test_kubectl_create_invalid_reports_field(cluster: str, tmp_path: Path) -> N
     assert "resources.limits[memory]" in out.stderr
 
 
-@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl not installed")
 def test_kubectl_get_watch(cluster: str, tmp_path: Path) -> None:
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path), "KUBECONFIG": "/dev/null"}
     proc = subprocess.Popen(["kubectl", "--server", cluster, "get", "pods", "-n", "kw", "-w"], env=env,
@@ -573,7 +570,6 @@ async def test_abrupt_clients_do_not_hurt_the_server(cluster: str) -> None:
         assert r.status_code == 400
 
 
-@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl not installed")
 def test_kubectl_typed_protobuf_writes(cluster: str, tmp_path: Path) -> None:
     # `create namespace/configmap` and `drain` use kubectl's typed (protobuf) client
     for args in (("create", "namespace", "typed"), ("create", "configmap", "cfg", "-n", "typed", "--from-literal=a=b"),

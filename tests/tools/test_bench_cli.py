@@ -48,7 +48,6 @@ def _segments(name: str) -> list[str]:
 
 
 def test_bench_ring_json(ring_name):
-    pytest.importorskip("shm._ringext")
     r = ykshm("bench", "ring", "--events", "20000", "--json", "--name", ring_name, timeout=120)
     assert r.returncode == 0, r.stderr
     doc = orjson.loads(r.stdout)
@@ -64,7 +63,6 @@ def test_bench_ring_json(ring_name):
 
 
 def test_bench_ring_human():
-    pytest.importorskip("shm._ringext")
     r = ykshm("bench", "ring", "--events", "5000", timeout=120)
     assert r.returncode == 0, r.stderr
     out = r.stdout.decode()
@@ -72,7 +70,6 @@ def test_bench_ring_human():
 
 
 def test_bench_ring_stress_no_torn_reads(ring_name):
-    pytest.importorskip("shm._ringext")
     r = ykshm("bench", "ring", "--stress", "--seconds", "2", "--readers", "2", "--capacity",
               "4096", "--name", ring_name, timeout=120)
     assert r.returncode == 0, r.stderr
@@ -86,7 +83,7 @@ def test_bench_ring_stress_no_torn_reads(ring_name):
 def test_normal_mix_shape():
     from bench.ring_bench import EVENTS_PER_APP, normal_mix
 
-    chunks = list(normal_mix(EVENTS_PER_APP * 2 + 5, 1))
+    chunks = list(normal_mix(EVENTS_PER_APP * 2 + 5))
     events = [e for c in chunks for e in c]
     assert len(events) == EVENTS_PER_APP * 2 + 5
     app0 = events[:EVENTS_PER_APP]
@@ -100,7 +97,6 @@ def test_normal_mix_shape():
 
 
 def test_bench_ring_ctrl_c_unlinks_its_segments(ring_name):
-    pytest.importorskip("shm._ringext")
     import signal
     import subprocess
     import time

@@ -14,7 +14,6 @@ import pytest
 
 from ykcli import ROOT, env, ndjson, one_line_error, spawn, stop, wait_for, ykshm
 
-pytest.importorskip("shm._ringext")
 
 APP_EVENT = {
     "type": 2,
