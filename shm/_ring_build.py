@@ -32,6 +32,8 @@ int64_t ykr_publish_b2(ykr_view *v, int type, int change_type, int change_detail
                        const char *obj, const char *ref);
 int64_t ykr_publish_b3(ykr_view *v, int type, int change_type, int change_detail,
                        const char *obj, const char *ref, const char *res);
+int64_t ykr_publish_pb(ykr_view *v, int type, int change_type, int change_detail,
+                       uint32_t obj_h, const char *ref, uint32_t res_h);
 int64_t ykr_bytes_len_probe(const char *p);
 """
 
@@ -63,6 +65,12 @@ int64_t ykr_publish_b3(ykr_view *v, int type, int change_type, int change_detail
 {
     return ykr_publish(v, type, change_type, change_detail, 0, obj, ykr_blen(obj), ref,
                        ykr_blen(ref), "", 0, res, ykr_blen(res));
+}
+/* objectID and resource as pinned handles (ykr_pin): one string argument left. */
+int64_t ykr_publish_pb(ykr_view *v, int type, int change_type, int change_detail,
+                       uint32_t obj_h, const char *ref, uint32_t res_h)
+{
+    return ykr_publish_pinned(v, type, change_type, change_detail, obj_h, ref, ykr_blen(ref), res_h);
 }
 """
 

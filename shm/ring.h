@@ -32,6 +32,7 @@
 #define YKR_E_BADDETAIL 3
 #define YKR_E_BADRESOURCE 4
 #define YKR_E_RESOURCE_TOO_LARGE 5
+#define YKR_E_NOT_PINNED 6
 #define YKR_E_MAGIC 10
 #define YKR_E_VERSION 11
 #define YKR_E_SIZE 12
@@ -90,7 +91,9 @@ typedef struct {
     uint32_t superseded;
     uint32_t writer_closed;
     uint64_t writers_attached;
-    uint64_t reserved1[2];
+    uint32_t pinned_object;     /* entry the writer holds one extra reference on (its current */
+    uint32_t pinned_resource;   /* objectID / resource, see ykr_pin), 0 = none; verify counts them */
+    uint64_t reserved1[1];
     /* counters */
     uint64_t events_written;
     uint64_t strings_interned;
@@ -178,6 +181,10 @@ void ykr_heartbeat(ykr_view *v, int64_t now_nano);
 void ykr_set_writer(ykr_view *v, int64_t pid, int64_t now_nano);
 int ykr_bounds(ykr_view *v, uint64_t *lowest, uint64_t *next_id);
 
+uint32_t ykr_pin(ykr_view *v, int which, const char *s, size_t n);
+void ykr_unpin_all(ykr_view *v);
+int64_t ykr_publish_pinned(ykr_view *v, int type, int change_type, int change_detail,
+                           uint32_t obj_h, const char *ref, size_t reflen, uint32_t res_h);
 int64_t ykr_publish(ykr_view *v, int type, int change_type, int change_detail, int64_t ts,
                     const char *obj, size_t objlen, const char *ref, size_t reflen,
                     const char *msg, size_t msglen, const char *res, size_t reslen);

@@ -257,6 +257,9 @@ def test_refcounts_across_many_wraps_release_everything(make_ring):
     # overwrite everything with empty events: every interned string is released
     for _ in range(37):
         w.publish(1, 0, 0)
+    # a live writer pins its current objectID and resource (two entries at most); closed, none
+    assert r.stats().strings_used <= 2 and r.verify() == []
+    w.close()
     s = r.stats()
     assert s.strings_used == 0 and s.intern_bytes_used == 0 and s.resources_used == 0
     assert r.verify() == []
@@ -383,3 +386,24 @@ def test_heartbeat(make_ring):
     time.sleep(0.001)
     w.heartbeat()
     assert r.heartbeat_nano() > before
+
+
+def test_pinned_fast_path_keeps_values_exact_and_refuses_after_close(make_ring):
+    """The writer passes its current objectID/resource to C as pinned handles: a caller that
+    mutates its resource dict, or switches objects, still gets exactly what it published."""
+    w, r = make_ring(64)
+    res = {"memory": 1, "pods": 1}
+    app = "app-a"
+    w.publish(2, 2, 200, app, "ref-1", "", res)
+    res["memory"] = 2                      # mutated in place: must not reuse the old encoding
+    w.publish(2, 2, 200, app, "ref-2", "", res)
+    w.publish(2, 2, 200, "app-b", "ref-3", "", None)
+    w.publish(2, 2, 200, app, "ref-4", "", {"memory": 2, "pods": 1})
+    got = [(e.object_id, e.reference_id, e.resource) for e in r.read_range(0, 4)]
+    assert got == [("app-a", "ref-1", {"memory": 1, "pods": 1}), ("app-a", "ref-2", {"memory": 2, "pods": 1}),
+                   ("app-b", "ref-3", None), ("app-a", "ref-4", {"memory": 2, "pods": 1})]
+    assert r.verify() == []
+    w.close()
+    with pytest.raises(ShmError, match="closed"):
+        w.publish(2, 2, 200, app, "ref-5", "", {"memory": 2, "pods": 1})
+    assert r.verify() == []
