@@ -168,55 +168,65 @@ def http_get(url: str, timeout: float = 1.0) -> bytes | None:
 
 
 class StatusLine:
-    """One live line on a terminal: events/s, pods running, open streams."""
+    """One live line on a terminal: events/s, pods running, open streams.
+
+    The ring and snapshot stay attached between renders (re-attached only when the engine
+    restarts: a new instance); pods running is the partitions' `totalContainers`.
+    """
 
     def __init__(self, name: str, port: int) -> None:
         self.name = name
         self.port = port
         self.last: tuple[float, int] | None = None
+        self.ring = None
+        self.snap = None
 
-    def render(self) -> str:
+    def _attach(self) -> None:
         from shm import RingReader, ShmError, SnapshotReader
 
-        events_per_s = 0.0
+        if self.ring is not None and self.ring.instance_changed():
+            self.close()
         try:
-            reader = RingReader.attach(self.name)
-            try:
-                bounds = reader.bounds()
-                next_id = 0 if bounds is None else bounds[1] + 1
-            finally:
+            if self.ring is None:
+                self.ring = RingReader.attach(self.name)
+            if self.snap is None:
+                self.snap = SnapshotReader.attach(self.name)
+        except ShmError:
+            pass
+
+    def close(self) -> None:
+        for reader in (self.ring, self.snap):
+            if reader is not None:
                 reader.close()
+        self.ring = self.snap = None
+        self.last = None
+
+    def render(self) -> str:
+        self._attach()
+        events_per_s = 0.0
+        if self.ring is not None:
+            bounds = self.ring.bounds()
+            next_id = 0 if bounds is None else bounds[1] + 1
             now = time.monotonic()
             if self.last is not None and now > self.last[0]:
                 events_per_s = (next_id - self.last[1]) / (now - self.last[0])
             self.last = (now, next_id)
-        except ShmError:
-            pass
-        running = 0
-        try:
-            snap = SnapshotReader.attach(self.name)
-            try:
-                doc = snap.read() or {}
-            finally:
-                snap.close()
-            for apps in (doc.get("applications") or {}).values():
-                running += sum(len(app.get("allocations") or []) for app in apps)
-        except ShmError:
-            pass
+        doc = (self.snap.read() if self.snap is not None else None) or {}
+        running = sum(p.get("totalContainers", 0) for p in doc.get("partitions") or [])
         streams = self.open_streams()
         return f"events/s {events_per_s:8.1f} | pods running {running:6d} | open streams {streams:4d}"
 
     def open_streams(self) -> int:
+        """The web's `ykshm_web_streams_open` gauge (already summed over its workers)."""
         body = http_get(f"http://127.0.0.1:{self.port}/ws/v1/metrics", timeout=0.5) or b""
-        total = 0.0
         for line in body.decode("utf-8", "replace").splitlines():
-            if line.startswith("ykshm_streams_open"):
+            name, _, value = line.partition(" ")
+            if name == "ykshm_web_streams_open":
                 try:
-                    total += float(line.rsplit(" ", 1)[1])
+                    return int(float(value))
                 except ValueError:
-                    pass
-        return int(total)
-
+                    return 0
+        return 0
 
 class Supervisor:
     """Starts, watches, restarts and stops the children of one embedded instance."""
@@ -371,6 +381,7 @@ def _run(argv: Sequence[str]) -> int:
                 print("\r\033[K" + status.render(), end="", flush=True)
             time.sleep(0.2)
         if status:
+            status.close()
             print()
         return 0
     finally:

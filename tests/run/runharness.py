@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psutil
 
 from shim_k8s.harness import HarnessError, pod_body, wait_for
 
@@ -39,17 +40,19 @@ def free_port() -> int:
 
 
 def children(pid: int) -> list[int]:
-    out = []
-    for path in glob.glob("/proc/[0-9]*/stat"):
-        try:
-            with open(path, "rb") as fh:
-                data = fh.read()
-        except OSError:
-            continue
-        fields = data[data.rfind(b")") + 2:].split()
-        if len(fields) > 2 and int(fields[1]) == pid and fields[0] != b"Z":
-            out.append(int(path.split("/")[2]))
-    return out
+    """Live (non-zombie) child pids of pid."""
+    try:
+        kids = psutil.Process(pid).children()
+    except psutil.NoSuchProcess:
+        return []
+    return [k.pid for k in kids if _status(k) not in (None, psutil.STATUS_ZOMBIE)]
+
+
+def _status(proc: psutil.Process) -> str | None:
+    try:
+        return proc.status()
+    except psutil.NoSuchProcess:
+        return None
 
 
 def cmdline(pid: int) -> str:
@@ -79,9 +82,7 @@ def proc_state(pid: int) -> str:
 def pids_naming(name: str) -> list[int]:
     """Every live process whose command line mentions the instance name."""
     me = os.getpid()
-    return [int(p.split("/")[2]) for p in glob.glob("/proc/[0-9]*")
-            if int(p.split("/")[2]) != me and name in cmdline(int(p.split("/")[2]))
-            and alive(int(p.split("/")[2]))]
+    return [pid for pid in psutil.pids() if pid != me and name in cmdline(pid) and alive(pid)]
 
 
 class RunInstance:

@@ -160,6 +160,30 @@ def stream_slots(name: str) -> dict[int, int]:
         seg.close()
 
 
+def test_status_line_counts_events_pods_and_open_streams(inst):
+    """The live line `ykshm run` shows on a terminal reads the same ring, snapshot and metrics."""
+    from tools.run_cmd import StatusLine
+
+    line = StatusLine(inst.name, inst.port)
+    try:
+        def streams_shown() -> int:
+            return int(line.render().rsplit("open streams", 1)[1])
+
+        before = streams_shown()
+        opened = [Stream(inst.url), Stream(inst.url)]
+        try:
+            assert wait_for(lambda: streams_shown() == before + 2, 5, "two more streams shown")
+        finally:
+            for s in opened:
+                s.close()
+        create_pods(inst, "sl", 2)
+        def pods_running() -> int:
+            return int(line.render().split("pods running", 1)[1].split("|")[0])
+        assert wait_for(lambda: pods_running() >= 2, 15, "running pods shown")
+    finally:
+        line.close()
+
+
 def test_kill_9_web_worker_during_two_streams(inst):
     workers = wait_for(lambda: len(w := inst.workers()) == 2 and w, 10, "2 web workers")
     streams: list[Stream] = []

@@ -18,23 +18,17 @@ import uuid
 from pathlib import Path
 
 import httpx
+import psutil
 from shm import RingWriter
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _children(pid: int) -> list[int]:
-    out = []
-    for path in glob.glob("/proc/[0-9]*/stat"):
-        try:
-            with open(path, "rb") as fh:
-                data = fh.read()
-        except OSError:
-            continue
-        fields = data[data.rfind(b")") + 2 :].split()
-        if len(fields) > 2 and int(fields[1]) == pid:
-            out.append(int(path.split("/")[2]))
-    return out
+    try:
+        return [k.pid for k in psutil.Process(pid).children()]
+    except psutil.NoSuchProcess:
+        return []
 
 
 class WebServer:
