@@ -68,30 +68,25 @@ READ_RUNS = 21
 DEFAULT_EVENTS = 9_000_000
 
 
-def _int(minimum: int, maximum: int = 2**40):
-    def parse(text: str) -> int:
+def _ranged(convert, what: str, minimum, maximum):
+    def parse(text: str):
         try:
-            value = int(text.replace("_", ""), 10)
+            value = convert(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
         if not minimum <= value <= maximum:
             raise argparse.ArgumentTypeError(f"{value} is out of range ({minimum} to {maximum})")
         return value
 
     return parse
+
+
+def _int(minimum: int, maximum: int = 2**40):
+    return _ranged(lambda text: int(text.replace("_", ""), 10), "an integer", minimum, maximum)
 
 
 def _float(minimum: float, maximum: float):
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-        if not minimum <= value <= maximum:
-            raise argparse.ArgumentTypeError(f"{value} is out of range ({minimum} to {maximum})")
-        return value
-
-    return parse
+    return _ranged(float, "a number", minimum, maximum)
 
 
 def _bench_name() -> str:

@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 from sortedcontainers import SortedList
 
+from engine import resources
 from engine.app_state import ApplicationFSM, AppState
 
 _seq = itertools.count()
@@ -109,8 +110,7 @@ class Allocation:
         """The AllocationResponse.new entry."""
         return {"allocationKey": self.key, "applicationID": self.app_id,
                 "partitionName": self.partition, "nodeID": self.node_id,
-                "resourcePerAlloc": {"resources": {k: {"value": v}
-                                                   for k, v in self.resource.items()}},
+                "resourcePerAlloc": resources.to_si(self.resource),
                 "placeholder": self.placeholder, "taskGroupName": self.task_group}
 
     def dao(self) -> dict[str, Any]:
@@ -157,12 +157,7 @@ class Node(VersionedDao):
 
     def recompute(self) -> None:
         self.ver += 1
-        avail = dict(self.capacity)
-        for name, value in self.occupied.items():
-            avail[name] = avail.get(name, 0) - value
-        for name, value in self.allocated.items():
-            avail[name] = avail.get(name, 0) - value
-        self.available = avail
+        self.available = resources.sub(resources.sub(self.capacity, self.occupied), self.allocated)
 
     @property
     def usable(self) -> bool:
@@ -236,12 +231,7 @@ class Queue:
             q = q.parent
 
     def update_share(self) -> None:
-        g = self.guaranteed
-        if not g:
-            self.share = 0.0
-            return
-        a = self.allocated
-        self.share = max((a.get(k, 0) / v for k, v in g.items() if v > 0), default=0.0)
+        self.share = resources.share(self.allocated, self.guaranteed)
 
 
 class App(VersionedDao):

@@ -462,15 +462,7 @@ class Partition:
         return found
 
     def _remove_ask(self, app: App, ask: Ask, detail: int, message: str = "") -> None:
-        if ask.reserved_node:
-            self._unreserve(ask)
-        del app.asks[ask.key]
-        app.pending.remove(ask)
-        app.ver += 1
-        app.pending_res = R.sub(app.pending_res, ask.resource)
-        for q in app.queue.ancestors():
-            q.pending_count -= 1
-            q.pending = R.sub(q.pending, ask.resource)
+        self._take_ask(app, ask)
         self.emit(APP, REMOVE, detail, app.app_id, ask.key, message, ask.resource)
         self.version += 1
 
@@ -531,8 +523,7 @@ class Partition:
 
     def _app_share(self, app: App) -> None:
         base = app.queue.guaranteed or app.queue.max or self.capacity
-        a = app.allocated
-        app.share = max((a.get(k, 0) / v for k, v in base.items() if v > 0), default=0.0)
+        app.share = R.share(app.allocated, base)
 
     def _remove_allocation(self, app: App, alloc: Allocation, detail: int, *,
                            termination: str = "", message: str = "", node_removed: bool = False,

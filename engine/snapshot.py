@@ -15,6 +15,7 @@ import time
 from collections import Counter
 from typing import Any
 
+from engine import resources
 from engine.objects import Queue
 from engine.partition import Partition
 
@@ -30,10 +31,10 @@ def _queue_dao(part: Partition, q: Queue) -> dict[str, Any]:
         "queuename": q.path,
         "status": "Draining" if q.draining else "Active",
         "partition": part.name,
-        "pendingResource": {k: v for k, v in q.pending.items() if v},
+        "pendingResource": resources.strip_zero(q.pending),
         "maxResource": dict(q.max) if q.parent is not None else dict(part.capacity),
         "guaranteedResource": dict(q.guaranteed),
-        "allocatedResource": {k: v for k, v in q.allocated.items() if v},
+        "allocatedResource": resources.strip_zero(q.allocated),
         "preemptingResource": {},
         "headroom": headroom,
         "isLeaf": q.is_leaf,
@@ -69,7 +70,7 @@ def _partition_info(part: Partition, cluster_id: str) -> dict[str, Any]:
         "clusterId": cluster_id,
         "name": part.name,
         "capacity": {"capacity": dict(part.capacity),
-                     "usedCapacity": {k: v for k, v in part.root.allocated.items() if v},
+                     "usedCapacity": resources.strip_zero(part.root.allocated),
                      "utilization": utilization},
         "nodeSortingPolicy": {"type": part.node_sort_policy, "resourceWeights":
                               {"memory": 1.0, "vcore": 1.0}},

@@ -105,7 +105,7 @@ def _data_or_file(entry: Mapping[str, Any], key: str, base: str) -> bytes | None
     data = entry.get(f"{key}-data")
     if data:
         try:
-            return base64.b64decode(data)
+            return base64.b64decode("".join(str(data).split()), validate=True)
         except ValueError as exc:
             raise KubeConfigError(f"kubeconfig: {key}-data is not base64: {exc}") from None
     path = entry.get(key)

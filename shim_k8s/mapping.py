@@ -36,6 +36,7 @@ from typing import Any
 
 import orjson
 
+from engine import resources
 from engine.resources import QuantityError, Resource, parse_milli, parse_quantity
 
 SCHEDULER_NAMES = frozenset({"yunikorn", "ykshm"})
@@ -232,27 +233,22 @@ def pod_resource(pod: Mapping[str, Any]) -> Resource:
     inits = spec.get("initContainers") or []
     if not isinstance(containers, list) or not isinstance(inits, list):
         raise PodError("spec.containers and spec.initContainers must be lists")
-    total: Resource = {}
-    for i, c in enumerate(containers):
-        for name, value in _container_request(c, f"spec.containers[{i}]").items():
-            total[name] = total.get(name, 0) + value
+    total = resources.total(_container_request(c, f"spec.containers[{i}]")
+                            for i, c in enumerate(containers))
     init_max: Resource = {}
     sidecars: Resource = {}
     for i, c in enumerate(inits):
         req = _container_request(c, f"spec.initContainers[{i}]")
         if isinstance(c, Mapping) and c.get("restartPolicy") == "Always":
             # a sidecar runs for the pod's life; later init containers run beside it
-            for name, value in req.items():
-                sidecars[name] = sidecars.get(name, 0) + value
+            sidecars = resources.add(sidecars, req)
             continue
         for name, value in req.items():
             init_max[name] = max(init_max.get(name, 0), value + sidecars.get(name, 0))
-    for name, value in sidecars.items():
-        total[name] = total.get(name, 0) + value
+    total = resources.add(total, sidecars)
     for name, value in init_max.items():
         total[name] = max(total.get(name, 0), value)
-    for name, value in resource_list(spec.get("overhead"), "spec.overhead").items():
-        total[name] = total.get(name, 0) + value
+    total = resources.add(total, resource_list(spec.get("overhead"), "spec.overhead"))
     total["pods"] = 1
     return {k: v for k, v in total.items() if v or k == "pods"}
 

@@ -86,7 +86,6 @@ class Shim:
         self._stream_gen = 0
         self._informers: list[Informer] = []
         self._status_dirty = trio.Event()
-        self._last_status = b""
         self.events_posted = 0
         self.events_dropped = 0
         self.started = time.time()
@@ -131,8 +130,7 @@ class Shim:
             actions = core.take()
             if actions:
                 await self._execute(actions)
-            if core.state is ShimState.FAILED:
-                self._write_status()
+            if core.state is ShimState.FAILED:   # run()'s finally writes the status
                 raise ShimFailed(f"shim Failed: {core.machine.failure}")
 
     def _apply(self, item: tuple) -> None:

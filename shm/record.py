@@ -23,6 +23,18 @@ import orjson
 __all__ = ["Event"]
 
 
+# JSON key and Event attribute of each key after "id" but "resource", in JSON order
+_OPTIONAL_KEYS = (
+    ("type", "type"),
+    ("objectID", "object_id"),
+    ("message", "message"),
+    ("timestampNano", "timestamp_nano"),
+    ("eventChangeType", "change_type"),
+    ("eventChangeDetail", "change_detail"),
+    ("referenceID", "reference_id"),
+)
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class Event:
     """One event.  `id` is -1 for an event that has not been stored in a ring."""
@@ -40,20 +52,10 @@ class Event:
     def to_obj(self) -> dict[str, Any]:
         """The REST JSON object (insertion-ordered dict, zero/empty keys omitted)."""
         d: dict[str, Any] = {"id": self.id}
-        if self.type:
-            d["type"] = self.type
-        if self.object_id:
-            d["objectID"] = self.object_id
-        if self.message:
-            d["message"] = self.message
-        if self.timestamp_nano:
-            d["timestampNano"] = self.timestamp_nano
-        if self.change_type:
-            d["eventChangeType"] = self.change_type
-        if self.change_detail:
-            d["eventChangeDetail"] = self.change_detail
-        if self.reference_id:
-            d["referenceID"] = self.reference_id
+        for key, attr in _OPTIONAL_KEYS:
+            value = getattr(self, attr)
+            if value:
+                d[key] = value
         if self.resource:
             d["resource"] = {
                 "resources": {k: {"value": self.resource[k]} for k in sorted(self.resource)}

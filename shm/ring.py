@@ -116,7 +116,6 @@ _FAST = _bytes_len_trick_works()
 _dumps = orjson.dumps
 _SORT = orjson.OPT_SORT_KEYS
 _loads = orjson.loads
-_publish_b = lib.ykr_publish_b
 _MAX_BUF = 64 << 20
 
 
@@ -474,23 +473,11 @@ class RingWriter:
 
         `resource` is a mapping name -> int (int64), or its `encode_resource` bytes.
         ValueError for out-of-range enums or resource values.
-        """
-        if resource:
-            try:
-                res = _dumps(resource, option=_SORT)
-            except TypeError:
-                res = _encode_resource(resource)
-        else:
-            res = b""
-        rid = _publish_b(self._view, type, change_type, change_detail, timestamp_nano,
-                         object_id.encode(), reference_id.encode(), message.encode(), res)
-        if rid < 0:
-            raise ValueError(f"publish: {_ERRORS.get(-rid, rid)}")
-        return rid
 
-    def _publish_slow(self, type: int, change_type: int, change_detail: int, object_id: str = "",
-                      reference_id: str = "", message: str = "",
-                      resource: Mapping[str, int] | bytes | None = None, timestamp_nano: int = 0) -> int:
+        This is the portable path (lengths passed explicitly). Where the interpreter lays out
+        `bytes` as probed at import (`_FAST`), __init__ replaces it per writer with the
+        `_make_publish` closure, which behaves the same and is faster.
+        """
         o = object_id.encode()
         r = reference_id.encode()
         m = message.encode()
@@ -500,9 +487,6 @@ class RingWriter:
         if rid < 0:
             raise ValueError(f"publish: {_ERRORS.get(-rid, rid)}")
         return rid
-
-    if not _FAST:
-        publish = _publish_slow  # noqa: F811
 
     def publish_request(self, object_id: str, reference_id: str, message: str,
                         resource: Mapping[str, int] | None = None,

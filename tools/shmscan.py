@@ -111,16 +111,3 @@ def mappers(path: str, *, exclude_self: bool = True) -> list[Mapper]:
             found.append(Mapper(pid, _comm(pid), deleted and not live))
     return found
 
-
-def pid_alive(pid: int) -> bool:
-    """Whether a process with this pid exists and is not a zombie."""
-    if pid <= 0:
-        return False
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-    except OSError:
-        return False
-    # state is the field after the parenthesised comm
-    state = stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3]
-    return state not in (b"Z", b"X")

@@ -196,6 +196,10 @@ def collect(name: str) -> dict[str, Any]:
     return {"name": name, "processes": processes, "ring": ring, "engine": snapshot}
 
 
+def _count(n: int, noun: str, plural_suffix: str = "s") -> str:
+    return f"{n} {noun}{plural_suffix if n != 1 else ''}"
+
+
 def render(doc: dict[str, Any]) -> str:
     fmt = ring_render
     out = [f"ykshm instance {doc['name']!r}\n\n"]
@@ -230,7 +234,7 @@ def render(doc: dict[str, Any]) -> str:
             + ("" if bpe is None else f" ({bpe:.1f} B/event of capacity)")
             + (f", writer {ring['writerPID']}" if ring["writerPID"] else ", writer")
             + (" alive" if ring["writerAlive"] else " not running")
-            + f", {len(ring['readers'])} reader process{'es' if len(ring['readers']) != 1 else ''}\n"
+            + f", {_count(len(ring['readers']), 'reader process', 'es')}\n"
         )
     snap = doc["engine"]
     out.append("engine: ")
@@ -243,9 +247,9 @@ def render(doc: dict[str, Any]) -> str:
     else:
         age = snap["ageSeconds"]
         out.append(
-            f"{snap['partitions']} partition{'s' if snap['partitions'] != 1 else ''}, "
-            f"{snap['applications']} application{'s' if snap['applications'] != 1 else ''}, "
-            f"{snap['nodes']} node{'s' if snap['nodes'] != 1 else ''}"
+            f"{_count(snap['partitions'], 'partition')}, "
+            f"{_count(snap['applications'], 'application')}, "
+            f"{_count(snap['nodes'], 'node')}"
             + ("" if age is None else f", snapshot {fmt.format_duration(age)} old")
             + ("" if snap.get("cycles") is None else f", {snap['cycles']} cycles")
             + "\n"

@@ -177,17 +177,17 @@ async def _pump(app: "App", reader, cursor, send) -> str:
                           f"{cursor.next_id}")
             return "shutdown"
         now = trio.current_time()
-        if now >= next_check and reader.instance_changed():
-            await _finish(
-                send,
-                503,
-                f"Event stream closed: the event ring of instance {reader.instance_uuid} was replaced "
-                f"by a new instance or removed (engine restart); its event IDs end at {cursor.next_id - 1}; "
-                "reconnect to follow the new instance",
-            )
-            return "instance_changed"
         if now >= next_check:
             next_check = now + INSTANCE_CHECK_SECONDS
+            if reader.instance_changed():
+                await _finish(
+                    send,
+                    503,
+                    f"Event stream closed: the event ring of instance {reader.instance_uuid} was replaced "
+                    f"by a new instance or removed (engine restart); its event IDs end at {cursor.next_id - 1}; "
+                    "reconnect to follow the new instance",
+                )
+                return "instance_changed"
         got = cursor.poll_json(CHUNK)
         if got.lost is not None:
             lo, hi = got.lost

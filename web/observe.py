@@ -18,6 +18,7 @@ segment (`web.segment`), ring figures come from the ring header.
 
 from __future__ import annotations
 
+import bisect
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -95,11 +96,6 @@ def health_document(app: "App") -> dict[str, Any]:
     return {"Healthy": all(c["Succeeded"] for c in checks), "HealthChecks": checks}
 
 
-def engine_live(app: "App") -> bool:
-    doc = health_document(app)
-    return all(c["Succeeded"] for c in doc["HealthChecks"] if c["Name"].startswith("Engine"))
-
-
 async def healthcheck(app: "App", req: "Request", send) -> None:
     await app.send_json(send, 200, orjson.dumps(health_document(app)))
 
@@ -118,12 +114,8 @@ class WorkerMetrics:
             return
         layout = self.layout
         seg.add(layout.status_cell(index, status))
-        bucket = len(LATENCY_BUCKETS)
-        for i, bound in enumerate(LATENCY_BUCKETS):
-            if seconds <= bound:
-                bucket = i
-                break
-        seg.add(layout.bucket_cell(index, bucket))
+        # the first bucket whose bound is >= seconds; len(LATENCY_BUCKETS) is +Inf
+        seg.add(layout.bucket_cell(index, bisect.bisect_left(LATENCY_BUCKETS, seconds)))
         seg.add(layout.sum_cell(index), seconds)
 
     def stream_opened(self) -> None:

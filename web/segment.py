@@ -33,6 +33,8 @@ import os
 import struct
 from collections.abc import Iterator, Sequence
 
+from shm.segment import pid_alive as shm_pid_alive
+
 MAGIC = b"YKWEB001"
 VERSION = 1
 HEADER_BYTES = 4096
@@ -79,19 +81,19 @@ def pid_alive(pid: int, start: int) -> bool:
     """True if `pid` exists and is the same process that recorded `start`."""
     if pid <= 0:
         return False
-    now = pid_start_time(pid)
-    if now == 0:
-        return False
-    if now != start:
-        return False
-    # A zombie still has /proc/PID/stat; it holds no sockets any more, so count it as dead.
     try:
         with open(f"/proc/{pid}/stat", "rb") as fh:
             data = fh.read()
-        state = data[data.rfind(b")") + 2 : data.rfind(b")") + 3]
-        return state not in (b"Z", b"X")
     except OSError:
         return False
+    # Field 3 is the state, field 22 the start time; the command (field 2) is in parentheses.
+    tail = data[data.rfind(b")") + 2 :].split()
+    try:
+        now = int(tail[19])
+    except (IndexError, ValueError):
+        return False
+    # A zombie still has /proc/PID/stat; it holds no sockets any more, so count it as dead.
+    return now != 0 and now == start and tail[0] not in (b"Z", b"X")
 
 
 class MetricLayout:
@@ -169,11 +171,10 @@ class WebSegment:
                 os.pwrite(fd, _HEADER.pack(MAGIC, VERSION, nslots, NREGIONS, os.getpid()), 0)
             finally:
                 fcntl.flock(fd, fcntl.LOCK_UN)
-            mm = mmap.mmap(fd, cls.size_for(nslots), mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         except BaseException:
             os.close(fd)
             raise
-        return cls(path, fd, mm, nslots)
+        return cls._map(path, fd, nslots)
 
     @classmethod
     def open_or_create(cls, name: str, nslots: int) -> "WebSegment":
@@ -197,6 +198,15 @@ class WebSegment:
                     os.pwrite(fd, _HEADER.pack(MAGIC, VERSION, nslots, NREGIONS, 0), 0)
             finally:
                 fcntl.flock(fd, fcntl.LOCK_UN)
+        except BaseException:
+            os.close(fd)
+            raise
+        return cls._map(path, fd, nslots)
+
+    @classmethod
+    def _map(cls, path: str, fd: int, nslots: int) -> "WebSegment":
+        """Map the sized segment file `fd` (closed if mapping fails) and wrap it."""
+        try:
             mm = mmap.mmap(fd, cls.size_for(nslots), mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         except BaseException:
             os.close(fd)
@@ -340,10 +350,6 @@ class WebSegment:
                     freed += 1
         return freed
 
-    def reap(self) -> int:
-        with self._lock():
-            return self._reap_locked()
-
     def open_streams(self) -> tuple[int, dict[str, int]]:
         """(total, per host) open streams right now, across all workers (dead owners excluded)."""
         total = 0
@@ -369,13 +375,10 @@ class _Locked:
 
 
 def _process_exists(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+    if not shm_pid_alive(pid):
         return False
-    except PermissionError:
-        return True
-    return pid_start_time(pid) != 0 and pid_alive(pid, pid_start_time(pid))
+    # The pid exists; a zombie (or a process that just exited) is not a running owner.
+    return pid_alive(pid, pid_start_time(pid))
 
 
 _MY_START: dict[int, int] = {}

@@ -216,16 +216,6 @@ class RingWatcher:
         with trio.move_on_after(timeout):
             await event.wait()
 
-    async def next_tick(self, timeout: float) -> None:
-        """Return at the next poll that saw new events (or after `timeout`): a stream that has
-        just sent what there was waits here, so it sends at most once per tick."""
-        if not self.running:
-            await trio.sleep(min(timeout, 0.005))
-            return
-        event = self._event
-        with trio.move_on_after(timeout):
-            await event.wait()
-
     def events_per_second(self) -> float:
         """Publish rate over the last ~15 s of samples (0 before two samples)."""
         if len(self._samples) < 2:

@@ -108,20 +108,18 @@ async def groups_usage(app: "App", req: "Request", send) -> None:
 
 
 async def user_usage(app: "App", req: "Request", send) -> None:
-    user = _check(req.params["user"], USER_RE, "user")
-    name, doc = _partition(app, req)
-    for item in _usage(doc, name).get("users") or []:
-        if isinstance(item, dict) and item.get("userName") == user:
-            await app.send_json(send, 200, _dump(item))
-            return
-    raise NotFound(UserDoesNotExist)
+    await _send_member(app, req, send, _check(req.params["user"], USER_RE, "user"), "users", "userName", UserDoesNotExist)
 
 
 async def group_usage(app: "App", req: "Request", send) -> None:
-    group = _check(req.params["group"], GROUP_RE, "group")
+    await _send_member(app, req, send, _check(req.params["group"], GROUP_RE, "group"), "groups", "groupName", GroupDoesNotExist)
+
+
+async def _send_member(app: "App", req: "Request", send, wanted: str, kind: str, field: str, missing: str) -> None:
+    """Send the `kind` ("users"/"groups") usage entry whose `field` is `wanted`; 404 `missing` if none."""
     name, doc = _partition(app, req)
-    for item in _usage(doc, name).get("groups") or []:
-        if isinstance(item, dict) and item.get("groupName") == group:
+    for item in _usage(doc, name).get(kind) or []:
+        if isinstance(item, dict) and item.get(field) == wanted:
             await app.send_json(send, 200, _dump(item))
             return
-    raise NotFound(GroupDoesNotExist)
+    raise NotFound(missing)

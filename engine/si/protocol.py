@@ -64,7 +64,6 @@ Errors::
 
 from __future__ import annotations
 
-import os
 import struct
 from collections.abc import Mapping
 from typing import Any
@@ -357,8 +356,3 @@ def error(message: str, message_type: str = "", reply_to: int | None = None) -> 
     if reply_to is not None:
         msg["replyTo"] = reply_to
     return msg
-
-
-def socket_mode_ok(path: str) -> bool:
-    """True if the socket at path is mode 0600 (owner only)."""
-    return (os.stat(path).st_mode & 0o777) == 0o600

@@ -93,6 +93,18 @@ def _exceeds(limit: Limit | None, node: QueueTracker | None, app_id: str, usage:
     return None
 
 
+def _resource_events(
+    events: list[_Event], change: Any, user: str, group: GroupTracker | None,
+    app_id: str, queue_path: str, usage: Mapping[str, int],
+) -> None:
+    """Append the user's (and the linked group's) resource-change events for a non-zero usage."""
+    delta = resources.strip_zero(usage)
+    if delta:
+        events.append((change, EventChangeDetail.UG_USER_RESOURCE, user, app_id, queue_path, delta))
+        if group is not None:
+            events.append((change, EventChangeDetail.UG_GROUP_RESOURCE, group.group_name, app_id, queue_path, delta))
+
+
 class UserGroupManager:
     """Usage tracking and limit enforcement for the users and groups of one partition."""
 
@@ -177,15 +189,7 @@ class UserGroupManager:
             user.increase_resource(queue_path, app_id, usage)
             if group is not None:
                 group.increase_resource(queue_path, app_id, usage)
-            delta = resources.strip_zero(usage)
-            if delta:
-                events.append(
-                    (EventChangeType.ADD, EventChangeDetail.UG_USER_RESOURCE, ugi.user, app_id, queue_path, delta)
-                )
-                if group is not None:
-                    events.append(
-                        (EventChangeType.ADD, EventChangeDetail.UG_GROUP_RESOURCE, group.group_name, app_id, queue_path, delta)
-                    )
+            _resource_events(events, EventChangeType.ADD, ugi.user, group, app_id, queue_path, usage)
         self._send(events)
         return True
 
@@ -208,15 +212,7 @@ class UserGroupManager:
                 del self._users[ugi.user]
             if group is not None and group.decrease_resource(queue_path, app_id, usage, remove_app):
                 del self._groups[group.group_name]
-            delta = resources.strip_zero(usage)
-            if delta:
-                events.append(
-                    (EventChangeType.REMOVE, EventChangeDetail.UG_USER_RESOURCE, ugi.user, app_id, queue_path, delta)
-                )
-                if group is not None:
-                    events.append(
-                        (EventChangeType.REMOVE, EventChangeDetail.UG_GROUP_RESOURCE, group.group_name, app_id, queue_path, delta)
-                    )
+            _resource_events(events, EventChangeType.REMOVE, ugi.user, group, app_id, queue_path, usage)
             if remove_app and group is not None:
                 events.append(
                     (EventChangeType.REMOVE, EventChangeDetail.UG_APP_LINK, group.group_name, app_id, f"user {ugi.user}", None)

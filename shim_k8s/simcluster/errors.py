@@ -62,6 +62,10 @@ class ApiError(Exception):
         return status_object(self.code, self.reason, self.message, self.details)
 
 
+def _qualified(resource: str, group: str) -> str:
+    return f"{resource}.{group}" if group else resource
+
+
 def _details(kind: str | None, name: str | None, group: str = "") -> dict[str, Any]:
     details: dict[str, Any] = {}
     if name:
@@ -88,8 +92,7 @@ class NotFound(ApiError):
 
     @classmethod
     def object(cls, resource: str, name: str, group: str = "") -> NotFound:
-        qualified = f"{resource}.{group}" if group else resource
-        return cls(f'{qualified} "{name}" not found', _details(resource, name, group))
+        return cls(f'{_qualified(resource, group)} "{name}" not found', _details(resource, name, group))
 
     @classmethod
     def path(cls) -> NotFound:
@@ -118,8 +121,7 @@ class AlreadyExists(ApiError):
 
     @classmethod
     def object(cls, resource: str, name: str, group: str = "") -> AlreadyExists:
-        qualified = f"{resource}.{group}" if group else resource
-        return cls(f'{qualified} "{name}" already exists', _details(resource, name, group))
+        return cls(f'{_qualified(resource, group)} "{name}" already exists', _details(resource, name, group))
 
 
 class Conflict(ApiError):
@@ -130,8 +132,7 @@ class Conflict(ApiError):
 
     @classmethod
     def object(cls, resource: str, name: str, why: str, group: str = "") -> Conflict:
-        qualified = f"{resource}.{group}" if group else resource
-        return cls(f'Operation cannot be fulfilled on {qualified} "{name}": {why}', _details(resource, name, group))
+        return cls(f'Operation cannot be fulfilled on {_qualified(resource, group)} "{name}": {why}', _details(resource, name, group))
 
 
 class Expired(ApiError):

@@ -33,8 +33,7 @@ def to_new(core: Obj) -> Obj:
     for new, old in _RENAMED:
         if old in core:
             out[new] = core[old]
-    if "eventTime" not in out or out["eventTime"] is None:
-        out["eventTime"] = None
+    out.setdefault("eventTime", None)
     return out
 
 

@@ -36,10 +36,6 @@ def now_rfc3339() -> str:
     return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def now_micro() -> str:
-    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
 def required(field: str, message: str = "Required value") -> Cause:
     return ("FieldValueRequired", field, message)
 

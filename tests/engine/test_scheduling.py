@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from engine_helpers import GI, Harness, res
 
 from shm.events import EventChangeDetail as D
@@ -29,26 +30,22 @@ def test_asks_by_priority_then_age():
     assert set(h.allocated()) == {"high", "low-old"}
 
 
-def test_fifo_queue_serves_applications_in_submission_order():
-    h = Harness(cfg(leaf("q", properties={"application.sort.policy": "fifo"})))
+@pytest.mark.parametrize("policy, ask_order, expected", [
+    # fifo serves applications in submission order, whatever order their asks came in
+    ("fifo", ("second", "first"), {"f1", "f2", "f3", "s1"}),
+    # fair shares between applications
+    ("fair", ("first", "second"), {"f1", "f2", "s1", "s2"}),
+    ("fair", ("second", "first"), {"f1", "f2", "s1", "s2"}),
+])
+def test_application_sort_policy(policy, ask_order, expected):
+    h = Harness(cfg(leaf("q", properties={"application.sort.policy": policy})))
     h.nodes("n1", cap=res(4, 4000))
     for app in ("first", "second"):
         h.app(app, queue="root.q")
-    h.asks("second", "s1", "s2", "s3")
-    h.asks("first", "f1", "f2", "f3")
+    for app in ask_order:
+        h.asks(app, *(f"{app[0]}{i}" for i in (1, 2, 3)))
     h.cycle()
-    assert set(h.allocated()) == {"f1", "f2", "f3", "s1"}
-
-
-def test_fair_queue_shares_between_applications():
-    h = Harness(cfg(leaf("q", properties={"application.sort.policy": "fair"})))
-    h.nodes("n1", cap=res(4, 4000))
-    for app in ("first", "second"):
-        h.app(app, queue="root.q")
-    h.asks("first", "f1", "f2", "f3")
-    h.asks("second", "s1", "s2", "s3")
-    h.cycle()
-    assert set(h.allocated()) == {"f1", "f2", "s1", "s2"}
+    assert set(h.allocated()) == expected
 
 
 def test_queues_sorted_by_share_of_guaranteed():

@@ -59,7 +59,9 @@ def test_publisher_skips_when_nothing_changed():
     h.nodes("n1")
     assert pub.maybe_publish()
     assert len(writer.docs) == 2
-    assert pub.interval >= 0.2
+    assert pub.last_cost > 0 and pub.interval == max(0.2, pub.last_cost * 10.0)
+    pub.last_cost = 0.1  # a costly build backs off to cost_factor x its cost
+    assert pub.interval == 0.1 * 10.0
 
 
 def test_ring_sink_publishes_and_forwards_request_events(ring_name):

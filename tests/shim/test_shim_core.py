@@ -138,9 +138,10 @@ class FakeEngine:
              "nodeID": node_name}]})
 
 
-def start(nodes=(), pods=()):
+def start(nodes=(), pods=(), auto_ack=True):
     core = ShimCore()
     eng = FakeEngine(core)
+    eng.auto_ack = auto_ack
     for n in nodes:
         core.on_node("ADDED", n)
     for p in pods:
@@ -188,17 +189,8 @@ def test_recovery_message_order_and_states():
 
 
 def test_no_node_schedulable_until_every_node_recovered():
-    core, eng = start([node("n1"), node("n2")], [pod("b1", "n1")])
     # hold back the acks: nothing may become schedulable
-    core2 = ShimCore()
-    eng2 = FakeEngine(core2)
-    eng2.auto_ack = False
-    for n in (node("n1"), node("n2")):
-        core2.on_node("ADDED", n)
-    core2.on_pod("ADDED", pod("b1", "n1"))
-    core2.on_synced("nodes"), core2.on_synced("pods")
-    core2.on_connect()
-    eng2.pump()
+    core2, eng2 = start([node("n1"), node("n2")], [pod("b1", "n1")], auto_ack=False)
     core2.on_si({"type": "Ack", "replyTo": eng2.log[0]["id"]})
     eng2.pump()
     assert core2.state is ShimState.RECOVERING
@@ -323,15 +315,7 @@ def test_orphan_pod_held_until_node_appears():
 
 
 def test_node_lost_while_recovering_and_return():
-    core = ShimCore()
-    eng = FakeEngine(core)
-    eng.auto_ack = False
-    for n in (node("n1"), node("n2")):
-        core.on_node("ADDED", n)
-    core.on_pod("ADDED", pod("x", "n2"))
-    core.on_synced("nodes"), core.on_synced("pods")
-    core.on_connect()
-    eng.pump()
+    core, eng = start([node("n1"), node("n2")], [pod("x", "n2")], auto_ack=False)
     core.on_si({"type": "Ack", "replyTo": 1})
     eng.pump()
     core.on_node("DELETED", node("n2"))         # lost while recovering

@@ -407,3 +407,24 @@ def test_pinned_fast_path_keeps_values_exact_and_refuses_after_close(make_ring):
     with pytest.raises(ShmError, match="closed"):
         w.publish(2, 2, 200, app, "ref-5", "", {"memory": 2, "pods": 1})
     assert r.verify() == []
+
+
+def test_portable_publish_writes_what_the_fast_path_writes(make_ring):
+    """RingWriter.publish (explicit lengths, used where the bytes-layout probe fails) and the
+    per-writer fast closure store identical events."""
+    from shm import RingWriter
+
+    w, r = make_ring(16)
+    cases = [(2, 2, 200, "app-1", str(uuid.UUID(int=7)), "", {"memory": 3, "pods": 1}, 0),
+             (3, 1, 304, "node-1", "", "capacity é", {"vcore": 2}, 42),
+             (4, 2, 405, "root.a", "app-1", "", None, 0)]
+    for args in cases:
+        w.publish(*args)                 # the fast closure (this interpreter passes the probe)
+        RingWriter.publish(w, *args)     # the portable method
+    events = r.read_range(0, 6)
+    for fast, portable in zip(events[0::2], events[1::2]):
+        assert (fast.type, fast.change_type, fast.change_detail, fast.object_id, fast.reference_id,
+                fast.message, fast.resource) == (
+            portable.type, portable.change_type, portable.change_detail, portable.object_id,
+            portable.reference_id, portable.message, portable.resource)
+    assert events[3].timestamp_nano == 42 and r.verify() == []

@@ -186,6 +186,7 @@ def test_long_message_is_cut(ring_name):
     publish(ring_name, [{"type": 3, "message": "é" * 1000}])
     msg = dump_json(ring_name)[0]["message"]
     assert len(msg.encode()) <= 1024 and msg.endswith("...")
+    assert msg == "é" * 510 + "..."
 
 
 def test_stat_json_and_human(ring_name):

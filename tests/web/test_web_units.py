@@ -10,7 +10,7 @@ import pytest
 
 from web.errors import BadRequest, MethodNotAllowed, NotFound, go_quote, parse_uint64
 from web.routing import Route, Router
-from web.segment import WebSegment
+from web.segment import WebSegment, _process_exists, pid_alive, pid_start_time
 
 
 async def _h(*_a):  # pragma: no cover - never called
@@ -85,7 +85,26 @@ def test_segment_limits_and_dead_owner_reclaimed(name_factory):
         seg.release_stream(a)
         assert seg.open_streams()[0] == 2
         seg.add(0, 2.0)
-        assert seg.sum_cells(1)[0] >= 2.0
+        assert seg.sum_cells(1)[0] == 2.0  # the dead child's region adds nothing to cell 0
     finally:
         seg.close()
         seg.unlink()
+
+
+def test_pid_liveness_checks_start_time_and_zombies():
+    me = os.getpid()
+    start = pid_start_time(me)
+    assert start > 0 and pid_alive(me, start)
+    assert not pid_alive(me, start + 1)  # a recycled pid is not the recorded owner
+    assert not pid_alive(0, 0)
+    assert _process_exists(me)
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    try:
+        os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)  # exited, left a zombie
+        zstart = pid_start_time(child.pid)
+        assert zstart > 0
+        assert not pid_alive(child.pid, zstart)
+        assert not _process_exists(child.pid)
+    finally:
+        child.wait()
+    assert not _process_exists(child.pid)
