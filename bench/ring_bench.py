@@ -25,10 +25,12 @@ How it measures
   uses), median of 21 runs over different starts, divided by 10,000.
 
 Stress mode: one writer process publishes records whose every field is derived from the id
-(timestamp BASE+id, referenceID a UUID computed from the id, objectID "obj-<id % 251>", message
-"m<id // 32>" -- so message entries are released and reused as the ring laps --, resource
-memory=id % 241, type/detail from a table by id) into a small ring it laps many times; R reader processes
-read random ranges, follow cursors and read JSON, and check every record they get against its id.
+(referenceID a UUID computed from the id; in alternate runs of 64 ids either the general path --
+objectID "obj-<id % 251>", message "m<id // 32>" so message entries are released and reused as
+the ring laps, resource memory=id % 241, timestamp BASE+id -- or the engine's hot path -- one
+pinned objectID and resource per run, no message, the ring's clock; type/detail from a table by
+id) into a small ring it laps many times; R reader processes read random ranges, follow cursors
+and read JSON, and check every record they get against its id.
 A record that does not match is a torn read; the target is 0 in >= 10,000,000 checked reads.
 Readers check in Python (~2-5 us a record), so on a 2-CPU host an uncapped writer starves them;
 `--write-rate` caps the writer so the readers get the CPU (a 65,536 ring at 40,000/s is still
@@ -249,49 +251,72 @@ def stress_reference(event_id: int) -> str:
     return f"{event_id >> 48 & 0xffffffff:08x}-0000-4000-8000-{event_id & 0xffffffffffff:012x}"
 
 
+def _stress_shape(event_id: int) -> tuple[str, str, dict[str, int] | None, int]:
+    """objectID, message, resource and timestamp of record `event_id` (0 = the ring stamps it).
+
+    Ids come in runs of 64. Even runs take the writer's general path: a new objectID (251
+    values) and resource (241) each record, a message that changes every 32 ids (so its intern
+    entry is released and reused as the writer laps the ring -- the race a reader must
+    survive) and a timestamp derived from the id. Odd runs take the engine's hot path: one
+    objectID and one resource for the whole run (pinned, see RingWriter.publish), every 4th
+    record without a resource, no message, and the ring's own clock as the timestamp.
+    """
+    run = event_id >> 6
+    if run & 1 == 0:
+        return (f"obj-{event_id % 251}", f"m{event_id // 32}",
+                {"memory": event_id % 241, "vcore": 1000 + event_id % 241}, STRESS_TS0 + event_id)
+    resource = None if event_id % 4 == 0 else {"memory": run % 241, "vcore": 2000 + run % 241}
+    return f"hot-{run % 251}", "", resource, 0
+
+
 def stress_fields(event_id: int) -> tuple:
     """The publish() arguments of record `event_id` in stress mode: all derived from the id.
 
-    The timestamp and the raw-UUID referenceID are unique per id; objectID (251 values) and the
-    resource (241) are shared by many records; the message changes every 32 ids, so its intern
-    entry is released and reused as the writer laps the ring -- the race a reader must survive.
-    Together they stay far below the intern table's size for any capacity.
+    The raw-UUID referenceID is unique per id; see `_stress_shape` for the rest. Together they
+    stay far below the intern table's size for any capacity.
     """
     kind = _STRESS_KINDS[event_id % len(_STRESS_KINDS)]
-    return (*kind, f"obj-{event_id % 251}", stress_reference(event_id), f"m{event_id // 32}",
-            {"memory": event_id % 241, "vcore": 1000 + event_id % 241}, STRESS_TS0 + event_id)
+    object_id, message, resource, ts = _stress_shape(event_id)
+    return (*kind, object_id, stress_reference(event_id), message, resource, ts)
+
+
+def _stamp_ok(got: int, want: int) -> bool:
+    """A derived timestamp must match exactly; a ring-stamped one is a clock reading, which no
+    derived timestamp (STRESS_TS0 + id, years in the past) can be mistaken for."""
+    return got == want if want else got > STRESS_TS0 + (1 << 40)
 
 
 def check_event(ev) -> bool:
     """Whether a record read back is exactly what the writer published under its id."""
     i = ev.id
     kind = _STRESS_KINDS[i % len(_STRESS_KINDS)]
+    object_id, message, resource, ts = _stress_shape(i)
     return (
-        ev.timestamp_nano == STRESS_TS0 + i
-        and ev.object_id == f"obj-{i % 251}"
+        _stamp_ok(ev.timestamp_nano, ts)
+        and ev.object_id == object_id
         and ev.reference_id == stress_reference(i)
-        and ev.message == f"m{i // 32}"
+        and ev.message == message
         and ev.type == kind[0]
         and ev.change_type == kind[1]
         and ev.change_detail == kind[2]
-        and ev.resource == {"memory": i % 241, "vcore": 1000 + i % 241}
+        and ev.resource == resource
     )
 
 
 def check_json(obj: dict) -> bool:
     i = obj["id"]
     kind = _STRESS_KINDS[i % len(_STRESS_KINDS)]
+    object_id, message, resource, ts = _stress_shape(i)
     res = obj.get("resource", {}).get("resources", {})
     return (
-        obj.get("timestampNano") == STRESS_TS0 + i
-        and obj.get("objectID") == f"obj-{i % 251}"
+        _stamp_ok(obj.get("timestampNano", 0), ts)
+        and obj.get("objectID") == object_id
         and obj.get("referenceID") == stress_reference(i)
-        and obj.get("message") == f"m{i // 32}"
+        and obj.get("message", "") == message
         and obj.get("type", 0) == kind[0]
         and obj.get("eventChangeType", 0) == kind[1]
         and obj.get("eventChangeDetail", 0) == kind[2]
-        and res.get("memory", {}).get("value", 0) == i % 241
-        and res.get("vcore", {}).get("value", 0) == 1000 + i % 241
+        and {k: v.get("value", 0) for k, v in res.items()} == (resource or {})
     )
 
 

@@ -33,6 +33,7 @@
 #define YKR_E_BADRESOURCE 4
 #define YKR_E_RESOURCE_TOO_LARGE 5
 #define YKR_E_NOT_PINNED 6
+#define YKR_E_CLOSED 7
 #define YKR_E_MAGIC 10
 #define YKR_E_VERSION 11
 #define YKR_E_SIZE 12
@@ -184,7 +185,8 @@ int ykr_bounds(ykr_view *v, uint64_t *lowest, uint64_t *next_id);
 uint32_t ykr_pin(ykr_view *v, int which, const char *s, size_t n);
 void ykr_unpin_all(ykr_view *v);
 int64_t ykr_publish_pinned(ykr_view *v, int type, int change_type, int change_detail,
-                           uint32_t obj_h, const char *ref, size_t reflen, uint32_t res_h);
+                           const char *ref, size_t reflen, int with_resource);
+void ykr_view_clear(ykr_view *v);
 int64_t ykr_publish(ykr_view *v, int type, int change_type, int change_detail, int64_t ts,
                     const char *obj, size_t objlen, const char *ref, size_t reflen,
                     const char *msg, size_t msglen, const char *res, size_t reslen);

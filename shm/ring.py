@@ -58,6 +58,17 @@ segments are built under temporary names and renamed over the old ones, then the
 marked superseded; readers see `instance_changed()` (superseded flag or a different inode at
 the path) and re-attach.
 
+The writer's hot path
+---------------------
+What an engine publish costs is mostly crossing from Python into C (cffi converts each
+`const char *` argument at ~45 ns, each int at ~12 ns), so the common event -- the same objectID
+as the last one, no message, no or the same resource, the ring's clock -- passes only its kind
+and referenceID: the current objectID and resource are *pinned* (interned, with one reference
+the header holds, counted by `verify()`) and C takes them from the header (`_make_publish`).
+The extension keeps the GIL during its calls (see `shm/_ring_build.py`), and a UUID is parsed
+through a table, not a branch per hex digit. A closed writer's view is cleared, so a `publish`
+kept from before `close()` raises ShmError instead of touching unmapped memory.
+
 Readers are not thread-safe (one render buffer per reader); use one reader per thread.
 """
 
@@ -98,13 +109,21 @@ _ERRORS = {
     lib.YKR_E_BADDETAIL: "change_detail must be 0..65535",
     lib.YKR_E_BADRESOURCE: "resource must map non-empty names to int64 integers",
     lib.YKR_E_RESOURCE_TOO_LARGE: f"resource encodes to more than {lib.YKR_MAX_RESOURCE} bytes",
-    lib.YKR_E_NOT_PINNED: "this writer no longer owns the ring (closed, or another writer took over)",
+    lib.YKR_E_NOT_PINNED: "the ring holds no pin for this writer (closed, or another writer took over)",
+    lib.YKR_E_CLOSED: "ring writer is closed",
     lib.YKR_E_MAGIC: "bad magic (not a ykshm segment of this kind)",
     lib.YKR_E_VERSION: "unsupported layout version",
     lib.YKR_E_SIZE: "file smaller than its header says",
     lib.YKR_E_KIND: "wrong segment kind",
     lib.YKR_E_LAYOUT: "header layout fields inconsistent",
 }
+
+
+def _publish_error(rc: int) -> Exception:
+    """The exception for a negative publish result: ShmError once closed, else ValueError."""
+    if rc == -lib.YKR_E_CLOSED:
+        return ShmError("ring writer is closed")
+    return ValueError(f"publish: {_ERRORS.get(-rc, rc)}")
 
 
 def _bytes_len_trick_works() -> bool:
@@ -271,62 +290,60 @@ def _make_publish(view):
     """RingWriter.publish as a closure over the writer's view: every name it uses is a local or
     a cell, no attribute or global lookups on the hot path (same behaviour as the method).
 
-    Fast path (no message, no explicit timestamp): the objectID and the resource go to C as
-    *pinned intern handles* (ints) instead of bytes, because cffi converts a `const char *`
-    argument at ~45 ns and an int at ~12 ns. The handle of the last objectID is reused while the
-    very same str object comes again (str is immutable, and `last_obj` holds a reference, so
-    identity means equal content); the last resource's handle while an equal resource comes
-    (`last_res` is a private copy, so a caller mutating its dict cannot make it stale). C
-    checks that a handle passed is the one pinned (ykr_pin) and keeps it live with a reference
-    of its own, which `verify()` counts.
+    Fast path (no message, no explicit timestamp): the objectID and the resource are *pinned*
+    in the ring (ykr_pin: interned, with one reference the header holds) and C takes them from
+    the header, so the call converts one string, the reference, instead of three: cffi converts
+    a `const char *` argument at ~45 ns, more than the C work of a record. The objectID pin is
+    used while the very same str object comes again (str is immutable and `last_obj` holds a
+    reference, so identity means equal content); the resource pin while an equal resource comes
+    (`last_res` is a private copy, so a caller mutating its dict cannot make it stale).
+    `verify()` counts the header's references.
     """
     publish_b = lib.ykr_publish_b
     publish_b2 = lib.ykr_publish_b2
     publish_b3 = lib.ykr_publish_b3
-    publish_pb = lib.ykr_publish_pb
+    publish_p0 = lib.ykr_publish_p0
+    publish_p1 = lib.ykr_publish_p1
     pin = lib.ykr_pin
     dumps = orjson.dumps
     sort = orjson.OPT_SORT_KEYS
-    errors = _ERRORS
     encode = encode_resource
-    # the pins: the str object pinned and its handle; a copy of the resource pinned, its handle
-    # and its encoding (closure cells: cheaper on the hot path than list subscripts)
-    last_obj = None
-    last_oh = 0
-    last_res = None
-    last_rh = 0
-    last_res_bytes = b""
+    # closure cells, cheaper on the hot path than attributes or list subscripts:
+    last_obj = None        # the objectID str the header pins (None: do not use the pin)
+    last_res = None        # a copy of the resource dict the header pins (None: no usable pin)
+    res_pinned = False     # the header pins the last resource encoded (a dict or bytes)
+    last_res_bytes = b""   # the encoding of the last resource encoded
 
-    def resource_bytes(resource) -> bytes:
-        """Encode and pin a new resource; its bytes (the pin may fail: handle 0)."""
-        nonlocal last_res, last_rh, last_res_bytes
+    def pin_resource(resource) -> bytes:
+        """Encode a resource unlike the last and pin it; its bytes (the pin may fail)."""
+        nonlocal last_res, res_pinned, last_res_bytes
         try:
             res = dumps(resource, option=sort)
         except TypeError:
             res = encode(resource)
-        handle = pin(view, 1, res, len(res))
-        last_res = resource.copy() if handle and isinstance(resource, dict) else None
-        last_rh = handle
+        res_pinned = bool(pin(view, 1, res, len(res)))
+        last_res = resource.copy() if res_pinned and isinstance(resource, dict) else None
         last_res_bytes = res
         return res
 
     def publish_cold(type, change_type, change_detail, object_id, reference_id, message,
                      resource, timestamp_nano) -> int:
         """Everything but the hot case: a message, a timestamp, a new objectID or resource."""
-        nonlocal last_obj, last_oh
+        nonlocal last_obj
         res = b""
         if resource:
-            res = last_res_bytes if resource == last_res else resource_bytes(resource)
+            res = last_res_bytes if resource == last_res else pin_resource(resource)
         if message or timestamp_nano:
             return publish_b(view, type, change_type, change_detail, timestamp_nano,
                              object_id.encode(), reference_id.encode(), message.encode(), res)
         if object_id is not last_obj:
             ob = object_id.encode()
-            last_oh = pin(view, 0, ob, len(ob))
-            last_obj = object_id if last_oh else None
-        if last_oh and (not resource or last_rh):
-            return publish_pb(view, type, change_type, change_detail, last_oh,
-                              reference_id.encode(), last_rh if resource else 0)
+            last_obj = object_id if pin(view, 0, ob, len(ob)) else None
+        if last_obj is not None:
+            if not resource:
+                return publish_p0(view, type, change_type, change_detail, reference_id.encode())
+            if res_pinned:
+                return publish_p1(view, type, change_type, change_detail, reference_id.encode())
         if resource:
             return publish_b3(view, type, change_type, change_detail, object_id.encode(),
                               reference_id.encode(), res)
@@ -340,11 +357,9 @@ def _make_publish(view):
         # hot case: the same objectID str as last time, no or an equal resource, nothing else
         if object_id is last_obj and not message and not timestamp_nano:
             if not resource:
-                rid = publish_pb(view, type, change_type, change_detail, last_oh,
-                                 reference_id.encode(), 0)
+                rid = publish_p0(view, type, change_type, change_detail, reference_id.encode())
             elif resource == last_res:
-                rid = publish_pb(view, type, change_type, change_detail, last_oh,
-                                 reference_id.encode(), last_rh)
+                rid = publish_p1(view, type, change_type, change_detail, reference_id.encode())
             else:
                 rid = publish_cold(type, change_type, change_detail, object_id, reference_id,
                                    message, resource, timestamp_nano)
@@ -352,7 +367,7 @@ def _make_publish(view):
             rid = publish_cold(type, change_type, change_detail, object_id, reference_id,
                                message, resource, timestamp_nano)
         if rid < 0:
-            raise ValueError(f"publish: {errors.get(-rid, rid)}")
+            raise _publish_error(rid)
         return rid
 
     return publish
@@ -478,6 +493,8 @@ class RingWriter:
         `bytes` as probed at import (`_FAST`), __init__ replaces it per writer with the
         `_make_publish` closure, which behaves the same and is faster.
         """
+        if self._closed:
+            raise ShmError("ring writer is closed")
         o = object_id.encode()
         r = reference_id.encode()
         m = message.encode()
@@ -485,7 +502,7 @@ class RingWriter:
         rid = lib.ykr_publish(self._view, type, change_type, change_detail, timestamp_nano,
                               o, len(o), r, len(r), m, len(m), res, len(res))
         if rid < 0:
-            raise ValueError(f"publish: {_ERRORS.get(-rid, rid)}")
+            raise _publish_error(rid)
         return rid
 
     def publish_request(self, object_id: str, reference_id: str, message: str,
@@ -538,6 +555,7 @@ class RingWriter:
         lib.ykr_unpin_all(self._view)   # a closed writer holds no references of its own
         lib.ykr_set_writer(self._view, 0, _now())
         self.publish = self._publish_closed  # type: ignore[method-assign]
+        lib.ykr_view_clear(self._view)   # a publish kept from before now fails, touching nothing
         self._view = self._req_view = None
         self._ev.close()
         self._req.close()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import uuid
 
 import pytest
@@ -169,6 +171,32 @@ def test_uuid_and_other_reference_ids_round_trip(make_ring):
     assert s.strings_used == 1 + len([x for x in refs if x and x not in (u, refs[-1])])
 
 
+@SLOW
+@given(u=st.uuids().map(str), pos=st.integers(0, 35), ch=st.characters())
+def test_a_near_uuid_reference_reads_back_exactly(ring_name, u, pos, ch):
+    """A canonical UUID with any one character replaced is stored raw only if it is still a
+    canonical UUID; either way it reads back as written, on the hot (pinned) publish path too."""
+    near = u[:pos] + ch + u[pos + 1:]
+    try:
+        canonical = near == str(uuid.UUID(near))
+    except ValueError:
+        canonical = False
+    w = RingWriter.create(ring_name, 8, 1)
+    r = RingReader.attach(ring_name)
+    try:
+        first = w.publish(2, 2, 200, "app", near, resource={"memory": 1})
+        w.publish(2, 2, 201, "app", near, resource={"memory": 1})   # objectID, resource pinned
+        w.publish(2, 2, 202, "app", near, timestamp_nano=5)
+        assert [e.reference_id for e in r.read_range(first, 3)] == [near] * 3
+        s = r.stats()   # the table holds strings and resources: "app" (+ the reference)
+        assert s.strings_used - s.resources_used == (1 if canonical else 2)
+        assert r.verify() == []
+    finally:
+        r.close()
+        w.close()
+        w.unlink()
+
+
 def test_message_cut_at_1024_bytes_multibyte(make_ring):
     w, r = make_ring(10)
     msgs = ["é" * 600, "x" * 1024, "x" * 1025, "a" + "€" * 400, "😀" * 300]
@@ -308,6 +336,33 @@ def test_closed_writer_refuses(make_ring):
         raise AssertionError("closed writer published")
     assert r.bounds() == (0, 0)
     assert not r.writer_alive()
+
+
+_KEPT_PUBLISH = """
+import sys
+from shm import RingWriter, ShmError
+w = RingWriter.create(sys.argv[1], 8, 1)
+publish = w.publish            # kept, as an event sink keeps it
+publish(2, 2, 200, "app", "r1", "", {"memory": 1})
+w.close()
+w.unlink()
+for args in [(2, 2, 200, "app", "r2"), (2, 2, 200, "app", "r2", "", {"memory": 1}),
+             (2, 2, 200, "new-app", "r2", "", {"memory": 2}), (2, 2, 200, "app", "r2", "msg")]:
+    try:
+        publish(*args)
+    except ShmError as e:
+        print(e)
+"""
+
+
+def test_publish_kept_from_before_close_raises_instead_of_crashing(ring_name):
+    """The engine's sink keeps `writer.publish`; once the writer is closed (its segments
+    unmapped), every path of that kept function raises ShmError instead of touching the
+    unmapped memory. Run in a child so a crash is a failure, not the end of the test run."""
+    out = subprocess.run([sys.executable, "-c", _KEPT_PUBLISH, ring_name], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.splitlines() == ["ring writer is closed"] * 4
 
 
 def test_closed_reader_raises(ring_name):
