@@ -19,6 +19,9 @@ How it measures
   samples. p99 of batch means is lower than a per-call p99 would be: a single slow call is
   averaged with 99 others. The loop overhead (`for args in batch: publish(*args)`) is included,
   as the engine pays it too. The garbage collector stays on.
+- host speed (`noop_loop_ns_median`): every 10th batch is also run through the same loop with a
+  no-op function in place of publish. On a shared VM everything runs 1.5-2x slower for minutes
+  at a time; this figure tells such a phase from a change in the code.
 - shared memory: allocated blocks of the ring's segments (`st_blocks`, i.e. pages really touched
   in tmpfs), so bytes per event counts records, intern tables and resources together.
 - read+encode: `RingReader.read_range_json` of 10,000 records (the C renderer `/ws/v1/events/batch`
@@ -185,6 +188,7 @@ def run_normal(events: int, name: str) -> dict[str, Any]:
         publish = writer.publish
         perf = time.perf_counter_ns
         samples: list[float] = []
+        noop_samples: list[float] = []
         total_ns = 0
         for chunk in normal_mix(events):
             for i in range(0, len(chunk), BATCH):
@@ -195,7 +199,10 @@ def run_normal(events: int, name: str) -> dict[str, Any]:
                 dt = perf() - t0
                 total_ns += dt
                 samples.append(dt / len(batch))
+                if len(samples) % 10 == 0:
+                    noop_samples.append(_noop_loop_ns(batch))
         samples.sort()
+        noop_samples.sort()
         shm_bytes = _segment_bytes(name)
         reader = RingReader.attach(name)
         try:
@@ -230,7 +237,24 @@ def run_normal(events: int, name: str) -> dict[str, Any]:
         "bytes_per_event": round(shm_bytes / events, 2) if events else 0.0,
         "read_encode_ns_per_event": round(_percentile(read_samples, 0.5), 1),
         "read_encode_records": read_n,
+        "noop_loop_ns_median": round(_percentile(noop_samples, 0.5), 1),
     }
+
+
+def _noop(type, change_type, change_detail, object_id="", reference_id="", message="",
+          resource=None, timestamp_nano=0) -> int:
+    return 0
+
+
+def _noop_loop_ns(batch: list[tuple]) -> float:
+    """ns/event of the publish loop with a no-op in place of publish: the host's speed right
+    now. A shared VM's speed changes by 1.5-2x from one minute to the next, so a publish median
+    means little without it."""
+    noop = _noop
+    t0 = time.perf_counter_ns()
+    for args in batch:
+        noop(*args)
+    return (time.perf_counter_ns() - t0) / len(batch)
 
 
 # -- stress ----------------------------------------------------------------------------------------
@@ -529,6 +553,8 @@ def _print_normal(doc: dict[str, Any]) -> None:
     print(f"read+encode:   {doc['read_encode_ns_per_event']:.0f} ns/event "
           f"(read_range_json of {doc['read_encode_records']:,} records to REST JSON, "
           f"median of {READ_RUNS})")
+    print(f"host speed:    {doc['noop_loop_ns_median']:.0f} ns/event for the same loop calling a "
+          f"no-op (part of publish; higher means a busier host right now)")
     _print_host(doc)
 
 

@@ -53,8 +53,9 @@ def test_bench_ring_json(ring_name):
     assert r.returncode == 0, r.stderr
     doc = orjson.loads(r.stdout)
     for key in ("events", "publish_ns_median", "publish_ns_p99", "shm_bytes", "bytes_per_event",
-                "read_encode_ns_per_event"):
+                "read_encode_ns_per_event", "noop_loop_ns_median"):
         assert key in doc
+    assert 0 < doc["noop_loop_ns_median"] < doc["publish_ns_median"]
     assert doc["events"] == 20000
     assert 0 < doc["publish_ns_median"] <= doc["publish_ns_p99"]
     assert doc["shm_bytes"] > 20000 * 48
