@@ -10,7 +10,13 @@ usable node. A scan that finds nothing sets the bound exactly (it saw every node
 resources on a node raises the bound to that node's free amount; allocating only lowers free
 space, so the bound stays an upper bound. An ask larger than the bound in any name fits nowhere,
 known in O(1) without a scan. Asks of a shape that failed since the last time space was freed
-also fail in O(1) (`_failed` keyed by the ask's shape, cleared by any increase of free space).
+also fail in O(1) (`_failed` keyed by the ask's shape, cleared by any increase of free space
+and by any change of a node's labels or taints).
+
+Placement (`engine.predicates`): a node is taken only if it admits the ask. The shape includes
+the placement, so a constrained ask that fails says nothing about unconstrained asks of the same
+size. The bound stays a bound over every unreserved node, whatever they admit. An ask without
+placement on an untainted node pays one test of two attributes per candidate.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 
 from engine.objects import Node
+from engine.predicates import Placement
 
 
 class NodeIndex:
@@ -62,8 +69,14 @@ class NodeIndex:
             if value > bound.get(name, 0):
                 bound[name] = value
 
-    def find(self, ask: Mapping[str, int], shape: tuple = ()) -> Node | None:
-        """A usable, unreserved node whose free space fits the ask, or None."""
+    def placement_changed(self) -> None:
+        """A node's labels or taints changed: what failed may now find a node."""
+        self._failed.clear()
+
+    def find(self, ask: Mapping[str, int], shape: tuple = (),
+             placement: Placement | None = None) -> Node | None:
+        """A usable, unreserved node that admits the ask and whose free space fits it, or
+        None. `shape` must be the ask's shape (it includes `placement`)."""
         bound = self._bound
         for name, value in ask.items():
             if value > 0 and value > bound.get(name, 0):
@@ -87,8 +100,9 @@ class NodeIndex:
                     if value > avail.get(name, 0):
                         break
                 else:
-                    self._cursor = i if self.binpacking else i + 1
-                    return node
+                    if not (node.taints or placement is not None) or node.admits(placement):
+                        self._cursor = i if self.binpacking else i + 1
+                        return node
             i += 1
             if i == count:
                 i = 0
@@ -104,13 +118,17 @@ class NodeIndex:
             self._failed.add(shape)
         return None
 
-    def find_capacity(self, ask: Mapping[str, int]) -> Node | None:
-        """An unreserved usable node whose capacity minus foreign occupation fits the ask
-        (a reservation candidate). A full scan: callers use it rarely (once per ask)."""
+    def find_capacity(self, ask: Mapping[str, int],
+                      placement: Placement | None = None) -> Node | None:
+        """An unreserved usable node that admits the ask and whose capacity minus foreign
+        occupation fits it (a reservation candidate). A full scan: callers use it rarely
+        (once per ask)."""
         items = [(name, value) for name, value in ask.items() if value > 0]
         best = None
         for node in self._nodes:
             if node.reserved_for is not None:
+                continue
+            if (node.taints or placement is not None) and not node.admits(placement):
                 continue
             cap, occ = node.capacity, node.occupied
             for name, value in items:

@@ -16,6 +16,7 @@ from sortedcontainers import SortedList
 
 from engine import resources
 from engine.app_state import ApplicationFSM, AppState
+from engine.predicates import Placement, Taint, admits
 
 _seq = itertools.count()
 
@@ -53,14 +54,19 @@ class VersionedDao:
 
 
 class Ask:
-    """A pending request for one allocation (one pod). Its key becomes the allocation's key."""
+    """A pending request for one allocation (one pod). Its key becomes the allocation's key.
+
+    `shape` (resources and placement) keys the caches of what failed to fit: asks of one shape
+    fit on the same nodes, so one failure stands for all of them.
+    """
 
     __slots__ = ("key", "app_id", "resource", "priority", "create_time", "seq", "placeholder",
-                 "task_group", "tags", "shape", "reserved_node", "reported", "rm_id")
+                 "task_group", "tags", "placement", "shape", "reserved_node", "reported", "rm_id")
 
     def __init__(self, key: str, app_id: str, resource: dict[str, int], priority: int = 0,
                  placeholder: bool = False, task_group: str = "", tags: dict | None = None,
-                 create_time: int = 0, rm_id: str = "") -> None:
+                 create_time: int = 0, rm_id: str = "",
+                 placement: Placement | None = None) -> None:
         self.key = key
         self.app_id = app_id
         self.resource = resource
@@ -70,7 +76,8 @@ class Ask:
         self.placeholder = placeholder
         self.task_group = task_group
         self.tags = tags or {}
-        self.shape = tuple(sorted(resource.items()))
+        self.placement = placement
+        self.shape = (tuple(sorted(resource.items())), placement)
         self.reserved_node: str | None = None
         self.reported: set[str] = set()  # request-event reasons already sent for this ask
         self.rm_id = rm_id
@@ -128,19 +135,25 @@ class Allocation:
 
 
 class Node(VersionedDao):
-    """A node: capacity, what foreign pods occupy, what we allocated, and the flags."""
+    """A node: capacity, what foreign pods occupy, what we allocated, and the flags.
 
-    __slots__ = ("node_id", "rm_id", "attributes", "capacity", "occupied", "allocated",
+    `attributes` are also the labels node placement matches; `taints` is their parsed
+    `ykshm.io/taints` (the partition keeps the two in step).
+    """
+
+    __slots__ = ("node_id", "rm_id", "attributes", "taints", "capacity", "occupied", "allocated",
                  "available", "ready", "schedulable", "allocations", "reserved_for",
                  "index_pos", "partition", "ver", "_dao", "_frag")
 
     def __init__(self, node_id: str, rm_id: str, partition: str, capacity: dict[str, int],
                  occupied: dict[str, int], attributes: dict[str, str],
-                 schedulable: bool = True, ready: bool = True) -> None:
+                 schedulable: bool = True, ready: bool = True,
+                 taints: tuple[Taint, ...] = ()) -> None:
         self.node_id = node_id
         self.rm_id = rm_id
         self.partition = partition
         self.attributes = attributes
+        self.taints = taints
         self.capacity = capacity
         self.occupied = occupied
         self.allocated: dict[str, int] = {}
@@ -162,6 +175,10 @@ class Node(VersionedDao):
     @property
     def usable(self) -> bool:
         return self.ready and self.schedulable
+
+    def admits(self, placement: Placement | None) -> bool:
+        """Whether an ask with this placement may go here (labels and taints only)."""
+        return admits(placement, self.node_id, self.attributes, self.taints)
 
     def _build_dao(self) -> dict[str, Any]:
         utilized = {}

@@ -28,6 +28,11 @@ application's first allocation (when it would start running).
 
 An ask that fits no node's free space but fits a node's capacity reserves that node (NODE / ADD /
 NODE_RESERVATION); the reserved node serves only that ask until it is allocated or removed.
+
+Node placement (`engine.predicates`): wherever a node is chosen -- first fit, reservation,
+placeholder replacement -- it must admit the ask (labels and taints). A placeholder whose node
+does not admit the real ask is not replaced; the ask is scheduled like one without placeholder.
+A change of a node's labels or taints forgets what failed, so waiting asks are tried again.
 """
 
 from __future__ import annotations
@@ -44,6 +49,8 @@ from engine.app_state import (SCHEDULABLE_STATES, STATE_DETAIL, TERMINAL_STATES,
 from engine.config import PartitionConfig, QueueConfig
 from engine.nodes import NodeIndex
 from engine.objects import Allocation, App, Ask, Node, Queue
+from engine.predicates import (PLACEMENT_TAG, TAINTS_ATTRIBUTE, Taint, parse_placement,
+                               parse_taints)
 from shm.events import EventChangeDetail as D
 from shm.events import EventChangeType as C
 from shm.events import EventRecordType as T
@@ -416,9 +423,14 @@ class Partition:
             res = R.from_si(info.get("resourceAsk"))
         except ValueError as exc:
             return f"ask {key}: {exc}"
+        tags = dict(info.get("allocationTags") or {})
+        try:
+            placement = parse_placement(tags[PLACEMENT_TAG]) if PLACEMENT_TAG in tags else None
+        except ValueError as exc:
+            return f"ask {key}: allocationTags.{PLACEMENT_TAG}: {exc}"
         ask = Ask(key, app.app_id, res, int(info.get("priority") or 0),
                   bool(info.get("placeholder")), info.get("taskGroupName") or "",
-                  dict(info.get("allocationTags") or {}), rm_id=rm_id)
+                  tags, rm_id=rm_id, placement=placement)
         app.asks[key] = ask
         app.pending.add(ask)
         app.ver += 1
@@ -628,10 +640,13 @@ class Partition:
             occ = R.from_si(info.get("occupiedResource"))
         except ValueError as exc:
             return f"node {node_id}: {exc}"
-        attrs = {str(k): str(v) for k, v in (info.get("attributes") or {}).items()}
-        ready = attrs.get("ready", "true").lower() != "false"
+        attrs = _attributes(info.get("attributes") or {})
+        try:
+            taints = _taints(attrs)
+        except ValueError as exc:
+            return f"node {node_id}: {exc}"
         node = Node(node_id, rm_id, self.name, cap, occ, attrs, schedulable=not drain,
-                    ready=ready)
+                    ready=_ready(attrs), taints=taints)
         self.nodes[node_id] = node
         self.capacity = R.add(self.capacity, cap)
         self.emit(NODE, ADD, int(D.DETAILS_NONE), node_id, "", "", cap)
@@ -650,13 +665,21 @@ class Partition:
                 self._unreserve_node(node)
 
     def update_node(self, info: Mapping[str, Any]) -> str | None:
+        """UPDATE: capacity and occupation if given; `attributes`, if given, replace the
+        node's (the shim sends the full set: a label or taint left out is gone). Nothing
+        changes when any part is malformed."""
         node = self.nodes.get(info["nodeID"])
         if node is None:
             return f"unknown node {info['nodeID']}"
+        attrs = info.get("attributes")
+        taints = node.taints
         try:
             cap = R.from_si(info["schedulableResource"]) if info.get("schedulableResource") \
                 else None
             occ = R.from_si(info["occupiedResource"]) if "occupiedResource" in info else None
+            if attrs is not None:
+                attrs = _attributes(attrs)
+                taints = _taints(attrs)
         except ValueError as exc:
             return f"node {node.node_id}: {exc}"
         if cap is not None and cap != node.capacity:
@@ -666,10 +689,11 @@ class Partition:
         if occ is not None and occ != node.occupied:
             node.occupied = occ
             self.emit(NODE, SET, int(D.NODE_OCCUPIED), node.node_id, "", "", occ or None)
-        attrs = info.get("attributes")
-        if attrs:
-            node.attributes.update({str(k): str(v) for k, v in attrs.items()})
-            ready = node.attributes.get("ready", "true").lower() != "false"
+        if attrs is not None and attrs != node.attributes:
+            node.attributes = attrs
+            node.taints = taints
+            self._placement_changed()
+            ready = _ready(attrs)
             if ready != node.ready:
                 node.ready = ready
                 self.emit(NODE, SET, int(D.NODE_READY), node.node_id, "", f"ready: {ready}")
@@ -677,6 +701,14 @@ class Partition:
         self._refresh_index(node)
         self.version += 1
         return None
+
+    def _placement_changed(self) -> None:
+        """A node's labels or taints changed: asks that found no node, or no node to reserve,
+        may find one now (both caches are cleared; the next cycle tries them again)."""
+        self.index.placement_changed()
+        for app in self.apps.values():
+            for ask in app.pending:
+                ask.reported.discard("reserve")
 
     def set_schedulable(self, node_id: str, schedulable: bool) -> str | None:
         node = self.nodes.get(node_id)
@@ -894,14 +926,26 @@ class Partition:
                 qp[name] = qp.get(name, 0) - value
             q = q.parent
 
-    def _try_replace(self, app: App, ask: Ask) -> bool | None:
-        """Gang: put a real ask in the place of a placeholder of its task group.
-        True = replaced; False = size mismatch (placeholder released); None = no placeholder."""
-        ph = None
+    def _usable_placeholder(self, app: App, ask: Ask) -> Allocation | None:
+        """The first placeholder of the ask's task group on a node that admits the ask."""
+        found = False
         for alloc in app.allocations.values():
             if alloc.placeholder and alloc.task_group == ask.task_group and not alloc.replacing:
-                ph = alloc
-                break
+                found = True
+                node = self.nodes.get(alloc.node_id)
+                if node is not None and node.admits(ask.placement):
+                    return alloc
+        if found and self.sink.requests_enabled:
+            self._report(ask, "phnode",
+                         f"Task group '{ask.task_group}' in application '{app.app_id}': no "
+                         f"placeholder is on a node that admits request '{ask.key}'")
+        return None
+
+    def _try_replace(self, app: App, ask: Ask) -> bool | None:
+        """Gang: put a real ask in the place of a placeholder of its task group.
+        True = replaced; False = size mismatch (placeholder released); None = no placeholder
+        on a node that admits the ask (scheduled as an ask without placeholder)."""
+        ph = self._usable_placeholder(app, ask)
         if ph is None:
             return None
         data = app.placeholder_data.get(ask.task_group)
@@ -916,9 +960,7 @@ class Partition:
             self._remove_allocation(app, ph, int(D.ALLOC_TIMEOUT), termination="TIMEOUT",
                                     message="placeholder size mismatch")
             return False
-        node = self.nodes.get(ph.node_id)
-        if node is None:
-            return None
+        node = self.nodes[ph.node_id]
         ph.replacing = True
         self._remove_allocation(app, ph, int(D.ALLOC_REPLACED),
                                 termination="PLACEHOLDER_REPLACED",
@@ -938,7 +980,10 @@ class Partition:
         for key, (app, ask, node) in list(self.reservations.items()):
             if key not in self.reservations or not node.usable:
                 continue
-            if R.fits(ask.resource, node.available):
+            if not node.admits(ask.placement):
+                self._unreserve(ask)  # a label or taint changed: the node no longer admits it
+                ask.reported.discard("reserve")
+            elif R.fits(ask.resource, node.available):
                 self._unreserve(ask)
                 if self._commit(app, ask, node) is None:
                     made += 1
@@ -991,7 +1036,7 @@ class Partition:
                     return True
                 if replaced is False:
                     return True  # placeholder released (size mismatch): pick again
-            node = index.find(ask.resource, ask.shape)
+            node = index.find(ask.resource, ask.shape, ask.placement)
             if node is None:
                 failed.add(ask.shape)
                 if not self._queue_fits(q, ask.resource):
@@ -999,8 +1044,8 @@ class Partition:
                     continue
                 if not self.reservations.get(ask.key) and \
                         not any(e[0] is app for e in self.reservations.values()):
-                    cand = index.find_capacity(ask.resource) if "reserve" not in ask.reported \
-                        else None
+                    cand = index.find_capacity(ask.resource, ask.placement) \
+                        if "reserve" not in ask.reported else None
                     ask.reported.add("reserve")
                     if cand is not None:
                         self._reserve(app, ask, cand)
@@ -1064,3 +1109,21 @@ class Partition:
     def all_apps(self):
         yield from self.apps.values()
         yield from self.terminated.values()
+
+
+# --- node attributes ---------------------------------------------------------------------------
+
+def _attributes(raw: Mapping[Any, Any]) -> dict[str, str]:
+    return {str(k): str(v) for k, v in raw.items()}
+
+
+def _ready(attrs: Mapping[str, str]) -> bool:
+    return attrs.get("ready", "true").lower() != "false"
+
+
+def _taints(attrs: Mapping[str, str]) -> tuple[Taint, ...]:
+    """The node's parsed taints; ValueError names the attribute."""
+    try:
+        return parse_taints(attrs.get(TAINTS_ATTRIBUTE))
+    except ValueError as exc:
+        raise ValueError(f"attributes.{TAINTS_ATTRIBUTE}: {exc}") from None

@@ -13,8 +13,10 @@ The core keeps two views and only ever sends the difference:
 - the cluster, from the informers: our pods (`PodInfo`), other schedulers' bound pods (their
   resources count as the node's occupied resource), nodes (`NodeInfo`);
 - the engine, from what it accepted: applications, asks, allocations (key -> node) and nodes
-  (with the resources and schedulability last sent). A new SI connection (an engine restart)
-  empties this view; recovery is simply reconciling against an empty engine.
+  (with the resources, attributes and schedulability last sent; a label or taint change is an
+  UPDATE, so the engine's node filter sees what `kubectl label` / `kubectl taint` did). A new
+  SI connection (an engine restart) empties this view; recovery is simply reconciling against
+  an empty engine.
 
 What may be sent depends on the shim state (`shim_k8s.state`):
 
@@ -98,6 +100,7 @@ class _EngineNode:
     allocatable: Resource
     occupied: Resource
     schedulable: bool
+    attributes: dict[str, str]   # labels, taints and ready as last sent
 
 
 @dataclasses.dataclass(slots=True)
@@ -559,12 +562,15 @@ class ShimCore:
                 self.dirty.add(uid)                # held until the placeholders are placed
                 return
         self.e_asks[uid] = info.app_id
+        tags = {"kubernetes.io/meta/namespace": info.namespace,
+                "kubernetes.io/meta/podName": info.name}
+        if info.placement:
+            tags[mapping.PLACEMENT_TAG] = info.placement
         self._b_asks.append({
             "allocationKey": uid, "applicationID": info.app_id, "partitionName": self.partition,
             "resourceAsk": to_si(info.resource), "priority": info.priority,
             "placeholder": info.placeholder, "taskGroupName": info.task_group,
-            "allocationTags": {"kubernetes.io/meta/namespace": info.namespace,
-                               "kubernetes.io/meta/podName": info.name}})
+            "allocationTags": tags})
 
     def _gang_ready(self, app_id: str) -> bool:
         """YuniKorn's Reserving: a gang app's real pods wait until every placeholder is placed
@@ -593,16 +599,20 @@ class ShimCore:
                 if not self.pods[u].placeholder:
                     self._reconcile_pod(u)
 
-    def _node_message(self, name: str, action: str, info: NodeInfo | None) -> dict[str, Any]:
-        msg: dict[str, Any] = {"nodeID": name, "action": action}
-        if info is not None:
-            attrs = {"si.io/hostname": name, "si/node-partition": self.partition,
-                     "ready": "true" if info.ready else "false"}
-            attrs.update(info.labels)
-            msg["attributes"] = attrs
-            msg["schedulableResource"] = to_si(info.allocatable)
-            msg["occupiedResource"] = to_si(self.occupied(name))
-        return msg
+    def _node_attributes(self, name: str, info: NodeInfo) -> dict[str, str]:
+        """The full attribute set: an UPDATE's attributes replace the node's in the engine."""
+        attrs = {"si.io/hostname": name, "si/node-partition": self.partition,
+                 "ready": "true" if info.ready else "false"}
+        attrs.update(info.labels)
+        attrs[mapping.TAINTS_ATTR] = mapping.taints_json(info.taints)
+        return attrs
+
+    @staticmethod
+    def _node_message(name: str, action: str, have: _EngineNode) -> dict[str, Any]:
+        """CREATE / CREATE_DRAIN / UPDATE carry what the engine's view now holds."""
+        return {"nodeID": name, "action": action, "attributes": dict(have.attributes),
+                "schedulableResource": to_si(have.allocatable),
+                "occupiedResource": to_si(have.occupied)}
 
     def _drop_node_allocs(self, name: str) -> None:
         """The engine removed a node and its allocations: those pods are held until it returns."""
@@ -627,13 +637,15 @@ class ShimCore:
                 self._progress()
             return
         occupied = self.occupied(name)
+        attributes = self._node_attributes(name, info)
         if have is None:
             held = self.by_node.get(name)
             recovering = self.state is ShimState.RECOVERING or bool(held)
             schedulable = info.schedulable and not recovering
             action = si.NODE_CREATE if schedulable else si.NODE_CREATE_DRAIN
-            self.e_nodes[name] = _EngineNode(dict(info.allocatable), occupied, schedulable)
-            self._b_nodes.append(self._node_message(name, action, info))
+            have = self.e_nodes[name] = _EngineNode(dict(info.allocatable), occupied, schedulable,
+                                                    attributes)
+            self._b_nodes.append(self._node_message(name, action, have))
             if recovering:
                 self.node_recovery.add(name)
                 self._b_recovering.append(name)
@@ -642,9 +654,11 @@ class ShimCore:
             for uid in sorted(held or ()):
                 self._reconcile_pod(uid)
             return
-        if have.allocatable != info.allocatable or have.occupied != occupied:
+        if (have.allocatable != info.allocatable or have.occupied != occupied
+                or have.attributes != attributes):
             have.allocatable, have.occupied = dict(info.allocatable), occupied
-            self._b_nodes.append(self._node_message(name, si.NODE_UPDATE, info))
+            have.attributes = attributes
+            self._b_nodes.append(self._node_message(name, si.NODE_UPDATE, have))
         may_schedule = (self.state is ShimState.RUNNING
                         and self.node_recovery.get(name) is NodeState.RECOVERED)
         if have.schedulable and not info.schedulable:

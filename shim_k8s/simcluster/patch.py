@@ -17,9 +17,12 @@ from .errors import BadRequest, Invalid, UnsupportedMedia
 MERGE_KEYS = {
     "conditions": "type", "containers": "name", "initContainers": "name", "ephemeralContainers": "name",
     "env": "name", "volumes": "name", "volumeMounts": "mountPath", "ports": "containerPort",
-    "ownerReferences": "uid", "taints": "key", "imagePullSecrets": "name", "addresses": "type",
+    "ownerReferences": "uid", "imagePullSecrets": "name", "addresses": "type",
     "hostAliases": "ip", "readinessGates": "conditionType", "containerStatuses": "name",
 }
+# not `taints`: Kubernetes gives NodeSpec.taints no patch strategy, so a patch replaces the list
+# (kubectl taint sends the whole new list; merging by key would keep a removed taint, and fold
+# two taints of one key with different effects into one)
 PRIMITIVE_SET_LISTS = {"finalizers"}
 
 MERGE = "application/merge-patch+json"

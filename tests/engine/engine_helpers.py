@@ -79,11 +79,13 @@ class Harness:
         return self.handle({"type": "ApplicationRequest", "remove": [{"applicationID": app_id}]})
 
     def asks(self, app_id: str, *keys: str, resource: dict[str, int] | None = None,
-             priority: int = 0, placeholder: bool = False, task_group: str = ""):
+             priority: int = 0, placeholder: bool = False, task_group: str = "",
+             tags: dict[str, str] | None = None):
+        extra = {"allocationTags": tags} if tags is not None else {}
         return self.handle({"type": "AllocationRequest", "asks": [
             {"allocationKey": k, "applicationID": app_id,
              "resourceAsk": to_si(resource or res()), "priority": priority,
-             "placeholder": placeholder, "taskGroupName": task_group} for k in keys]})
+             "placeholder": placeholder, "taskGroupName": task_group, **extra} for k in keys]})
 
     def release(self, app_id: str, key: str, termination: str = "STOPPED_BY_RM"):
         return self.handle({"type": "AllocationRequest", "releases": {"allocationsToRelease": [

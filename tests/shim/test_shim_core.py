@@ -9,15 +9,17 @@ from __future__ import annotations
 
 import itertools
 
+import orjson
 import pytest
 
 from shim_k8s.core import Bind, ShimCore
 from shim_k8s.state import NodeState, ShimState
 
 
-def node(name, cpu="8", unschedulable=False):
-    return {"metadata": {"name": name, "resourceVersion": "1"},
-            "spec": {"unschedulable": unschedulable},
+def node(name, cpu="8", unschedulable=False, labels=None, taints=None, rv="1"):
+    spec = {"unschedulable": unschedulable, **({"taints": taints} if taints is not None else {})}
+    return {"metadata": {"name": name, "resourceVersion": rv, "labels": labels or {}},
+            "spec": spec,
             "status": {"allocatable": {"cpu": cpu, "memory": "16Gi", "pods": "110"}}}
 
 
@@ -42,6 +44,7 @@ class FakeEngine:
         self.core = core
         self.apps: dict[str, dict] = {}
         self.nodes: dict[str, bool] = {}          # node -> schedulable
+        self.attrs: dict[str, dict] = {}          # node -> attributes (an UPDATE replaces them)
         self.allocs: dict[str, str] = {}          # key -> node
         self.asks: dict[str, str] = {}
         self.log: list[dict] = []
@@ -82,6 +85,7 @@ class FakeEngine:
         t = msg["type"]
         if t == "RegisterResourceManager":
             self.apps.clear(), self.nodes.clear(), self.allocs.clear(), self.asks.clear()
+            self.attrs.clear()
             self.core.on_si({"type": "RegisterResourceManagerResponse", "replyTo": msg["id"],
                              "instanceUUID": "i-1", "ringName": "r"})
         elif t == "ApplicationRequest":
@@ -97,12 +101,17 @@ class FakeEngine:
                 if a in ("CREATE", "CREATE_DRAIN"):
                     assert n["nodeID"] not in self.nodes
                     self.nodes[n["nodeID"]] = a == "CREATE"
+                    self.attrs[n["nodeID"]] = n["attributes"]
+                elif a == "UPDATE":
+                    assert n["nodeID"] in self.nodes
+                    self.attrs[n["nodeID"]] = n["attributes"]
                 elif a == "DRAIN_TO_SCHEDULABLE":
                     self.nodes[n["nodeID"]] = True
                 elif a == "DRAIN_NODE":
                     self.nodes[n["nodeID"]] = False
                 elif a == "DECOMISSION":
                     del self.nodes[n["nodeID"]]
+                    del self.attrs[n["nodeID"]]
                     for k in [k for k, v in self.allocs.items() if v == n["nodeID"]]:
                         del self.allocs[k]
         elif t == "AllocationRequest":
@@ -478,3 +487,112 @@ def test_refused_existing_allocation_counts_as_occupied():
     assert core.occupied("n1")["vcore"] == 3000
     core.on_pod("MODIFIED", pod("bad-queue", "n1", app="app-x", cpu="3", phase="Succeeded"))
     assert core.occupied("n1") == {}
+
+
+# ------------------------------------------------------------------ placement: tags, labels, taints
+PLACEMENT = "ykshm.io/placement"
+NO_SCHEDULE = {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}
+
+
+def placed_pod(name, **spec):
+    p = pod(name)
+    p["spec"].update(spec)
+    return p
+
+
+def asks_sent(eng):
+    return {a["allocationKey"]: a for m in eng.log if m["type"] == "AllocationRequest"
+            for a in m.get("asks", [])}
+
+
+def node_msgs(eng, since=0):
+    return [n for m in eng.log[since:] if m["type"] == "NodeRequest" for n in m["nodes"]]
+
+
+def test_ask_carries_placement_tag_only_when_needed():
+    core, eng = start([node("n1")])
+    core.on_pod("ADDED", pod("plain"))
+    core.on_pod("ADDED", placed_pod("ssd", nodeSelector={"disktype": "ssd"}))
+    core.on_pod("ADDED", placed_pod("empty", nodeSelector={}, tolerations=[]))
+    eng.pump()
+    asks = asks_sent(eng)
+    assert asks["uid-ssd"]["allocationTags"] == {
+        "kubernetes.io/meta/namespace": "ns", "kubernetes.io/meta/podName": "ssd",
+        PLACEMENT: '{"nodeSelector":{"disktype":"ssd"}}'}
+    assert PLACEMENT not in asks["uid-plain"]["allocationTags"]
+    assert PLACEMENT not in asks["uid-empty"]["allocationTags"]
+
+
+def test_malformed_placement_is_an_invalid_pod_and_nothing_else():
+    core, eng = start([node("n1")])
+    core.on_pod("ADDED", placed_pod("bad", tolerations=[{"key": "k", "operator": "Near"}]))
+    core.on_pod("ADDED", placed_pod("good", tolerations=[{"key": "k", "operator": "Exists"}]))
+    eng.pump()
+    assert list(eng.asks) == ["uid-good"]
+    assert [(e.name, e.reason) for e in eng.events] == [("bad", "InvalidPod")]
+    assert "spec.tolerations[0].operator: 'Near'" in eng.events[0].message
+
+
+def test_label_change_is_a_node_update_with_the_full_set():
+    core, eng = start([node("n1", labels={"zone": "a"})])
+    assert eng.attrs["n1"]["zone"] == "a" and eng.attrs["n1"]["ykshm.io/taints"] == "[]"
+    mark = len(eng.log)
+    core.on_node("MODIFIED", node("n1", labels={"zone": "b", "disktype": "ssd"}, rv="2"))
+    eng.pump()
+    assert [n["action"] for n in node_msgs(eng, mark)] == ["UPDATE"]
+    assert eng.attrs["n1"] == {"si.io/hostname": "n1", "si/node-partition": "default",
+                               "ready": "true", "zone": "b", "disktype": "ssd",
+                               "ykshm.io/taints": "[]"}
+    core.on_node("MODIFIED", node("n1", labels={"zone": "b"}, rv="3"))   # kubectl label k-
+    eng.pump()
+    assert "disktype" not in eng.attrs["n1"] and eng.attrs["n1"]["zone"] == "b"
+
+
+def test_taint_change_is_a_node_update():
+    core, eng = start([node("n1")])
+    mark = len(eng.log)
+    soft = {"key": "soft", "effect": "PreferNoSchedule"}
+    core.on_node("MODIFIED", node("n1", taints=[NO_SCHEDULE, soft], rv="2"))
+    eng.pump()
+    assert [n["action"] for n in node_msgs(eng, mark)] == ["UPDATE"]
+    assert orjson.loads(eng.attrs["n1"]["ykshm.io/taints"]) == [NO_SCHEDULE]
+    assert eng.nodes["n1"] is True                  # a taint is not a cordon
+    core.on_node("MODIFIED", node("n1", taints=[], rv="3"))
+    eng.pump()
+    assert eng.attrs["n1"]["ykshm.io/taints"] == "[]"
+
+
+def test_no_update_when_nothing_relevant_changed():
+    core, eng = start([node("n1", labels={"zone": "a"}, taints=[NO_SCHEDULE])])
+    mark = len(eng.log)
+    soft = {"key": "soft", "effect": "PreferNoSchedule"}
+    changed = node("n1", labels={"zone": "a"}, taints=[NO_SCHEDULE, soft], rv="9")
+    changed["metadata"]["annotations"] = {"note": "irrelevant"}
+    core.on_node("MODIFIED", changed)
+    eng.pump()
+    assert eng.log[mark:] == []
+
+
+def test_ready_flip_updates_the_ready_attribute():
+    core, eng = start([node("n1")])
+    down = node("n1", rv="2")
+    down["status"]["conditions"] = [{"type": "Ready", "status": "False"}]
+    core.on_node("MODIFIED", down)
+    eng.pump()
+    assert eng.attrs["n1"]["ready"] == "false" and eng.nodes["n1"] is False
+
+
+def test_recovery_and_engine_restart_carry_current_labels_and_taints():
+    core, eng = start([node("n1", labels={"zone": "a"}, taints=[NO_SCHEDULE])],
+                      [pod("b1", "n1")])
+    create = node_msgs(eng)[0]
+    assert create["action"] == "CREATE_DRAIN" and create["attributes"]["zone"] == "a"
+    assert orjson.loads(create["attributes"]["ykshm.io/taints"]) == [NO_SCHEDULE]
+    core.on_disconnect("engine killed")
+    core.on_node("MODIFIED", node("n1", labels={"zone": "b"}, rv="2"))   # while no engine
+    eng2 = FakeEngine(core)
+    core.on_connect()
+    eng2.pump()
+    assert core.state is ShimState.RUNNING
+    assert [n["action"] for n in node_msgs(eng2)] == ["CREATE_DRAIN", "DRAIN_TO_SCHEDULABLE"]
+    assert eng2.attrs["n1"]["zone"] == "b" and eng2.attrs["n1"]["ykshm.io/taints"] == "[]"

@@ -19,6 +19,8 @@ op = st.one_of(
     st.tuples(st.just("node+"), st.sampled_from(NODES)),
     st.tuples(st.just("node-"), st.sampled_from(NODES)),
     st.tuples(st.just("cordon"), st.sampled_from(NODES), st.booleans()),
+    st.tuples(st.just("label"), st.sampled_from(NODES), st.sampled_from(["", "a", "b"])),
+    st.tuples(st.just("taint"), st.sampled_from(NODES), st.booleans()),
     st.tuples(st.just("pod+"), st.sampled_from(PODS), st.sampled_from(["", *NODES]),
               st.sampled_from(["a", "b"])),
     st.tuples(st.just("finish"), st.sampled_from(PODS)),
@@ -36,16 +38,22 @@ class World:
         self.core = ShimCore()
         self.eng = FakeEngine(self.core)
         self.nodes: dict[str, bool] = {}            # name -> unschedulable
+        self.marks: dict[str, tuple[str, bool]] = {}  # name -> (zone label, tainted)
         self.pods: dict[str, dict] = {}             # name -> object
         self.generation = 0
         self.pending_binds: list = []
         for n in NODES[:2]:
             self.nodes[n] = False
-            self.core.on_node("ADDED", node(n))
+            self.core.on_node("ADDED", self.node(n))
         self.core.on_synced("nodes")
         self.core.on_synced("pods")
         self.core.on_connect()
         self.pump()
+
+    def node(self, name: str) -> dict:
+        zone, tainted = self.marks.get(name, ("", False))
+        return node(name, unschedulable=self.nodes[name], labels={"zone": zone} if zone else {},
+                    taints=[{"key": "t", "effect": "NoSchedule"}] if tainted else [])
 
     def pump(self) -> None:
         self.eng.pump()
@@ -62,13 +70,17 @@ class World:
         core = self.core
         if kind == "node+" and step[1] not in self.nodes:
             self.nodes[step[1]] = False
-            core.on_node("ADDED", node(step[1]))
+            core.on_node("ADDED", self.node(step[1]))
         elif kind == "node-" and step[1] in self.nodes:
+            core.on_node("DELETED", self.node(step[1]))
             del self.nodes[step[1]]
-            core.on_node("DELETED", node(step[1]))
         elif kind == "cordon" and step[1] in self.nodes:
             self.nodes[step[1]] = step[2]
-            core.on_node("MODIFIED", node(step[1], unschedulable=step[2]))
+            core.on_node("MODIFIED", self.node(step[1]))
+        elif kind in ("label", "taint") and step[1] in self.nodes:
+            zone, tainted = self.marks.get(step[1], ("", False))
+            self.marks[step[1]] = (step[2], tainted) if kind == "label" else (zone, step[2])
+            core.on_node("MODIFIED", self.node(step[1]))
         elif kind == "pod+" and step[1] not in self.pods:
             self.set_pod(step[1], step[2], step[3])
         elif kind == "finish" and step[1] in self.pods:
@@ -137,6 +149,10 @@ class World:
         assert set(eng.nodes) == set(self.nodes)
         for name, unschedulable in self.nodes.items():
             assert eng.nodes[name] is (not unschedulable), name
+            zone, tainted = self.marks.get(name, ("", False))
+            assert eng.attrs[name].get("zone", "") == zone, name
+            assert eng.attrs[name]["ykshm.io/taints"] == (
+                '[{"effect":"NoSchedule","key":"t","value":""}]' if tainted else "[]"), name
         live_apps = {p["metadata"]["labels"]["applicationId"] for p in self.pods.values()
                      if p["status"]["phase"] not in ("Succeeded", "Failed")}
         assert set(eng.apps) <= live_apps

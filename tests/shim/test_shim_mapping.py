@@ -155,3 +155,187 @@ def test_resource_sum_property(values):
     assert res.get("vcore", 0) == sum(c for c, _ in values)
     assert res.get("memory", 0) == sum(m for _, m in values)
     assert res["pods"] == 1
+
+
+# ------------------------------------------------------------------ placement (ykshm.io/placement)
+REQUIRED = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+TERM0 = f"{REQUIRED}.nodeSelectorTerms[0]"
+
+
+def required(*terms):
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": list(terms)}}}
+
+
+def expr(key="k", operator="In", values=("v",)):
+    return {"key": key, "operator": operator, "values": list(values)}
+
+
+def placement(**spec):
+    raw = mapping.pod_info(pod(**spec)).placement
+    return orjson.loads(raw) if raw else None
+
+
+@pytest.mark.parametrize("spec", [
+    {}, {"nodeSelector": {}}, {"tolerations": []}, {"nodeSelector": None, "tolerations": None},
+    {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": []}}},
+    {"affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 1, "preference": {"matchExpressions": [expr()]}}]}}},
+])
+def test_no_placement_is_an_empty_tag(spec):
+    assert mapping.pod_info(pod(**spec)).placement == ""
+
+
+def test_placement_maps_each_source_field():
+    affinity = required(
+        {"matchExpressions": [expr("zone", "In", ["a", "b"]), expr("gpu", "Exists", []),
+                              {"key": "cores", "operator": "Gt", "values": ["8"]}]},
+        {"matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["n9"]}]},
+        {})
+    affinity["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"] = [
+        {"weight": 5, "preference": {"matchExpressions": [expr("x")]}}]
+    tolerations = [{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"},
+                   {"key": "node.kubernetes.io/unreachable", "operator": "Exists",
+                    "effect": "NoExecute", "tolerationSeconds": 300},
+                   {"operator": "Exists"}]
+    assert placement(nodeSelector={"disktype": "ssd", "arch": "amd64"}, affinity=affinity,
+                     tolerations=tolerations) == {
+        "nodeSelector": {"arch": "amd64", "disktype": "ssd"},
+        "nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a", "b"]},
+                                  {"key": "gpu", "operator": "Exists", "values": []},
+                                  {"key": "cores", "operator": "Gt", "values": ["8"]}],
+             "matchFields": []},
+            {"matchExpressions": [],
+             "matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["n9"]}]},
+            {"matchExpressions": [], "matchFields": []}],
+        "tolerations": [
+            {"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"},
+            {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "value": "",
+             "effect": "NoExecute"},
+            {"key": "", "operator": "Exists", "value": "", "effect": ""}]}
+
+
+def test_placement_is_canonical_json_whatever_the_source_key_order():
+    one = mapping.pod_info(pod(
+        nodeSelector={"b": "2", "a": "1"},
+        tolerations=[{"effect": "NoSchedule", "value": "v", "key": "k"}])).placement
+    two = mapping.pod_info(pod(
+        tolerations=[{"key": "k", "value": "v", "effect": "NoSchedule", "operator": "Equal"}],
+        nodeSelector={"a": "1", "b": "2"})).placement
+    assert one == two == ('{"nodeSelector":{"a":"1","b":"2"},"tolerations":[{"effect":'
+                          '"NoSchedule","key":"k","operator":"Equal","value":"v"}]}')
+
+
+def test_placement_recomputed_with_prev():
+    first = mapping.pod_info(pod())
+    later = mapping.pod_info(pod(tolerations=[{"key": "k", "operator": "Exists"}]), first)
+    assert later.placement and first.placement == ""
+
+
+@pytest.mark.parametrize("spec,field,words", [
+    ({"nodeSelector": ["disktype=ssd"]}, "spec.nodeSelector", "object"),
+    ({"nodeSelector": {"gpu": True}}, "spec.nodeSelector.gpu", "string"),
+    ({"nodeSelector": {"": "x"}}, "spec.nodeSelector", "non-empty"),
+    ({"affinity": "near"}, "spec.affinity", "object"),
+    ({"affinity": {"nodeAffinity": []}}, "spec.affinity.nodeAffinity", "object"),
+    ({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": []}}},
+     REQUIRED, "object"),
+    ({"affinity": required()}, f"{REQUIRED}.nodeSelectorTerms", "at least one term"),
+    ({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {}}}},
+     f"{REQUIRED}.nodeSelectorTerms", "at least one term"),
+    ({"affinity": required({"matchExpressions": {"key": "k"}})},
+     f"{TERM0}.matchExpressions", "list"),
+    ({"affinity": required({"matchExpressions": [expr(), expr(operator="Foo")]})},
+     f"{TERM0}.matchExpressions[1].operator",
+     "'Foo' is not one of In, NotIn, Exists, DoesNotExist, Gt, Lt"),
+    ({"affinity": required({"matchExpressions": [expr(key="")]})},
+     f"{TERM0}.matchExpressions[0].key", "empty"),
+    ({"affinity": required({"matchExpressions": [expr(key=7)]})},
+     f"{TERM0}.matchExpressions[0].key", "string"),
+    ({"affinity": required({"matchExpressions": [expr(values=[1])]})},
+     f"{TERM0}.matchExpressions[0].values[0]", "string"),
+    ({"affinity": required({"matchExpressions": [expr(operator="In", values=[])]})},
+     f"{TERM0}.matchExpressions[0].values", "non-empty when operator is In"),
+    ({"affinity": required({"matchExpressions": [expr(operator="NotIn", values=[])]})},
+     f"{TERM0}.matchExpressions[0].values", "non-empty when operator is NotIn"),
+    ({"affinity": required({"matchExpressions": [expr(operator="Exists", values=["v"])]})},
+     f"{TERM0}.matchExpressions[0].values", "empty when operator is Exists"),
+    ({"affinity": required({"matchExpressions": [expr(operator="DoesNotExist")]})},
+     f"{TERM0}.matchExpressions[0].values", "empty when operator is DoesNotExist"),
+    ({"affinity": required({"matchExpressions": [expr(operator="Gt", values=["1", "2"])]})},
+     f"{TERM0}.matchExpressions[0].values", "exactly one value"),
+    ({"affinity": required({"matchExpressions": [expr(operator="Lt", values=[])]})},
+     f"{TERM0}.matchExpressions[0].values", "exactly one value"),
+    ({"affinity": required({"matchExpressions": [expr(operator="Gt", values=["1.5"])]})},
+     f"{TERM0}.matchExpressions[0].values[0]", "not an integer"),
+    ({"affinity": required({"matchExpressions": [expr(operator="Lt", values=[str(1 << 63)])]})},
+     f"{TERM0}.matchExpressions[0].values[0]", "not an integer"),
+    ({"affinity": required({"matchFields": [expr(key="metadata.labels")]})},
+     f"{TERM0}.matchFields[0].key", "'metadata.labels' is not one of metadata.name"),
+    ({"affinity": required({"matchFields": [expr(key="metadata.name", operator="Exists")]})},
+     f"{TERM0}.matchFields[0].operator", "not one of In, NotIn"),
+    ({"affinity": required({"matchFields": [expr(key="metadata.name", values=["a", "b"])]})},
+     f"{TERM0}.matchFields[0].values", "exactly one value"),
+    ({"affinity": required({}, {"matchExpressions": ["zone"]})},
+     f"{REQUIRED}.nodeSelectorTerms[1].matchExpressions[0]", "object"),
+    ({"tolerations": {"key": "k"}}, "spec.tolerations", "list"),
+    ({"tolerations": ["k"]}, "spec.tolerations[0]", "object"),
+    ({"tolerations": [{"key": "k", "operator": "Near"}]}, "spec.tolerations[0].operator",
+     "'Near' is not one of Equal, Exists"),
+    ({"tolerations": [{"operator": "Exists"}, {"key": "k", "operator": "Exists", "value": "v"}]},
+     "spec.tolerations[1].value", "empty when operator is Exists"),
+    ({"tolerations": [{"key": "k", "effect": "NoRun"}]}, "spec.tolerations[0].effect",
+     "'NoRun' is not one of NoSchedule, PreferNoSchedule, NoExecute"),
+    ({"tolerations": [{"value": "v"}]}, "spec.tolerations[0].operator", "Exists when key is empty"),
+    ({"tolerations": [{"key": "k", "value": 5}]}, "spec.tolerations[0].value", "string"),
+    ({"tolerations": [{"key": "k", "effect": "NoSchedule", "tolerationSeconds": 5}]},
+     "spec.tolerations[0].effect", "NoExecute when tolerationSeconds"),
+])
+def test_malformed_placement_names_the_field(spec, field, words):
+    with pytest.raises(PodError) as exc:
+        mapping.pod_info(pod(**spec))
+    message = str(exc.value)
+    assert message.startswith(f"{field}: "), message
+    assert words in message, message
+
+
+def test_operator_error_message_exactly():
+    with pytest.raises(PodError) as exc:
+        mapping.pod_info(pod(affinity=required(
+            {"matchExpressions": [expr(), expr(operator="Foo")]})))
+    assert str(exc.value) == (
+        "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution."
+        "nodeSelectorTerms[0].matchExpressions[1].operator: 'Foo' is not one of In, NotIn, "
+        "Exists, DoesNotExist, Gt, Lt")
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "+7", str((1 << 63) - 1), str(-(1 << 63))])
+def test_gt_lt_accept_int64(value):
+    assert placement(affinity=required({"matchExpressions": [expr(operator="Lt", values=[value])]}))
+
+
+# ------------------------------------------------------------------ node taints
+def test_node_taints_keep_no_schedule_and_no_execute_only():
+    node = {"metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "1"}},
+            "spec": {"taints": [
+                {"key": "a", "value": "1", "effect": "NoSchedule"},
+                {"key": "b", "effect": "PreferNoSchedule"},
+                {"key": "c", "effect": "NoExecute", "timeAdded": "2024-01-01T00:00:00Z"},
+                "garbage", {"key": "", "effect": "NoSchedule"}, {"key": 3, "effect": "NoSchedule"},
+                {"key": "d", "value": 4, "effect": "NoSchedule"}, {"key": "e", "effect": "Nope"},
+                {"key": "f", "value": None, "effect": "NoExecute"}]}}
+    info = mapping.node_info(node)
+    assert info.taints == (("a", "1", "NoSchedule"), ("c", "", "NoExecute"),
+                           ("f", "", "NoExecute"))
+    assert orjson.loads(mapping.taints_json(info.taints)) == [
+        {"key": "a", "value": "1", "effect": "NoSchedule"},
+        {"key": "c", "value": "", "effect": "NoExecute"},
+        {"key": "f", "value": "", "effect": "NoExecute"}]
+
+
+@pytest.mark.parametrize("taints", [None, [], "x", {"key": "a"}])
+def test_node_without_usable_taints(taints):
+    node = {"metadata": {"name": "n1"}, "spec": {"taints": taints}, "status": {}}
+    assert mapping.node_info(node).taints == ()
+    assert mapping.taints_json(()) == "[]"

@@ -85,6 +85,16 @@ def test_strategic_merge_merges_conditions_by_type() -> None:
     assert target["status"]["conditions"][0]["type"] == "Ready"  # arguments are not mutated
 
 
+def test_strategic_merge_replaces_node_taints() -> None:
+    """As kubectl taint sends it: the whole new list (NodeSpec.taints has no patch strategy)."""
+    a = {"key": "a", "value": "1", "effect": "NoSchedule"}
+    target = {"spec": {"taints": [a, {"key": "b", "value": "2", "effect": "NoSchedule"}]}}
+    assert strategic_merge(target, {"spec": {"taints": [a]}}) == {"spec": {"taints": [a]}}
+    both = [{**a, "effect": "NoExecute"}, a]
+    assert strategic_merge({"spec": {"taints": [a]}}, {"spec": {"taints": both}}) == {
+        "spec": {"taints": both}}
+
+
 def test_json_patch() -> None:
     doc = {"a": {"b": [1, 2]}}
     out = json_patch(doc, [{"op": "add", "path": "/a/b/-", "value": 3}, {"op": "replace", "path": "/a/b/0", "value": 0},

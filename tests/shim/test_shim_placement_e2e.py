@@ -1,0 +1,138 @@
+"""End to end, driven by kubectl: nodeSelector, required node affinity and taints/tolerations.
+
+A real sim-cluster, engine and shim (shim_k8s.harness); nodes are labelled and tainted with
+`kubectl label` / `kubectl taint`, pods created with `kubectl create -f`, as a user would.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+
+import orjson
+import pytest
+
+from shim_k8s.harness import Cluster, wait_for
+
+
+@pytest.fixture
+def cluster(ring_name):
+    c = Cluster(ring_name, nodes=3)
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+def _pod(name: str, spec_extra: str) -> str:
+    return f"""\
+apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}
+  labels: {{applicationId: app-place}}
+spec:
+  schedulerName: yunikorn
+  containers:
+  - name: c
+    image: pause
+    resources: {{requests: {{cpu: 100m, memory: 64Mi}}}}
+{spec_extra}"""
+
+
+SSD = "  nodeSelector: {disktype: ssd}\n"
+GPU = """\
+  affinity:
+    nodeAffinity:
+      requiredDuringSchedulingIgnoredDuringExecution:
+        nodeSelectorTerms:
+        - matchExpressions:
+          - {key: accelerator, operator: In, values: [gpu, tpu]}
+  tolerations:
+  - {key: dedicated, operator: Equal, value: gpu, effect: NoSchedule}
+"""
+FAST = "  nodeSelector: {tier: fast}\n"
+BAD = """\
+  affinity:
+    nodeAffinity:
+      requiredDuringSchedulingIgnoredDuringExecution:
+        nodeSelectorTerms:
+        - matchExpressions:
+          - {key: accelerator, operator: Near, values: [gpu]}
+"""
+
+
+class Kubectl:
+    def __init__(self, server: str, home: str) -> None:
+        path = shutil.which("kubectl")
+        assert path is not None, "kubectl is part of the base image and required by this test"
+        self.base = [path, "--server", server]
+        self.env = {**os.environ, "KUBECONFIG": os.path.join(home, "none")}
+        self.home = home
+
+    def __call__(self, *args: str) -> str:
+        out = subprocess.run([*self.base, *args], capture_output=True, text=True, env=self.env,
+                             timeout=60)
+        assert out.returncode == 0, (args, out.stderr)
+        return out.stdout
+
+    def create(self, name: str, spec_extra: str) -> None:
+        path = os.path.join(self.home, f"{name}.yaml")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(_pod(name, spec_extra))
+        self("create", "-f", path)
+
+    def node_of(self, pod: str) -> str:
+        return orjson.loads(self("get", "pod", pod, "-o", "json"))["spec"].get("nodeName", "")
+
+
+def test_selectors_affinity_and_taints_decide_the_node(cluster, tmp_path):
+    c = cluster
+    c.start_all()
+    k = Kubectl(c.url, str(tmp_path))
+    k("label", "node", "node-0001", "disktype=ssd")
+    k("label", "node", "node-0002", "accelerator=gpu")
+    k("taint", "node", "node-0002", "dedicated=gpu:NoSchedule")
+    node2 = orjson.loads(k("get", "node", "node-0002", "-o", "json"))
+    assert node2["spec"]["taints"] == [{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]
+
+    ssd = [f"ssd-{i}" for i in range(3)]
+    plain = [f"plain-{i}" for i in range(6)]
+    for name in ssd:
+        k.create(name, SSD)
+    for name in plain:
+        k.create(name, "")
+    k.create("gpu-0", GPU)
+    k.create("fast-0", FAST)
+    k.create("bad-0", BAD)
+    pods = c.wait_bound([*ssd, *plain, "gpu-0"], timeout=30)
+    nodes = {name: p["spec"]["nodeName"] for name, p in pods.items()}
+    assert {nodes[n] for n in ssd} == {"node-0001"}             # nodeSelector
+    assert "node-0002" not in {nodes[n] for n in plain}        # the taint keeps them off
+    assert nodes["gpu-0"] == "node-0002"                       # affinity + toleration
+
+    # no node has tier=fast: the pod waits, and nothing else is held up by it
+    assert k.node_of("fast-0") == ""
+    k("label", "node", "node-0000", "tier=fast")
+    wait_for(lambda: k.node_of("fast-0") == "node-0000", 30, "fast-0 bound after the label")
+
+    # an operator Kubernetes does not know: the pod gets an event naming the field
+    def invalid():
+        return [e for e in c.events() if e["involvedObject"]["name"] == "bad-0"
+                and e["reason"] == "InvalidPod"]
+
+    event = wait_for(invalid, 20, "InvalidPod event for bad-0")[0]
+    assert "operator" in event["message"] and "Near" in event["message"]
+    assert k.node_of("bad-0") == ""
+
+    # the taint removed: plain pods may use node-0002 again
+    k("taint", "node", "node-0002", "dedicated=gpu:NoSchedule-")
+    k("label", "node", "node-0001", "disktype-")
+    k.create("ssd-late", SSD)
+    more = [f"late-{i}" for i in range(12)]
+    for name in more:
+        k.create(name, "")
+    late = c.wait_bound(more, timeout=30)
+    assert "node-0002" in {p["spec"]["nodeName"] for p in late.values()}
+    assert k.node_of("ssd-late") == ""                          # the label is gone
