@@ -46,6 +46,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+import orjson
+
 from engine.resources import Resource, to_si
 from engine.si import protocol as si
 
@@ -943,7 +945,8 @@ def placeholder_pods(info: PodInfo) -> list[dict[str, Any]]:
 
     Named `tg-<app>-<group>-<i>` (deterministic, so a restarted shim's create is a harmless 409),
     owned by the pod that defined the app, requesting the group's minResource, scheduled by us,
-    annotated `yunikorn.apache.org/placeholder: "true"` and with the task-group name.
+    annotated `yunikorn.apache.org/placeholder: "true"` and with the task-group name, and
+    constrained by the group's nodeSelector, affinity and tolerations (as YuniKorn does).
     """
     pods = []
     for group in info.task_groups:
@@ -951,6 +954,11 @@ def placeholder_pods(info: PodInfo) -> list[dict[str, Any]]:
                     for k, v in group.min_resource.items() if k != "pods" and v}
         for i in range(group.min_member):
             base = _DNS_BAD.sub("-", f"tg-{info.app_id}-{group.name}".lower()).strip("-")[:240]
+            spec = {"schedulerName": "yunikorn", "restartPolicy": "Never",
+                    "containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.9",
+                                    "resources": {"requests": requests}}]}
+            if group.placement_spec:
+                spec.update(orjson.loads(group.placement_spec))
             pods.append({
                 "apiVersion": "v1", "kind": "Pod",
                 "metadata": {
@@ -963,8 +971,6 @@ def placeholder_pods(info: PodInfo) -> list[dict[str, Any]]:
                     "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": info.name,
                                          "uid": info.uid, "controller": False}],
                 },
-                "spec": {"schedulerName": "yunikorn", "restartPolicy": "Never",
-                         "containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.9",
-                                         "resources": {"requests": requests}}]},
+                "spec": spec,
             })
     return pods

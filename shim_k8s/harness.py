@@ -314,12 +314,14 @@ class Cluster:
     def create_pod(self, name: str, *, namespace: str = "default", app: str | None = "app-1",
                    cpu: str = "100m", memory: str = "64Mi", scheduler: str = "yunikorn",
                    node: str | None = None, queue: str | None = None,
-                   annotations: Mapping[str, str] | None = None) -> dict[str, Any]:
+                   annotations: Mapping[str, str] | None = None,
+                   spec_extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
         return self._ok(self.api.post(f"/api/v1/namespaces/{namespace}/pods",
                                       json=pod_body(name, namespace=namespace, app=app, cpu=cpu,
                                                     memory=memory, scheduler=scheduler,
                                                     node=node, queue=queue,
-                                                    annotations=annotations)))
+                                                    annotations=annotations,
+                                                    spec_extra=spec_extra)))
 
     def delete_pod(self, name: str, namespace: str = "default") -> None:
         self._ok(self.api.delete(f"/api/v1/namespaces/{namespace}/pods/{name}"))
@@ -357,7 +359,9 @@ class Cluster:
 def pod_body(name: str, *, namespace: str = "default", app: str | None = "app-1",
              cpu: str = "100m", memory: str = "64Mi", scheduler: str = "yunikorn",
              node: str | None = None, queue: str | None = None,
-             annotations: Mapping[str, str] | None = None) -> dict[str, Any]:
+             annotations: Mapping[str, str] | None = None,
+             spec_extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """A pod of one container; `spec_extra` adds spec fields (nodeSelector, tolerations...)."""
     labels = {}
     if app:
         labels["applicationId"] = app
@@ -367,6 +371,7 @@ def pod_body(name: str, *, namespace: str = "default", app: str | None = "app-1"
         {"name": "c", "image": "pause", "resources": {"requests": {"cpu": cpu, "memory": memory}}}]}
     if node:
         spec["nodeName"] = node
+    spec.update(spec_extra or {})
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "namespace": namespace, "labels": labels,
                          "annotations": dict(annotations or {})},

@@ -93,9 +93,14 @@ class NodeError(MappingError):
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class TaskGroup:
+    """One group of the task-groups annotation. `placement_spec`: the group's nodeSelector,
+    affinity and tolerations as JSON (a pod-spec fragment, "" if none), which YuniKorn copies
+    onto the group's placeholder pods so they hold nodes the real pods may use."""
+
     name: str
     min_member: int
     min_resource: Resource
+    placement_spec: str = ""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -295,8 +300,25 @@ def _task_groups(annotations: Mapping[str, str]) -> tuple[TaskGroup, ...]:
             raise PodError(f"annotation {ANN_TASK_GROUPS}[{i}].minMember must be an integer >= 0")
         res = resource_list(g.get("minResource"), f"annotation {ANN_TASK_GROUPS}[{i}].minResource")
         res["pods"] = 1
-        result.append(TaskGroup(g["name"], member, res))
+        result.append(TaskGroup(g["name"], member, res, _group_placement(g, i)))
     return tuple(result)
+
+
+_PLACEMENT_FIELDS = ("nodeSelector", "affinity", "tolerations")
+
+
+def _group_placement(group: Mapping[str, Any], i: int) -> str:
+    """A task group's nodeSelector, affinity and tolerations as a pod-spec fragment in JSON, ""
+    if it has none; checked as a pod's would be, so a placeholder pod is never invalid."""
+    spec = {key: group[key] for key in _PLACEMENT_FIELDS if group.get(key) is not None}
+    if not spec:
+        return ""
+    try:
+        placement_of(spec)
+    except PodError as exc:
+        where = str(exc).removeprefix("spec.")
+        raise PodError(f"annotation {ANN_TASK_GROUPS}[{i}].{where}") from None
+    return orjson.dumps(spec, option=orjson.OPT_SORT_KEYS).decode()
 
 
 def _policy(annotations: Mapping[str, str]) -> tuple[str, int]:

@@ -12,6 +12,7 @@ import itertools
 import orjson
 import pytest
 
+from shim_k8s import mapping
 from shim_k8s.core import Bind, ShimCore
 from shim_k8s.state import NodeState, ShimState
 
@@ -458,6 +459,31 @@ def test_gang_app_creates_placeholders_once_and_deletes_replaced():
         {"allocationKey": "uid-tg-gang-1-workers-0", "applicationID": "gang-1",
          "terminationType": "PLACEHOLDER_REPLACED"}]})
     assert core.take().deletes == [("ns", "tg-gang-1-workers-0")]
+
+
+def test_placeholders_carry_their_task_groups_placement():
+    """YuniKorn copies a task group's nodeSelector/affinity/tolerations onto its placeholder
+    pods, so placeholders hold nodes the real pods may use; the placeholders' asks then carry
+    the same placement tag as the real pods'."""
+    constraint = {"nodeSelector": {"disktype": "ssd"},
+                  "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "gpu",
+                                   "effect": "NoSchedule"}]}
+    groups = orjson.dumps([{"name": "w", "minMember": 1, "minResource": {"cpu": "500m"},
+                            **constraint}]).decode()
+    core, eng = start([node("n1")])
+    gang = pod("driver", app="gang-2")
+    gang["spec"].update(constraint)
+    gang["metadata"]["annotations"].update({"yunikorn.apache.org/task-groups": groups,
+                                            "yunikorn.apache.org/task-group-name": "w"})
+    core.on_pod("ADDED", gang)
+    (ph,) = core.take().creates
+    assert ph["spec"]["nodeSelector"] == {"disktype": "ssd"}
+    assert ph["spec"]["tolerations"] == constraint["tolerations"]
+    ph = {**ph, "metadata": {**ph["metadata"], "uid": "uid-ph"}, "status": {"phase": "Pending"}}
+    core.on_pod("ADDED", ph)
+    (ask,) = [a for m in core.take().si for a in m.get("asks", [])]
+    assert ask["placeholder"] is True
+    assert ask["allocationTags"]["ykshm.io/placement"] == mapping.placement_of(gang["spec"])
 
 
 def test_refused_existing_allocation_counts_as_occupied():

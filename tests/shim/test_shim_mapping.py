@@ -116,6 +116,37 @@ def test_pod_info_full():
     assert mapping.pod_info({**p, "status": {"phase": "Succeeded"}}).finished
 
 
+def test_task_group_placement_is_kept_for_its_placeholders():
+    groups = orjson.dumps([
+        {"name": "ssd", "minMember": 1, "minResource": {"cpu": "1"},
+         "nodeSelector": {"disktype": "ssd"},
+         "tolerations": [{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}],
+         "topologySpreadConstraints": [{"maxSkew": 1}]},
+        {"name": "plain", "minMember": 1, "minResource": {"cpu": "1"}},
+    ]).decode()
+    info = mapping.pod_info(pod(annotations={"yunikorn.apache.org/task-groups": groups}))
+    ssd, plain = info.task_groups
+    assert orjson.loads(ssd.placement_spec) == {
+        "nodeSelector": {"disktype": "ssd"},
+        "tolerations": [{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}]}
+    assert plain.placement_spec == ""
+    # the fragment is a pod spec's: mapped like one, it gives the ask's placement tag
+    assert orjson.loads(mapping.placement_of(orjson.loads(ssd.placement_spec))) == {
+        "nodeSelector": {"disktype": "ssd"},
+        "tolerations": [{"key": "dedicated", "operator": "Exists", "value": "",
+                         "effect": "NoSchedule"}]}
+
+
+def test_bad_task_group_placement_names_the_group_field():
+    groups = orjson.dumps([{"name": "a", "minMember": 1, "minResource": {"cpu": "1"}},
+                           {"name": "b", "minMember": 1, "minResource": {"cpu": "1"},
+                            "tolerations": [{"key": "k", "operator": "Maybe"}]}]).decode()
+    with pytest.raises(mapping.PodError) as err:
+        mapping.pod_info(pod(annotations={"yunikorn.apache.org/task-groups": groups}))
+    assert str(err.value).startswith("annotation yunikorn.apache.org/task-groups[1].tolerations[0]")
+    assert "Maybe" in str(err.value)
+
+
 @pytest.mark.parametrize("ann,match", [
     ({"yunikorn.apache.org/task-groups": "[{"}, "task-groups"),
     ({"yunikorn.apache.org/task-groups": '[{"name": "a", "minMember": -1}]'}, "minMember"),

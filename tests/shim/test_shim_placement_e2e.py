@@ -136,3 +136,27 @@ def test_selectors_affinity_and_taints_decide_the_node(cluster, tmp_path):
     late = c.wait_bound(more, timeout=30)
     assert "node-0002" in {p["spec"]["nodeName"] for p in late.values()}
     assert k.node_of("ssd-late") == ""                          # the label is gone
+
+
+def test_gang_placeholders_hold_nodes_the_real_pods_may_use(cluster):
+    """The task group's nodeSelector goes onto its placeholder pods (as in YuniKorn), so the
+    placeholders sit on the labelled node and the real pods replace them there."""
+    c = cluster
+    c.start_all()
+    c.patch_node("node-0001", {"metadata": {"labels": {"disktype": "ssd"}}})
+    groups = orjson.dumps([{"name": "workers", "minMember": 2,
+                            "minResource": {"cpu": "500m", "memory": "256Mi"},
+                            "nodeSelector": {"disktype": "ssd"}}]).decode()
+    ann = {"yunikorn.apache.org/task-groups": groups,
+           "yunikorn.apache.org/task-group-name": "workers",
+           "yunikorn.apache.org/schedulingPolicyParameters":
+               "placeholderTimeoutInSeconds=60 gangSchedulingStyle=Soft"}
+    body = {"nodeSelector": {"disktype": "ssd"}}
+    c.create_pod("w1", app="gang-ssd", cpu="500m", memory="256Mi", annotations=ann,
+                 spec_extra=body)
+    c.create_pod("w2", app="gang-ssd", cpu="500m", memory="256Mi", annotations=ann,
+                 spec_extra=body)
+    pods = c.wait_bound(["w1", "w2"], timeout=30)
+    assert {p["spec"]["nodeName"] for p in pods.values()} == {"node-0001"}
+    wait_for(lambda: sorted(p["metadata"]["name"] for p in c.pods()) == ["w1", "w2"], 20,
+             "both placeholders replaced (none left to time out)")
