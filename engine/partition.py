@@ -40,6 +40,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -50,7 +51,7 @@ from engine.config import PartitionConfig, QueueConfig
 from engine.nodes import NodeIndex
 from engine.objects import Allocation, App, Ask, Node, Queue
 from engine.predicates import (PLACEMENT_TAG, TAINTS_ATTRIBUTE, Taint, parse_placement,
-                               parse_taints)
+                               parse_taints, rejection)
 from shm.events import EventChangeDetail as D
 from shm.events import EventChangeType as C
 from shm.events import EventRecordType as T
@@ -1050,10 +1051,8 @@ class Partition:
                     if cand is not None:
                         self._reserve(app, ask, cand)
                         continue
-                if self.sink.requests_enabled:
-                    self._report(ask, "nonode",
-                                 f"Request '{ask.key}' does not fit on any of "
-                                 f"{len(self.nodes)} nodes")
+                if self.sink.requests_enabled and "nonode" not in ask.reported:
+                    self._report(ask, "nonode", self._no_node_message(ask))
                 continue
             why = self._commit(app, ask, node)
             if why is None:
@@ -1069,6 +1068,33 @@ class Partition:
                 self._report(ask, "user", f"Request '{ask.key}' exceeds the user/group limit "
                                           f"in queue '{q.path}': {reason or 'limit reached'}")
         return False
+
+    def _no_node_message(self, ask: Ask) -> str:
+        """Why no node took the ask, counted per reason like kube-scheduler's FailedScheduling
+        ("0/3 nodes are available: 1 node(s) had untolerated taint {k: v}, 2 node(s) ..."), so
+        `kubectl describe pod` tells a pending pod's user what to change. A scan of every node,
+        once per ask."""
+        reasons: Counter[str] = Counter(self._node_rejection(node, ask)
+                                        for node in self.nodes.values())
+        parts = ", ".join(f"{count} node(s) {why}" for why, count in sorted(reasons.items()))
+        return (f"Request '{ask.key}' does not fit on any of {len(self.nodes)} nodes: "
+                f"0/{len(self.nodes)} nodes are available: {parts}")
+
+    @staticmethod
+    def _node_rejection(node: Node, ask: Ask) -> str:
+        if not node.ready:
+            return "were not ready"
+        if not node.schedulable:
+            return "were unschedulable"
+        why = rejection(ask.placement, node.node_id, node.attributes, node.taints)
+        if why is not None:
+            return why
+        if node.reserved_for is not None:
+            return "were reserved for another request"
+        for name, value in sorted(ask.resource.items()):
+            if value > node.available.get(name, 0):
+                return f"had insufficient {name}"
+        return "had room (it freed up meanwhile)"
 
     def _report_queue(self, app: App, ask: Ask) -> None:
         if self.sink.requests_enabled and "queue" not in ask.reported:

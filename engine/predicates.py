@@ -136,6 +136,10 @@ class Placement:
 
     def admits(self, name: str, labels: Mapping[str, str], taints: tuple[Taint, ...]) -> bool:
         """NodeAffinity (selector and terms) and TaintToleration, for the node `name`."""
+        return self.matches(name, labels) and self.untolerated(taints) is None
+
+    def matches(self, name: str, labels: Mapping[str, str]) -> bool:
+        """NodeAffinity: the selector and (if any) one of the terms."""
         for key, value in self.selector:
             if labels.get(key) != value:
                 return False
@@ -146,10 +150,14 @@ class Placement:
                     break
             else:
                 return False
+        return True
+
+    def untolerated(self, taints: tuple[Taint, ...]) -> Taint | None:
+        """TaintToleration: the first taint no toleration tolerates, or None."""
         for taint in taints:
             if not any(tol.tolerates(taint) for tol in self.tolerations):
-                return False
-        return True
+                return taint
+        return None
 
 
 def admits(placement: Placement | None, name: str, labels: Mapping[str, str],
@@ -158,6 +166,19 @@ def admits(placement: Placement | None, name: str, labels: Mapping[str, str],
     if placement is None:
         return not taints
     return placement.admits(name, labels, taints)
+
+
+def rejection(placement: Placement | None, name: str, labels: Mapping[str, str],
+              taints: tuple[Taint, ...]) -> str | None:
+    """Why a node does not admit an ask, worded as kube-scheduler's FailedScheduling message
+    words it (after "N node(s) "), or None if it admits it."""
+    if placement is not None and not placement.matches(name, labels):
+        return "didn't match Pod's node affinity/selector"
+    taint = taints[0] if placement is None and taints else \
+        placement.untolerated(taints) if placement is not None else None
+    if taint is not None:
+        return f"had untolerated taint {{{taint.key}: {taint.value}}}"
+    return None
 
 
 # --- parsing -----------------------------------------------------------------------------------

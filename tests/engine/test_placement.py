@@ -342,3 +342,26 @@ def test_allocations_admit_and_pending_asks_have_no_admitting_room(nodes, asks):
         for n in part.nodes.values():
             if n.admits(ask.placement) and n.reserved_for is None:
                 assert n.available["memory"] < ask.resource["memory"], (ask.key, n.node_id)
+
+
+def test_pending_ask_is_told_why_each_node_refused_it():
+    """The request event of an ask no node takes counts the reasons per node, worded like
+    kube-scheduler's FailedScheduling, so `kubectl describe pod` says what to change."""
+    h = Harness()
+    node(h, "ssd-full", {"disktype": "ssd"}, cap=res(1, 1000))
+    node(h, "ssd-tainted", {"disktype": "ssd", TAINTS_ATTRIBUTE: GPU_TAINT})
+    node(h, "hdd-1", {"disktype": "hdd"})
+    node(h, "hdd-2", {"disktype": "hdd"})
+    node(h, "ssd-drained", {"disktype": "ssd"})
+    h.handle({"type": "NodeRequest", "nodes": [{"nodeID": "ssd-drained",
+                                                "action": "DRAIN_NODE"}]})
+    h.app("a")
+    h.asks("a", "want-ssd", resource=res(2, 2000), tags=tag(nodeSelector={"disktype": "ssd"}))
+    h.cycle(2)
+    (msg,) = [e["message"] for e in h.request_events()
+              if e["objectID"] == "want-ssd" and "does not fit" in e["message"]]
+    assert msg == ("Request 'want-ssd' does not fit on any of 5 nodes: 0/5 nodes are available: "
+                   "2 node(s) didn't match Pod's node affinity/selector, "
+                   "1 node(s) had insufficient memory, "
+                   "1 node(s) had untolerated taint {dedicated: gpu}, "
+                   "1 node(s) were unschedulable")

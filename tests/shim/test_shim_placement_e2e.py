@@ -112,8 +112,16 @@ def test_selectors_affinity_and_taints_decide_the_node(cluster, tmp_path):
     assert "node-0002" not in {nodes[n] for n in plain}        # the taint keeps them off
     assert nodes["gpu-0"] == "node-0002"                       # affinity + toleration
 
-    # no node has tier=fast: the pod waits, and nothing else is held up by it
+    # no node has tier=fast: the pod waits, nothing else is held up by it, and its events say
+    # why, as kube-scheduler's FailedScheduling would
     assert k.node_of("fast-0") == ""
+
+    def told_why():
+        return [e for e in c.events() if e["involvedObject"]["name"] == "fast-0"
+                and "nodes are available" in e["message"]]
+
+    why = wait_for(told_why, 20, "an event on fast-0 saying why it waits")[0]["message"]
+    assert "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector" in why
     k("label", "node", "node-0000", "tier=fast")
     wait_for(lambda: k.node_of("fast-0") == "node-0000", 30, "fast-0 bound after the label")
 
