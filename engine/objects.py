@@ -16,7 +16,7 @@ from sortedcontainers import SortedList
 
 from engine import resources
 from engine.app_state import ApplicationFSM, AppState
-from engine.predicates import Placement, Taint, admits
+from engine.predicates import PLACEMENT_TAG, Placement, Taint, admits
 
 _seq = itertools.count()
 
@@ -81,6 +81,15 @@ class Ask:
         self.reserved_node: str | None = None
         self.reported: set[str] = set()  # request-event reasons already sent for this ask
         self.rm_id = rm_id
+
+    def set_placement(self, placement: Placement | None, tag: str | None) -> None:
+        """A new placement (and its tag) for this pending ask; its shape follows."""
+        self.placement = placement
+        self.shape = (self.shape[0], placement)
+        if tag is None:
+            self.tags.pop(PLACEMENT_TAG, None)
+        else:
+            self.tags[PLACEMENT_TAG] = tag
 
     def dao(self) -> dict[str, Any]:
         out: dict[str, Any] = {"allocationKey": self.key, "applicationId": self.app_id,

@@ -416,7 +416,9 @@ class Partition:
         if app is None:
             return f"unknown application {info['applicationID']}"
         key = info["allocationKey"]
-        if key in app.asks or key in app.allocations:
+        if key in app.asks:
+            return self._replace_placement(app, app.asks[key], info)
+        if key in app.allocations:
             return None  # a replay of what we have: idempotent
         if app.fsm.state not in SCHEDULABLE_STATES and app.fsm.state is not AppState.NEW:
             return f"application {app.app_id} is {app.fsm.state.value}"
@@ -473,6 +475,25 @@ class Partition:
         if found:
             self._check_done(app)
         return found
+
+    def _replace_placement(self, app: App, ask: Ask, info: Mapping[str, Any]) -> str | None:
+        """A pending ask sent again: a replay, except for its placement tag, which replaces the
+        ask's (a pod's tolerations may be added while it waits, e.g. to let it onto a tainted
+        node). A bad new tag rejects the ask, which is then gone (as the RM is told)."""
+        tag = (info.get("allocationTags") or {}).get(PLACEMENT_TAG)
+        if tag == ask.tags.get(PLACEMENT_TAG):
+            return None
+        try:
+            placement = parse_placement(tag) if tag is not None else None
+        except ValueError as exc:
+            self._remove_ask(app, ask, int(D.REQUEST_CANCEL), "placement tag rejected")
+            return f"ask {ask.key}: allocationTags.{PLACEMENT_TAG}: {exc}"
+        ask.set_placement(placement, tag)
+        ask.reported.discard("reserve")
+        ask.reported.discard("nonode")
+        app.ver += 1
+        self.version += 1
+        return None
 
     def _remove_ask(self, app: App, ask: Ask, detail: int, message: str = "") -> None:
         self._take_ask(app, ask)

@@ -280,6 +280,10 @@ class ShimCore:
         self.pods[uid] = info
         self._index_pod(prev, info)
         self._reconcile_pod(uid)
+        if prev is not None and prev.placement != info.placement and uid in self.e_asks \
+                and self._engine_live():
+            # tolerations added to a waiting pod: the engine replaces a re-sent ask's placement
+            self._b_asks.append(self._ask_message(uid, info))
 
     def on_node(self, event_type: str, obj: Mapping[str, Any]) -> None:
         name = str((obj.get("metadata") or {}).get("name", ""))
@@ -564,15 +568,17 @@ class ShimCore:
                 self.dirty.add(uid)                # held until the placeholders are placed
                 return
         self.e_asks[uid] = info.app_id
+        self._b_asks.append(self._ask_message(uid, info))
+
+    def _ask_message(self, uid: str, info: PodInfo) -> dict[str, Any]:
         tags = {"kubernetes.io/meta/namespace": info.namespace,
                 "kubernetes.io/meta/podName": info.name}
         if info.placement:
             tags[mapping.PLACEMENT_TAG] = info.placement
-        self._b_asks.append({
-            "allocationKey": uid, "applicationID": info.app_id, "partitionName": self.partition,
-            "resourceAsk": to_si(info.resource), "priority": info.priority,
-            "placeholder": info.placeholder, "taskGroupName": info.task_group,
-            "allocationTags": tags})
+        return {"allocationKey": uid, "applicationID": info.app_id,
+                "partitionName": self.partition, "resourceAsk": to_si(info.resource),
+                "priority": info.priority, "placeholder": info.placeholder,
+                "taskGroupName": info.task_group, "allocationTags": tags}
 
     def _gang_ready(self, app_id: str) -> bool:
         """YuniKorn's Reserving: a gang app's real pods wait until every placeholder is placed

@@ -365,3 +365,28 @@ def test_pending_ask_is_told_why_each_node_refused_it():
                    "1 node(s) had insufficient memory, "
                    "1 node(s) had untolerated taint {dedicated: gpu}, "
                    "1 node(s) were unschedulable")
+
+
+def test_a_pending_ask_sent_again_takes_its_new_placement():
+    """Tolerations added to a waiting pod reach the engine as the same ask with a new tag: it
+    replaces the old placement (anything else in a replay is ignored); a bad tag rejects and
+    removes the ask."""
+    h = Harness()
+    node(h, "tainted", {TAINTS_ATTRIBUTE: GPU_TAINT})
+    h.app("a")
+    h.asks("a", "waits", "bad", resource=res(1, 1000))
+    h.cycle(2)
+    assert h.allocated() == {}
+    h.asks("a", "waits", resource=res(1, 1000), tags=tag(**TOLERATE_GPU))
+    assert rejected(h) == []
+    h.cycle()
+    assert h.allocated() == {"waits": "tainted"}
+    assert h.part.apps["a"].asks["bad"].placement is None
+    h.asks("a", "bad", resource=res(1, 1000), tags={PLACEMENT_TAG: "{not json"})
+    (rej,) = rejected(h)
+    assert rej["allocationKey"] == "bad" and PLACEMENT_TAG in rej["reason"]
+    assert "bad" not in h.part.apps["a"].asks
+    # a replay of the allocated ask changes nothing
+    h.asks("a", "waits", resource=res(1, 1000))
+    h.cycle()
+    assert h.allocated() == {"waits": "tainted"}

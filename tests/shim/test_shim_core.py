@@ -622,3 +622,20 @@ def test_recovery_and_engine_restart_carry_current_labels_and_taints():
     assert core.state is ShimState.RUNNING
     assert [n["action"] for n in node_msgs(eng2)] == ["CREATE_DRAIN", "DRAIN_TO_SCHEDULABLE"]
     assert eng2.attrs["n1"]["zone"] == "b" and eng2.attrs["n1"]["ykshm.io/taints"] == "[]"
+
+
+def test_tolerations_added_to_a_waiting_pod_resend_its_ask():
+    core, eng = start([node("n1")])
+    waiting = pod("w")
+    core.on_pod("ADDED", waiting)
+    (first,) = [a for m in core.take().si for a in m.get("asks", [])]
+    assert "ykshm.io/placement" not in first["allocationTags"]
+    core.on_pod("MODIFIED", waiting)                  # nothing relevant changed: no message
+    assert not [a for m in core.take().si for a in m.get("asks", [])]
+    tolerating = {**waiting, "spec": {**waiting["spec"], "tolerations": [
+        {"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}]}}
+    core.on_pod("MODIFIED", tolerating)
+    (again,) = [a for m in core.take().si for a in m.get("asks", [])]
+    assert again["allocationKey"] == first["allocationKey"]
+    assert again["allocationTags"]["ykshm.io/placement"] == \
+        mapping.placement_of(tolerating["spec"])

@@ -134,6 +134,18 @@ def test_selectors_affinity_and_taints_decide_the_node(cluster, tmp_path):
     assert "operator" in event["message"] and "Near" in event["message"]
     assert k.node_of("bad-0") == ""
 
+    # a pod kept off node-0002 only by the taint; tolerating it later (kubectl patch) lets it on
+    k.create("gpu-late", "  nodeSelector: {accelerator: gpu}\n")
+
+    def taint_named():
+        return [e for e in c.events() if e["involvedObject"]["name"] == "gpu-late"
+                and "untolerated taint {dedicated: gpu}" in e["message"]]
+
+    wait_for(taint_named, 20, "an event on gpu-late naming the taint")
+    k("patch", "pod", "gpu-late", "-p", orjson.dumps({"spec": {"tolerations": [
+        {"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}]}}).decode())
+    wait_for(lambda: k.node_of("gpu-late") == "node-0002", 30, "gpu-late bound once tolerating")
+
     # the taint removed: plain pods may use node-0002 again
     k("taint", "node", "node-0002", "dedicated=gpu:NoSchedule-")
     k("label", "node", "node-0001", "disktype-")
