@@ -7,7 +7,8 @@ ask or node arrives, into frozen values: choosing a node runs in the scheduling 
 loop and must not touch JSON. Parsing is strict where the Kubernetes API would have refused the
 pod (a bad operator, values that do not suit it): `ValueError` names the offending field, and the
 partition rejects the ask. Keys we do not know are ignored, as the contract says for preferred
-affinity and the like.
+affinity and the like. The shim builds the tag from a pod with the same validator
+(`placement_doc`, given the pod's field paths), so each rule is written once.
 
 A node admits an ask when every nodeSelector pair equals the node's label, one of the
 nodeSelectorTerms matches (if the ask has any), and every taint of the node is tolerated. An ask
@@ -28,6 +29,7 @@ TAINTS_ATTRIBUTE = "ykshm.io/taints"
 
 LABEL_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
 FIELD_OPERATORS = ("In", "NotIn")
+TOLERATION_OPERATORS = ("Equal", "Exists")
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 NODE_NAME_FIELD = "metadata.name"
 
@@ -182,6 +184,85 @@ def rejection(placement: Placement | None, name: str, labels: Mapping[str, str],
 
 
 # --- parsing -----------------------------------------------------------------------------------
+#
+# One validator for both sides of SI: the engine checks an ask's tag with it, and the shim builds
+# the tag from a pod spec with it (`placement_doc` with the pod's field paths), so a rule of the
+# Kubernetes API is written once and an error names the field where the user wrote it.
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PlacementPaths:
+    """Where each part of a placement was written, for error messages."""
+
+    node_selector: str = "nodeSelector"
+    terms: str = "nodeSelectorTerms"
+    tolerations: str = "tolerations"
+
+
+TAG_PATHS = PlacementPaths()
+
+
+def placement_doc(node_selector: Any, terms: Any, tolerations: Any,
+                  paths: PlacementPaths = TAG_PATHS) -> dict[str, Any]:
+    """The canonical `ykshm.io/placement` document of a pod's nodeSelector, required
+    nodeSelectorTerms (None: no required node affinity) and tolerations, checked by the
+    Kubernetes API's rules (null counts as absent); {} when they constrain nothing. Only the
+    fields the contract names are kept; every term has both lists, every toleration all four
+    keys (operator defaults to Equal). ValueError "<path>: <why>".
+    """
+    doc: dict[str, Any] = {}
+    selector = _node_selector(node_selector, paths.node_selector)
+    if selector:
+        doc["nodeSelector"] = selector
+    if terms is not None:
+        term_list = _list(terms, paths.terms)
+        if not term_list:
+            raise ValueError(f"{paths.terms}: must have at least one term")
+        doc["nodeSelectorTerms"] = [_term(t, f"{paths.terms}[{i}]")
+                                    for i, t in enumerate(term_list)]
+    tolerations = [_toleration(t, f"{paths.tolerations}[{i}]")
+                   for i, t in enumerate(_list(tolerations, paths.tolerations))]
+    if tolerations:
+        doc["tolerations"] = tolerations
+    return doc
+
+
+def parse_placement(text: Any) -> Placement:
+    """The `ykshm.io/placement` tag of an ask; ValueError names what is malformed."""
+    raw = _load(text, dict, "object")
+    doc = placement_doc(raw.get("nodeSelector"), raw.get("nodeSelectorTerms"),
+                        raw.get("tolerations"))
+    terms = doc.get("nodeSelectorTerms")
+    return Placement(
+        tuple(sorted(doc.get("nodeSelector", {}).items())),
+        None if terms is None else tuple(
+            Term(tuple(map(_requirement_of, t["matchExpressions"])),
+                 tuple(map(_requirement_of, t["matchFields"]))) for t in terms),
+        tuple(Toleration(**t) for t in doc.get("tolerations", ())))
+
+
+def parse_taints(text: Any) -> tuple[Taint, ...]:
+    """The `ykshm.io/taints` attribute of a node (None = untainted). PreferNoSchedule taints
+    are dropped: the filter ignores them."""
+    if text is None:
+        return ()
+    taints = []
+    for i, raw in enumerate(_load(text, list, "list")):
+        taint = _object(raw, f"[{i}]")
+        key = _nonempty(_string(taint.get("key"), f"[{i}].key"), f"[{i}].key")
+        effect = _one_of(_nonempty(_string(taint.get("effect"), f"[{i}].effect"), f"[{i}].effect"),
+                         TAINT_EFFECTS, f"[{i}].effect")
+        if effect != "PreferNoSchedule":
+            taints.append(Taint(key, _string(taint.get("value"), f"[{i}].value"), effect))
+    return tuple(taints)
+
+
+def _requirement_of(req: Mapping[str, Any]) -> Requirement:
+    """A checked requirement as a value; Gt/Lt keep their bound as an int."""
+    op, values = req["operator"], req["values"]
+    if op in ("Gt", "Lt"):
+        return Requirement(req["key"], op, bound=int(values[0]))
+    return Requirement(req["key"], op, frozenset(values))
+
 
 def _load(text: Any, kind: type, what: str) -> Any:
     if not isinstance(text, str):
@@ -195,138 +276,116 @@ def _load(text: Any, kind: type, what: str) -> Any:
     return doc
 
 
-def _string(obj: Mapping[str, Any], key: str, path: str, *, required: bool = False) -> str:
-    value = obj.get(key)
+def _string(value: Any, where: str) -> str:
+    """A string field; null is the empty string, as Kubernetes decodes it."""
     if value is None:
-        value = ""
+        return ""
     if not isinstance(value, str):
-        raise ValueError(f"{path}.{key} is not a string")
-    if required and not value:
-        raise ValueError(f"{path}.{key} is missing or empty")
+        raise ValueError(f"{where}: must be a string, got {value!r}")
     return value
 
 
-def _list(value: Any, path: str) -> list[Any]:
+def _nonempty(value: str, where: str) -> str:
+    if not value:
+        raise ValueError(f"{where}: must not be empty")
+    return value
+
+
+def _object(value: Any, where: str) -> Mapping[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ValueError(f"{where}: must be an object")
+    return value
+
+
+def _list(value: Any, where: str) -> list[Any]:
     if value is None:
         return []
     if not isinstance(value, list):
-        raise ValueError(f"{path} is not a list")
+        raise ValueError(f"{where}: must be a list")
     return value
 
 
-def _object(value: Any, path: str) -> Mapping[str, Any]:
-    if not isinstance(value, dict):
-        raise ValueError(f"{path} is not an object")
+def _one_of(value: str, allowed: tuple[str, ...], where: str) -> str:
+    if value not in allowed:
+        raise ValueError(f"{where}: {value!r} is not one of {', '.join(allowed)}")
     return value
 
 
-def _values(req: Mapping[str, Any], path: str) -> list[str]:
-    values = _list(req.get("values"), f"{path}.values")
-    for i, value in enumerate(values):
-        if not isinstance(value, str):
-            raise ValueError(f"{path}.values[{i}] is not a string")
-    return values
+def _node_selector(raw: Any, where: str) -> dict[str, str]:
+    result = {}
+    for key, value in _object(raw, where).items():
+        if not isinstance(key, str) or not key:
+            raise ValueError(f"{where}: key {key!r} must be a non-empty string")
+        result[key] = _string(value, f"{where}.{key}")
+    return result
 
 
-def _label_requirement(raw: Any, path: str) -> Requirement:
-    req = _object(raw, path)
-    key = _string(req, "key", path, required=True)
-    op = _string(req, "operator", path)
-    if op not in LABEL_OPERATORS:
-        raise ValueError(f"{path}.operator {op!r} is not In, NotIn, Exists, DoesNotExist, "
-                         f"Gt or Lt")
-    values = _values(req, path)
+def _values(raw: Any, where: str) -> list[str]:
+    return [_string(v, f"{where}[{i}]") for i, v in enumerate(_list(raw, where))]
+
+
+def _check_values(op: str, values: list[str], where: str) -> None:
+    """Kubernetes' rules for a node selector requirement's values, by operator."""
     if op in ("In", "NotIn") and not values:
-        raise ValueError(f"{path}.values must not be empty for {op}")
+        raise ValueError(f"{where}: must be non-empty when operator is {op}")
     if op in ("Exists", "DoesNotExist") and values:
-        raise ValueError(f"{path}.values must be empty for {op}")
+        raise ValueError(f"{where}: must be empty when operator is {op}")
     if op in ("Gt", "Lt"):
-        bound = _int64(values[0]) if len(values) == 1 else None
-        if bound is None:
-            raise ValueError(f"{path}.values must be a single integer for {op}, not {values}")
-        return Requirement(key, op, bound=bound)
-    return Requirement(key, op, frozenset(values))
+        if len(values) != 1:
+            raise ValueError(f"{where}: must have exactly one value when operator is {op}")
+        if _int64(values[0]) is None:
+            raise ValueError(f"{where}[0]: {values[0]!r} is not an integer")
 
 
-def _field_requirement(raw: Any, path: str) -> Requirement:
-    req = _object(raw, path)
-    key = _string(req, "key", path)
-    if key != NODE_NAME_FIELD:
-        raise ValueError(f"{path}.key {key!r} is not {NODE_NAME_FIELD}")
-    op = _string(req, "operator", path)
-    if op not in FIELD_OPERATORS:
-        raise ValueError(f"{path}.operator {op!r} is not In or NotIn")
-    values = _values(req, path)
+def _requirement(raw: Any, where: str) -> dict[str, Any]:
+    req = _object(raw, where)
+    key = _nonempty(_string(req.get("key"), f"{where}.key"), f"{where}.key")
+    op = _one_of(_string(req.get("operator"), f"{where}.operator"), LABEL_OPERATORS,
+                 f"{where}.operator")
+    values = _values(req.get("values"), f"{where}.values")
+    _check_values(op, values, f"{where}.values")
+    return {"key": key, "operator": op, "values": values}
+
+
+def _field_requirement(raw: Any, where: str) -> dict[str, Any]:
+    """matchFields: only metadata.name, In/NotIn with one value (the apiserver's rule)."""
+    req = _object(raw, where)
+    key = _one_of(_string(req.get("key"), f"{where}.key"), (NODE_NAME_FIELD,), f"{where}.key")
+    op = _one_of(_string(req.get("operator"), f"{where}.operator"), FIELD_OPERATORS,
+                 f"{where}.operator")
+    values = _values(req.get("values"), f"{where}.values")
     if len(values) != 1:
-        raise ValueError(f"{path}.values must hold exactly one node name, not {values}")
-    return Requirement(key, op, frozenset(values))
+        raise ValueError(f"{where}.values: must have exactly one value for a field selector")
+    return {"key": key, "operator": op, "values": values}
 
 
-def _term(raw: Any, path: str) -> Term:
-    term = _object(raw, path)
-    exprs = _list(term.get("matchExpressions"), f"{path}.matchExpressions")
-    fields = _list(term.get("matchFields"), f"{path}.matchFields")
-    return Term(tuple(_label_requirement(r, f"{path}.matchExpressions[{i}]")
-                      for i, r in enumerate(exprs)),
-                tuple(_field_requirement(r, f"{path}.matchFields[{i}]")
-                      for i, r in enumerate(fields)))
+def _term(raw: Any, where: str) -> dict[str, Any]:
+    term = _object(raw, where)
+    exprs = _list(term.get("matchExpressions"), f"{where}.matchExpressions")
+    fields = _list(term.get("matchFields"), f"{where}.matchFields")
+    return {
+        "matchExpressions": [_requirement(r, f"{where}.matchExpressions[{i}]")
+                             for i, r in enumerate(exprs)],
+        "matchFields": [_field_requirement(r, f"{where}.matchFields[{i}]")
+                        for i, r in enumerate(fields)],
+    }
 
 
-def _effect(obj: Mapping[str, Any], path: str, *, required: bool) -> str:
-    effect = _string(obj, "effect", path, required=required)
-    if effect and effect not in TAINT_EFFECTS:
-        raise ValueError(f"{path}.effect {effect!r} is not NoSchedule, PreferNoSchedule or "
-                         f"NoExecute")
-    return effect
-
-
-def _toleration(raw: Any, path: str) -> Toleration:
-    tol = _object(raw, path)
-    key = _string(tol, "key", path)
-    op = _string(tol, "operator", path) or "Equal"
-    if op not in ("Equal", "Exists"):
-        raise ValueError(f"{path}.operator {op!r} is not Equal or Exists")
-    value = _string(tol, "value", path)
+def _toleration(raw: Any, where: str) -> dict[str, str]:
+    tol = _object(raw, where)
+    key = _string(tol.get("key"), f"{where}.key")
+    op = _one_of(_string(tol.get("operator"), f"{where}.operator") or "Equal",
+                 TOLERATION_OPERATORS, f"{where}.operator")
+    value = _string(tol.get("value"), f"{where}.value")
+    effect = _string(tol.get("effect"), f"{where}.effect")
+    if effect:
+        _one_of(effect, TAINT_EFFECTS, f"{where}.effect")
     if op == "Exists" and value:
-        raise ValueError(f"{path}.value must be empty for Exists")
-    if op == "Equal" and not key:
-        raise ValueError(f"{path}.key must be set for Equal (an empty key needs Exists)")
-    return Toleration(key, op, value, _effect(tol, path, required=False))
-
-
-def _selector(raw: Any) -> tuple[tuple[str, str], ...]:
-    if raw is None:
-        return ()
-    selector = _object(raw, "nodeSelector")
-    for key, value in selector.items():
-        if not isinstance(value, str):
-            raise ValueError(f"nodeSelector[{key!r}] is not a string")
-    return tuple(sorted(selector.items()))
-
-
-def parse_placement(text: Any) -> Placement:
-    """The `ykshm.io/placement` tag of an ask; ValueError names what is malformed."""
-    doc = _load(text, dict, "object")
-    raw_terms = doc.get("nodeSelectorTerms")
-    terms = None if raw_terms is None else tuple(
-        _term(t, f"nodeSelectorTerms[{i}]")
-        for i, t in enumerate(_list(raw_terms, "nodeSelectorTerms")))
-    tolerations = tuple(_toleration(t, f"tolerations[{i}]")
-                        for i, t in enumerate(_list(doc.get("tolerations"), "tolerations")))
-    return Placement(_selector(doc.get("nodeSelector")), terms, tolerations)
-
-
-def parse_taints(text: Any) -> tuple[Taint, ...]:
-    """The `ykshm.io/taints` attribute of a node (None = untainted). PreferNoSchedule taints
-    are dropped: the filter ignores them."""
-    if text is None:
-        return ()
-    taints = []
-    for i, raw in enumerate(_load(text, list, "list")):
-        path = f"[{i}]"
-        taint = _object(raw, path)
-        effect = _effect(taint, path, required=True)
-        if effect != "PreferNoSchedule":
-            taints.append(Taint(_string(taint, "key", path, required=True),
-                                _string(taint, "value", path), effect))
-    return tuple(taints)
+        raise ValueError(f"{where}.value: must be empty when operator is Exists")
+    if not key and op != "Exists":
+        raise ValueError(f"{where}.operator: must be Exists when key is empty")
+    if tol.get("tolerationSeconds") is not None and effect != "NoExecute":
+        raise ValueError(f"{where}.effect: must be NoExecute when tolerationSeconds is set")
+    return {"key": key, "operator": op, "value": value, "effect": effect}

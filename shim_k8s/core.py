@@ -48,6 +48,7 @@ from typing import Any
 
 import orjson
 
+from engine.predicates import PLACEMENT_TAG, TAINTS_ATTRIBUTE
 from engine.resources import Resource, to_si
 from engine.si import protocol as si
 
@@ -574,7 +575,7 @@ class ShimCore:
         tags = {"kubernetes.io/meta/namespace": info.namespace,
                 "kubernetes.io/meta/podName": info.name}
         if info.placement:
-            tags[mapping.PLACEMENT_TAG] = info.placement
+            tags[PLACEMENT_TAG] = info.placement
         return {"allocationKey": uid, "applicationID": info.app_id,
                 "partitionName": self.partition, "resourceAsk": to_si(info.resource),
                 "priority": info.priority, "placeholder": info.placeholder,
@@ -612,7 +613,7 @@ class ShimCore:
         attrs = {"si.io/hostname": name, "si/node-partition": self.partition,
                  "ready": "true" if info.ready else "false"}
         attrs.update(info.labels)
-        attrs[mapping.TAINTS_ATTR] = mapping.taints_json(info.taints)
+        attrs[TAINTS_ATTRIBUTE] = mapping.taints_json(info.taints)
         return attrs
 
     @staticmethod

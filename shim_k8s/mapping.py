@@ -40,13 +40,13 @@ node can carry one, and a node must never be lost over it.
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Mapping
 from typing import Any
 
 import orjson
 
 from engine import resources
+from engine.predicates import PlacementPaths, placement_doc
 from engine.resources import QuantityError, Resource, parse_milli, parse_quantity
 
 SCHEDULER_NAMES = frozenset({"yunikorn", "ykshm"})
@@ -67,16 +67,10 @@ LABEL_QUEUE = "queue"
 
 FINISHED_PHASES = frozenset({"Succeeded", "Failed"})
 
-PLACEMENT_TAG = "ykshm.io/placement"
-TAINTS_ATTR = "ykshm.io/taints"
-SELECTOR_OPS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
-FIELD_OPS = ("In", "NotIn")
-FIELD_KEYS = ("metadata.name",)
-TOLERATION_OPS = ("Equal", "Exists")
-TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 FILTER_EFFECTS = frozenset({"NoSchedule", "NoExecute"})   # PreferNoSchedule is only a preference
 REQUIRED_AFFINITY = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
-_INT64 = re.compile(r"[+-]?[0-9]+")
+POD_PATHS = PlacementPaths("spec.nodeSelector", f"{REQUIRED_AFFINITY}.nodeSelectorTerms",
+                           "spec.tolerations")
 
 
 class MappingError(ValueError):
@@ -339,146 +333,36 @@ def _policy(annotations: Mapping[str, str]) -> tuple[str, int]:
     return style, timeout
 
 
-def _string(value: Any, where: str) -> str:
-    """A string field; null is the empty string, as Kubernetes decodes it."""
-    if value is None:
-        return ""
-    if not isinstance(value, str):
-        raise PodError(f"{where}: must be a string, got {value!r}")
-    return value
-
-
-def _object(value: Any, where: str) -> Mapping[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise PodError(f"{where}: must be an object")
-    return value
-
-
-def _list(value: Any, where: str) -> list[Any]:
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise PodError(f"{where}: must be a list")
-    return value
-
-
-def _one_of(value: str, allowed: tuple[str, ...], where: str) -> str:
-    if value not in allowed:
-        raise PodError(f"{where}: {value!r} is not one of {', '.join(allowed)}")
-    return value
-
-
-def _node_selector(raw: Any) -> dict[str, str]:
-    where = "spec.nodeSelector"
-    result = {}
-    for key, value in _object(raw, where).items():
-        if not isinstance(key, str) or not key:
-            raise PodError(f"{where}: key {key!r} must be a non-empty string")
-        result[key] = _string(value, f"{where}.{key}")
-    return result
-
-
-def _values(raw: Any, where: str) -> list[str]:
-    return [_string(v, f"{where}[{i}]") for i, v in enumerate(_list(raw, where))]
-
-
-def _check_values(op: str, values: list[str], where: str) -> None:
-    """Kubernetes' rules for a node selector requirement's values, by operator."""
-    if op in ("In", "NotIn") and not values:
-        raise PodError(f"{where}: must be non-empty when operator is {op}")
-    if op in ("Exists", "DoesNotExist") and values:
-        raise PodError(f"{where}: must be empty when operator is {op}")
-    if op in ("Gt", "Lt"):
-        if len(values) != 1:
-            raise PodError(f"{where}: must have exactly one value when operator is {op}")
-        if not _INT64.fullmatch(values[0]) or not -(1 << 63) <= int(values[0]) < (1 << 63):
-            raise PodError(f"{where}[0]: {values[0]!r} is not an integer")
-
-
-def _requirement(raw: Any, where: str) -> dict[str, Any]:
-    req = _object(raw, where)
-    key = _string(req.get("key"), f"{where}.key")
-    if not key:
-        raise PodError(f"{where}.key: must not be empty")
-    op = _one_of(_string(req.get("operator"), f"{where}.operator"), SELECTOR_OPS,
-                 f"{where}.operator")
-    values = _values(req.get("values"), f"{where}.values")
-    _check_values(op, values, f"{where}.values")
-    return {"key": key, "operator": op, "values": values}
-
-
-def _field_requirement(raw: Any, where: str) -> dict[str, Any]:
-    """matchFields: only metadata.name, In/NotIn with one value (the apiserver's rule)."""
-    req = _object(raw, where)
-    key = _one_of(_string(req.get("key"), f"{where}.key"), FIELD_KEYS, f"{where}.key")
-    op = _one_of(_string(req.get("operator"), f"{where}.operator"), FIELD_OPS,
-                 f"{where}.operator")
-    values = _values(req.get("values"), f"{where}.values")
-    if len(values) != 1:
-        raise PodError(f"{where}.values: must have exactly one value for a field selector")
-    return {"key": key, "operator": op, "values": values}
-
-
-def _term(raw: Any, where: str) -> dict[str, Any]:
-    term = _object(raw, where)
-    exprs = _list(term.get("matchExpressions"), f"{where}.matchExpressions")
-    fields = _list(term.get("matchFields"), f"{where}.matchFields")
-    return {
-        "matchExpressions": [_requirement(r, f"{where}.matchExpressions[{i}]")
-                             for i, r in enumerate(exprs)],
-        "matchFields": [_field_requirement(r, f"{where}.matchFields[{i}]")
-                        for i, r in enumerate(fields)],
-    }
-
-
-def _node_selector_terms(affinity: Any) -> list[dict[str, Any]] | None:
-    """The required node affinity's terms; None without one (preferred terms are not sent)."""
-    node_affinity = _object(_object(affinity, "spec.affinity").get("nodeAffinity"),
-                            "spec.affinity.nodeAffinity")
+def _required_terms(affinity: Any) -> Any:
+    """The required node affinity's nodeSelectorTerms as written (preferred terms are not
+    sent); None without a required node affinity."""
+    if affinity is None:
+        return None
+    if not isinstance(affinity, Mapping):
+        raise PodError("spec.affinity: must be an object")
+    node_affinity = affinity.get("nodeAffinity")
+    if node_affinity is None:
+        return None
+    if not isinstance(node_affinity, Mapping):
+        raise PodError("spec.affinity.nodeAffinity: must be an object")
     required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
     if required is None:
         return None
-    where = f"{REQUIRED_AFFINITY}.nodeSelectorTerms"
-    terms = _list(_object(required, REQUIRED_AFFINITY).get("nodeSelectorTerms"), where)
-    if not terms:
-        raise PodError(f"{where}: must have at least one term")
-    return [_term(t, f"{where}[{i}]") for i, t in enumerate(terms)]
-
-
-def _toleration(raw: Any, where: str) -> dict[str, str]:
-    tol = _object(raw, where)
-    key = _string(tol.get("key"), f"{where}.key")
-    op = _one_of(_string(tol.get("operator"), f"{where}.operator") or "Equal", TOLERATION_OPS,
-                 f"{where}.operator")
-    value = _string(tol.get("value"), f"{where}.value")
-    effect = _string(tol.get("effect"), f"{where}.effect")
-    if effect:
-        _one_of(effect, TAINT_EFFECTS, f"{where}.effect")
-    if op == "Exists" and value:
-        raise PodError(f"{where}.value: must be empty when operator is Exists")
-    if not key and op != "Exists":
-        raise PodError(f"{where}.operator: must be Exists when key is empty")
-    if tol.get("tolerationSeconds") is not None and effect != "NoExecute":
-        raise PodError(f"{where}.effect: must be NoExecute when tolerationSeconds is set")
-    return {"key": key, "operator": op, "value": value, "effect": effect}
+    if not isinstance(required, Mapping):
+        raise PodError(f"{REQUIRED_AFFINITY}: must be an object")
+    terms = required.get("nodeSelectorTerms")
+    return [] if terms is None else terms
 
 
 def placement_of(spec: Mapping[str, Any]) -> str:
-    """The ask tag ykshm.io/placement for a pod spec, "" when unconstrained. Raises PodError."""
-    placement: dict[str, Any] = {}
-    selector = _node_selector(spec.get("nodeSelector"))
-    if selector:
-        placement["nodeSelector"] = selector
-    terms = _node_selector_terms(spec.get("affinity"))
-    if terms is not None:
-        placement["nodeSelectorTerms"] = terms
-    tolerations = [_toleration(t, f"spec.tolerations[{i}]")
-                   for i, t in enumerate(_list(spec.get("tolerations"), "spec.tolerations"))]
-    if tolerations:
-        placement["tolerations"] = tolerations
-    return orjson.dumps(placement, option=orjson.OPT_SORT_KEYS).decode() if placement else ""
+    """The ask tag ykshm.io/placement for a pod spec, "" when unconstrained. Raises PodError
+    naming the pod field (the rules are the engine's: `engine.predicates.placement_doc`)."""
+    try:
+        doc = placement_doc(spec.get("nodeSelector"), _required_terms(spec.get("affinity")),
+                            spec.get("tolerations"), POD_PATHS)
+    except ValueError as exc:
+        raise PodError(str(exc)) from None
+    return orjson.dumps(doc, option=orjson.OPT_SORT_KEYS).decode() if doc else ""
 
 
 def pod_info(pod: Mapping[str, Any], prev: PodInfo | None = None) -> PodInfo:

@@ -310,7 +310,7 @@ REQS = st.sampled_from([
     {"key": "metadata.name", "operator": "In", "values": ["n0"]}])
 PLACEMENTS = st.none() | st.fixed_dictionaries({}, optional={
     "nodeSelector": st.fixed_dictionaries({"zone": st.sampled_from("ab")}),
-    "nodeSelectorTerms": st.lists(st.lists(REQS, max_size=2), max_size=2),
+    "nodeSelectorTerms": st.lists(st.lists(REQS, max_size=2), min_size=1, max_size=2),
     "tolerations": st.lists(st.sampled_from([{"operator": "Exists"}, {"key": "d", "value": "gpu"},
                                              {"key": "m", "operator": "Exists"}]), max_size=2)})
 

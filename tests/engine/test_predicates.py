@@ -80,9 +80,11 @@ def test_a_term_without_requirements_matches_nothing():
     assert ok(terms({}, {"matchExpressions": [expr("zone", "Exists")]}), {"zone": "a"})
 
 
-def test_no_terms_key_means_any_node_and_an_empty_list_none():
+def test_no_terms_key_means_any_node_and_an_empty_list_is_refused():
     assert ok(placement(), {})
-    assert not ok(placement(nodeSelectorTerms=[]), {"zone": "a"})
+    with pytest.raises(ValueError) as info:        # the Kubernetes API refuses it too
+        placement(nodeSelectorTerms=[])
+    assert str(info.value) == "nodeSelectorTerms: must have at least one term"
 
 
 def test_match_fields_on_the_node_name():
@@ -177,42 +179,42 @@ def test_toleration_semantics_directly():
     ("{", "not JSON"),
     ("[]", "not a JSON object"),
     ('"x"', "not a JSON object"),
-    ('{"nodeSelector": ["a"]}', "nodeSelector is not an object"),
-    ('{"nodeSelector": {"a": 1}}', "nodeSelector['a'] is not a string"),
-    ('{"nodeSelectorTerms": {}}', "nodeSelectorTerms is not a list"),
-    ('{"nodeSelectorTerms": [1]}', "nodeSelectorTerms[0] is not an object"),
+    ('{"nodeSelector": ["a"]}', "nodeSelector: must be an object"),
+    ('{"nodeSelector": {"a": 1}}', "nodeSelector.a: must be a string, got 1"),
+    ('{"nodeSelectorTerms": {}}', "nodeSelectorTerms: must be a list"),
+    ('{"nodeSelectorTerms": [1]}', "nodeSelectorTerms[0]: must be an object"),
     ('{"nodeSelectorTerms": [{"matchExpressions": [{"key": "a", "operator": "In", '
      '"values": ["x"]}, {"key": "b", "operator": "Foo"}]}]}',
-     "nodeSelectorTerms[0].matchExpressions[1].operator 'Foo' is not In, NotIn, Exists, "
-     "DoesNotExist, Gt or Lt"),
+     "nodeSelectorTerms[0].matchExpressions[1].operator: 'Foo' is not one of In, NotIn, Exists, "
+     "DoesNotExist, Gt, Lt"),
     ('{"nodeSelectorTerms": [{"matchExpressions": [{"operator": "Exists"}]}]}',
-     "nodeSelectorTerms[0].matchExpressions[0].key is missing or empty"),
+     "nodeSelectorTerms[0].matchExpressions[0].key: must not be empty"),
     ('{"nodeSelectorTerms": [{"matchExpressions": [{"key": "a", "operator": "In"}]}]}',
-     "nodeSelectorTerms[0].matchExpressions[0].values must not be empty for In"),
+     "nodeSelectorTerms[0].matchExpressions[0].values: must be non-empty when operator is In"),
     ('{"nodeSelectorTerms": [{"matchExpressions": [{"key": "a", "operator": "NotIn", '
-     '"values": []}]}]}', "values must not be empty for NotIn"),
+     '"values": []}]}]}', "values: must be non-empty when operator is NotIn"),
     ('{"nodeSelectorTerms": [{"matchExpressions": [{"key": "a", "operator": "Exists", '
-     '"values": ["x"]}]}]}', "values must be empty for Exists"),
+     '"values": ["x"]}]}]}', "values: must be empty when operator is Exists"),
     ('{"nodeSelectorTerms": [{"matchExpressions": [{"key": "a", "operator": "Gt", '
-     '"values": ["1", "2"]}]}]}', "values must be a single integer for Gt"),
+     '"values": ["1", "2"]}]}]}', "values: must have exactly one value when operator is Gt"),
     ('{"nodeSelectorTerms": [{"matchExpressions": [{"key": "a", "operator": "Lt", '
-     '"values": ["1.5"]}]}]}', "values must be a single integer for Lt"),
+     '"values": ["1.5"]}]}]}', "values[0]: '1.5' is not an integer"),
     ('{"nodeSelectorTerms": [{"matchExpressions": [{"key": "a", "operator": "In", '
-     '"values": [1]}]}]}', "matchExpressions[0].values[0] is not a string"),
+     '"values": [1]}]}]}', "matchExpressions[0].values[0]: must be a string"),
     ('{"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.labels", "operator": "In", '
-     '"values": ["n"]}]}]}', "nodeSelectorTerms[0].matchFields[0].key 'metadata.labels' is not "
-                             "metadata.name"),
+     '"values": ["n"]}]}]}', "nodeSelectorTerms[0].matchFields[0].key: 'metadata.labels' is not "
+                             "one of metadata.name"),
     ('{"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "Exists"}]}]}',
-     "matchFields[0].operator 'Exists' is not In or NotIn"),
+     "matchFields[0].operator: 'Exists' is not one of In, NotIn"),
     ('{"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", '
-     '"values": ["a", "b"]}]}]}', "values must hold exactly one node name"),
+     '"values": ["a", "b"]}]}]}', "values: must have exactly one value for a field selector"),
     ('{"tolerations": [{"operator": "Exists"}, {"key": "k", "operator": "Bigger"}]}',
-     "tolerations[1].operator 'Bigger' is not Equal or Exists"),
+     "tolerations[1].operator: 'Bigger' is not one of Equal, Exists"),
     ('{"tolerations": [{"key": "k", "operator": "Exists", "value": "v"}]}',
-     "tolerations[0].value must be empty for Exists"),
-    ('{"tolerations": [{"value": "v"}]}', "tolerations[0].key must be set for Equal"),
+     "tolerations[0].value: must be empty when operator is Exists"),
+    ('{"tolerations": [{"value": "v"}]}', "tolerations[0].operator: must be Exists when key is empty"),
     ('{"tolerations": [{"key": "k", "effect": "Sometimes"}]}',
-     "tolerations[0].effect 'Sometimes' is not NoSchedule, PreferNoSchedule or NoExecute"),
+     "tolerations[0].effect: 'Sometimes' is not one of NoSchedule, PreferNoSchedule, NoExecute"),
 ])
 def test_parse_errors_name_the_field(text, message):
     with pytest.raises(ValueError) as info:
@@ -228,10 +230,10 @@ def test_a_tag_that_is_no_string_is_an_error():
 @pytest.mark.parametrize("text, message", [
     ("nope", "not JSON"),
     ("{}", "not a JSON list"),
-    ('[{"key": "k"}]', "[0].effect is missing or empty"),
-    ('[{"key": "k", "effect": "NoWay"}]', "[0].effect 'NoWay' is not NoSchedule"),
-    ('[{"effect": "NoSchedule"}]', "[0].key is missing or empty"),
-    ('[{"key": "k", "value": 3, "effect": "NoSchedule"}]', "[0].value is not a string"),
+    ('[{"key": "k"}]', "[0].effect: must not be empty"),
+    ('[{"key": "k", "effect": "NoWay"}]', "[0].effect: 'NoWay' is not one of NoSchedule"),
+    ('[{"effect": "NoSchedule"}]', "[0].key: must not be empty"),
+    ('[{"key": "k", "value": 3, "effect": "NoSchedule"}]', "[0].value: must be a string"),
 ])
 def test_taint_parse_errors(text, message):
     with pytest.raises(ValueError) as info:
@@ -241,8 +243,10 @@ def test_taint_parse_errors(text, message):
 
 def test_unknown_keys_are_ignored():
     p = placement(nodeSelector={"a": "1"}, preferredAffinity=[{"weight": 1}],
-                  tolerations=[{"key": "k", "operator": "Exists", "tolerationSeconds": 30}])
-    assert p == placement(nodeSelector={"a": "1"}, tolerations=[{"key": "k", "operator": "Exists"}])
+                  tolerations=[{"key": "k", "operator": "Exists", "effect": "NoExecute",
+                                "tolerationSeconds": 30}])
+    assert p == placement(nodeSelector={"a": "1"},
+                          tolerations=[{"key": "k", "operator": "Exists", "effect": "NoExecute"}])
 
 
 def test_equal_placements_are_one_shape():
