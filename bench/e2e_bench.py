@@ -38,6 +38,42 @@ from tools.cliutil import Failure, Parser, UsageError, run_main
 PROG = "ykshm bench e2e"
 YUNIKORN_PODS_PER_S = 833.0
 RECOVERY_TARGET_S = 5.0
+PODS = "/api/v1/namespaces/default/pods"
+
+
+async def _create(url: str, names: list[str], app: str, concurrency: int,
+                  errors: list[str]) -> None:
+    """Create pods `names` over `concurrency` connections; the first refused pod is added to
+    `errors` and stops the creation. Errors are collected, not raised: an exception inside a
+    trio nursery leaves it as an ExceptionGroup, which `run_main` would show as a traceback."""
+    import trio
+
+    from shim_k8s.harness import pod_body
+    from shim_k8s.kubeclient import KubeConfig, RawConnection
+
+    it = iter(names)
+
+    async def creator() -> None:
+        conn = RawConnection(KubeConfig(server=url))
+        try:
+            for n in it:
+                if errors:
+                    return
+                status, data = await conn.post(PODS, orjson.dumps(pod_body(n, app=app)))
+                if status >= 300:
+                    errors.append(f"{n}: {status} {data[:200]!r}")
+                    return
+        finally:
+            await conn.aclose()
+
+    async with trio.open_nursery() as nursery:
+        for _ in range(concurrency):
+            nursery.start_soon(creator)
+
+
+def _creation_failed(errors: list[str]) -> None:
+    if errors:
+        raise Failure(f"pod creation failed: {errors[0]}")
 
 
 async def _create_and_follow(url: str, names: list[str], app: str, concurrency: int,
@@ -47,42 +83,23 @@ async def _create_and_follow(url: str, names: list[str], app: str, concurrency: 
     import httpx
     import trio
 
-    from shim_k8s.harness import pod_body
-    from shim_k8s.kubeclient import Informer, KubeConfig, RawConnection
+    from shim_k8s.kubeclient import Informer
 
     want = set(names)
     bound: set[str] = set()
     result: dict[str, float] = {}
+    errors: list[str] = []
     async with httpx.AsyncClient(base_url=url, timeout=60,
                                  limits=httpx.Limits(max_connections=concurrency + 4)) as client:
         send, recv = trio.open_memory_channel[Any](math.inf)
-        informer = Informer(client, "/api/v1/namespaces/default/pods", "pods")
+        informer = Informer(client, PODS, "pods")
         async with trio.open_nursery() as nursery:
-            await nursery.start(informer.run, send)
             # the informer reports its first list, then its changes
-            names_send, names_recv = trio.open_memory_channel[str](math.inf)
-            for n in names:
-                names_send.send_nowait(n)
-            names_send.close()
-            errors: list[str] = []
-
-            async def creator() -> None:
-                conn = RawConnection(KubeConfig(server=url))
-                try:
-                    async for n in names_recv:
-                        body = orjson.dumps(pod_body(n, app=app))
-                        status, data = await conn.post("/api/v1/namespaces/default/pods", body)
-                        if status >= 300:
-                            errors.append(f"{n}: {status} {data[:200]!r}")
-                finally:
-                    await conn.aclose()
-
+            await nursery.start(informer.run, send)
             result["create_start"] = time.monotonic()
 
             async def creators() -> None:
-                async with trio.open_nursery() as inner:
-                    for _ in range(concurrency):
-                        inner.start_soon(creator)
+                await _create(url, names, app, concurrency, errors)
                 result["create_end"] = time.monotonic()
 
             if create:
@@ -96,39 +113,22 @@ async def _create_and_follow(url: str, names: list[str], app: str, concurrency: 
                         if name in want and etype != "DELETED" and obj["spec"].get("nodeName"):
                             bound.add(name)
                     if errors:
-                        raise Failure(f"pod creation failed: {errors[0]}")
+                        break
                     if len(bound) == len(want):
                         result["bound_end"] = time.monotonic()
                         result["bound_wall"] = time.time()
                         break
             nursery.cancel_scope.cancel()
+    _creation_failed(errors)
     if scope.cancelled_caught:
         raise Failure(f"only {len(bound)} of {len(want)} pods bound within {timeout:.0f}s")
     return result
 
 
 async def _create_only(url: str, names: list[str], app: str, concurrency: int) -> None:
-    import trio
-
-    from shim_k8s.harness import pod_body
-    from shim_k8s.kubeclient import KubeConfig, RawConnection
-
-    it = iter(names)
-
-    async def creator() -> None:
-        conn = RawConnection(KubeConfig(server=url))
-        try:
-            for n in it:
-                status, data = await conn.post("/api/v1/namespaces/default/pods",
-                                               orjson.dumps(pod_body(n, app=app)))
-                if status >= 300:
-                    raise Failure(f"pod creation failed: {n}: {status} {data[:200]!r}")
-        finally:
-            await conn.aclose()
-
-    async with trio.open_nursery() as nursery:
-        for _ in range(concurrency):
-            nursery.start_soon(creator)
+    errors: list[str] = []
+    await _create(url, names, app, concurrency, errors)
+    _creation_failed(errors)
 
 
 def _total_pods(usage: dict[str, Any]) -> int:

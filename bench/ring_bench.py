@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import glob
+import itertools
 import multiprocessing as mp
 import os
 import random
@@ -58,14 +59,14 @@ from typing import Any
 
 import orjson
 
+from shm.bench_support import EVENTS_PER_APP, PODS_PER_APP, seed_mix
 from shm.events import EventChangeDetail as D
 from shm.events import EventChangeType as C
 from shm.events import EventRecordType as T
+from tools import shmscan
 from tools.cliutil import Failure, Parser, UsageError, run_main
 
 PROG = "ykshm bench ring"
-PODS_PER_APP = 100
-EVENTS_PER_APP = 7 + 2 * PODS_PER_APP  # 207
 BATCH = 100
 APPS_PER_CHUNK = 1  # 207 events (one app) generated just before they are published
 READ_COUNT = 10_000
@@ -98,8 +99,14 @@ def _bench_name() -> str:
     return f"ykbench-{os.getpid()}-{uuid.uuid4().hex[:8]}"
 
 
+def _segments(name: str) -> list[str]:
+    """Every /dev/shm/NAME.* (temporary files of a create cut short too): the benchmark's name
+    is its own, nothing of it exists when it starts."""
+    return glob.glob(f"/dev/shm/{glob.escape(name)}.*")
+
+
 def _cleanup(name: str) -> None:
-    for path in glob.glob(f"/dev/shm/{glob.escape(name)}.*"):
+    for path in _segments(name):
         try:
             os.unlink(path)
         except OSError:
@@ -107,69 +114,23 @@ def _cleanup(name: str) -> None:
 
 
 def _segment_bytes(name: str) -> int:
-    total = 0
-    for path in glob.glob(f"/dev/shm/{glob.escape(name)}.*"):
-        if path.endswith(".state"):
-            continue
-        try:
-            total += os.stat(path).st_blocks * 512
-        except OSError:
-            pass
-    return total
+    return sum(shmscan.resident_bytes(path) for path in _segments(name)
+               if not path.endswith(".state"))
 
 
 # -- the normal mix --------------------------------------------------------------------------------
 
 
-class _Uuids:
-    """Random version-4 UUID strings, faster than uuid.uuid4() (the bench needs ~9M)."""
-
-    def __init__(self, seed: int) -> None:
-        self._bits = random.Random(seed).getrandbits
-
-    def __call__(self) -> str:
-        h = f"{self._bits(128):032x}"
-        return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{'89ab'[int(h[16], 16) & 3]}{h[17:20]}-{h[20:32]}"
-
-
-_APP_STATES = (D.APP_NEW, D.APP_ACCEPTED, D.APP_STARTING)
-_APP_END = (D.APP_COMPLETING, D.APP_COMPLETED)
-_GIB = 1 << 30
-
-
 def normal_mix(total: int, seed: int = 7) -> Iterator[list[tuple]]:
-    """Chunks of publish() argument tuples, APPS_PER_CHUNK apps each, `total` events in all.
+    """`shm.bench_support.seed_mix(total)` in chunks of APPS_PER_CHUNK whole apps (the last one
+    cut at `total`), each generated before it is published.
 
     Tuple order = RingWriter.publish positional order: (type, change_type, change_detail,
     object_id, reference_id, message, resource). No timestamp: like the engine, the bench lets
     the ring stamp each event with the current time, so reading the clock is part of the cost.
     """
-    uuids = _Uuids(seed)
-    produced = 0
-    app = 0
-    APP, ADD, SET = int(T.APP), int(C.ADD), int(C.SET)
-    REQ, ALLOC, NONE = int(D.APP_REQUEST), int(D.APP_ALLOC), int(D.DETAILS_NONE)
-    while produced < total:
-        chunk: list[tuple] = []
-        for _ in range(APPS_PER_CHUNK):
-            app_id = f"spark-app-{app:06d}"
-            resource = {"memory": (1 + app % 8) * _GIB, "vcore": 500 * (1 + app % 4), "pods": 1}
-            events: list[tuple] = [(APP, ADD, NONE, app_id, "", "", None)]
-            for detail in _APP_STATES:
-                events.append((APP, SET, int(detail), app_id, "", "", None))
-            for pod in range(PODS_PER_APP):
-                events.append((APP, ADD, REQ, app_id, uuids(), "", resource))
-                events.append((APP, ADD, ALLOC, app_id, uuids(), "", resource))
-                if pod == 0:
-                    events.append((APP, SET, int(D.APP_RUNNING), app_id, "", "", None))
-            for detail in _APP_END:
-                events.append((APP, SET, int(detail), app_id, "", "", None))
-            app += 1
-            chunk.extend(events)
-            if produced + len(chunk) >= total:
-                break
-        chunk = chunk[: total - produced]
-        produced += len(chunk)
+    events = seed_mix(total, seed)
+    while chunk := list(itertools.islice(events, APPS_PER_CHUNK * EVENTS_PER_APP)):
         yield chunk
 
 
@@ -224,10 +185,7 @@ def run_normal(events: int, name: str) -> dict[str, Any]:
             reader.close()
     finally:
         writer.close()
-        try:
-            writer.unlink()
-        finally:
-            _cleanup(name)
+        writer.unlink()
     return {
         "events": events,
         "publish_ns_median": round(_percentile(samples, 0.5), 1),
@@ -385,7 +343,7 @@ def _stress_reader(name: str, seed: int, stop, out) -> None:
     cursor = None
     json_cursor = None
 
-    def check_objs(objs: list, n: int, raw: bytes) -> None:
+    def check_objs(objs: list, n: int) -> None:
         nonlocal torn, first_bad, checked, json_checked
         if len(objs) != n:
             torn += 1
@@ -396,6 +354,26 @@ def _stress_reader(name: str, seed: int, stop, out) -> None:
                 first_bad = first_bad or orjson.dumps(obj).decode()
         checked += len(objs)
         json_checked += len(objs)
+
+    def check_events(events: list) -> None:
+        nonlocal torn, first_bad, checked
+        for ev in events:
+            if not check_event(ev):
+                torn += 1
+                first_bad = first_bad or repr(ev)
+        checked += len(events)
+
+    def follow(cur):
+        """`cur`, or now and then (and at first) a new cursor at the lowest retained id."""
+        if cur is None or rng.random() < 0.01:
+            bounds = reader.bounds()
+            return reader.cursor(bounds[0] if bounds else 0)
+        return cur
+
+    def count_lost(batch) -> None:
+        nonlocal lost
+        if batch.lost:
+            lost += batch.lost[1] - batch.lost[0] + 1
 
     try:
         while not stop.is_set():
@@ -416,17 +394,13 @@ def _stress_reader(name: str, seed: int, stop, out) -> None:
                     if not prev < obj["id"] < start + count:
                         order_errors += 1
                     prev = obj["id"]
-                check_objs(objs, n, raw)
+                check_objs(objs, n)
             elif mode < 0.7:
                 # a following cursor as NDJSON (what /ws/v1/events/stream sends)
-                if json_cursor is None or rng.random() < 0.01:
-                    bounds = reader.bounds()
-                    json_cursor = reader.cursor(bounds[0] if bounds else 0)
+                json_cursor = follow(json_cursor)
                 batch = json_cursor.poll_json(rng.randint(1, 2000))
-                if batch.lost:
-                    lost += batch.lost[1] - batch.lost[0] + 1
-                lines = batch.lines.splitlines()
-                check_objs([orjson.loads(x) for x in lines], batch.count, batch.lines)
+                count_lost(batch)
+                check_objs([orjson.loads(x) for x in batch.lines.splitlines()], batch.count)
             elif mode < 0.85:
                 # a random range as Event objects
                 bounds = reader.bounds()
@@ -441,23 +415,13 @@ def _stress_reader(name: str, seed: int, stop, out) -> None:
                     if not prev < ev.id < start + count:
                         order_errors += 1
                     prev = ev.id
-                    if not check_event(ev):
-                        torn += 1
-                        first_bad = first_bad or repr(ev)
-                checked += len(events)
+                check_events(events)
             else:
                 # a following cursor as Event objects
-                if cursor is None or rng.random() < 0.01:
-                    bounds = reader.bounds()
-                    cursor = reader.cursor(bounds[0] if bounds else 0)
+                cursor = follow(cursor)
                 batch = cursor.poll(rng.randint(1, 1000))
-                if batch.lost:
-                    lost += batch.lost[1] - batch.lost[0] + 1
-                for ev in batch.events:
-                    if not check_event(ev):
-                        torn += 1
-                        first_bad = first_bad or repr(ev)
-                checked += len(batch.events)
+                count_lost(batch)
+                check_events(batch.events)
     finally:
         reader.close()
         out.put(("reader", {"checked": checked, "torn": torn, "lost": lost,
@@ -507,7 +471,6 @@ def run_stress(seconds: float, readers: int, capacity: int, name: str,
             if p.is_alive():
                 p.terminate()
                 p.join(5)
-        _cleanup(name)
     if interrupted:
         raise KeyboardInterrupt
     writer = next((r for kind, r in results if kind == "writer"), None)
@@ -602,13 +565,13 @@ def _body(argv: Sequence[str]) -> int:
     args = parser.parse_args(list(argv))
     try:
         import shm  # noqa: F401
-        from shm import RingWriter  # noqa: F401
     except ImportError as exc:
         raise Failure(f"the shared-memory ring is not available ({exc})") from None
     name = args.name or _bench_name()
-    if "/" in name or not name or name.startswith("."):
-        raise UsageError(f"invalid ring name {name!r}")
-    if glob.glob(f"/dev/shm/{glob.escape(name)}.*"):
+    problem = shmscan.check_name(name)
+    if problem:
+        raise UsageError(problem)
+    if _segments(name):
         raise Failure(f"ring {name!r} already exists; the benchmark makes (and removes) its own")
     try:
         if args.stress:
@@ -618,7 +581,6 @@ def _body(argv: Sequence[str]) -> int:
             doc = run_normal(args.events, name)
             ok = True
     except KeyboardInterrupt:
-        _cleanup(name)
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
     except MemoryError:

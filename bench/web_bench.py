@@ -86,23 +86,13 @@ def _pct(values: list[float], q: float) -> float:
 
 def _fill(name: str) -> None:
     from shm import RingWriter
+    from shm.bench_support import seed_mix
 
     w = RingWriter.create(name, CAPACITY)
     try:
-        app = 0
-        n = 0
-        while n < CAPACITY:
-            app_id = f"spark-app-{app:06d}"
-            w.publish(2, 2, 0, object_id=app_id, message="")
-            for state in (203, 204, 205, 206):
-                w.publish(2, 1, state, object_id=app_id)
-            for _ in range(100):
-                pod = str(uuid.uuid4())
-                res = {"memory": 1073741824, "vcore": 500, "pods": 1}
-                w.publish(2, 2, 201, object_id=app_id, reference_id=pod, resource=res)
-                w.publish(2, 2, 200, object_id=app_id, reference_id=str(uuid.uuid4()), resource=res)
-            n += 205
-            app += 1
+        publish = w.publish
+        for event in seed_mix(CAPACITY):
+            publish(*event)
         w.heartbeat()
     finally:
         w.close()

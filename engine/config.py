@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from engine import resources as _res
+from engine.ugm.limits import LimitConfig
 
 _TRUE = {"1", "t", "T", "TRUE", "true", "True"}
 _FALSE = {"0", "f", "F", "FALSE", "false", "False"}
@@ -121,6 +122,15 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     return data
 
 
+def _service_events(data: Mapping[str, Any]) -> EventSettings:
+    """`service.event.*` of a parsed file (`service` may hold nothing else)."""
+    service = _mapping("service", data.get("service"))
+    for key in service:
+        if key != "event":
+            raise ConfigError(f"service.{key}", service[key], "unknown key")
+    return parse_event_settings(service.get("event"))
+
+
 def load_event_settings(path: str | Path | None) -> EventSettings:
     """The service settings of a config file (all defaults without a file).
 
@@ -128,14 +138,7 @@ def load_event_settings(path: str | Path | None) -> EventSettings:
     """
     if path is None:
         return EventSettings()
-    data = read_yaml(path)
-    service = data.get("service") or {}
-    if not isinstance(service, Mapping):
-        raise ConfigError("service", service, "must be a mapping")
-    for key in service:
-        if key != "event":
-            raise ConfigError(f"service.{key}", service[key], "unknown key")
-    return parse_event_settings(service.get("event"))
+    return _service_events(read_yaml(path))
 
 
 # --- partitions and queues (YuniKorn queues.yaml) -----------------------------------------------
@@ -250,6 +253,12 @@ def _parse_resources(key: str, raw: object) -> tuple[dict[str, int], dict[str, i
     return guaranteed, maximum
 
 
+def _max_applications(key: str, raw: Mapping[str, Any]) -> int:
+    """`maxapplications` under `key` (0, no limit, when absent)."""
+    value = raw.get("maxapplications")
+    return 0 if value is None else parse_uint32(f"{key}.maxapplications", value)
+
+
 def _parse_properties(key: str, raw: object) -> dict[str, str]:
     raw = _mapping(key, raw)
     props: dict[str, str] = {}
@@ -283,9 +292,7 @@ def _parse_limits(key: str, raw: object) -> list[dict[str, Any]]:
         if not users and not groups:
             raise ConfigError(lkey, dict(item), "a limit needs users or groups")
         max_res = _resource_map(f"{lkey}.maxresources", item.get("maxresources"))
-        max_apps = 0
-        if item.get("maxapplications") is not None:
-            max_apps = parse_uint32(f"{lkey}.maxapplications", item["maxapplications"])
+        max_apps = _max_applications(lkey, item)
         if not max_res and not max_apps:
             raise ConfigError(lkey, dict(item), "a limit needs maxresources or maxapplications")
         limits.append({"limit": str(item.get("limit") or ""), "users": list(users),
@@ -316,9 +323,7 @@ def _parse_queue(key: str, raw: object, parent_path: str,
             if rname in parent_max and value > parent_max[rname]:
                 raise ConfigError(f"{key}.resources.max.{rname}", raw["resources"]["max"][rname],
                                   f"larger than the parent's max ({parent_max[rname]})")
-    max_apps = 0
-    if raw.get("maxapplications") is not None:
-        max_apps = parse_uint32(f"{key}.maxapplications", raw["maxapplications"])
+    max_apps = _max_applications(key, raw)
     parent = False
     if raw.get("parent") is not None:
         parent = parse_bool(f"{key}.parent", raw["parent"])
@@ -331,11 +336,9 @@ def _parse_queue(key: str, raw: object, parent_path: str,
         traw = _mapping(tkey, raw["childtemplate"])
         _check_keys(tkey, traw, _TEMPLATE_KEYS)
         tg, tm = _parse_resources(f"{tkey}.resources", traw.get("resources"))
-        tapps = 0
-        if traw.get("maxapplications") is not None:
-            tapps = parse_uint32(f"{tkey}.maxapplications", traw["maxapplications"])
         queue.child_template = QueueConfig(
-            name="", path="", guaranteed=tg, max=tm, max_applications=tapps,
+            name="", path="", guaranteed=tg, max=tm,
+            max_applications=_max_applications(tkey, traw),
             properties=_parse_properties(f"{tkey}.properties", traw.get("properties")))
     seen: set[str] = set()
     for i, child_raw in enumerate(_seq(f"{key}.queues", raw.get("queues"))):
@@ -370,6 +373,10 @@ def _parse_partition(key: str, raw: object) -> PartitionConfig:
         root = _parse_queue(key, {"name": "root", "queues": queues}, "", None)
     if raw.get("limits") is not None:
         root.limits = root.limits + _parse_limits(f"{key}.limits", raw["limits"])
+    try:  # the UGM's rules have the last word (e.g. a user limited here and on root too)
+        LimitConfig.parse({q.path: q.limits for q in root.walk() if q.limits})
+    except ValueError as exc:
+        raise ConfigError(f"{key}.limits", raw.get("limits"), str(exc)) from None
     policy = "fair"
     if raw.get("nodesortpolicy") is not None:
         nsp = _mapping(f"{key}.nodesortpolicy", raw["nodesortpolicy"])
@@ -383,11 +390,7 @@ def _parse_partition(key: str, raw: object) -> PartitionConfig:
 def parse_config(data: Mapping[str, Any]) -> EngineConfig:
     """The engine's whole configuration from a parsed YAML mapping (ConfigError names the key)."""
     _check_keys("", data, _TOP_KEYS)
-    service = _mapping("service", data.get("service"))
-    for key in service:
-        if key != "event":
-            raise ConfigError(f"service.{key}", service[key], "unknown key")
-    events = parse_event_settings(service.get("event"))
+    events = _service_events(data)
     partitions = []
     seen: set[str] = set()
     for i, raw in enumerate(_seq("partitions", data.get("partitions"))):

@@ -58,7 +58,6 @@ def _body(argv: Sequence[str]) -> int:
         config = load_config(args.config)
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
-    _check_limits(config)
     socket_path = args.socket or default_socket_path(args.name)
     from shm import RingWriter, ShmError, SnapshotWriter
     settings = config.event
@@ -93,17 +92,6 @@ def _body(argv: Sequence[str]) -> int:
             ring.unlink()
             snap.unlink()
     return 0
-
-
-def _check_limits(config) -> None:
-    """Let the UGM judge every queue's limits before anything is created (exit 2 if refused)."""
-    from engine.ugm import UserGroupManager
-    for part in config.partitions:
-        try:
-            UserGroupManager(part.name, lambda *a, **k: None).update_limits(
-                {q.path: q.limits for q in part.root.walk() if q.limits})
-        except ValueError as exc:
-            raise UsageError(f"config: partitions {part.name!r}: {exc}") from None
 
 
 def _first_oserror(exc: BaseException) -> OSError | None:

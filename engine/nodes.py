@@ -28,13 +28,12 @@ from engine.predicates import Placement
 
 
 class NodeIndex:
-    __slots__ = ("_nodes", "_cursor", "_bound", "_bound_exact", "_failed", "binpacking")
+    __slots__ = ("_nodes", "_cursor", "_bound", "_failed", "binpacking")
 
     def __init__(self, binpacking: bool = False) -> None:
         self._nodes: list[Node] = []
         self._cursor = 0
         self._bound: dict[str, int] = {}
-        self._bound_exact = True
         self._failed: set[tuple] = set()
         self.binpacking = binpacking
 
@@ -45,10 +44,10 @@ class NodeIndex:
         return iter(self._nodes)
 
     def add(self, node: Node) -> None:
-        if node.index_pos >= 0:
-            return
-        node.index_pos = len(self._nodes)
-        self._nodes.append(node)
+        """A node became usable, or a usable node's free space may have grown."""
+        if node.index_pos < 0:
+            node.index_pos = len(self._nodes)
+            self._nodes.append(node)
         self.freed(node)
 
     def remove(self, node: Node) -> None:
@@ -125,6 +124,7 @@ class NodeIndex:
         (once per ask)."""
         items = [(name, value) for name, value in ask.items() if value > 0]
         best = None
+        best_free = 0
         for node in self._nodes:
             if node.reserved_for is not None:
                 continue
@@ -135,10 +135,7 @@ class NodeIndex:
                 if value > cap.get(name, 0) - occ.get(name, 0):
                     break
             else:
-                if best is None or _free_score(node) > _free_score(best):
-                    best = node
+                free = sum(node.available.values())
+                if best is None or free > best_free:
+                    best, best_free = node, free
         return best
-
-
-def _free_score(node: Node) -> int:
-    return sum(node.available.values())

@@ -17,6 +17,7 @@ from sortedcontainers import SortedList
 from engine import resources
 from engine.app_state import ApplicationFSM, AppState
 from engine.predicates import PLACEMENT_TAG, Placement, Taint, admits
+from engine.ugm import UserGroup
 
 _seq = itertools.count()
 
@@ -92,12 +93,10 @@ class Ask:
             self.tags[PLACEMENT_TAG] = tag
 
     def dao(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"allocationKey": self.key, "applicationId": self.app_id,
-                               "resource": dict(self.resource), "priority": str(self.priority),
-                               "requestTime": self.create_time, "placeholder": self.placeholder,
-                               "taskGroupName": self.task_group,
-                               "allocationTags": self.tags}
-        return out
+        return {"allocationKey": self.key, "applicationId": self.app_id,
+                "resource": dict(self.resource), "priority": str(self.priority),
+                "requestTime": self.create_time, "placeholder": self.placeholder,
+                "taskGroupName": self.task_group, "allocationTags": self.tags}
 
 
 class Allocation:
@@ -245,10 +244,6 @@ class Queue:
     def is_leaf(self) -> bool:
         return not self.parent_flag
 
-    @property
-    def sort_policy(self) -> str:
-        return self.properties.get("application.sort.policy", "fifo")
-
     def ancestors(self):
         """This queue and its parents up to root."""
         q: Queue | None = self
@@ -269,7 +264,7 @@ class App(VersionedDao):
                  "counted_running", "share", "pending_res", "max_used", "ph_timer_started",
                  "start_time", "seq", "placeholder_data", "ver", "_dao", "_frag")
 
-    def __init__(self, app_id: str, partition: str, queue_name: str, ugi: Any, tags: dict,
+    def __init__(self, app_id: str, partition: str, queue_name: str, ugi: UserGroup, tags: dict,
                  rm_id: str, placeholder_ask: dict[str, int], gang_style: str,
                  ph_timeout_ms: int) -> None:
         self.app_id = app_id
@@ -310,8 +305,6 @@ class App(VersionedDao):
         return self.fsm.state
 
     def _build_dao(self) -> dict[str, Any]:
-        user = getattr(self.ugi, "user", "")
-        groups = list(getattr(self.ugi, "groups", ()) or ())
         return {"applicationID": self.app_id,
                 "usedResource": dict(self.allocated),
                 "maxUsedResource": dict(self.max_used),
@@ -324,7 +317,7 @@ class App(VersionedDao):
                 "requests": [a.dao() for a in self.pending],
                 "allocations": [a.dao() for a in self.allocations.values()],
                 "applicationState": self.fsm.state.value,
-                "user": user, "groups": groups,
+                "user": self.ugi.user, "groups": list(self.ugi.groups),
                 "rejectedMessage": self.rejected_message,
                 "stateLog": list(self.state_log),
                 "placeholderData": [

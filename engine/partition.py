@@ -52,6 +52,7 @@ from engine.nodes import NodeIndex
 from engine.objects import Allocation, App, Ask, Node, Queue
 from engine.predicates import (PLACEMENT_TAG, TAINTS_ATTRIBUTE, Taint, parse_placement,
                                parse_taints, rejection)
+from engine.ugm import UserGroup, UserGroupManager
 from shm.events import EventChangeDetail as D
 from shm.events import EventChangeType as C
 from shm.events import EventRecordType as T
@@ -86,7 +87,6 @@ class Outbox:
     def __init__(self) -> None:
         self.alloc: dict[str, dict[str, list]] = {}
         self.app: dict[str, dict[str, list]] = {}
-        self.count = 0
 
     def _a(self, rm: str) -> dict[str, list]:
         box = self.alloc.get(rm)
@@ -102,27 +102,22 @@ class Outbox:
         return box
 
     def alloc_new(self, rm: str, alloc: Allocation) -> None:
-        self.count += 1
         self._a(rm)["new"].append(alloc.si())
 
     def alloc_released(self, rm: str, alloc: Allocation, termination: str, message: str) -> None:
-        self.count += 1
         self._a(rm)["released"].append({"allocationKey": alloc.key, "applicationID": alloc.app_id,
                                         "partitionName": alloc.partition,
                                         "terminationType": termination, "message": message})
 
     def ask_released(self, rm: str, app_id: str, key: str, message: str) -> None:
-        self.count += 1
         self._a(rm)["releasedAsks"].append({"allocationKey": key, "applicationID": app_id,
                                             "message": message})
 
     def alloc_rejected(self, rm: str, app_id: str, key: str, reason: str) -> None:
-        self.count += 1
         self._a(rm)["rejected"].append({"allocationKey": key, "applicationID": app_id,
                                         "reason": reason})
 
     def app_update(self, rm: str, app_id: str, state: str, message: str) -> None:
-        self.count += 1
         self._p(rm)["updated"].append({"applicationID": app_id, "state": state,
                                        "message": message})
 
@@ -137,25 +132,22 @@ class Outbox:
                 out.setdefault(rm, []).append({"type": "AllocationResponse", **box})
         self.alloc = {}
         self.app = {}
-        self.count = 0
         return out
 
 
 class Partition:
     """A partition's objects and scheduling; see the module docstring."""
 
-    def __init__(self, config: PartitionConfig, sink: Any, ugm: Any, outbox: Outbox,
+    def __init__(self, config: PartitionConfig, sink: Any, outbox: Outbox,
                  *, clock: Callable[[], int] = time.monotonic_ns,
-                 timing: Timing | None = None, user_group: Callable[..., Any] | None = None
-                 ) -> None:
+                 timing: Timing | None = None) -> None:
         self.name = config.name
         self.sink = sink
         self.emit = sink.emit
-        self.ugm = ugm
+        self.ugm = UserGroupManager(config.name, sink.emit)
         self.out = outbox
         self.clock = clock
         self.timing = timing or Timing()
-        self.user_group = user_group
         self.node_sort_policy = config.node_sort_policy
         self.queues: dict[str, Queue] = {}
         self.apps: dict[str, App] = {}
@@ -174,14 +166,19 @@ class Partition:
     # --- queues --------------------------------------------------------------------------------
 
     def _build(self, cfg: QueueConfig, parent: Queue | None) -> Queue:
+        q = self._add_queue(cfg, parent)
+        for child in cfg.children:
+            self._build(child, q)
+        return q
+
+    def _add_queue(self, cfg: QueueConfig, parent: Queue | None) -> Queue:
+        """A configured queue (without its children): registered, QUEUE / ADD emitted."""
         q = Queue(cfg.name, cfg.path, parent, leaf=cfg.is_leaf)
         self._configure(q, cfg)
         self.queues[q.path] = q
         if parent is not None:
             parent.children[q.name] = q
         self.emit(QUEUE, ADD, int(D.DETAILS_NONE), q.path, "", "configured queue added")
-        for child in cfg.children:
-            self._build(child, q)
         return q
 
     def _configure(self, q: Queue, cfg: QueueConfig) -> None:
@@ -195,8 +192,7 @@ class Partition:
         q.update_share()
 
     def _push_limits(self) -> None:
-        if self.ugm is not None:
-            self.ugm.update_limits({q.path: q.limits for q in self.queues.values() if q.limits})
+        self.ugm.update_limits({q.path: q.limits for q in self.queues.values() if q.limits})
 
     def update_config(self, config: PartitionConfig) -> None:
         """Apply a changed queue configuration (SIGHUP reload); emits the QUEUE SET rows."""
@@ -211,11 +207,7 @@ class Partition:
                 if parent.is_leaf:
                     parent.parent_flag = True
                     self.emit(QUEUE, SET, int(D.QUEUE_TYPE), parent.path, "", "leaf -> parent")
-                nq = Queue(cfg.name, cfg.path, parent, leaf=cfg.is_leaf)
-                self._configure(nq, cfg)
-                self.queues[nq.path] = nq
-                parent.children[nq.name] = nq
-                self.emit(QUEUE, ADD, int(D.DETAILS_NONE), nq.path, "", "configured queue added")
+                self._add_queue(cfg, parent)
                 continue
             if q.max != cfg.max:
                 self.emit(QUEUE, SET, int(D.QUEUE_MAX), q.path, "", "max resource changed",
@@ -253,16 +245,11 @@ class Partition:
 
     def _dynamic_leaf(self, parent: Queue, name: str) -> Queue:
         q = Queue(name, f"{parent.path}.{name}", parent, leaf=True, dynamic=True)
-        tmpl = parent.template
-        if tmpl is not None:
-            q.guaranteed = dict(tmpl.guaranteed)
-            q.max = dict(tmpl.max)
-            q.max_apps = tmpl.max_applications
-            q.properties = dict(tmpl.properties)
+        if parent.template is not None:
+            self._configure(q, parent.template)
         elif parent.properties.get("application.sort.policy"):
             q.properties = {"application.sort.policy":
                             parent.properties["application.sort.policy"]}
-        q.update_share()
         parent.children[name] = q
         self.queues[q.path] = q
         self.emit(QUEUE, ADD, int(D.QUEUE_DYNAMIC), q.path, "", "dynamic queue added")
@@ -333,7 +320,7 @@ class Partition:
         ugi_raw = info.get("ugi") or {}
         user = ugi_raw.get("user") or "nobody"
         groups = tuple(ugi_raw.get("groups") or ())
-        ugi = self.user_group(user, groups) if self.user_group else (user, groups)
+        ugi = UserGroup(user, groups)
         try:
             ph_ask = R.from_si(info.get("placeholderAsk"))
         except ValueError:
@@ -371,7 +358,7 @@ class Partition:
             self._remove_allocation(app, alloc, int(D.ALLOC_CANCEL))
         state = app.fsm.state
         if state not in TERMINAL_STATES:
-            if state is AppState.COMPLETING or app.fsm.can_fire(AppEvent.COMPLETE):
+            if app.fsm.can_fire(AppEvent.COMPLETE):
                 self._set_state(app, AppEvent.COMPLETE, message)
                 self._set_state(app, AppEvent.COMPLETE, message)
             else:
@@ -443,9 +430,7 @@ class Partition:
             q.pending = R.add(q.pending, res)
         self.emit(APP, ADD, int(D.APP_REQUEST), app.app_id, key, "", res)
         if ask.placeholder:
-            data = app.placeholder_data.setdefault(
-                ask.task_group, {"count": 0, "replaced": 0, "timedout": 0, "minResource": res})
-            data["count"] += 1
+            _count_placeholder(app, ask.task_group, res)
             if not app.ph_timer_started:
                 app.ph_timer_started = True
                 timeout = (app.ph_timeout_ms * 1_000_000 if app.ph_timeout_ms
@@ -545,9 +530,7 @@ class Partition:
             self._set_state(app, AppEvent.RUN, f"first allocation {key}")
             if not app.asks:
                 self._set_state(app, AppEvent.RUN, "all requests allocated")
-        elif state is AppState.STARTING:
-            self._set_state(app, AppEvent.RUN, f"allocation {key}")
-        elif state is AppState.COMPLETING:
+        elif state is AppState.STARTING or state is AppState.COMPLETING:
             self._set_state(app, AppEvent.RUN, f"allocation {key}")
         if notify:
             self.out.alloc_new(app.rm_id, alloc)
@@ -595,8 +578,7 @@ class Partition:
             app.counted_running = False
         self._app_share(app)
         self.emit(APP, REMOVE, detail, app.app_id, alloc.key, message, res)
-        if self.ugm is not None:
-            self.ugm.decrease(app.queue.path, app.app_id, res, app.ugi, last)
+        self.ugm.decrease(app.queue.path, app.app_id, res, app.ugi, last)
         if termination:
             self.out.alloc_released(app.rm_id, alloc, termination, message)
         self.version += 1
@@ -614,9 +596,8 @@ class Partition:
             list(app.allocations.values()) if not key else [])
         for alloc in allocs:
             if alloc.key in app.allocations:
-                if alloc.placeholder and alloc.task_group in app.placeholder_data:
-                    if detail == int(D.ALLOC_TIMEOUT):
-                        app.placeholder_data[alloc.task_group]["timedout"] += 1
+                if alloc.placeholder and detail == int(D.ALLOC_TIMEOUT):
+                    _count_timedout(app, alloc.task_group)
                 self._remove_allocation(app, alloc, detail, message=message)
         return len(allocs)
 
@@ -638,15 +619,12 @@ class Partition:
         ask = app.asks.get(key)
         if ask is not None:
             self._remove_ask(app, ask, int(D.APP_REQUEST), "bound before recovery")
-        if self.ugm is not None:
-            # an existing allocation: tracked even above a (since lowered) user/group limit
-            self.ugm.increase(app.queue.path, app.app_id, res, app.ugi, force=True)
+        # an existing allocation: tracked even above a (since lowered) user/group limit
+        self.ugm.increase(app.queue.path, app.app_id, res, app.ugi, force=True)
         placeholder = bool(info.get("placeholder"))
         tg = info.get("taskGroupName") or ""
         if placeholder:
-            data = app.placeholder_data.setdefault(
-                tg, {"count": 0, "replaced": 0, "timedout": 0, "minResource": res})
-            data["count"] += 1
+            _count_placeholder(app, tg, res)
         self._apply(app, key, res, node, placeholder=placeholder, task_group=tg,
                     priority=int(info.get("priority") or 0), recovered=True, notify=False)
         return None
@@ -680,7 +658,6 @@ class Partition:
     def _refresh_index(self, node: Node) -> None:
         if node.usable:
             self.index.add(node)
-            self.index.freed(node)
         else:
             self.index.remove(node)
             if node.reserved_for is not None:
@@ -860,11 +837,9 @@ class Partition:
         for ask in ph_asks:
             self._remove_ask(app, ask, int(D.REQUEST_TIMEOUT), msg)
             self.out.ask_released(app.rm_id, app.app_id, ask.key, msg)
-            if ask.task_group in app.placeholder_data:
-                app.placeholder_data[ask.task_group]["timedout"] += 1
+            _count_timedout(app, ask.task_group)
         for alloc in ph_allocs:
-            if alloc.task_group in app.placeholder_data:
-                app.placeholder_data[alloc.task_group]["timedout"] += 1
+            _count_timedout(app, alloc.task_group)
             self._remove_allocation(app, alloc, int(D.ALLOC_TIMEOUT), termination="TIMEOUT",
                                     message=msg)
         if app.fsm.state is AppState.RESUMING:
@@ -899,9 +874,7 @@ class Partition:
         for q in app.queue.ancestors():
             if q.max_apps and q.running_apps >= q.max_apps:
                 return False
-        if self.ugm is not None:
-            return self.ugm.can_run_app(app.queue.path, app.app_id, app.ugi)
-        return True
+        return self.ugm.can_run_app(app.queue.path, app.app_id, app.ugi)
 
     def _report(self, ask: Ask, reason: str, message: str) -> None:
         """A request event for the shim, once per ask and reason."""
@@ -911,15 +884,19 @@ class Partition:
         self.sink.request(ask.key, ask.app_id, message, ask.resource)
 
     def _commit(self, app: App, ask: Ask, node: Node) -> str | None:
-        """Seed order: UGM increase, queue check, UGM rollback if the queue check fails."""
+        """Book the ask on the node unless a limit refuses it (why not: "apps", "user",
+        "queue"). An application's first allocation needs room for one more running
+        application (whichever path found the node: first fit or reservation); then the seed
+        order: UGM increase, queue check, UGM rollback if the queue check fails."""
+        if not app.counted_running and not self._can_run(app):
+            return "apps"
         res = ask.resource
         q = app.queue
         ugm = self.ugm
-        if ugm is not None and not ugm.increase(q.path, app.app_id, res, app.ugi):
+        if not ugm.increase(q.path, app.app_id, res, app.ugi):
             return "user"
         if not self._queue_fits(q, res):
-            if ugm is not None:
-                ugm.decrease(q.path, app.app_id, res, app.ugi, not app.allocations)
+            ugm.decrease(q.path, app.app_id, res, app.ugi, not app.allocations)
             return "queue"
         self._take_ask(app, ask)
         self._apply(app, ask.key, res, node, placeholder=ask.placeholder,
@@ -987,9 +964,8 @@ class Partition:
         self._remove_allocation(app, ph, int(D.ALLOC_REPLACED),
                                 termination="PLACEHOLDER_REPLACED",
                                 message=f"replaced by {ask.key}", replacing=True)
-        if self.ugm is not None:
-            # the gang's resources were already admitted as placeholders: track, never refuse
-            self.ugm.increase(app.queue.path, app.app_id, ask.resource, app.ugi, force=True)
+        # the gang's resources were already admitted as placeholders: track, never refuse
+        self.ugm.increase(app.queue.path, app.app_id, ask.resource, app.ugi, force=True)
         self._take_ask(app, ask)
         self._apply(app, ask.key, ask.resource, node, placeholder=False,
                     task_group=ask.task_group, priority=ask.priority)
@@ -1064,11 +1040,12 @@ class Partition:
                 if not self._queue_fits(q, ask.resource):
                     self._report_queue(app, ask)
                     continue
-                if not self.reservations.get(ask.key) and \
+                # one reservation per application; a node to reserve is looked for once
+                # per ask (until a placement change or a lost reservation allows another try)
+                if "reserve" not in ask.reported and \
                         not any(e[0] is app for e in self.reservations.values()):
-                    cand = index.find_capacity(ask.resource, ask.placement) \
-                        if "reserve" not in ask.reported else None
                     ask.reported.add("reserve")
+                    cand = index.find_capacity(ask.resource, ask.placement)
                     if cand is not None:
                         self._reserve(app, ask, cand)
                         continue
@@ -1082,10 +1059,7 @@ class Partition:
             if why == "queue":
                 self._report_queue(app, ask)
             elif why == "user" and self.sink.requests_enabled:
-                reason = None
-                why_not = getattr(self.ugm, "why_not", None)
-                if why_not is not None:
-                    reason = why_not(q.path, app.app_id, ask.resource, app.ugi)
+                reason = self.ugm.why_not(q.path, app.app_id, ask.resource, app.ugi)
                 self._report(ask, "user", f"Request '{ask.key}' exceeds the user/group limit "
                                           f"in queue '{q.path}': {reason or 'limit reached'}")
         return False
@@ -1156,6 +1130,20 @@ class Partition:
     def all_apps(self):
         yield from self.apps.values()
         yield from self.terminated.values()
+
+
+def _count_timedout(app: App, task_group: str) -> None:
+    """One more placeholder of the task group timed out (or was released as mismatched)."""
+    data = app.placeholder_data.get(task_group)
+    if data is not None:
+        data["timedout"] += 1
+
+
+def _count_placeholder(app: App, task_group: str, res: dict[str, int]) -> None:
+    """One more placeholder of a task group (asked, or recovered already placed)."""
+    data = app.placeholder_data.setdefault(
+        task_group, {"count": 0, "replaced": 0, "timedout": 0, "minResource": res})
+    data["count"] += 1
 
 
 # --- node attributes ---------------------------------------------------------------------------

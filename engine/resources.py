@@ -42,26 +42,25 @@ def _decimal_quantity(text: str) -> Decimal:
     return value * _SUFFIX[suffix]
 
 
-def parse_quantity(text: str | int) -> int:
-    """A Kubernetes quantity as an integer count, rounded up ("1Gi" -> 1073741824, "1.5" -> 2)."""
+def _scaled_quantity(text: str | int, scale: int) -> int:
+    """A quantity times `scale` as an integer, rounded up."""
     if isinstance(text, bool):
         raise QuantityError(f"invalid quantity {text!r}")
     if isinstance(text, int):
         if text < 0:
             raise QuantityError(f"negative quantity {text!r}")
-        return text
-    return int(_decimal_quantity(str(text)).to_integral_value(rounding=ROUND_CEILING))
+        return text * scale
+    return int((_decimal_quantity(str(text)) * scale).to_integral_value(rounding=ROUND_CEILING))
+
+
+def parse_quantity(text: str | int) -> int:
+    """A Kubernetes quantity as an integer count, rounded up ("1Gi" -> 1073741824, "1.5" -> 2)."""
+    return _scaled_quantity(text, 1)
 
 
 def parse_milli(text: str | int) -> int:
     """A CPU quantity in milli-units ("500m" -> 500, "2" -> 2000, 1 -> 1000)."""
-    if isinstance(text, bool):
-        raise QuantityError(f"invalid quantity {text!r}")
-    if isinstance(text, int):
-        if text < 0:
-            raise QuantityError(f"negative quantity {text!r}")
-        return text * 1000
-    return int((_decimal_quantity(str(text)) * 1000).to_integral_value(rounding=ROUND_CEILING))
+    return _scaled_quantity(text, 1000)
 
 
 def from_config(raw: Mapping[str, object] | None) -> Resource:

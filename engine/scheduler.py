@@ -34,19 +34,12 @@ class Handled:
     problems: list[str] = dataclasses.field(default_factory=list)
 
 
-def _default_ugm_factory() -> tuple[Callable[..., Any], Callable[..., Any]]:
-    from engine.ugm import UserGroup, UserGroupManager
-    return UserGroupManager, UserGroup
-
-
 class Scheduler:
     """All partitions of one engine and the RMs registered with it."""
 
     def __init__(self, config: EngineConfig, sink: Any, *, instance_uuid: str = "",
                  ring_name: str = "", clock: Callable[[], int] = time.monotonic_ns,
-                 timing: Timing | None = None,
-                 ugm_factory: Callable[[], tuple[Any, Any]] | None = _default_ugm_factory
-                 ) -> None:
+                 timing: Timing | None = None) -> None:
         self.config = config
         self.sink = sink
         self.instance_uuid = instance_uuid
@@ -58,20 +51,14 @@ class Scheduler:
         self.rms: dict[str, dict[str, Any]] = {}
         self.cycles = 0
         self.started_nano = time.time_ns()
-        if ugm_factory is not None:
-            self._ugm_cls, self._ug_cls = ugm_factory()
-        else:
-            self._ugm_cls = self._ug_cls = None
         self.partitions: dict[str, Partition] = {}
         for pcfg in config.partitions:
             self._add_partition(pcfg)
         self.default_partition = config.partitions[0].name
 
     def _add_partition(self, pcfg: PartitionConfig) -> None:
-        ugm = self._ugm_cls(pcfg.name, self.sink.emit) if self._ugm_cls else None
-        self.partitions[pcfg.name] = Partition(pcfg, self.sink, ugm, self.outbox,
-                                               clock=self.clock, timing=self.timing,
-                                               user_group=self._ug_cls)
+        self.partitions[pcfg.name] = Partition(pcfg, self.sink, self.outbox,
+                                               clock=self.clock, timing=self.timing)
 
     @property
     def version(self) -> int:
@@ -105,7 +92,7 @@ class Scheduler:
             if rm_id in self.rms:
                 for part in self.partitions.values():
                     part.remove_rm(rm_id)
-                    if part.ugm is not None and len(self.rms) == 1:
+                    if len(self.rms) == 1:
                         part.ugm.clear()
                 self.outbox.alloc.pop(rm_id, None)
                 self.outbox.app.pop(rm_id, None)

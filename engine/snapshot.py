@@ -105,9 +105,7 @@ def build(scheduler: Any, *, pid: int | None = None, fragments: bool = False) ->
         else:
             doc["applications"][name] = [a.dao() for a in part.all_apps()]
             doc["nodes"][name] = [n.dao() for n in part.nodes.values()]
-        ugm = part.ugm
-        doc["usage"][name] = {"users": ugm.users_json() if ugm is not None else [],
-                              "groups": ugm.groups_json() if ugm is not None else []}
+        doc["usage"][name] = {"users": part.ugm.users_json(), "groups": part.ugm.groups_json()}
     return doc
 
 

@@ -48,6 +48,7 @@ from typing import Any
 
 import orjson
 
+from engine import resources
 from engine.predicates import PLACEMENT_TAG, TAINTS_ATTRIBUTE
 from engine.resources import Resource, to_si
 from engine.si import protocol as si
@@ -251,26 +252,23 @@ class ShimCore:
             self.pod_keys.pop(key, None)
             self._forget_other(uid)
             return
+        self.pod_keys[key] = uid
         if not mapping.is_ours(obj):
             self._forget_pod(uid)
-            self.pod_keys[key] = uid
             node = mapping.pod_node(obj)
             if node and not mapping.pod_finished(obj):
                 self._set_other(uid, node, mapping.occupied_resource(obj))
             else:
                 self._forget_other(uid)
             return
-        self.pod_keys[key] = uid
         try:
             info = mapping.pod_info(obj, self.pods.get(uid))
         except mapping.PodError as exc:
             reason = str(exc)
             previous = self.bad_pods.get(uid)
             self._forget_pod(uid)
-            self.pod_keys[key] = uid
             self.bad_pods[uid] = reason
             if previous != reason:
-                self.bad_pods[uid] = reason
                 log.warning("pod %s skipped: %s", key, reason)
                 self._actions.events.append(KubeEvent(
                     "Pod", str(meta.get("namespace") or "default"), str(meta.get("name", "")),
@@ -329,14 +327,8 @@ class ShimCore:
             self.bind_errors += 1
             failures = self.bind_failures.get(bind.uid, 0) + 1
             self.bind_failures[bind.uid] = failures
-            alloc = self.e_allocs.get(bind.uid)
-            if bind.generation == self.generation and alloc is not None:
-                del self.e_allocs[bind.uid]
-                self._b_rel_allocs.append({
-                    "partitionName": self.partition, "applicationID": alloc.app_id,
-                    "allocationKey": bind.uid, "terminationType": si.TERMINATION_STOPPED_BY_RM,
-                    "message": f"binding failed: {reason}"})
-                self._b_touched_apps.add(alloc.app_id)
+            if bind.generation == self.generation:
+                self._release_alloc(bind.uid, f"binding failed: {reason}")
             self._actions.events.append(KubeEvent(
                 "Pod", bind.namespace, bind.name, bind.uid, "FailedBinding",
                 f"binding to node {bind.node} failed: {reason}", "Warning"))
@@ -418,15 +410,12 @@ class ShimCore:
         self._release(uid, "pod deleted")
 
     def _occupy(self, node: str, res: Resource, sign: int) -> None:
-        total = self._occupied.setdefault(node, {})
-        for name, value in res.items():
-            left = total.get(name, 0) + sign * value
-            if left:
-                total[name] = left
-            else:
-                total.pop(name, None)
-        if not total:
-            del self._occupied[node]
+        change = resources.add if sign > 0 else resources.sub
+        total = resources.strip_zero(change(self._occupied.get(node, {}), res))
+        if total:
+            self._occupied[node] = total
+        else:
+            self._occupied.pop(node, None)
 
     def _set_other(self, uid: str, node: str, res: Resource) -> None:
         prev = self.others.get(uid)
@@ -458,6 +447,11 @@ class ShimCore:
         """The pod is gone or finished: release whatever the engine holds for it."""
         if not self._engine_live():
             return
+        self._release_alloc(uid, message)
+        self._release_ask(uid, message)
+
+    def _release_alloc(self, uid: str, message: str) -> None:
+        """Release the allocation the engine holds for uid, if any (the shim stopped it)."""
         alloc = self.e_allocs.pop(uid, None)
         if alloc is not None:
             self._b_rel_allocs.append({
@@ -465,6 +459,9 @@ class ShimCore:
                 "allocationKey": uid, "terminationType": si.TERMINATION_STOPPED_BY_RM,
                 "message": message})
             self._b_touched_apps.add(alloc.app_id)
+
+    def _release_ask(self, uid: str, message: str) -> None:
+        """Release the ask the engine holds for uid, if any."""
         app = self.e_asks.pop(uid, None)
         if app is not None:
             self._b_rel_asks.append({"partitionName": self.partition, "applicationID": app,
@@ -487,11 +484,9 @@ class ShimCore:
             "tags": {"namespace": info.namespace},
         }
         if info.task_groups:
-            ask: Resource = {}
-            for group in info.task_groups:
-                for name, value in group.min_resource.items():
-                    ask[name] = ask.get(name, 0) + value * group.min_member
-            app["placeholderAsk"] = to_si(ask)
+            app["placeholderAsk"] = to_si(resources.total(
+                {name: value * group.min_member for name, value in group.min_resource.items()}
+                for group in info.task_groups))
             app["gangSchedulingStyle"] = info.gang_style or si.GANG_SOFT
             if info.placeholder_timeout_s:
                 app["executionTimeoutMilliSeconds"] = info.placeholder_timeout_s * 1000
@@ -520,11 +515,7 @@ class ShimCore:
                 return
             if alloc is not None and uid not in self.binding:
                 self._release(uid, f"pod is bound to {node}, not {alloc.node}")
-            ask_app = self.e_asks.pop(uid, None)
-            if ask_app is not None:
-                self._b_rel_asks.append({"partitionName": self.partition,
-                                         "applicationID": ask_app, "allocationKey": uid,
-                                         "message": f"pod was bound to {node} elsewhere"})
+            self._release_ask(uid, f"pod was bound to {node} elsewhere")
             if uid in self.rejected_asks:
                 if uid in self.refused:
                     self._set_other(uid, node, info.resource)
@@ -655,11 +646,11 @@ class ShimCore:
             have = self.e_nodes[name] = _EngineNode(dict(info.allocatable), occupied, schedulable,
                                                     attributes)
             self._b_nodes.append(self._node_message(name, action, have))
+            self.node_recovery.add(name)
             if recovering:
-                self.node_recovery.add(name)
                 self._b_recovering.append(name)
             else:
-                self.node_recovery.states[name] = NodeState.RECOVERED
+                self.node_recovery.fire(name, NodeEvent.RECOVERED)  # nothing on it to recover
             for uid in sorted(held or ()):
                 self._reconcile_pod(uid)
             return
@@ -938,8 +929,6 @@ class ShimCore:
                    and info.node_name not in self.e_nodes)
 
 
-
-
 _DNS_BAD = re.compile(r"[^a-z0-9-]+")
 
 
@@ -959,13 +948,12 @@ def placeholder_pods(info: PodInfo) -> list[dict[str, Any]]:
     for group in info.task_groups:
         requests = {("cpu" if k == "vcore" else k): _quantity(k, v)
                     for k, v in group.min_resource.items() if k != "pods" and v}
+        base = _DNS_BAD.sub("-", f"tg-{info.app_id}-{group.name}".lower()).strip("-")[:240]
+        placement = orjson.loads(group.placement_spec) if group.placement_spec else {}
         for i in range(group.min_member):
-            base = _DNS_BAD.sub("-", f"tg-{info.app_id}-{group.name}".lower()).strip("-")[:240]
             spec = {"schedulerName": "yunikorn", "restartPolicy": "Never",
                     "containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.9",
-                                    "resources": {"requests": requests}}]}
-            if group.placement_spec:
-                spec.update(orjson.loads(group.placement_spec))
+                                    "resources": {"requests": requests}}], **placement}
             pods.append({
                 "apiVersion": "v1", "kind": "Pod",
                 "metadata": {

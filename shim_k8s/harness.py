@@ -25,6 +25,8 @@ from typing import Any
 import httpx
 import orjson
 
+from .shim import read_status, status_path
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 ENGINE_CONFIG = """\
@@ -134,7 +136,7 @@ class Cluster:
         self.config = os.path.join(self.tmp, "queues.yaml")
         with open(self.config, "w") as f:
             f.write(ENGINE_CONFIG.format(request_events="true" if request_events else "false"))
-        self.status_file = f"/tmp/ykshm-{name}.shim.json"
+        self.status_file = status_path(name)
         self.nodes = nodes
         self.watch_history = watch_history
         self.kubelet_delay = kubelet_delay
@@ -241,8 +243,7 @@ class Cluster:
 
     # ------------------------------------------------------------------ shim / engine state
     def shim_status(self) -> dict[str, Any]:
-        with open(self.status_file, "rb") as f:
-            return orjson.loads(f.read())
+        return read_status(self.status_file)
 
     def wait_shim(self, state: str, timeout: float = 30, *, registrations: int | None = None
                   ) -> dict[str, Any]:
@@ -271,17 +272,17 @@ class Cluster:
         finally:
             reader.close()
 
+    def _partition(self, section: str) -> Any:
+        """One section ("usage", "queues") of the engine snapshot, for the default partition."""
+        by_partition = (self.engine_doc() or {}).get(section) or {}
+        return by_partition.get("default") or next(iter(by_partition.values()), {})
+
     def usage(self) -> dict[str, Any]:
         """UGM usage of the default partition, normalised for comparison (no app lists order)."""
-        doc = self.engine_doc() or {}
-        usage = doc.get("usage") or {}
-        part = usage.get("default") or next(iter(usage.values()), {}) if usage else {}
-        return _normalise(part)
+        return _normalise(self._partition("usage"))
 
     def queue_usage(self) -> dict[str, Any]:
-        doc = self.engine_doc() or {}
-        queues = doc.get("queues") or {}
-        part = queues.get("default") or next(iter(queues.values()), {}) if queues else {}
+        part = self._partition("queues")
         result: dict[str, Any] = {}
 
         def walk(q: Mapping[str, Any]) -> None:

@@ -12,7 +12,8 @@ reflector, reduced to what the shim needs:
   local cache (`shim_k8s.store.Store.replace`), so objects that vanished meanwhile come out as
   DELETED and changed ones as MODIFIED. Any other error: back off 0.8 s, doubling to 30 s, reset
   after a watch that delivered something.
-- `bind`, `post_event`, `delete_pod`, `create_pod`.
+- `bind_raw` and `post_raw` (bindings and events over a `RawConnection`), `delete_pod`,
+  `create_pod`.
 
 Connection settings come from `--api-server URL` or a kubeconfig (`load_kubeconfig`): the current
 context's cluster `server`, `certificate-authority(-data)`, `insecure-skip-tls-verify`, and user
@@ -198,18 +199,23 @@ def _insecure_context() -> ssl.SSLContext:
 
 
 # ---------------------------------------------------------------------------------- API calls
-async def _json(resp: httpx.Response) -> Any:
+def _decode(data: bytes) -> Any:
     try:
-        return orjson.loads(resp.content)
+        return orjson.loads(data)
     except orjson.JSONDecodeError:
         return None
 
 
-async def check(resp: httpx.Response) -> Any:
-    body = await _json(resp)
-    if resp.status_code >= 400:
-        raise _status_error(resp.status_code, body)
-    return body
+def _raise_for(code: int, data: bytes, allowed: tuple[int, ...] = ()) -> None:
+    """Raise the ApiStatusError of an error answer (a code in `allowed` is not an error)."""
+    if code >= 400 and code not in allowed:
+        raise _status_error(code, _decode(data))
+
+
+def check(resp: httpx.Response) -> Any:
+    """The decoded body of a successful answer; raises ApiStatusError otherwise."""
+    _raise_for(resp.status_code, resp.content)
+    return _decode(resp.content)
 
 
 async def list_all(client: httpx.AsyncClient, path: str, page: int = PAGE_SIZE
@@ -223,7 +229,7 @@ async def list_all(client: httpx.AsyncClient, path: str, page: int = PAGE_SIZE
                 params: dict[str, Any] = {"limit": page}
                 if cont:
                     params["continue"] = cont
-                body = await check(await client.get(path, params=params))
+                body = check(await client.get(path, params=params))
                 items.extend(body.get("items") or [])
                 meta = body.get("metadata") or {}
                 cont = meta.get("continue") or ""
@@ -233,18 +239,6 @@ async def list_all(client: httpx.AsyncClient, path: str, page: int = PAGE_SIZE
             log.info("list %s: continue token expired, listing again", path)
             continue
     raise ApiStatusError(410, "Expired", f"list {path} kept expiring")
-
-
-async def bind(client: httpx.AsyncClient, namespace: str, name: str, uid: str, node: str) -> None:
-    """POST pods/{name}/binding. Raises ApiStatusError (409 = already bound, 404 = gone)."""
-    body = {"apiVersion": "v1", "kind": "Binding",
-            "metadata": {"name": name, "namespace": namespace, "uid": uid},
-            "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
-    resp = await client.post(f"/api/v1/namespaces/{namespace}/pods/{name}/binding",
-                             content=orjson.dumps(body),
-                             headers={"Content-Type": "application/json"})
-    if resp.status_code >= 400:
-        raise _status_error(resp.status_code, await _json(resp))
 
 
 def event_object(kind: str, namespace: str, name: str, uid: str, reason: str, message: str,
@@ -266,26 +260,18 @@ def event_object(kind: str, namespace: str, name: str, uid: str, reason: str, me
     }
 
 
-async def post_event(client: httpx.AsyncClient, event: Mapping[str, Any]) -> None:
-    ns = event["metadata"]["namespace"]
-    resp = await client.post(f"/api/v1/namespaces/{ns}/events", content=orjson.dumps(event),
-                             headers={"Content-Type": "application/json"})
-    if resp.status_code >= 400:
-        raise _status_error(resp.status_code, await _json(resp))
-
-
 async def delete_pod(client: httpx.AsyncClient, namespace: str, name: str) -> None:
+    """DELETE a pod; one already gone (404) is fine."""
     resp = await client.delete(f"/api/v1/namespaces/{namespace}/pods/{name}")
-    if resp.status_code >= 400 and resp.status_code != 404:
-        raise _status_error(resp.status_code, await _json(resp))
+    _raise_for(resp.status_code, resp.content, allowed=(404,))
 
 
 async def create_pod(client: httpx.AsyncClient, pod: Mapping[str, Any]) -> None:
+    """POST a pod; one that exists already (409) is fine."""
     ns = pod["metadata"].get("namespace") or "default"
     resp = await client.post(f"/api/v1/namespaces/{ns}/pods", content=orjson.dumps(pod),
                              headers={"Content-Type": "application/json"})
-    if resp.status_code >= 400 and resp.status_code != 409:
-        raise _status_error(resp.status_code, await _json(resp))
+    _raise_for(resp.status_code, resp.content, allowed=(409,))
 
 
 # ---------------------------------------------------------------------------------- fast POSTs
@@ -388,18 +374,18 @@ class RawConnection:
             raise
 
 
+async def post_raw(conn: RawConnection, path: str, obj: Mapping[str, Any]) -> None:
+    """POST an object over a RawConnection. Raises ApiStatusError on an error answer."""
+    status, data = await conn.post(path, orjson.dumps(obj))
+    _raise_for(status, data)
+
+
 async def bind_raw(conn: RawConnection, namespace: str, name: str, uid: str, node: str) -> None:
-    """`bind` over a RawConnection. Raises ApiStatusError (409 = already bound, 404 = gone)."""
-    body = orjson.dumps({"apiVersion": "v1", "kind": "Binding",
-                         "metadata": {"name": name, "namespace": namespace, "uid": uid},
-                         "target": {"apiVersion": "v1", "kind": "Node", "name": node}})
-    status, data = await conn.post(f"/api/v1/namespaces/{namespace}/pods/{name}/binding", body)
-    if status >= 400:
-        try:
-            parsed = orjson.loads(data) if data else None
-        except orjson.JSONDecodeError:
-            parsed = None
-        raise _status_error(status, parsed)
+    """POST pods/{name}/binding. Raises ApiStatusError (409 = already bound, 404 = gone)."""
+    await post_raw(conn, f"/api/v1/namespaces/{namespace}/pods/{name}/binding", {
+        "apiVersion": "v1", "kind": "Binding",
+        "metadata": {"name": name, "namespace": namespace, "uid": uid},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": node}})
 
 
 # ---------------------------------------------------------------------------------- informer
@@ -474,8 +460,7 @@ class Informer:
         delivered = 0
         async with self.client.stream("GET", self.path, params=params, timeout=timeout) as resp:
             if resp.status_code >= 400:
-                await resp.aread()
-                raise _status_error(resp.status_code, await _json(resp))
+                _raise_for(resp.status_code, await resp.aread())
             buf = b""
             async for chunk in resp.aiter_bytes():
                 buf += chunk
@@ -513,5 +498,5 @@ def backoff_delays(start: float = BACKOFF_START, cap: float = BACKOFF_MAX) -> li
 
 
 __all__ = ["ApiStatusError", "GoneError", "Informer", "KubeConfig", "KubeConfigError",
-           "KubeError", "RawConnection", "backoff_delays", "bind", "bind_raw", "create_pod", "delete_pod", "event_object",
-           "list_all", "load_kubeconfig", "post_event"]
+           "KubeError", "RawConnection", "backoff_delays", "bind_raw", "create_pod", "delete_pod",
+           "event_object", "list_all", "load_kubeconfig", "post_raw"]

@@ -11,7 +11,6 @@ none, or if the shim that wrote it is no longer running — the last state is st
 from __future__ import annotations
 
 import logging
-import os
 import sys
 import time
 from collections.abc import Sequence

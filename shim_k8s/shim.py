@@ -262,10 +262,7 @@ class Shim:
                                               ev.message, ev.type)
                 ns = obj["metadata"]["namespace"]
                 try:
-                    status, data = await conn.post(f"/api/v1/namespaces/{ns}/events",
-                                                   orjson.dumps(obj))
-                    if status >= 400:
-                        raise ApiStatusError(status, "Error", data[:200].decode(errors="replace"))
+                    await kubeclient.post_raw(conn, f"/api/v1/namespaces/{ns}/events", obj)
                     self.events_posted += 1
                 except (ApiStatusError, httpx.HTTPError) as exc:
                     self.events_dropped += 1

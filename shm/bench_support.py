@@ -1,59 +1,66 @@
-"""Small helpers for `ykshm bench ring` and the shm tests: the seed's "normal" event mix.
+"""The seed's "normal" event mix, for `ykshm bench ring|web` and the shm tests.
 
 Per application of 100 pods (207 events): APP ADD DETAILS_NONE; APP SET APP_NEW, APP_ACCEPTED,
-APP_STARTING; per pod APP ADD APP_REQUEST (referenceID = pod UUID) and APP ADD APP_ALLOC
-(referenceID = a new allocation UUID, resource {memory, vcore, pods}); APP SET APP_RUNNING,
-APP_COMPLETING, APP_COMPLETED.  objectID is spark-app-NNNNNN.
+APP_STARTING; per pod APP ADD APP_REQUEST (referenceID = the pod's UUID) and APP ADD APP_ALLOC
+(referenceID = a new allocation UUID), both with a {memory, vcore, pods} resource; APP SET
+APP_RUNNING after the first pod; APP SET APP_COMPLETING, APP_COMPLETED.  objectID is
+spark-app-NNNNNN.
 """
 
 from __future__ import annotations
 
-import time
-import uuid
+import random
 from collections.abc import Iterator
 
 from .events import EventChangeDetail as D
 from .events import EventChangeType as C
 from .events import EventRecordType as T
 
-__all__ = ["seed_mix", "time_publish"]
+__all__ = ["PODS_PER_APP", "EVENTS_PER_APP", "seed_mix"]
+
+PODS_PER_APP = 100
+EVENTS_PER_APP = 7 + 2 * PODS_PER_APP  # 207
 
 _APP, _SET, _ADD = int(T.APP), int(C.SET), int(C.ADD)
+_REQ, _ALLOC, _NONE, _RUNNING = (int(D.APP_REQUEST), int(D.APP_ALLOC), int(D.DETAILS_NONE),
+                                 int(D.APP_RUNNING))
+_APP_START = tuple(int(d) for d in (D.APP_NEW, D.APP_ACCEPTED, D.APP_STARTING))
+_APP_END = tuple(int(d) for d in (D.APP_COMPLETING, D.APP_COMPLETED))
+_GIB = 1 << 30
 
 
-def seed_mix(n: int, pods_per_app: int = 100) -> Iterator[tuple]:
+class _Uuids:
+    """Random version-4 UUID strings, faster than uuid.uuid4() (the bench needs ~9M)."""
+
+    def __init__(self, seed: int) -> None:
+        self._bits = random.Random(seed).getrandbits
+
+    def __call__(self) -> str:
+        h = f"{self._bits(128):032x}"
+        return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{'89ab'[int(h[16], 16) & 3]}{h[17:20]}-{h[20:32]}"
+
+
+def seed_mix(n: int, seed: int = 7) -> Iterator[tuple]:
     """n publish argument tuples (type, change_type, change_detail, object_id, reference_id,
-    message, resource) of the seed's normal mix."""
+    message, resource) of the seed's normal mix, in `RingWriter.publish` positional order.
+
+    No timestamp: like the engine, the caller lets the ring stamp each event with the current
+    time.  The UUIDs come from `seed`, so a mix is reproducible.
+    """
+    uuids = _Uuids(seed)
     made = 0
-    app_no = 0
+    app = 0
     while made < n:
-        app = f"spark-app-{app_no:06d}"
-        app_no += 1
-        res = {"memory": (1 + app_no % 8) << 30, "vcore": 500 * (1 + app_no % 4), "pods": 1}
-        evs = [(_APP, _ADD, int(D.DETAILS_NONE), app, "", "", None)]
-        evs += [(_APP, _SET, int(d), app, "", "", None)
-                for d in (D.APP_NEW, D.APP_ACCEPTED, D.APP_STARTING)]
-        for _ in range(pods_per_app):
-            evs.append((_APP, _ADD, int(D.APP_REQUEST), app, str(uuid.uuid4()), "", None))
-            evs.append((_APP, _ADD, int(D.APP_ALLOC), app, str(uuid.uuid4()), "", res))
-        evs += [(_APP, _SET, int(d), app, "", "", None)
-                for d in (D.APP_RUNNING, D.APP_COMPLETING, D.APP_COMPLETED)]
-        for e in evs[: n - made]:
-            yield e
-        made += len(evs)
-
-
-def time_publish(writer, events, sample_every: int = 1) -> list[int]:
-    """Publish `events` (tuples as seed_mix makes) one by one; returns per-call ns of every
-    `sample_every`-th publish (perf_counter_ns around the call)."""
-    pub = writer.publish
-    ns = time.perf_counter_ns
-    out = []
-    for i, e in enumerate(events):
-        if i % sample_every:
-            pub(*e)
-        else:
-            t0 = ns()
-            pub(*e)
-            out.append(ns() - t0)
-    return out
+        app_id = f"spark-app-{app:06d}"
+        resource = {"memory": (1 + app % 8) * _GIB, "vcore": 500 * (1 + app % 4), "pods": 1}
+        events = [(_APP, _ADD, _NONE, app_id, "", "", None)]
+        events += [(_APP, _SET, d, app_id, "", "", None) for d in _APP_START]
+        for pod in range(PODS_PER_APP):
+            events.append((_APP, _ADD, _REQ, app_id, uuids(), "", resource))
+            events.append((_APP, _ADD, _ALLOC, app_id, uuids(), "", resource))
+            if pod == 0:
+                events.append((_APP, _SET, _RUNNING, app_id, "", "", None))
+        events += [(_APP, _SET, d, app_id, "", "", None) for d in _APP_END]
+        yield from events[: n - made]
+        made += len(events)
+        app += 1

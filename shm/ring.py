@@ -151,9 +151,13 @@ def _now() -> int:
     return time.time_ns()
 
 
-
 def _header_of(buf) -> "ffi.CData":
     return ffi.cast("ykr_header *", buf)
+
+
+def _events(parts: list[bytes]) -> list[Event]:
+    """Events from C-rendered JSON objects joined by "," (`parts` of ykr_render / ykr_req_take)."""
+    return [_from_rendered(d) for d in _loads(b"[" + b",".join(parts) + b"]")]
 
 
 def encode_resource(resource: Mapping[str, int] | bytes | None) -> bytes:
@@ -169,9 +173,6 @@ def encode_resource(resource: Mapping[str, int] | bytes | None) -> bytes:
     if type(resource) is not dict:
         resource = dict(resource)
     return _dumps(resource, option=_SORT)
-
-
-_encode_resource = encode_resource
 
 
 class _Mapped:
@@ -242,48 +243,22 @@ def _busy(name: str, fd: int) -> RingBusyError:
                          f"stop it first or use another --name", pid)
 
 
-def _lock_existing(name: str, path: str, flags: int = os.O_RDWR) -> int | None:
-    """Open and exclusively lock the segment at `path`; None if there is none.
-
-    RingBusyError if a live writer holds it.  Retries if the file was replaced meanwhile.
-    """
-    for _ in range(100):
-        try:
-            fd = os.open(path, flags | os.O_CLOEXEC)
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            raise ShmError(f"cannot open {path}: {exc.strerror}") from exc
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            err = _busy(name, fd)
-            os.close(fd)
-            raise err from None
-        if _seg.inode_of(path) == os.fstat(fd).st_ino:
-            return fd
-        os.close(fd)   # replaced while we locked it: try the new one
-    raise RingBusyError(f"ring {name!r} keeps being replaced by another process")
+def _lock_existing(name: str, path: str) -> int | None:
+    return _seg.lock_existing(path, lambda fd: _busy(name, fd), f"ring {name!r}")
 
 
 def _mark_superseded(fd: int) -> None:
     try:
-        if os.fstat(fd).st_size < lib.YKR_HEADER_SIZE:
-            return
-        mm = _seg.map_rw(fd)
-    except (OSError, ValueError):
-        return
+        old = _Mapped(_seg.map_rw(fd), lib.YKR_KIND_EVENTS, "", 0)
+    except (OSError, ValueError, RingFormatError):
+        return   # empty or not a ring: nobody reads it as one
     try:
-        buf = ffi.from_buffer("uint8_t[]", mm)
-        view = ffi.new("ykr_view *")
-        if lib.ykr_view_init(view, buf, len(mm), lib.YKR_KIND_EVENTS) == 0:
-            h = _header_of(buf)
-            h.superseded = 1
-            h.writer_pid = 0
-            h.writer_closed = 1
-        ffi.release(buf)
+        h = old.hdr
+        h.superseded = 1
+        h.writer_pid = 0
+        h.writer_closed = 1
     finally:
-        mm.close()
+        old.close()
 
 
 def _make_publish(view):
@@ -498,7 +473,7 @@ class RingWriter:
         o = object_id.encode()
         r = reference_id.encode()
         m = message.encode()
-        res = _encode_resource(resource)
+        res = encode_resource(resource)
         rid = lib.ykr_publish(self._view, type, change_type, change_detail, timestamp_nano,
                               o, len(o), r, len(r), m, len(m), res, len(res))
         if rid < 0:
@@ -516,7 +491,7 @@ class RingWriter:
         o = object_id.encode()
         r = reference_id.encode()
         m = message.encode()
-        res = _encode_resource(resource)
+        res = encode_resource(resource)
         rc = lib.ykr_req_publish(self._req_view, timestamp_nano, o, len(o), r, len(r),
                                  m, len(m), res, len(res))
         if rc < 0:
@@ -532,8 +507,7 @@ class RingWriter:
                                  len(self._take_buf), self._take_len)
             if n <= 0:
                 break
-            raw = ffi.buffer(self._take_buf, self._take_len[0])[:]
-            out.extend(_from_rendered(d) for d in _loads(b"[" + raw + b"]"))
+            out.extend(_events([ffi.buffer(self._take_buf, self._take_len[0])[:]]))
         return out
 
     def heartbeat(self) -> None:
@@ -637,13 +611,19 @@ class RingStats:
 
 
 class VerifyReport(list):
-    """verify()'s result: a list of violation strings (empty = consistent), plus context."""
+    """verify()'s result: a list of violation strings (empty = consistent), plus context.
 
-    def __init__(self, violations, records: int, strings: int, caveats: list[str]) -> None:
+    The list stops at verify's `max_lines` with a last line "... and K more violations";
+    `total` counts every violation found.
+    """
+
+    def __init__(self, violations, records: int, strings: int, caveats: list[str],
+                 total: int) -> None:
         super().__init__(violations)
         self.records = records
         self.strings = strings
         self.caveats = caveats
+        self.total = total
 
     @property
     def violations(self) -> list[str]:
@@ -756,7 +736,7 @@ class RingReader:
         parts, n, _, _ = self._render(start, count, 0, 0)
         if not n:
             return []
-        return [_from_rendered(d) for d in _loads(b"[" + b",".join(parts) + b"]")]
+        return _events(parts)
 
     def read_range_json(self, start: int, count: int) -> tuple[bytes, int]:
         """The same as read_range, rendered in C to a JSON array (b"null" when none)."""
@@ -793,25 +773,19 @@ class RingReader:
     def _requests_header(self):
         path = _seg.segment_paths(self.name).requests
         try:
-            mm, _ = _seg.open_ro(path)
-        except ShmError:
+            mm, ino = _seg.open_ro(path)
+            req = _Mapped(mm, lib.YKR_KIND_REQUESTS, path, ino)
+        except ShmError:   # missing, or not a request store
             return None
         try:
-            buf = ffi.from_buffer("uint8_t[]", mm)
-            try:
-                view = ffi.new("ykr_view *")
-                if lib.ykr_view_init(view, buf, len(mm), lib.YKR_KIND_REQUESTS) != 0:
-                    return None
-                h = _header_of(buf)
-                if bytes(ffi.buffer(h.instance_uuid, 16)) != bytes(ffi.buffer(self._hdr.instance_uuid, 16)):
-                    return None
-                return {"capacity": int(h.capacity), "size": int(h.total_size),
-                        "written": int(h.events_written), "delivered": int(h.req_delivered),
-                        "overwritten": int(h.req_overwritten)}
-            finally:
-                ffi.release(buf)
+            h = req.hdr
+            if bytes(ffi.buffer(h.instance_uuid, 16)) != bytes(ffi.buffer(self._hdr.instance_uuid, 16)):
+                return None
+            return {"capacity": int(h.capacity), "size": int(h.total_size),
+                    "written": int(h.events_written), "delivered": int(h.req_delivered),
+                    "overwritten": int(h.req_overwritten)}
         finally:
-            mm.close()
+            req.close()
 
     def stats(self) -> RingStats:
         h = self._h
@@ -881,7 +855,7 @@ class RingReader:
                            f"violations may be transient")
         b = self.bounds()
         records = 0 if b is None else b[1] - b[0] + 1
-        return VerifyReport(lines, records, int(h.entries_live), caveats)
+        return VerifyReport(lines, records, int(h.entries_live), caveats, n)
 
     def stats_dict(self) -> dict:
         return dataclasses.asdict(self.stats())
@@ -915,7 +889,7 @@ class Cursor:
         self.next_id = nid
         if not n:
             return CursorBatch([], lost)
-        return CursorBatch([_from_rendered(d) for d in _loads(b"[" + b",".join(parts) + b"]")], lost)
+        return CursorBatch(_events(parts), lost)
 
     def poll_json(self, max_events: int = 1000) -> CursorJsonBatch:
         """The same as poll, as NDJSON lines rendered in C."""

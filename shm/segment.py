@@ -11,13 +11,15 @@ final name, so a half-created segment is never visible.  OS errors are translate
 from __future__ import annotations
 
 import errno
+import fcntl
 import grp
 import mmap
 import os
 import secrets
+from collections.abc import Callable
 from typing import NamedTuple
 
-from .errors import RingNotFoundError, ShmError
+from .errors import RingBusyError, RingFormatError, RingNotFoundError, ShmError
 
 __all__ = ["SHM_DIR", "SegmentPaths", "segment_paths", "list_instances", "validate_name"]
 
@@ -114,6 +116,32 @@ def create_temp(path: str, size: int, group: str | int | None) -> tuple[int, str
     return fd, tmp
 
 
+def lock_existing(path: str, busy: Callable[[int], RingBusyError], what: str) -> int | None:
+    """Open and exclusively lock (flock) the segment at `path` for a new writer; None if there
+    is none.
+
+    While a live writer holds the lock, raises `busy(fd)` (which may read the writer's pid from
+    the file).  Retries if the file was replaced meanwhile.
+    """
+    for _ in range(100):
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise ShmError(f"cannot open {path}: {exc.strerror}") from exc
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            err = busy(fd)
+            os.close(fd)
+            raise err from None
+        if inode_of(path) == os.fstat(fd).st_ino:
+            return fd
+        os.close(fd)   # replaced while we locked it: try the new one
+    raise RingBusyError(f"{what} keeps being replaced by another process")
+
+
 def map_rw(fd: int) -> mmap.mmap:
     """A writable shared mapping, page tables populated up front (no page faults on the
     writer's hot path)."""
@@ -132,8 +160,6 @@ def open_ro(path: str) -> tuple[mmap.mmap, int]:
     try:
         st = os.fstat(fd)
         if st.st_size == 0:
-            from .errors import RingFormatError
-
             raise RingFormatError(f"{path} is empty, not a ykshm segment")
         return mmap.mmap(fd, 0, access=mmap.ACCESS_READ), st.st_ino
     finally:

@@ -38,6 +38,17 @@ _STATE = struct.Struct("<QQQq")   # generation, active, length, published_nano
 _GEN = struct.Struct("<Q")
 
 
+def _busy(name: str, fd: int) -> RingBusyError:
+    pid = 0
+    try:
+        raw = os.pread(fd, 72, 0)
+        if raw[:8] == _MAGIC:
+            pid = struct.unpack_from("<q", raw, 64)[0]
+    except OSError:
+        pass
+    return RingBusyError(f"snapshot {name!r} already has a live writer (pid {pid})", pid)
+
+
 class SnapshotWriter:
     """The engine's side of NAME.state."""
 
@@ -56,24 +67,8 @@ class SnapshotWriter:
         path = _seg.segment_paths(name).state
         if size < _HDR + 2 * 4096:
             raise ValueError(f"snapshot size must be at least {_HDR + 8192} bytes")
+        old = _seg.lock_existing(path, lambda fd: _busy(name, fd), f"snapshot {name!r}")
         try:
-            old = os.open(path, os.O_RDWR | os.O_CLOEXEC)
-        except FileNotFoundError:
-            old = None
-        try:
-            if old is not None:
-                try:
-                    fcntl.flock(old, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError:
-                    pid = 0
-                    try:
-                        raw = os.pread(old, 72, 0)
-                        if raw[:8] == _MAGIC:
-                            pid = struct.unpack_from("<q", raw, 64)[0]
-                    except OSError:
-                        pass
-                    raise RingBusyError(f"snapshot {name!r} already has a live writer (pid {pid})",
-                                        pid) from None
             fd, tmp = _seg.create_temp(path, size, group)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

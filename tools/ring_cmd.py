@@ -21,7 +21,6 @@ line N stops the command after lines 1..N-1 are published, and the error says wh
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import select
 import sys
@@ -76,17 +75,10 @@ def _float_type() -> Callable[[str], float]:
 def _shm():
     """Import the ring lazily (the cffi extension), with a one-line failure if it is missing."""
     try:
-        import shm  # noqa: F401
-        from shm import RingReader, RingWriter  # noqa: F401
+        import shm
     except ImportError as exc:
         raise Failure(f"the shared-memory ring is not available ({exc})") from None
-    return sys.modules["shm"]
-
-
-def _errors():
-    from shm import errors
-
-    return errors
+    return shm
 
 
 def _check_name(name: str) -> None:
@@ -99,7 +91,7 @@ def _attach(name: str):
     """A RingReader on NAME, or a one-line Failure (unknown ring, not a ring)."""
     _check_name(name)
     shm = _shm()
-    errors = _errors()
+    errors = shm.errors
     try:
         return shm.RingReader.attach(name)
     except errors.RingNotFoundError:
@@ -126,7 +118,7 @@ def _out(data: bytes | str) -> None:
 def cmd_create(args: argparse.Namespace) -> int:
     _check_name(args.name)
     shm = _shm()
-    errors = _errors()
+    errors = shm.errors
     path = shmscan.segment_path(args.name)
     if os.path.exists(path) and not args.force:
         raise Failure(f"ring {args.name!r} already exists ({path}); use --force to replace it")
@@ -201,7 +193,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
 
     _check_name(args.name)
     shm = _shm()
-    errors = _errors()
+    errors = shm.errors
     try:
         writer = shm.RingWriter.open_existing(args.name)
     except errors.RingNotFoundError:
@@ -290,6 +282,14 @@ def _emit(cursor, as_json: bool, max_events: int, name: str) -> int:
     return len(batch.events)
 
 
+def _emit_through(cursor, end: int, as_json: bool, name: str) -> None:
+    """Print the events from the cursor up to id `end`, CHUNK at a time (stops early if the
+    ring has nothing more)."""
+    while cursor.next_id <= end:
+        if _emit(cursor, as_json, min(CHUNK, end - cursor.next_id + 1), name) == 0:
+            break
+
+
 def cmd_dump(args: argparse.Namespace) -> int:
     reader = _attach(args.name)
     try:
@@ -306,11 +306,7 @@ def cmd_dump(args: argparse.Namespace) -> int:
                   file=sys.stderr)
             start = lowest
         end = highest if args.count is None else min(highest, start + args.count - 1)
-        cursor = reader.cursor(start)
-        while cursor.next_id <= end:
-            want = min(CHUNK, end - cursor.next_id + 1)
-            if _emit(cursor, args.json, want, args.name) == 0:
-                break
+        _emit_through(reader.cursor(start), end, args.json, args.name)
         sys.stdout.flush()
     finally:
         reader.close()
@@ -323,26 +319,13 @@ class _Follower:
     def __init__(self, name: str, reader) -> None:
         self.name = name
         self.reader = reader
-        self.inode = self._inode()
-
-    def _inode(self) -> tuple[int, int] | None:
-        try:
-            st = os.stat(shmscan.segment_path(self.name))
-            return (st.st_dev, st.st_ino)
-        except OSError:
-            return None
-
-    def changed(self) -> bool:
-        if self.reader.instance_changed():
-            return True
-        return self._inode() != self.inode
 
     def reattach(self, poll_interval: float) -> None:
         old_uuid = self.reader.instance_uuid
         self.reader.close()
         said_gone = False
-        errors = _errors()
         shm = _shm()
+        errors = shm.errors
         while True:
             try:
                 reader = shm.RingReader.attach(self.name)
@@ -358,7 +341,6 @@ class _Follower:
                 said_gone = True
             time.sleep(max(poll_interval, 0.05))
         self.reader = reader
-        self.inode = self._inode()
         print(f"{PROG}: ring {self.name!r}: new instance {reader.instance_uuid} (was {old_uuid}); "
               f"re-attached", file=sys.stderr)
 
@@ -384,11 +366,8 @@ def cmd_tail(args: argparse.Namespace) -> int:
             lowest, highest = bounds
             start = max(lowest, highest - args.lines + 1)
         if bounds is not None and args.lines > 0:
-            end = bounds[1]
             cursor = reader.cursor(start)
-            while cursor.next_id <= end:
-                if _emit(cursor, args.json, min(CHUNK, end - cursor.next_id + 1), args.name) == 0:
-                    break
+            _emit_through(cursor, bounds[1], args.json, args.name)
             start = cursor.next_id
         elif bounds is not None:
             start = bounds[1] + 1
@@ -408,7 +387,7 @@ def cmd_tail(args: argparse.Namespace) -> int:
                 next_check = now + 0.2
                 if _stdout_closed():
                     return 0
-                if follower.changed():
+                if follower.reader.instance_changed():   # superseded, replaced or removed
                     follower.reattach(args.poll)
                     bounds = follower.reader.bounds()
                     cursor = follower.reader.cursor(bounds[0] if bounds else 0)
@@ -432,11 +411,9 @@ def _next_id(reader) -> int:
     return 0 if bounds is None else bounds[1] + 1
 
 
-def collect_stat(name: str, interval: float = 0.5, reader=None) -> dict[str, Any]:
+def collect_stat(name: str, interval: float = 0.5) -> dict[str, Any]:
     """Everything `ring stat` shows, as one JSON-ready dict (also used by `ykshm status`)."""
-    own = reader is None
-    if own:
-        reader = _attach(name)
+    reader = _attach(name)
     try:
         t0 = time.perf_counter()
         n0 = _next_id(reader)
@@ -445,44 +422,35 @@ def collect_stat(name: str, interval: float = 0.5, reader=None) -> dict[str, Any
         n1 = _next_id(reader)
         dt = time.perf_counter() - t0
         rate = (n1 - n0) / dt if interval > 0 and dt > 0 else None
-        bounds = reader.bounds()
-        raw = dataclasses.asdict(reader.stats())
-        heartbeat = reader.heartbeat_nano()
-        writer_pid = reader.writer_pid
-        writer_alive = reader.writer_alive()
-        uuid = reader.instance_uuid
-        capacity = reader.capacity
+        raw = reader.stats_dict()
     finally:
-        if own:
-            reader.close()
+        reader.close()
     segments = shmscan.instance_segments(name)
     events_path = shmscan.segment_path(name)
     shm_bytes = sum(shmscan.resident_bytes(p) for p in segments
                     if not p.endswith(".state"))
-    count = 0 if bounds is None else bounds[1] - bounds[0] + 1
-    strings = raw.get("strings_used")
-    strings_cap = raw.get("strings_capacity")
-    intern_bytes = raw.get("intern_bytes_used")
-    intern_bytes_cap = raw.get("intern_bytes_capacity")
+    count = raw["events_retained"]
+    capacity = raw["capacity"]
+    heartbeat = raw["heartbeat_nano"]
     doc: dict[str, Any] = {
         "name": name,
-        "instanceUUID": uuid,
+        "instanceUUID": raw["instance_uuid"],
         "capacity": capacity,
-        "lowestID": None if bounds is None else bounds[0],
-        "highestID": None if bounds is None else bounds[1],
+        "lowestID": raw["lowest_id"],
+        "highestID": raw["highest_id"],
         "events": count,
-        "fill": count / capacity if capacity else 0.0,
+        "fill": count / capacity,
         "eventsPerSecond": rate,
-        "internStrings": strings,
-        "internStringsCapacity": strings_cap,
-        "internBytes": intern_bytes,
-        "internBytesCapacity": intern_bytes_cap,
+        "internStrings": raw["strings_used"],
+        "internStringsCapacity": raw["strings_capacity"],
+        "internBytes": raw["intern_bytes_used"],
+        "internBytesCapacity": raw["intern_bytes_capacity"],
         "shmBytes": shm_bytes,
         "shmFileBytes": sum(shmscan.file_size(p) for p in segments),
-        "bytesPerEvent": shm_bytes / capacity if capacity else None,  # per slot: the cost when full
+        "bytesPerEvent": shm_bytes / capacity,  # per slot: the cost when full
         "bytesPerRetainedEvent": shm_bytes / count if count else None,
-        "writerPID": writer_pid,
-        "writerAlive": writer_alive,
+        "writerPID": raw["writer_pid"],
+        "writerAlive": raw["writer_alive"],
         "heartbeatAgeSeconds": (time.time_ns() - heartbeat) / 1e9 if heartbeat else None,
         "segments": segments,
         "mappers": [
@@ -494,16 +462,13 @@ def collect_stat(name: str, interval: float = 0.5, reader=None) -> dict[str, Any
     return doc
 
 
-def _pct(a: Any, b: Any) -> str:
-    if a is None:
-        return "-"
-    if b:
-        return f"{a} / {b} ({100.0 * a / b:.1f}%)"
-    return str(a)
+def _pct(a: int, b: int) -> str:
+    return f"{a} / {b} ({100.0 * a / b:.1f}%)"
 
 
 def render_stat(doc: dict[str, Any]) -> str:
     fmt = ring_render
+    c = doc["counters"]
     if doc["lowestID"] is None:
         id_range = "empty"
     else:
@@ -513,18 +478,15 @@ def render_stat(doc: dict[str, Any]) -> str:
     pairs = [
         ("ring", f"{doc['name']} ({', '.join(doc['segments'])})"),
         ("instance", doc["instanceUUID"]),
+        ("created", fmt.format_timestamp(c["created_nano"])),
         ("capacity", f"{doc['capacity']:,}"),
         ("ids", id_range),
         ("events", f"{doc['events']:,} ({100.0 * doc['fill']:.1f}% full)"),
         ("events/s", "-" if rate is None else f"{rate:,.0f}"),
         ("intern strings", _pct(doc["internStrings"], doc["internStringsCapacity"])),
-    ]
-    if doc["internBytes"] is not None:
-        pairs.append(("intern bytes", _pct(doc["internBytes"], doc["internBytesCapacity"])))
-    bpe = doc["bytesPerEvent"]
-    pairs += [
-        ("shm in use", f"{fmt.format_bytes(doc['shmBytes'])} ({doc['shmBytes']:,} bytes)"
-                       + ("" if bpe is None else f", {bpe:.1f} bytes/event of capacity")),
+        ("intern bytes", _pct(doc["internBytes"], doc["internBytesCapacity"])),
+        ("shm in use", f"{fmt.format_bytes(doc['shmBytes'])} ({doc['shmBytes']:,} bytes), "
+                       f"{doc['bytesPerEvent']:.1f} bytes/event of capacity"),
         ("writer", (f"pid {doc['writerPID']} " if doc["writerPID"] else "")
                    + ("alive" if doc["writerAlive"] else "not running")
                    + ("" if hb is None else f", heartbeat {fmt.format_duration(hb)} ago")),
@@ -535,12 +497,7 @@ def render_stat(doc: dict[str, Any]) -> str:
             f"{m['pid']} ({m['name']}{', old copy' if m['deleted'] else ''})" for m in mappers)))
     else:
         pairs.append(("mapped by", "no other process"))
-    c = doc["counters"]
-    if c.get("created_nano"):
-        pairs.insert(2, ("created", fmt.format_timestamp(c["created_nano"])))
-    shown = [(label, c[key]) for label, key in _COUNTERS if key in c]
-    if shown:
-        pairs.append(("counters", ", ".join(f"{label} {v:,}" for label, v in shown)))
+    pairs.append(("counters", ", ".join(f"{label} {c[key]:,}" for label, key in _COUNTERS)))
     return fmt.key_values(pairs)
 
 
@@ -571,43 +528,29 @@ def cmd_stat(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    errors = _errors()
     reader = _attach(args.name)
+    errors = _shm().errors
     try:
         report = reader.verify(max_lines=100_000 if args.all else 10)
     except errors.ShmError as exc:
         raise Failure(f"cannot verify ring {args.name!r}: {exc}") from None
     finally:
         reader.close()
-    violations = list(report)
-    caveats = list(getattr(report, "caveats", []) or [])
-    if not violations:
+    caveats = report.caveats
+    if report.ok:
         print(f"ok: {report.records} records, {report.strings} strings")
         for caveat in caveats:
             print(f"{PROG}: note: {caveat}", file=sys.stderr)
         return 0
     note = f" [{caveats[0]}]" if caveats else ""
+    n = report.total
     if args.all:
-        for v in violations:
-            print(str(v))
+        for v in report:
+            print(v)
         sys.stdout.flush()
-        n = _violation_count(violations)
         raise Failure(f"{n} violation{'s' if n != 1 else ''} in ring {args.name!r}{note}")
-    n = _violation_count(violations)
     more = f" (and {n - 1} more; --all lists them)" if n > 1 else ""
-    raise Failure(f"ring {args.name!r}: {violations[0]}{more}{note}")
-
-
-def _violation_count(violations: list) -> int:
-    """Lines of the report, counting a trailing "... and K more violations" as K."""
-    n = len(violations)
-    last = str(violations[-1]) if violations else ""
-    if last.startswith("... and ") and last.endswith(" more violations"):
-        try:
-            return n - 1 + int(last.split()[2])
-        except ValueError:
-            return n
-    return n
+    raise Failure(f"ring {args.name!r}: {report[0]}{more}{note}")
 
 
 # -- parser ----------------------------------------------------------------------------------------

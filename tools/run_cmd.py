@@ -21,7 +21,6 @@ name alive are one line and exit 1.
 from __future__ import annotations
 
 import dataclasses
-import glob
 import os
 import shutil
 import signal
@@ -34,6 +33,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from subprocess import DEVNULL, Popen
 
+from tools import shmscan
 from tools.cliutil import Failure, Parser, UsageError, run_main
 
 GRACE_SECONDS = 5.0
@@ -104,13 +104,11 @@ def check_config(path: str | None) -> None:
     if path is None:
         return
     from engine.config import ConfigError, load_config
-    from engine.main import _check_limits
 
     try:
-        config = load_config(path)
+        load_config(path)      # limits included: the UGM's own parser judges them there
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
-    _check_limits(config)
 
 
 def check_port_free(port: int, what: str) -> None:
@@ -228,6 +226,7 @@ class StatusLine:
                     return 0
         return 0
 
+
 class Supervisor:
     """Starts, watches, restarts and stops the children of one embedded instance."""
 
@@ -321,7 +320,8 @@ def banner(args, log_path: Path) -> str:
 
 
 def cleanup(name: str, runtime: Path) -> None:
-    for path in glob.glob(f"/dev/shm/{name}.*"):
+    # NAME.<suffix> only: NAME.x.events belongs to another instance, "NAME.x"
+    for path in shmscan.instance_segments(name):
         try:
             os.unlink(path)
         except OSError:

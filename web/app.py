@@ -227,7 +227,7 @@ class App:
                 await self.send_error(tracked_send, 500, "Internal server error")
         finally:
             # a stream counts until its headers went out; anything else until its last byte
-            end = (req.started if req is not None and req.started else 0.0) or state["done"] or time.perf_counter()
+            end = (req is not None and req.started) or state["done"] or time.perf_counter()
             try:
                 self.metrics.request(route_name, state["status"] or 500, end - t0)
             except Exception:  # metrics must never turn an answer into an error

@@ -70,8 +70,12 @@ def _body(argv: Sequence[str]) -> int:
         raise UsageError("--nice must be between 0 and 19")
     if args.heartbeat_timeout <= 0 or args.stall_timeout < 0:
         raise UsageError("--heartbeat-timeout must be > 0 and --stall-timeout >= 0")
-    if not args.name or "/" in args.name or args.name.startswith("."):
-        raise UsageError(f"--name {args.name!r}: not a valid instance name")
+    from shm.segment import validate_name
+
+    try:
+        validate_name(args.name)
+    except ValueError:
+        raise UsageError(f"--name {args.name!r}: not a valid instance name") from None
     bind = check_bind(args.bind)
 
     from engine.config import ConfigError, load_event_settings

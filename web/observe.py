@@ -36,6 +36,17 @@ def _check(name: str, ok: bool, description: str, diagnosis: str) -> dict[str, A
     return {"Name": name, "Succeeded": ok, "Description": description, "DiagnosisMessage": diagnosis}
 
 
+def heartbeat_age(reader) -> float | None:
+    """Seconds since the ring writer's last heartbeat; None if it never stored one."""
+    beat = int(reader.heartbeat_nano())
+    return (time.time_ns() - beat) / 1e9 if beat else None
+
+
+def engine_live(app: "App", writer_alive: bool, age: float | None) -> bool:
+    """The engine counts as live: its process runs and its heartbeat is recent (not SIGSTOPped)."""
+    return writer_alive and age is not None and age <= app.options.heartbeat_timeout
+
+
 def health_document(app: "App") -> dict[str, Any]:
     checks = []
     reader = None
@@ -54,7 +65,6 @@ def health_document(app: "App") -> dict[str, Any]:
     except Exception as exc:
         checks.append(_check("Event ring", False, "The event ring is attached", getattr(exc, "message", str(exc))))
     alive = False
-    fresh = False
     if reader is not None:
         try:
             alive = bool(reader.writer_alive())
@@ -70,17 +80,15 @@ def health_document(app: "App") -> dict[str, Any]:
             )
         )
         try:
-            beat = int(reader.heartbeat_nano())
+            age = heartbeat_age(reader)
         except Exception:
-            beat = 0
-        age = (time.time_ns() - beat) / 1e9 if beat else float("inf")
-        fresh = alive and age <= app.options.heartbeat_timeout
+            age = None
         checks.append(
             _check(
                 "Engine heartbeat",
-                fresh,
+                engine_live(app, alive, age),
                 f"The engine stored a heartbeat in the last {app.options.heartbeat_timeout:g}s",
-                "no heartbeat ever" if beat == 0 else f"last heartbeat {age:.3f}s ago",
+                "no heartbeat ever" if age is None else f"last heartbeat {age:.3f}s ago",
             )
         )
     else:
@@ -108,11 +116,10 @@ class WorkerMetrics:
         self.layout = layout
 
     def request(self, route: str, status: int, seconds: float) -> None:
-        seg = self.app.segment
         index = self.layout.route_index.get(route)
-        if index is None or seg is None:
+        if index is None:
             return
-        layout = self.layout
+        seg, layout = self.app.segment, self.layout
         seg.add(layout.status_cell(index, status))
         # the first bucket whose bound is >= seconds; len(LATENCY_BUCKETS) is +Inf
         seg.add(layout.bucket_cell(index, bisect.bisect_left(LATENCY_BUCKETS, seconds)))
@@ -178,12 +185,10 @@ class _Collector:
             closed.add_metric([reason], cells[layout.streams_closed + r])
         yield closed
 
-        reader = app.ring.current()
-        if reader is None:
-            try:
-                reader = app.ring.get()
-            except Exception:
-                reader = None
+        try:
+            reader = app.ring.get()
+        except Exception:  # Unavailable: no ring (yet)
+            reader = None
         capacity = GaugeMetricFamily("ykshm_ring_capacity", "Events the ring holds")
         fill = GaugeMetricFamily("ykshm_ring_fill_ratio", "Retained events / capacity")
         lowest = GaugeMetricFamily("ykshm_ring_lowest_id", "Lowest retained event id")
@@ -200,11 +205,9 @@ class _Collector:
             lowest.add_metric([], 0 if bounds is None else bounds[0])
             highest.add_metric([], 0 if bounds is None else bounds[1])
             rate.add_metric([], app.watcher.events_per_second())
-            beat = int(reader.heartbeat_nano() or 0)
-            age = (time.time_ns() - beat) / 1e9 if beat else -1.0
-            beat_age.add_metric([], age)
-            live = bool(reader.writer_alive()) and 0 <= age <= app.options.heartbeat_timeout
-            alive.add_metric([], 1.0 if live else 0.0)
+            age = heartbeat_age(reader)
+            beat_age.add_metric([], -1.0 if age is None else age)
+            alive.add_metric([], 1.0 if engine_live(app, reader.writer_alive(), age) else 0.0)
         else:
             alive.add_metric([], 0.0)
         yield from (capacity, fill, lowest, highest, rate, alive, beat_age)
@@ -215,19 +218,11 @@ class _Collector:
 def _ring_stats(reader) -> list[GaugeMetricFamily]:
     """Every numeric field of RingReader.stats() as `ykshm_ring_stat_<field>`."""
     try:
-        stats = reader.stats()
+        stats = reader.stats_dict()
     except Exception:
         return []
-    if hasattr(stats, "__dataclass_fields__"):
-        items = [(k, getattr(stats, k)) for k in stats.__dataclass_fields__]
-    elif hasattr(stats, "_asdict"):
-        items = list(stats._asdict().items())
-    elif isinstance(stats, dict):
-        items = list(stats.items())
-    else:
-        items = [(k, getattr(stats, k)) for k in dir(stats) if not k.startswith("_")]
     out = []
-    for key, value in items:
+    for key, value in stats.items():
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             continue
         family = GaugeMetricFamily(f"ykshm_ring_stat_{key}", f"RingReader.stats().{key}")

@@ -31,9 +31,7 @@ import fcntl
 import mmap
 import os
 import struct
-from collections.abc import Iterator, Sequence
-
-from shm.segment import pid_alive as shm_pid_alive
+from collections.abc import Callable, Iterator, Sequence
 
 MAGIC = b"YKWEB001"
 VERSION = 1
@@ -62,38 +60,34 @@ class SegmentError(Exception):
     """The segment is missing, malformed, or owned by another live `ykshm web`."""
 
 
-def pid_start_time(pid: int) -> int:
-    """The kernel start time of a process (clock ticks since boot), 0 if it does not exist."""
+def _proc_stat(pid: int) -> tuple[bytes, int]:
+    """(state, kernel start time in clock ticks since boot) of a process; (b"", 0) if it does not exist."""
+    if pid <= 0:
+        return b"", 0
     try:
         with open(f"/proc/{pid}/stat", "rb") as fh:
             data = fh.read()
     except OSError:
-        return 0
-    # Field 22; the command (field 2) is in parentheses and may contain spaces.
+        return b"", 0
+    # Field 3 is the state, field 22 the start time; the command (field 2) is in parentheses
+    # and may contain spaces.
     tail = data[data.rfind(b")") + 2 :].split()
     try:
-        return int(tail[19])
+        return tail[0], int(tail[19])
     except (IndexError, ValueError):
-        return 0
+        return b"", 0
+
+
+def pid_start_time(pid: int) -> int:
+    """The kernel start time of a process (clock ticks since boot), 0 if it does not exist."""
+    return _proc_stat(pid)[1]
 
 
 def pid_alive(pid: int, start: int) -> bool:
     """True if `pid` exists and is the same process that recorded `start`."""
-    if pid <= 0:
-        return False
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            data = fh.read()
-    except OSError:
-        return False
-    # Field 3 is the state, field 22 the start time; the command (field 2) is in parentheses.
-    tail = data[data.rfind(b")") + 2 :].split()
-    try:
-        now = int(tail[19])
-    except (IndexError, ValueError):
-        return False
+    state, now = _proc_stat(pid)
     # A zombie still has /proc/PID/stat; it holds no sockets any more, so count it as dead.
-    return now != 0 and now == start and tail[0] not in (b"Z", b"X")
+    return now != 0 and now == start and state not in (b"Z", b"X")
 
 
 class MetricLayout:
@@ -135,9 +129,8 @@ class WebSegment:
         self._fd = fd
         self._mm = mm
         self.nslots = nslots
-        self._cells = memoryview(mm).cast("B")
         self.region: int | None = None
-        self._region_view = None
+        self._region_view: memoryview | None = None
 
     # -- life cycle ---------------------------------------------------------------------------
 
@@ -145,68 +138,47 @@ class WebSegment:
     def path_for(name: str) -> str:
         return f"/dev/shm/{name}.web"
 
-    @classmethod
-    def size_for(cls, nslots: int) -> int:
+    @staticmethod
+    def size_for(nslots: int) -> int:
         return HEADER_BYTES + NREGIONS * REGION_BYTES + max(nslots, 1) * SLOT_BYTES
 
     @classmethod
-    def create(cls, name: str, nslots: int, *, replace_dead: bool = True) -> "WebSegment":
+    def create(cls, name: str, nslots: int) -> "WebSegment":
         """Create (or re-create) the segment; refuse if a live `ykshm web` owns it."""
-        path = cls.path_for(name)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            try:
-                size = os.fstat(fd).st_size
-                if size >= HEADER_BYTES:
-                    head = os.pread(fd, _HEADER.size, 0)
-                    magic, _v, _n, _r, owner = _HEADER.unpack(head)
-                    if magic == MAGIC and owner not in (0, os.getpid()) and _process_exists(owner):
-                        raise SegmentError(
-                            f"{path} belongs to a running ykshm web (pid {owner}); stop it first"
-                        )
-                total = cls.size_for(nslots)
-                os.ftruncate(fd, 0)
-                os.ftruncate(fd, total)
-                os.pwrite(fd, _HEADER.pack(MAGIC, VERSION, nslots, NREGIONS, os.getpid()), 0)
-            finally:
-                fcntl.flock(fd, fcntl.LOCK_UN)
-        except BaseException:
-            os.close(fd)
-            raise
-        return cls._map(path, fd, nslots)
+
+        def prepare(path: str, fd: int, size: int) -> int:
+            if size >= HEADER_BYTES:
+                magic, _v, _n, _r, owner = _HEADER.unpack(os.pread(fd, _HEADER.size, 0))
+                if magic == MAGIC and owner not in (0, os.getpid()) and _process_exists(owner):
+                    raise SegmentError(f"{path} belongs to a running ykshm web (pid {owner}); stop it first")
+            _initialise(fd, nslots, os.getpid())
+            return nslots
+
+        return cls._open(name, prepare)
 
     @classmethod
     def open_or_create(cls, name: str, nslots: int) -> "WebSegment":
         """Attach to the segment a supervisor made; make one if there is none (in-process serving)."""
+
+        def prepare(path: str, fd: int, size: int) -> int:
+            if size >= HEADER_BYTES:
+                magic, version, n, nreg, _owner = _HEADER.unpack(os.pread(fd, _HEADER.size, 0))
+                if magic == MAGIC and version == VERSION and nreg == NREGIONS and size == cls.size_for(n):
+                    return n
+            _initialise(fd, nslots, 0)
+            return nslots
+
+        return cls._open(name, prepare)
+
+    @classmethod
+    def _open(cls, name: str, prepare: Callable[[str, int, int], int]) -> "WebSegment":
+        """Open (or make) the file; under the lock `prepare(path, fd, size)` checks or initialises
+        it and returns its slot count; then map it. The fd is closed if anything fails."""
         path = cls.path_for(name)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            try:
-                size = os.fstat(fd).st_size
-                valid = False
-                if size >= HEADER_BYTES:
-                    magic, version, n, nreg, _owner = _HEADER.unpack(os.pread(fd, _HEADER.size, 0))
-                    valid = magic == MAGIC and version == VERSION and nreg == NREGIONS
-                    valid = valid and size == cls.size_for(n)
-                    if valid:
-                        nslots = n
-                if not valid:
-                    os.ftruncate(fd, 0)
-                    os.ftruncate(fd, cls.size_for(nslots))
-                    os.pwrite(fd, _HEADER.pack(MAGIC, VERSION, nslots, NREGIONS, 0), 0)
-            finally:
-                fcntl.flock(fd, fcntl.LOCK_UN)
-        except BaseException:
-            os.close(fd)
-            raise
-        return cls._map(path, fd, nslots)
-
-    @classmethod
-    def _map(cls, path: str, fd: int, nslots: int) -> "WebSegment":
-        """Map the sized segment file `fd` (closed if mapping fails) and wrap it."""
-        try:
+            with _Locked(fd):
+                nslots = prepare(path, fd, os.fstat(fd).st_size)
             mm = mmap.mmap(fd, cls.size_for(nslots), mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         except BaseException:
             os.close(fd)
@@ -214,19 +186,21 @@ class WebSegment:
         return cls(path, fd, mm, nslots)
 
     def close(self) -> None:
-        self._region_view = None
-        try:
-            self._cells.release()
-        except Exception:
-            pass
-        try:
-            self._mm.close()
-        except Exception:
-            pass
-        try:
-            os.close(self._fd)
-        except OSError:
-            pass
+        """Unmap and close the file (again: nothing happens)."""
+        if self._fd < 0:
+            return
+        if self._region_view is not None:
+            self._region_view.release()
+            self._region_view = None
+        self._mm.close()
+        os.close(self._fd)
+        self._fd = -1
+
+    def __enter__(self) -> "WebSegment":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def unlink(self) -> None:
         try:
@@ -246,7 +220,7 @@ class WebSegment:
 
     def claim_region(self) -> int:
         """Take a region for this process: a free one, else one whose worker died. Returns index."""
-        me, start = os.getpid(), pid_start_time(os.getpid())
+        me, start = os.getpid(), _my_start()
         with self._lock():
             chosen = None
             for index in range(NREGIONS):
@@ -303,42 +277,43 @@ class WebSegment:
                 continue
             key = (pid, start)
             if key not in alive:
-                alive[key] = _cached_alive(pid, start)
+                alive[key] = _owner_alive(pid, start)
             if not alive[key]:
-                _SLOT.pack_into(self._mm, self._slot_offset(index), 0, 0, 0, 0, b"")
+                self._free_slot(index)
                 freed += 1
         return freed
+
+    def _free_slot(self, index: int) -> None:
+        _SLOT.pack_into(self._mm, self._slot_offset(index), 0, 0, 0, 0, b"")
 
     def acquire_stream(self, host: str, max_total: int, max_per_host: int) -> int | None:
         """Take a stream slot for `host` if both limits allow; the slot index, or None."""
         hb = host.encode("utf-8", "replace")[:SLOT_HOST_MAX]
         with self._lock():
             self._reap_locked()
-            return self._acquire_locked(hb, os.getpid(), _my_start(), max_total, max_per_host)
-
-    def _acquire_locked(self, hb: bytes, me: int, start: int, max_total: int, max_per_host: int) -> int | None:
-        total = 0
-        per_host = 0
-        free = None
-        for index, pid, _pstart, shost in self._iter_slots():
-            if pid == 0:
-                if free is None:
-                    free = index
-                continue
-            total += 1
-            if shost == hb:
-                per_host += 1
-        if free is None or total >= max_total or per_host >= max_per_host:
-            return None
-        _SLOT.pack_into(self._mm, self._slot_offset(free), me, start, self.region or 0, len(hb), hb)
-        return free
+            total = 0
+            per_host = 0
+            free = None
+            for index, pid, _pstart, shost in self._iter_slots():
+                if pid == 0:
+                    if free is None:
+                        free = index
+                    continue
+                total += 1
+                if shost == hb:
+                    per_host += 1
+            if free is None or total >= max_total or per_host >= max_per_host:
+                return None
+            _SLOT.pack_into(self._mm, self._slot_offset(free), os.getpid(), _my_start(), self.region or 0,
+                            len(hb), hb)
+            return free
 
     def release_stream(self, index: int) -> None:
         """Give back a slot this process holds (a slot someone else holds is left alone)."""
         with self._lock():
             pid = struct.unpack_from("<q", self._mm, self._slot_offset(index))[0]
             if pid == os.getpid():
-                _SLOT.pack_into(self._mm, self._slot_offset(index), 0, 0, 0, 0, b"")
+                self._free_slot(index)
 
     def release_pid(self, pid: int) -> int:
         """Free every slot a (dead) process held; the supervisor calls this when it reaps a worker."""
@@ -346,7 +321,7 @@ class WebSegment:
         with self._lock():
             for index, spid, _start, _host in self._iter_slots():
                 if spid == pid:
-                    _SLOT.pack_into(self._mm, self._slot_offset(index), 0, 0, 0, 0, b"")
+                    self._free_slot(index)
                     freed += 1
         return freed
 
@@ -355,12 +330,20 @@ class WebSegment:
         total = 0
         hosts: dict[str, int] = {}
         for _index, pid, start, host in self._iter_slots():
-            if pid == 0 or not _cached_alive(pid, start):
+            if pid == 0 or not _owner_alive(pid, start):
                 continue
             total += 1
             key = host.decode("utf-8", "replace")
             hosts[key] = hosts.get(key, 0) + 1
         return total, hosts
+
+    def stream_owners(self) -> dict[int, int]:
+        """pid -> stream slots it holds now (a dead owner's slots count until they are freed)."""
+        owners: dict[int, int] = {}
+        for _index, pid, _start, _host in self._iter_slots():
+            if pid:
+                owners[pid] = owners.get(pid, 0) + 1
+        return owners
 
 
 class _Locked:
@@ -374,11 +357,17 @@ class _Locked:
         fcntl.flock(self._fd, fcntl.LOCK_UN)
 
 
+def _initialise(fd: int, nslots: int, owner: int) -> None:
+    """Size the file for `nslots` with every region and slot zeroed, and write the header."""
+    os.ftruncate(fd, 0)
+    os.ftruncate(fd, WebSegment.size_for(nslots))
+    os.pwrite(fd, _HEADER.pack(MAGIC, VERSION, nslots, NREGIONS, owner), 0)
+
+
 def _process_exists(pid: int) -> bool:
-    if not shm_pid_alive(pid):
-        return False
-    # The pid exists; a zombie (or a process that just exited) is not a running owner.
-    return pid_alive(pid, pid_start_time(pid))
+    """The pid is a running process; a zombie (or a process that just exited) is not."""
+    state, start = _proc_stat(pid)
+    return start != 0 and state not in (b"Z", b"X")
 
 
 _MY_START: dict[int, int] = {}
@@ -391,7 +380,7 @@ def _my_start() -> int:
     return _MY_START[pid]
 
 
-def _cached_alive(pid: int, start: int) -> bool:
+def _owner_alive(pid: int, start: int) -> bool:
     # Liveness is cheap enough to ask every time (one /proc read per distinct owner per acquire).
     if pid == os.getpid():
         return start == _my_start()

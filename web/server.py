@@ -28,6 +28,7 @@ import time
 from functools import partial
 from multiprocessing import get_context
 from multiprocessing.connection import wait
+from multiprocessing.process import BaseProcess
 
 from hypercorn.config import Config, Sockets
 
@@ -130,7 +131,7 @@ class Supervisor:
         self.workers = workers
         self.ctx = get_context("spawn")
         self.shutdown_event = self.ctx.Event()
-        self.processes: list = []
+        self.processes: dict[BaseProcess, float] = {}  # worker -> when it was started (monotonic)
         self.active = True
         self.quick_deaths = 0
 
@@ -147,8 +148,7 @@ class Supervisor:
         )
         process.daemon = True
         process.start()
-        process._ykshm_started = time.monotonic()  # type: ignore[attr-defined]
-        self.processes.append(process)
+        self.processes[process] = time.monotonic()
 
     def _stop(self, *_args: object) -> None:
         self.active = False
@@ -167,11 +167,10 @@ class Supervisor:
                 if process.exitcode is None:
                     continue
                 process.join()
-                self.processes.remove(process)
+                lived = time.monotonic() - self.processes.pop(process)
                 freed = segment.release_pid(process.pid)
                 if not self.active:
                     continue
-                lived = time.monotonic() - getattr(process, "_ykshm_started", 0.0)
                 log.warning(
                     "worker %d exited with %s after %.1fs (freed %d stream slots); starting a new one",
                     process.pid, process.exitcode, lived, freed,

@@ -8,8 +8,8 @@ restarts:
   `instance_changed()` (the engine restarted and replaced the ring) the next call attaches the new
   instance. The old reader is not closed: open streams still hold it, notice the change themselves,
   end with a last line and drop it.
-- `SnapshotSource.doc()` returns the last consistent snapshot document, parsed once per publish
-  (keyed by `published_nano`). A replaced segment file (new inode) is re-attached.
+- `SnapshotSource.doc()` returns the last consistent snapshot document, copied and parsed once per
+  publish (keyed by the snapshot's generation). A replaced segment file (new inode) is re-attached.
 - `RingWatcher` is the one task per worker that polls the ring header (every 5 ms) and wakes the
   streams waiting for new events; idle streams cost nothing.
 
@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import collections
 import logging
-import os
 import time
 from typing import Any
 
@@ -31,7 +30,7 @@ from .errors import Unavailable
 log = logging.getLogger("ykshm.web")
 
 RETRY_SECONDS = 0.2
-"""A missing ring or snapshot is looked for again at most this often (per worker)."""
+"""A missing ring is looked for again at most this often (per worker)."""
 
 
 class RingSource:
@@ -47,10 +46,6 @@ class RingSource:
         from shm import RingReader  # the cffi extension is loaded only in workers
 
         return RingReader.attach(self.name)
-
-    def current(self) -> Any:
-        """The attached reader or None, without trying to attach (for the watcher and metrics)."""
-        return self._reader
 
     def get(self) -> Any:
         """The current reader; re-attaches after an engine restart; `Unavailable` if there is no ring."""
@@ -69,16 +64,16 @@ class RingSource:
             fresh = self._attach()
         except Exception as exc:  # RingNotFoundError, RingFormatError, a half-written header
             self._next_try = now + RETRY_SECONDS
-            kind = type(exc).__name__
-            if kind == "RingNotFoundError" or isinstance(exc, FileNotFoundError):
+            missing = isinstance(exc, FileNotFoundError)  # shm.RingNotFoundError is one
+            if missing:
                 self._last_error = (
                     f"Event ring {self.name!r} not found: no engine or `ykshm ring create` has made it"
                 )
             else:
                 self._last_error = f"Event ring {self.name!r} cannot be read: {exc}"
-            if reader is not None and kind != "RingNotFoundError" and not isinstance(exc, FileNotFoundError):
-                # Replaced but the new one is not readable yet: keep answering from the old one.
-                return reader
+                if reader is not None:
+                    # Replaced but the new one is not readable yet: keep answering from the old one.
+                    return reader
             self._reader = None  # removed (`ykshm ring rm`): do not serve a deleted ring
             raise Unavailable(self._last_error) from None
         self._reader = fresh
@@ -88,62 +83,58 @@ class RingSource:
 class SnapshotSource:
     """The worker's handle on `/dev/shm/NAME.state` with a parsed-document cache."""
 
+    CHECK_SECONDS = 0.5
+    """Once attached, whether the segment file was replaced is looked at at most this often."""
+
     def __init__(self, name: str) -> None:
         self.name = name
-        self.path = f"/dev/shm/{name}.state"
         self._reader: Any = None
-        self._inode: tuple[int, int] | None = None
         self._checked = 0.0
-        self._published = -1
+        self._generation = -1
         self._doc: dict | None = None
         self._cache: dict[Any, bytes] = {}
 
-    def _attach(self) -> None:
-        from shm import SnapshotReader
-
-        st = os.stat(self.path)
-        self._reader = SnapshotReader.attach(self.name)
-        self._inode = (st.st_dev, st.st_ino)
-        self._published = -1
-        self._doc = None
-        self._cache.clear()
-
     def _ensure(self) -> None:
         now = time.monotonic()
-        if self._reader is not None and now - self._checked < 0.5:
-            return
-        self._checked = now
+        reader = self._reader
+        if reader is not None:
+            if now - self._checked < self.CHECK_SECONDS:
+                return
+            self._checked = now
+            if not reader.instance_changed():
+                return
+            reader.close()  # replaced or removed: attach the new file, if any
+        self._reader = None
+        self._generation = -1
+        self._doc = None
+        self._cache.clear()
+        from shm import SnapshotReader
+
         try:
-            st = os.stat(self.path)
-        except FileNotFoundError:
-            self._reader = None
-            self._doc = None
-            self._cache.clear()
-            return
-        if self._reader is None or (st.st_dev, st.st_ino) != self._inode:
-            try:
-                self._attach()
-            except Exception as exc:
-                log.debug("snapshot attach failed: %s", exc)
-                self._reader = None
+            self._reader = SnapshotReader.attach(self.name)
+        except Exception as exc:  # RingNotFoundError (no engine yet), RingFormatError
+            log.debug("snapshot attach failed: %s", exc)
+        self._checked = now
 
     def doc(self) -> dict:
         """The newest snapshot document; `Unavailable` when the engine has not published one."""
         self._ensure()
-        if self._reader is None:
+        reader = self._reader
+        if reader is None:
             raise Unavailable(
                 f"No scheduler state: the engine of instance {self.name!r} is not running "
                 "(no state snapshot); only the event endpoints are served"
             )
-        published = self._reader.published_nano()
-        if published != self._published or self._doc is None:
-            doc = self._reader.read()
+        # The generation is one header word; the document is copied and parsed only after a publish.
+        generation = reader.generation()
+        if generation != self._generation or self._doc is None:
+            doc = reader.read()
             if doc is None:
                 raise Unavailable(
                     f"No scheduler state yet: the engine of instance {self.name!r} has not published it"
                 )
             self._doc = doc
-            self._published = published
+            self._generation = generation
             self._cache.clear()
         return self._doc
 
@@ -158,10 +149,10 @@ class SnapshotSource:
 
     def cached(self, key: Any, build) -> bytes:
         """Serialized answer for `key`, built once per published snapshot."""
-        self.doc()
+        doc = self.doc()
         body = self._cache.get(key)
         if body is None:
-            body = build(self._doc)
+            body = build(doc)
             if len(self._cache) > 4096:
                 self._cache.clear()
             self._cache[key] = body

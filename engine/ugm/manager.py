@@ -93,6 +93,14 @@ def _exceeds(limit: Limit | None, node: QueueTracker | None, app_id: str, usage:
     return None
 
 
+def _node(
+    trackers: Mapping[str, UserTracker] | Mapping[str, GroupTracker], name: str, queue_path: str
+) -> QueueTracker | None:
+    """The queue node `queue_path` of the user's (group's) tracker, or None if not tracked."""
+    tracker = trackers.get(name)
+    return tracker.queue.get(queue_path) if tracker is not None else None
+
+
 def _resource_events(
     events: list[_Event], change: Any, user: str, group: GroupTracker | None,
     app_id: str, queue_path: str, usage: Mapping[str, int],
@@ -230,26 +238,22 @@ class UserGroupManager:
 
     def user_usage(self, user: str, queue_path: str = "root") -> Resource:
         with self._lock:
-            tracker = self._users.get(user)
-            node = tracker.queue.get(queue_path) if tracker is not None else None
+            node = _node(self._users, user, queue_path)
             return dict(node.resource_usage) if node is not None else {}
 
     def group_usage(self, group: str, queue_path: str = "root") -> Resource:
         with self._lock:
-            tracker = self._groups.get(group)
-            node = tracker.queue.get(queue_path) if tracker is not None else None
+            node = _node(self._groups, group, queue_path)
             return dict(node.resource_usage) if node is not None else {}
 
     def user_running_apps(self, user: str, queue_path: str = "root") -> set[str]:
         with self._lock:
-            tracker = self._users.get(user)
-            node = tracker.queue.get(queue_path) if tracker is not None else None
+            node = _node(self._users, user, queue_path)
             return set(node.running_applications) if node is not None else set()
 
     def group_running_apps(self, group: str, queue_path: str = "root") -> set[str]:
         with self._lock:
-            tracker = self._groups.get(group)
-            node = tracker.queue.get(queue_path) if tracker is not None else None
+            node = _node(self._groups, group, queue_path)
             return set(node.running_applications) if node is not None else set()
 
     def app_group(self, user: str, app_id: str) -> str | None:

@@ -16,6 +16,7 @@ Rules:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -25,20 +26,33 @@ from engine.resources import Resource
 ROOT = "root"
 
 
-def split_path(queue_path: str) -> list[str]:
-    """"root.a.b" -> ["root", "a", "b"]; raises ValueError for anything not under root."""
+def split_path(queue_path: str) -> tuple[str, ...]:
+    """"root.a.b" -> ("root", "a", "b"); raises ValueError for anything not under root."""
     if not isinstance(queue_path, str) or not queue_path:
         raise ValueError(f"queue path must be a non-empty string, got {queue_path!r}")
-    parts = queue_path.split(".")
-    if parts[0] != ROOT or any(not part for part in parts):
+    return _split(queue_path)
+
+
+def path_prefixes(queue_path: str) -> tuple[str, ...]:
+    """"root.a.b" -> ("root", "root.a", "root.a.b") (root first)."""
+    split_path(queue_path)
+    return _prefixes(queue_path)
+
+
+# Every allocation asks for the same few paths several times (manager and both trackers):
+# parse each once. Only valid strings reach the caches (errors are never cached).
+@functools.lru_cache(maxsize=4096)
+def _split(queue_path: str) -> tuple[str, ...]:
+    parts = tuple(queue_path.split("."))
+    if parts[0] != ROOT or not all(parts):
         raise ValueError(f"queue path {queue_path!r}: must be 'root' or 'root.<name>...'")
     return parts
 
 
-def path_prefixes(queue_path: str) -> list[str]:
-    """"root.a.b" -> ["root", "root.a", "root.a.b"] (root first)."""
-    parts = split_path(queue_path)
-    return [".".join(parts[: i + 1]) for i in range(len(parts))]
+@functools.lru_cache(maxsize=4096)
+def _prefixes(queue_path: str) -> tuple[str, ...]:
+    parts = _split(queue_path)
+    return tuple(".".join(parts[: i + 1]) for i in range(len(parts)))
 
 
 class QueueTracker:
@@ -134,7 +148,12 @@ class QueueTracker:
     # -- internals and views ---------------------------------------------------------------
 
     def _add(self, application_id: str, usage: Mapping[str, int]) -> None:
-        self.resource_usage = resources.strip_zero(resources.add(self.resource_usage, usage))
+        # in place, once per level of every allocation; usage holds no negative value and
+        # resource_usage no zero (see decrease_resource), so skipping zeros keeps it stripped
+        current = self.resource_usage
+        for name, value in usage.items():
+            if value:
+                current[name] = current.get(name, 0) + value
         self.running_applications.add(application_id)
 
     def to_json(self, limit_of: Callable[[str], tuple[Mapping[str, int], int] | None]) -> dict[str, Any]:

@@ -378,28 +378,28 @@ class Api:
             raise Conflict.object(res.name, name, "the object has been modified; please apply your changes to the "
                                                   "latest version and try again", res.group)
 
-    def _store_update(self, req: Request, res: Resource, ns: str, name: str, body: Any, old: Obj, sub: str) -> Response:
-        warnings = self._field_validation(req, res, body)
-        response = self._store_update_checked(req, res, ns, name, body, old, sub)
-        response.headers.extend(warnings)
-        return response
-
-    def _store_update_checked(self, req: Request, res: Resource, ns: str, name: str, body: Any, old: Obj,
-                              sub: str) -> Response:
+    def _store_update(self, req: Request, res: Resource, name: str, body: Any, old: Obj, sub: str,
+                      warnings: list[tuple[str, str]]) -> Response:
+        """Store `body` as the new version of `old` (PUT, or the result of a PATCH)."""
         sres, body = self._store_resource(res, body)
         if isinstance(body, dict):
             self._check_rv(res, name, (body.get("metadata") or {}).get("resourceVersion"), old)
         new = objects.prepare_update(sres, body, old, sub)
-        if objects.same_content(new, old) or req.param("dryRun") == "All":
-            if req.param("dryRun") == "All":
-                return _json(200, self._out(res, new))
-            return _json(200, self._out(res, old))
-        return _json(200, self._out(res, self.store.replace(sres.bucket, new)))
+        if req.param("dryRun") == "All":
+            stored = new
+        elif objects.same_content(new, old):
+            stored = old  # a no-op update does not bump the resourceVersion
+        else:
+            stored = self.store.replace(sres.bucket, new)
+        response = _json(200, self._out(res, stored))
+        response.headers.extend(warnings)
+        return response
 
     def _update(self, req: Request, res: Resource, ns: str, name: str, sub: str) -> Response:
         old = self._must_get(res, ns, name)
         body = self._decode(req, res)
-        return self._store_update(req, res, ns, name, body, old, sub)
+        warnings = self._field_validation(req, res, body)
+        return self._store_update(req, res, name, body, old, sub, warnings)
 
     def _patch(self, req: Request, res: Resource, ns: str, name: str, sub: str) -> Response:
         old = self._must_get(res, ns, name)
@@ -409,9 +409,7 @@ class Api:
         if not isinstance(merged, dict):
             raise BadRequest("the patch does not produce an object")
         warnings = self._field_validation(req, res, patch) if isinstance(patch, dict) else []
-        response = self._store_update_checked(req, res, ns, name, merged, old, sub)
-        response.headers.extend(warnings)
-        return response
+        return self._store_update(req, res, name, merged, old, sub, warnings)
 
     def _delete_options(self, req: Request) -> Obj:
         """DeleteOptions from the body or the query; the grace period is accepted and ignored."""

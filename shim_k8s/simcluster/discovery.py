@@ -192,7 +192,7 @@ def openapi_v2_doc() -> dict[str, Any]:
         "swagger": "2.0",
         "info": {"title": "Kubernetes", "version": K8S_VERSION["gitVersion"]},
         "paths": _paths(resources, False),
-        "definitions": {k: {kk: vv for kk, vv in v.items()} for k, v in _schemas(resources).items()},
+        "definitions": _schemas(resources),
     }
 
 

@@ -24,28 +24,24 @@ _RENAMED = (
 _SAME = ("metadata", "eventTime", "series", "reportingInstance", "action", "reason", "related", "type")
 
 
+def _convert(src: Obj, api_version: str, renamed: list[tuple[str, str]]) -> Obj:
+    """The fields of `src` under their names in the other API: renamed is (to, from) pairs."""
+    out: Obj = {"kind": "Event", "apiVersion": api_version}
+    out.update((key, src[key]) for key in _SAME if key in src)
+    out.update((to, src[frm]) for to, frm in renamed if frm in src)
+    return out
+
+
 def to_new(core: Obj) -> Obj:
     """A stored core/v1 Event as events.k8s.io/v1."""
-    out: Obj = {"kind": "Event", "apiVersion": "events.k8s.io/v1"}
-    for key in _SAME:
-        if key in core:
-            out[key] = core[key]
-    for new, old in _RENAMED:
-        if old in core:
-            out[new] = core[old]
+    out = _convert(core, "events.k8s.io/v1", list(_RENAMED))
     out.setdefault("eventTime", None)
     return out
 
 
 def to_core(new: Obj) -> Obj:
     """A posted events.k8s.io/v1 Event (already kind-checked) as core/v1."""
-    out: Obj = {"kind": "Event", "apiVersion": "v1"}
-    for key in _SAME:
-        if key in new:
-            out[key] = new[key]
-    for newk, oldk in _RENAMED:
-        if newk in new:
-            out[oldk] = new[newk]
+    out = _convert(new, "v1", [(old, newk) for newk, old in _RENAMED])
     if "source" not in out and new.get("reportingController"):
         src: Obj = {"component": new["reportingController"]}
         if new.get("reportingInstance"):

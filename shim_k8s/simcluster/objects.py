@@ -115,6 +115,21 @@ def _quantity(field: str, name: str, value: Any, causes: list[Cause]) -> int | N
         return None
 
 
+def _quantities(field: str, values: Any, causes: list[Cause]) -> dict[str, int]:
+    """A resource list (name -> quantity), absent = {}; every bad entry is a cause."""
+    if values is None:
+        return {}
+    if not isinstance(values, dict):
+        causes.append(invalid(field, "", "must be a map of resource name to quantity"))
+        return {}
+    parsed = {}
+    for rname, value in values.items():
+        q = _quantity(field, rname, value, causes)
+        if q is not None:
+            parsed[rname] = q
+    return parsed
+
+
 def _validate_container(c: Any, field: str, names: set[str], causes: list[Cause]) -> None:
     if not isinstance(c, dict):
         causes.append(invalid(field, "", "must be an object"))
@@ -136,21 +151,10 @@ def _validate_container(c: Any, field: str, names: set[str], causes: list[Cause]
     if not isinstance(res, dict):
         causes.append(invalid(f"{field}.resources", "", "must be an object"))
         return
-    parsed: dict[str, dict[str, int]] = {}
-    for part in ("requests", "limits"):
-        values = res.get(part)
-        if values is None:
-            continue
-        if not isinstance(values, dict):
-            causes.append(invalid(f"{field}.resources.{part}", "", "must be a map of resource name to quantity"))
-            continue
-        parsed[part] = {}
-        for rname, value in values.items():
-            q = _quantity(f"{field}.resources.{part}", rname, value, causes)
-            if q is not None:
-                parsed[part][rname] = q
-    for rname, req in parsed.get("requests", {}).items():
-        lim = parsed.get("limits", {}).get(rname)
+    requests = _quantities(f"{field}.resources.requests", res.get("requests"), causes)
+    limits = _quantities(f"{field}.resources.limits", res.get("limits"), causes)
+    for rname, req in requests.items():
+        lim = limits.get(rname)
         if lim is not None and req > lim:
             causes.append(invalid(f"{field}.resources.requests", res["requests"][rname],
                                   f"must be less than or equal to {rname} limit of {res['limits'][rname]}"))
@@ -176,22 +180,13 @@ def _validate_pod(obj: Obj, causes: list[Cause]) -> None:
     for key in ("nodeName", "schedulerName", "priorityClassName"):
         if key in spec and spec[key] is not None and not isinstance(spec[key], str):
             causes.append(invalid(f"spec.{key}", spec[key], "must be a string"))
-    if spec.get("overhead"):
-        for rname, value in (spec.get("overhead") or {}).items():
-            _quantity("spec.overhead", rname, value, causes)
+    _quantities("spec.overhead", spec.get("overhead"), causes)
 
 
 def _validate_node(obj: Obj, causes: list[Cause]) -> None:
     status = obj.get("status") or {}
     for part in ("capacity", "allocatable"):
-        values = status.get(part)
-        if values is None:
-            continue
-        if not isinstance(values, dict):
-            causes.append(invalid(f"status.{part}", "", "must be a map of resource name to quantity"))
-            continue
-        for rname, value in values.items():
-            _quantity(f"status.{part}", rname, value, causes)
+        _quantities(f"status.{part}", status.get(part), causes)
     spec = obj.get("spec") or {}
     if "unschedulable" in spec and not isinstance(spec["unschedulable"], bool):
         causes.append(invalid("spec.unschedulable", spec["unschedulable"], "must be a boolean"))

@@ -243,7 +243,7 @@ class Store:
             for obj in self.list(bucket, namespace, label, fields)[0]:
                 initial.append(Change(int(obj["metadata"]["resourceVersion"]), ADDED, bucket, obj))
         else:
-            start = self._first_after(since)
+            start = bisect.bisect_right(self._history, since, key=lambda c: c.rv)
             for i in range(start, len(self._history)):
                 change = self._history[i]
                 if change.bucket == bucket:
@@ -252,17 +252,6 @@ class Store:
                         initial.append(seen)
         self._buckets[bucket].watchers.add(watcher)
         return initial, watcher
-
-    def _first_after(self, rv: int) -> int:
-        h = self._history
-        lo, hi = 0, len(h)
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if h[mid].rv <= rv:
-                lo = mid + 1
-            else:
-                hi = mid
-        return lo
 
     def unwatch(self, watcher: Watcher) -> None:
         self._buckets[watcher.bucket].watchers.discard(watcher)

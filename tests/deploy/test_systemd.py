@@ -120,15 +120,23 @@ def test_sysusers(tmp_path):
 
 
 def test_example_config_loads():
-    from engine.config import load_event_settings
+    from engine.config import load_config, load_event_settings
 
     settings = load_event_settings(DEPLOY / "ykshm.yaml")
     assert settings.tracking_events_enabled and settings.ring_buffer_capacity == 100_000
-    try:
-        from engine.config import load_config  # the engine's full loader, when it exists
-    except ImportError:
+    load_config(DEPLOY / "ykshm.yaml")  # the engine's full loader accepts the partitions too
+
+
+def _stop(proc: subprocess.Popen, *, group: bool = False) -> None:
+    """SIGTERM, then SIGKILL after 15 s (of the whole session we started, if `group`)."""
+    if proc.poll() is not None:
         return
-    load_config(DEPLOY / "ykshm.yaml")
+    os.kill(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(15)
+    except subprocess.TimeoutExpired:
+        (os.killpg if group else os.kill)(proc.pid, signal.SIGKILL)
+        proc.wait(5)
 
 
 def _free_port() -> int:
@@ -161,13 +169,7 @@ def test_web_socket_activated(ring_name):
         assert answer.startswith(b"HTTP/1.1 "), (answer, proc.poll())
         assert proc.poll() is None  # still serving: systemd-socket-activate exec'd ykshm web
     finally:
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)  # the session we started, workers included
-                proc.wait(5)
+        _stop(proc, group=True)  # the session we started, workers included
 
 
 def test_engine_speaks_sd_notify_as_the_unit_expects(ring_name, tmp_path):
@@ -194,11 +196,5 @@ def test_engine_speaks_sd_notify_as_the_unit_expects(ring_name, tmp_path):
         assert "READY=1" in messages, (messages, proc.poll())
         assert messages.count("WATCHDOG=1") >= 2, messages
     finally:
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                os.kill(proc.pid, signal.SIGKILL)
-                proc.wait(5)
+        _stop(proc)
         sock.close()

@@ -77,6 +77,11 @@ def test_top_level_queues_without_root_are_wrapped():
     (queues(resources={"max": {"memory": "1Gi"}}), "partitions[0].queues[0].resources"),
     ({"service": {"event": {"ringBufferCapacity": "-5"}}}, "service.event.ringBufferCapacity"),
     ({"partitions": [{"name": "p"}, {"name": "p"}]}, "partitions[1].name"),
+    # a user limited by the partition's limits and the root queue's: the UGM refuses it
+    ({"partitions": [{"name": "default", "limits": [{"users": ["bob"], "maxapplications": 1}],
+                      "queues": [{"name": "root", "limits": [{"users": ["bob"],
+                                                              "maxapplications": 2}]}]}]},
+     "partitions[0].limits"),
 ])
 def test_errors_name_the_key(data, key):
     with pytest.raises(ConfigError) as info:

@@ -143,8 +143,7 @@ class Books(RuleBasedStateMachine):
                 assert q.running_apps == sum(c.running_apps for c in kids)
                 assert q.pending_count == sum(c.pending_count for c in kids)
             if q.max_apps:
-                assert q.running_apps <= q.max_apps or any(
-                    a.allocations for a in q.apps.values())
+                assert q.running_apps <= q.max_apps
         users = part.ugm.users_json()
         assert total(u["queues"].get("resourceUsage", {}) for u in users) == \
             nz(part.root.allocated)

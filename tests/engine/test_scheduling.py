@@ -107,6 +107,30 @@ def test_queue_maxapplications_counts_running_apps():
     assert h.part.queues["root.q"].running_apps == 1
 
 
+def test_reservation_does_not_bypass_queue_maxapplications():
+    h = Harness(cfg(leaf("q", maxapplications=1)))
+    h.nodes("n1", cap=res(4, 4000))
+    h.app("x")
+    h.asks("x", "x1", resource=res(3, 100))
+    h.cycle()
+    h.app("a", queue="root.q")
+    h.asks("a", "a1", resource=res(4, 100))
+    h.cycle()
+    assert h.part.nodes["n1"].reserved_for == ("a", "a1")
+    h.nodes("n2", cap=res(1, 1000))
+    h.app("b", queue="root.q")
+    h.asks("b", "b1", resource=res(1, 100))
+    h.cycle()
+    assert h.allocated()["b1"] == "n2"  # b runs: root.q is full of applications
+    h.release("x", "x1")  # the reserved node has room now, but a may not start
+    h.cycle()
+    assert "a1" not in h.allocated()
+    assert h.part.queues["root.q"].running_apps == 1
+    h.release("b", "b1")
+    h.cycle()
+    assert h.allocated()["a1"] == "n1"
+
+
 def test_user_limits_enforced():
     h = Harness(cfg(leaf("q", limits=[
         {"limit": "bob", "users": ["bob"], "maxresources": {"memory": "2Gi"}},

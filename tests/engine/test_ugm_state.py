@@ -114,22 +114,22 @@ class UgmMachine(RuleBasedStateMachine):
 
     # -- the model's view of limits -------------------------------------------------------
 
-    def _user_limit(self, path: str, user: str):
+    def _entries(self, path: str, field: str, name: str):
+        """(the entry naming `name` in `field` at `path`, the `*` entry), each or None."""
         explicit = wildcard = None
         for entry in self.config.get(path, []):
-            if user in entry["users"]:
+            if name in entry[field]:
                 explicit = entry
-            if "*" in entry["users"]:
+            if "*" in entry[field]:
                 wildcard = entry
+        return explicit, wildcard
+
+    def _user_limit(self, path: str, user: str):
+        explicit, wildcard = self._entries(path, "users", user)
         return (explicit, True) if explicit else (wildcard, False)
 
     def _group_limit(self, path: str, group: str):
-        explicit = wildcard = None
-        for entry in self.config.get(path, []):
-            if group in entry["groups"]:
-                explicit = entry
-            if "*" in entry["groups"]:
-                wildcard = entry
+        explicit, wildcard = self._entries(path, "groups", group)
         return explicit or wildcard
 
     def _select_group(self, path: str, groups: tuple[str, ...]) -> str | None:

@@ -149,15 +149,8 @@ def stream_slots(name: str) -> dict[int, int]:
     """worker pid -> open stream slots, from /dev/shm/NAME.web (as tests/web does)."""
     from web.segment import WebSegment
 
-    seg = WebSegment.open_or_create(name, 1)
-    try:
-        owners: dict[int, int] = {}
-        for _i, pid, _start, _host in seg._iter_slots():
-            if pid:
-                owners[pid] = owners.get(pid, 0) + 1
-        return owners
-    finally:
-        seg.close()
+    with WebSegment.open_or_create(name, 1) as seg:
+        return seg.stream_owners()
 
 
 def test_status_line_counts_events_pods_and_open_streams(inst):

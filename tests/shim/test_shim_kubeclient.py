@@ -145,23 +145,31 @@ async def test_expired_continue_token_restarts_list():
     assert sorted(n for _, n in flat(got)) == [f"p{i}" for i in range(5)]
 
 
-async def test_bind_maps_statuses():
-    async def handler(request):
-        name = request.url.path.split("/")[-2]
-        body = orjson.loads(request.content)
-        assert body["target"] == {"apiVersion": "v1", "kind": "Node", "name": "n1"}
-        code = {"ok": 201, "taken": 409, "gone": 404}[name]
-        return httpx.Response(code, json={"kind": "Status", "code": code, "reason": "X"})
+async def test_bind_maps_statuses(nursery):
+    def answer(code: int, reason: str) -> bytes:
+        body = orjson.dumps({"kind": "Status", "code": code, "reason": reason})
+        return b"HTTP/1.1 %d X\r\nContent-Length: %d\r\n\r\n%s" % (code, len(body), body)
 
-    async with httpx.AsyncClient(transport=httpx.MockTransport(handler),
-                                 base_url="http://api") as client:
-        await kubeclient.bind(client, "ns", "ok", "u", "n1")
+    answers = [answer(201, "X"), answer(409, "Conflict"), answer(404, "NotFound")]
+    seen: list = []
+    listeners = await nursery.start(functools.partial(
+        trio.serve_tcp, lambda s: _serve_http(answers, seen, s), 0, host="127.0.0.1"))
+    port = listeners[0].socket.getsockname()[1]
+    conn = kubeclient.RawConnection(kubeclient.KubeConfig(server=f"http://127.0.0.1:{port}"))
+    try:
+        await kubeclient.bind_raw(conn, "ns", "ok", "u", "n1")
         with pytest.raises(kubeclient.ApiStatusError) as info:
-            await kubeclient.bind(client, "ns", "taken", "u", "n1")
+            await kubeclient.bind_raw(conn, "ns", "taken", "u", "n1")
         assert info.value.code == 409 and not isinstance(info.value, GoneError)
         with pytest.raises(kubeclient.ApiStatusError) as info:
-            await kubeclient.bind(client, "ns", "gone", "u", "n1")
+            await kubeclient.bind_raw(conn, "ns", "gone", "u", "n1")
         assert info.value.code == 404
+    finally:
+        await conn.aclose()
+    assert [head.split(b" ")[1] for head, _ in seen] == [
+        f"/api/v1/namespaces/ns/pods/{name}/binding".encode() for name in ("ok", "taken", "gone")]
+    for _, body in seen:
+        assert orjson.loads(body)["target"] == {"apiVersion": "v1", "kind": "Node", "name": "n1"}
 
 
 def test_event_object_shape():

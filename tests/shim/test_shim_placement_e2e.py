@@ -11,18 +11,8 @@ import shutil
 import subprocess
 
 import orjson
-import pytest
 
-from shim_k8s.harness import Cluster, wait_for
-
-
-@pytest.fixture
-def cluster(ring_name):
-    c = Cluster(ring_name, nodes=3)
-    try:
-        yield c
-    finally:
-        c.close()
+from shim_k8s.harness import wait_for
 
 
 def _pod(name: str, spec_extra: str) -> str:

@@ -238,15 +238,19 @@ def test_concurrent_writer_and_readers_never_torn(ring_name):
         wait_line(p, "ready")
         r = RingReader.attach(ring_name)
         c = r.cursor(0)
-        checked = bad = lost = 0
+        checked = bad = followed = 0   # followed: ids the cursor returned or reported lost
+
+        def poll(max_events: int):
+            nonlocal checked, bad, followed
+            b = c.poll(max_events)
+            checked += len(b.events)
+            bad += sum(not check(e) for e in b.events)
+            followed += len(b.events) + (b.lost[1] - b.lost[0] + 1 if b.lost else 0)
+            return b
+
         deadline = time.monotonic() + 2.4
         while time.monotonic() < deadline:
-            b = c.poll(50)
-            if b.lost:
-                lost += b.lost[1] - b.lost[0] + 1
-            for e in b.events:
-                checked += 1
-                bad += not check(e)
+            poll(50)
             bounds = r.bounds()
             if bounds:
                 data, n = r.read_range_json(bounds[0], 64)
@@ -257,15 +261,10 @@ def test_concurrent_writer_and_readers_never_torn(ring_name):
         total = int(p.stdout.readline())
         # after the writer stopped, the cursor catches up: every id was read or reported lost
         while True:
-            b = c.poll(1000)
-            if b.lost:
-                lost += b.lost[1] - b.lost[0] + 1
-            for e in b.events:
-                checked += 1
-                bad += not check(e)
+            b = poll(1000)
             if not b.events and not b.lost:
                 break
-        assert c.next_id == total
+        assert c.next_id == total and followed == total
         assert bad == 0 and checked > 1000
         assert r.verify() == []
         r.close()

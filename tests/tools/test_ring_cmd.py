@@ -201,7 +201,7 @@ def test_stat_json_and_human(ring_name):
     assert (doc["lowestID"], doc["highestID"], doc["events"]) == (0, 9, 10)
     assert doc["fill"] == pytest.approx(0.01)
     assert doc["eventsPerSecond"] == 0
-    assert doc["internStrings"] >= 11  # app-0..app-8, app-1 reused, hello, alloc-1 or raw uuid...
+    assert doc["internStrings"] == 12  # app-0..app-8 (app-1 shared), hello, alloc-1, one resource
     assert doc["shmBytes"] > 0 and doc["bytesPerEvent"] == pytest.approx(doc["shmBytes"] / 1000)
     assert doc["bytesPerRetainedEvent"] == pytest.approx(doc["shmBytes"] / 10)
     assert doc["counters"]["events_written"] == 10

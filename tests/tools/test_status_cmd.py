@@ -34,18 +34,14 @@ import os, subprocess, sys, time
 sys.path.insert(0, {root!r})
 role, name = sys.argv[1], sys.argv[sys.argv.index("--name") + 1]
 if role == "engine":
-    from shm import RingWriter
+    from shm import RingWriter, SnapshotWriter
     w = RingWriter.create(name, 100, 10)
     w.publish(2, 2, 200, object_id="app-1")
-    try:
-        from shm import SnapshotWriter
-        s = SnapshotWriter.create(name, 1 << 20)
-        s.publish({{"engine": {{"pid": os.getpid(), "instanceUUID": w.instance_uuid, "cycles": 7}},
-                   "partitions": [{{"name": "default"}}],
-                   "applications": {{"default": [{{"applicationID": "a"}}, {{"applicationID": "b"}}]}},
-                   "nodes": {{"default": [{{"nodeID": "n1"}}]}}}})
-    except ImportError:
-        pass
+    s = SnapshotWriter.create(name, 1 << 20)
+    s.publish({{"engine": {{"pid": os.getpid(), "instanceUUID": w.instance_uuid, "cycles": 7}},
+               "partitions": [{{"name": "default"}}],
+               "applications": {{"default": [{{"applicationID": "a"}}, {{"applicationID": "b"}}]}},
+               "nodes": {{"default": [{{"nodeID": "n1"}}]}}}})
     print("ready", flush=True)
     while True:
         w.heartbeat()
@@ -98,9 +94,8 @@ def test_status_of_a_running_instance(ring_name, fake_ykshm):
     assert ring["writerPID"] == engine.pid and ring["writerAlive"] is True
     assert (ring["lowestID"], ring["highestID"]) == (0, 0)
     snap = doc["engine"]
-    if snap is not None:  # shm.SnapshotWriter available
-        assert (snap["partitions"], snap["applications"], snap["nodes"]) == (1, 2, 1)
-        assert snap["cycles"] == 7
+    assert (snap["partitions"], snap["applications"], snap["nodes"]) == (1, 2, 1)
+    assert snap["cycles"] == 7
     r = ykshm("status", "--name", ring_name)
     out = r.stdout.decode()
     assert r.returncode == 0
