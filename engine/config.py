@@ -12,6 +12,7 @@ Errors: `ConfigError` (never raised for anything but a bad file) carries the key
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import re as _re
 from collections.abc import Mapping
 from pathlib import Path
@@ -141,6 +142,27 @@ def load_event_settings(path: str | Path | None) -> EventSettings:
     return _service_events(read_yaml(path))
 
 
+def _ui_dir(data: Mapping[str, Any]) -> str:
+    """`ui.dir`: a directory with a single-page UI build the web serves at `/` ("" = none)."""
+    ui = _mapping("ui", data.get("ui"))
+    _check_keys("ui", ui, {"dir"})
+    value = ui.get("dir")
+    if value is None:
+        return ""
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError("ui.dir", value, "must be a directory path")
+    return value
+
+
+def load_web_config(path: str | Path | None) -> tuple[EventSettings, str]:
+    """What the web reads of a config file: the service settings and `ui.dir`."""
+    if path is None:
+        return EventSettings(), ""
+    data = read_yaml(path)
+    _check_keys("", data, _TOP_KEYS)
+    return _service_events(data), _ui_dir(data)
+
+
 # --- partitions and queues (YuniKorn queues.yaml) -----------------------------------------------
 
 _QUEUE_NAME = _re.compile(r"^[a-zA-Z0-9_:#/@-]{1,64}$")
@@ -154,7 +176,7 @@ _PARTITION_KEYS = {"name", "queues", "placementrules", "limits", "nodesortpolicy
                    "statedumpfilepath"}
 _PROPERTY_KEYS = {"application.sort.policy", "application.sort.priority", "priority.policy",
                   "priority.offset", "preemption.policy", "preemption.delay"}
-_TOP_KEYS = {"partitions", "service"}
+_TOP_KEYS = {"partitions", "service", "ui"}
 
 
 @dataclasses.dataclass(slots=True)
@@ -201,6 +223,10 @@ class EngineConfig:
 
     event: EventSettings
     partitions: list[PartitionConfig]
+    source: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    """The mapping as read from the file: what `GET /ws/v1/config` shows (engine.config_doc)."""
+    checksum: str = ""
+    """SHA-256 of the file's bytes in upper-case hex, as YuniKorn's `Checksum` ("" without a file)."""
 
 
 def default_partition(name: str = "default") -> PartitionConfig:
@@ -391,6 +417,7 @@ def parse_config(data: Mapping[str, Any]) -> EngineConfig:
     """The engine's whole configuration from a parsed YAML mapping (ConfigError names the key)."""
     _check_keys("", data, _TOP_KEYS)
     events = _service_events(data)
+    _ui_dir(data)
     partitions = []
     seen: set[str] = set()
     for i, raw in enumerate(_seq("partitions", data.get("partitions"))):
@@ -401,11 +428,26 @@ def parse_config(data: Mapping[str, Any]) -> EngineConfig:
         partitions.append(part)
     if not partitions:
         partitions.append(default_partition())
-    return EngineConfig(event=events, partitions=partitions)
+    return EngineConfig(event=events, partitions=partitions, source=dict(data))
 
 
 def load_config(path: str | Path | None) -> EngineConfig:
     """Read and parse the engine's config file (defaults without a file)."""
     if path is None:
         return parse_config({})
-    return parse_config(read_yaml(path))
+    config = parse_config(read_yaml(path))
+    config.checksum = hashlib.sha256(Path(path).read_bytes()).hexdigest().upper()
+    return config
+
+
+def parse_config_text(text: str | bytes) -> EngineConfig:
+    """Parse a whole configuration document (what `POST /ws/v1/validate-conf` receives)."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError("file", "<request body>", f"not valid YAML ({exc.__class__.__name__})") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError("file", "<request body>", "the top level must be a mapping")
+    return parse_config(data)

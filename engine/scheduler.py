@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from engine.config import EngineConfig, PartitionConfig
+from engine.history import MetricsHistory
 from engine.events_out import request_records
 from engine.partition import Outbox, Partition, Timing
 from engine.si import protocol as P
@@ -51,6 +52,8 @@ class Scheduler:
         self.rms: dict[str, dict[str, Any]] = {}
         self.cycles = 0
         self.started_nano = time.time_ns()
+        self.history = MetricsHistory()
+        self._history_samples = 0
         self.partitions: dict[str, Partition] = {}
         for pcfg in config.partitions:
             self._add_partition(pcfg)
@@ -62,7 +65,12 @@ class Scheduler:
 
     @property
     def version(self) -> int:
-        return sum(p.version for p in self.partitions.values()) + len(self.rms)
+        return sum(p.version for p in self.partitions.values()) + len(self.rms) + self._history_samples
+
+    def sample_history(self) -> None:
+        """Take one sample of the metrics history (the engine does so every minute)."""
+        self.history.sample(self, time.time_ns())
+        self._history_samples += 1
 
     def reload(self, config: EngineConfig) -> None:
         """Apply a changed queue configuration (service settings change on restart only)."""
@@ -72,7 +80,8 @@ class Scheduler:
                 self._add_partition(pcfg)
             else:
                 part.update_config(pcfg)
-        self.config = dataclasses.replace(self.config, partitions=config.partitions)
+        self.config = dataclasses.replace(self.config, partitions=config.partitions,
+                                          source=config.source, checksum=config.checksum)
 
     def partition_of(self, name: str | None) -> Partition:
         """The partition a message names ("[rm]default" and "default" are the same); KeyError."""

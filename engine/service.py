@@ -17,6 +17,7 @@ from typing import Any
 
 import trio
 
+from engine.history import SAMPLE_SECONDS
 from engine.scheduler import Scheduler
 from engine.sdnotify import Notifier
 from engine.si.server import SIServer
@@ -48,6 +49,7 @@ class EngineService:
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
             path = await nursery.start(self.server.serve)
+            nursery.start_soon(self._history)
             if self.publisher is not None:
                 self.publisher.maybe_publish(force=True)
                 nursery.start_soon(self._snapshots)
@@ -81,6 +83,12 @@ class EngineService:
             if made and sched.pending():
                 self._wake.set()
             await trio.sleep(0)
+
+    async def _history(self) -> None:
+        """YuniKorn's metrics history: one sample now, then one a minute (engine.history)."""
+        while True:
+            self.scheduler.sample_history()
+            await trio.sleep(SAMPLE_SECONDS)
 
     async def _snapshots(self) -> None:
         publisher = self.publisher

@@ -9,15 +9,28 @@ that building the document never dominates the scheduling cycle.
 
 from __future__ import annotations
 
+import datetime
 import gc
+import importlib.metadata
 import os
+import platform
 import time
 from collections import Counter
 from typing import Any
 
-from engine import resources
+from engine import config_doc, resources
 from engine.objects import Queue
 from engine.partition import Partition
+
+
+def _package_version() -> str:
+    try:
+        return importlib.metadata.version("ykshm")
+    except importlib.metadata.PackageNotFoundError:
+        return "dev"
+
+
+BUILD_VERSION = _package_version()
 
 
 def _queue_dao(part: Partition, q: Queue) -> dict[str, Any]:
@@ -82,6 +95,17 @@ def _partition_info(part: Partition, cluster_id: str) -> dict[str, Any]:
     }
 
 
+def _build_info(rm: dict[str, Any]) -> dict[str, str]:
+    """One entry of ClusterDAOInfo.rmBuildInformation (the UI shows buildVersion, buildDate, rmId)."""
+    return {"buildVersion": BUILD_VERSION, "buildDate": _iso(rm.get("registeredNano", 0)),
+            "isPluginVersion": "false", "rmId": rm["rmID"], "arch": platform.machine(),
+            "pythonVersion": platform.python_version(), "shimVersion": str(rm.get("version", ""))}
+
+
+def _iso(nano: int) -> str:
+    return datetime.datetime.fromtimestamp(nano / 1e9, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S%z")
+
+
 def build(scheduler: Any, *, pid: int | None = None, fragments: bool = False) -> dict[str, Any]:
     """The whole snapshot document of the scheduler's current state.
 
@@ -94,6 +118,9 @@ def build(scheduler: Any, *, pid: int | None = None, fragments: bool = False) ->
                    "publishedNano": time.time_ns(),
                    "rmIDs": sorted(scheduler.rms), "cycles": scheduler.cycles},
         "partitions": [], "queues": {}, "applications": {}, "nodes": {}, "usage": {},
+        "rmBuildInformation": [_build_info(rm) for _, rm in sorted(scheduler.rms.items())],
+        "history": scheduler.history.document(),
+        "config": config_doc.document(scheduler.config.source, scheduler.config.checksum),
     }
     cluster_id = next(iter(sorted(scheduler.rms)), "")
     for name, part in scheduler.partitions.items():

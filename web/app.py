@@ -25,11 +25,14 @@ import trio
 
 from engine.config import EventSettings
 
-from . import events, observe, views
-from .errors import JSON_CONTENT_TYPE, HTTPError, PayloadTooLarge, URITooLong, error_body
+from . import applications, cluster, events, observe, views
+from .errors import (JSON_CONTENT_TYPE, HTTPError, MethodNotAllowed, NotFound, PayloadTooLarge,
+                     URITooLong, error_body)
+from .responses import GZIP_MIN_BYTES, GzipCache, accepts_gzip, cors_headers
 from .routing import Route, Router
 from .segment import MetricLayout, WebSegment
 from .sources import RingSource, RingWatcher, SnapshotSource
+from .ui import StaticUI, is_ui_path
 
 log = logging.getLogger("ykshm.web")
 
@@ -38,7 +41,10 @@ MAX_TARGET = 8192
 heads over its h11 limit, 64 KiB here, on its own with an empty 400/431.)"""
 
 MAX_BODY = 65536
-"""Largest request body accepted; no endpoint reads one, larger is 413."""
+"""Largest request body accepted by a route that reads none; larger is 413."""
+
+MAX_CONFIG_BODY = 4 << 20
+"""Largest configuration `POST /ws/v1/validate-conf` takes."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,17 +55,20 @@ class WebOptions:
     settings: EventSettings = dataclasses.field(default_factory=EventSettings)
     heartbeat_timeout: float = 3.0
     nice: int = 10
+    ui_dir: str = ""
+    """A single-page UI build served at `/` (web.ui); "" serves none."""
 
 
 class Request:
     """What a handler sees of one request."""
 
-    __slots__ = ("scope", "receive", "params", "query", "client_host", "started")
+    __slots__ = ("scope", "receive", "params", "query", "client_host", "started", "max_body")
 
-    def __init__(self, scope: dict, receive, params: dict[str, str]) -> None:
+    def __init__(self, scope: dict, receive, params: dict[str, str], max_body: int = MAX_BODY) -> None:
         self.scope = scope
         self.receive = receive
         self.params = params
+        self.max_body = max_body
         query: dict[str, str] = {}
         raw = scope.get("query_string", b"")
         if raw:
@@ -85,20 +94,40 @@ async def _openapi_json(app: "App", req: Request, send) -> None:
 ROUTES = [
     Route("/ws/v1/events/batch", events.batch, name="events_batch"),
     Route("/ws/v1/events/stream", events.stream, methods=("GET",), name="events_stream"),
+    Route("/ws/v1/clusters", cluster.clusters, name="clusters"),
     Route("/ws/v1/partitions", views.partitions, name="partitions"),
     Route("/ws/v1/partition/{partition}/queues", views.queues, name="queues"),
+    Route("/ws/v1/partition/{partition}/queue/{queue}", views.queue, name="queue"),
+    Route("/ws/v1/partition/{partition}/queue/{queue}/applications", applications.of_queue,
+          name="queue_applications"),
+    Route("/ws/v1/partition/{partition}/queue/{queue}/applications/{state}", applications.of_queue,
+          name="queue_applications"),
+    Route("/ws/v1/partition/{partition}/queue/{queue}/application/{application}", applications.one,
+          name="application"),
     Route("/ws/v1/partition/{partition}/applications", views.applications, name="applications"),
+    Route("/ws/v1/partition/{partition}/applications/{state}", applications.by_state,
+          name="applications_by_state"),
+    Route("/ws/v1/partition/{partition}/application/{application}", applications.one, name="application"),
     Route("/ws/v1/partition/{partition}/nodes", views.nodes, name="nodes"),
+    Route("/ws/v1/partition/{partition}/node/{node}", views.node, name="node"),
+    Route("/ws/v1/scheduler/node-utilizations", cluster.node_utilizations, name="node_utilizations"),
+    Route("/ws/v1/history/apps", cluster.app_history, name="history"),
+    Route("/ws/v1/history/containers", cluster.container_history, name="history"),
+    Route("/ws/v1/config", cluster.config, name="config"),
+    Route("/ws/v1/validate-conf", cluster.validate_conf, methods=("POST",), name="validate_conf",
+          max_body=MAX_CONFIG_BODY),
+    Route("/debug/fullstatedump", cluster.full_state_dump, name="fullstatedump"),
+    Route("/ws/v1/fullstatedump", cluster.redirect_state_dump, name="fullstatedump"),
     Route("/ws/v1/partition/{partition}/usage/users", views.users_usage, name="usage_users"),
     Route("/ws/v1/partition/{partition}/usage/user/{user}", views.user_usage, name="usage_user"),
     Route("/ws/v1/partition/{partition}/usage/groups", views.groups_usage, name="usage_groups"),
     Route("/ws/v1/partition/{partition}/usage/group/{group}", views.group_usage, name="usage_group"),
     Route("/ws/v1/scheduler/healthcheck", observe.healthcheck, name="healthcheck"),
-    Route("/ws/v1/metrics", observe.metrics, name="metrics"),
-    Route("/ws/v1/openapi.yaml", _openapi_yaml, name="openapi"),
-    Route("/ws/v1/openapi.json", _openapi_json, name="openapi"),
+    Route("/ws/v1/metrics", observe.metrics, name="metrics", cors=False),
+    Route("/ws/v1/openapi.yaml", _openapi_yaml, name="openapi", cors=False),
+    Route("/ws/v1/openapi.json", _openapi_json, name="openapi", cors=False),
 ]
-ROUTE_NAMES = tuple(dict.fromkeys([r.name for r in ROUTES] + ["unmatched"]))
+ROUTE_NAMES = tuple(dict.fromkeys([r.name for r in ROUTES] + ["ui", "unmatched"]))
 
 
 class App:
@@ -118,6 +147,8 @@ class App:
         self.metrics_renderer = observe.MetricsRenderer(self, self.layout)
         self._openapi: bytes | None = None
         self._openapi_json: bytes | None = None
+        self.gzip = GzipCache()
+        self.ui = StaticUI(options.ui_dir) if options.ui_dir else None
 
     # -- shared resources -----------------------------------------------------------------
 
@@ -140,6 +171,11 @@ class App:
 
             self._openapi_json = orjson.dumps(yaml.safe_load(self.openapi_yaml()))
         return self._openapi_json
+
+    def open_streams(self) -> list[dict[str, str]]:
+        """The event streams open across all workers, one `{"Host"}` each (for the state dump)."""
+        _total, hosts = self.segment.open_streams()
+        return [{"Host": host} for host, count in sorted(hosts.items()) for _ in range(count)]
 
     # -- sending ----------------------------------------------------------------------------
 
@@ -197,13 +233,24 @@ class App:
     async def _http(self, scope: dict, receive, send) -> None:
         t0 = time.perf_counter()
         state = {"started": False, "status": 0, "done": 0.0}
+        shaping = {"cors": [], "gzip": False}
+        held: list[dict] = []
 
         async def tracked_send(message: dict) -> None:
             if message["type"] == "http.response.start":
                 state["started"] = True
                 state["status"] = message["status"]
+                message = {**message, "headers": [*message.get("headers", ()), *shaping["cors"]]}
+                if shaping["gzip"]:
+                    held.append(message)  # decided when the body is known
+                    return
             elif not message.get("more_body", False):
                 state["done"] = time.perf_counter()
+            if held:
+                start = held.pop()
+                if not message.get("more_body", False):
+                    start, message = self._maybe_gzip(start, message)
+                await send(start)
             await send(message)
 
         route_name = "unmatched"
@@ -212,11 +259,24 @@ class App:
             raw_path = scope.get("raw_path") or scope["path"].encode("utf-8", "surrogateescape")
             if len(raw_path) + len(scope.get("query_string", b"")) > MAX_TARGET:
                 raise URITooLong(f"Request target longer than {MAX_TARGET} bytes")
-            _check_body(scope)
             path = raw_path.decode("latin-1")
-            route, params = self.router.resolve(scope["method"], path)
+            if self.ui is not None and is_ui_path(scope["path"]):
+                route_name = "ui"
+                _check_body(scope, MAX_BODY)
+                await self._ui(scope, tracked_send)
+                return
+            if scope["method"] == "OPTIONS":
+                await self._options(path, tracked_send)
+                return
+            route, params, error = self._resolve(scope["method"], path)
+            _check_body(scope, route.max_body if route is not None else MAX_BODY)
+            if error is not None:
+                raise error
             route_name = route.name
-            req = Request(scope, receive, params)
+            if route.cors:
+                shaping["cors"] = cors_headers(route.methods)
+            shaping["gzip"] = route.name != "events_stream" and accepts_gzip(scope)
+            req = Request(scope, receive, params, route.max_body)
             await route.handler(self, req, tracked_send)
         except HTTPError as exc:
             if not state["started"]:
@@ -233,16 +293,51 @@ class App:
             except Exception:  # metrics must never turn an answer into an error
                 log.debug("web: metrics update failed", exc_info=True)
 
+    def _resolve(self, method: str, path: str) -> tuple[Route | None, dict, HTTPError | None]:
+        """The route, or the 404/405 to answer once the body size was checked (413 comes first)."""
+        try:
+            route, params = self.router.resolve(method, path)
+        except HTTPError as exc:
+            return None, {}, exc
+        return route, params, None
 
-def _check_body(scope: dict) -> None:
+    def _maybe_gzip(self, start: dict, body_message: dict) -> tuple[dict, dict]:
+        """Compress a whole JSON answer of at least GZIP_MIN_BYTES (web.responses)."""
+        body = body_message.get("body", b"")
+        headers = start["headers"]
+        if len(body) < GZIP_MIN_BYTES or (b"content-type", JSON_CONTENT_TYPE) not in headers:
+            return start, body_message
+        packed = self.gzip.compress(body)
+        headers = [(k, v) for k, v in headers if k != b"content-length"]
+        headers += [(b"content-length", str(len(packed)).encode("ascii")),
+                    (b"content-encoding", b"gzip"), (b"vary", b"Accept-Encoding")]
+        return {**start, "headers": headers}, {**body_message, "body": packed}
+
+    async def _options(self, path: str, send) -> None:
+        """httprouter's default OPTIONS answer: 200 with `Allow`, no CORS headers."""
+        methods = self.router.allowed(path)
+        if not methods:
+            raise NotFound(f"No endpoint at {path}")
+        allow = ", ".join(sorted({*methods, "OPTIONS"})).encode("ascii")
+        await self.send_body(send, 200, b"", b"text/plain; charset=utf-8", [(b"allow", allow)])
+
+    async def _ui(self, scope: dict, send) -> None:
+        if scope["method"] not in ("GET", "HEAD"):
+            raise MethodNotAllowed(f"Method {scope['method']} is not allowed for {scope['path']}", ["GET", "HEAD"])
+        assert self.ui is not None
+        body, content_type = await self.ui.read(scope["path"])
+        await self.send_body(send, 200, body, content_type)
+
+
+def _check_body(scope: dict, limit: int) -> None:
     for name, value in scope.get("headers", ()):
         if name == b"content-length":
             try:
                 length = int(value)
             except ValueError:
                 length = 0
-            if length > MAX_BODY:
-                raise PayloadTooLarge(f"Request body larger than {MAX_BODY} bytes")
+            if length > limit:
+                raise PayloadTooLarge(f"Request body larger than {limit} bytes")
 
 
 def create_app(options: WebOptions | None = None, **kwargs: Any) -> App:

@@ -1,11 +1,13 @@
 """`ykshm web`: serve the REST and streaming API of one instance from shared memory.
 
     ykshm web [--name NAME] [--bind HOST:PORT | fd://N] [--workers N] [--config FILE]
-              [--heartbeat-timeout S] [--stall-timeout S] [--nice N]
+              [--heartbeat-timeout S] [--stall-timeout S] [--nice N] [--ui-dir DIR]
 
 Runs N hypercorn worker processes (trio) sharing one listening socket; `fd://N` takes an inherited
 socket (systemd socket activation: `--bind fd://3`). The event endpoints need only the ring
 (`/dev/shm/NAME.events`); the state views answer 503 until an engine publishes its snapshot.
+`--ui-dir DIR` (or `ui.dir` in the config) serves a single-page UI build, e.g. YuniKorn's web UI,
+at `/` on the same origin as `/ws` (web.ui).
 Exit codes: 0 after SIGINT/SIGTERM, 2 usage (bad flag, bad config), 1 failure (cannot bind...).
 """
 
@@ -32,6 +34,8 @@ def _parser() -> Parser:
                         help="TCP_USER_TIMEOUT: a peer that stops reading is dropped after this (s, default 5)")
     parser.add_argument("--nice", type=int, default=10,
                         help="niceness added to worker processes so the engine wins the CPU (default 10)")
+    parser.add_argument("--ui-dir", default=None,
+                        help="serve this single-page UI build at / (overrides ui.dir of --config)")
     return parser
 
 
@@ -62,6 +66,18 @@ def check_bind(bind: str) -> str:
     return bind
 
 
+def _ui_dir(path: str, source: str) -> str:
+    """The checked UI directory ("" for none); a usage error names the flag or key."""
+    if not path:
+        return ""
+    from .ui import UIError, check_dir
+
+    try:
+        return check_dir(path)
+    except UIError as exc:
+        raise UsageError(f"{source} {exc}") from None
+
+
 def _body(argv: Sequence[str]) -> int:
     args = _parser().parse_args(list(argv))
     if not 1 <= args.workers <= 64:
@@ -78,12 +94,14 @@ def _body(argv: Sequence[str]) -> int:
         raise UsageError(f"--name {args.name!r}: not a valid instance name") from None
     bind = check_bind(args.bind)
 
-    from engine.config import ConfigError, load_event_settings
+    from engine.config import ConfigError, load_web_config
 
     try:
-        settings = load_event_settings(args.config)
+        settings, ui_dir = load_web_config(args.config)
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
+    ui_dir = _ui_dir(args.ui_dir if args.ui_dir is not None else ui_dir,
+                     "--ui-dir" if args.ui_dir is not None else "ui.dir")
 
     from .app import WebOptions
     from .segment import SegmentError
@@ -91,7 +109,7 @@ def _body(argv: Sequence[str]) -> int:
 
     setup_logging()
     options = WebOptions(name=args.name, settings=settings, heartbeat_timeout=args.heartbeat_timeout,
-                         nice=args.nice)
+                         nice=args.nice, ui_dir=ui_dir)
     try:
         return serve(options, bind, args.workers, args.stall_timeout)
     except SegmentError as exc:

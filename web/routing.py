@@ -27,6 +27,10 @@ class Route:
     handler: Handler
     methods: tuple[str, ...] = ("GET", "HEAD")
     name: str = ""
+    cors: bool = True
+    """Whether answers carry YuniKorn's CORS headers (web.responses); not on metrics or the UI."""
+    max_body: int = 65536
+    """Largest request body accepted (413 above it); only validate-conf reads one."""
     _parts: tuple[tuple[bool, str], ...] = ()
 
     def __post_init__(self) -> None:
@@ -66,9 +70,18 @@ class Router:
     def __init__(self, routes: list[Route]) -> None:
         self.routes = list(routes)
 
+    def allowed(self, raw_path: str) -> list[str]:
+        """Every method some route answers at this path (for OPTIONS); empty when none matches."""
+        segments = _segments(raw_path)
+        methods: list[str] = []
+        for route in self.routes:
+            if route.match_path(segments) is not None:
+                methods.extend(m for m in route.methods if m not in methods)
+        return methods
+
     def resolve(self, method: str, raw_path: str) -> tuple[Route, dict[str, Any]]:
-        path = raw_path.rstrip("/") if raw_path != "/" else raw_path
-        segments = path.strip("/").split("/")
+        path = _trimmed(raw_path)
+        segments = _segments(raw_path)
         allowed: list[str] = []
         for route in self.routes:
             params = route.match_path(segments)
@@ -80,3 +93,11 @@ class Router:
         if allowed:
             raise MethodNotAllowed(f"Method {method} is not allowed for {path}", allowed)
         raise NotFound(f"No endpoint at {path}")
+
+
+def _trimmed(raw_path: str) -> str:
+    return raw_path.rstrip("/") if raw_path != "/" else raw_path
+
+
+def _segments(raw_path: str) -> list[str]:
+    return _trimmed(raw_path).strip("/").split("/")
