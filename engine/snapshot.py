@@ -33,17 +33,48 @@ def _package_version() -> str:
 BUILD_VERSION = _package_version()
 
 
+QUEUE_OMITEMPTY = ("status", "pendingResource", "maxResource", "guaranteedResource",
+                   "allocatedResource", "preemptingResource", "headroom", "properties", "parent",
+                   "template", "children", "childNames", "absUsedCapacity", "maxRunningApps",
+                   "runningApps", "allocatingAcceptedApps", "sortingPolicy", "preemptionDelay",
+                   "priorityOffset")
+"""PartitionQueueDAOInfo keys YuniKorn omits when empty (the others are always present)."""
+
+
+def _omit_empty(dao: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    return {k: v for k, v in dao.items() if k not in keys or v not in (None, "", 0, {}, [], False)}
+
+
+def _template_dao(q: Queue) -> dict[str, Any] | None:
+    t = q.template
+    if t is None:
+        return None
+    return _omit_empty({"maxApplications": t.max_applications, "maxResource": dict(t.max),
+                        "guaranteedResource": dict(t.guaranteed), "properties": dict(t.properties)},
+                       ("maxApplications", "maxResource", "guaranteedResource", "properties"))
+
+
+def _priority_offset(q: Queue) -> int:
+    try:
+        return int(q.properties.get("priority.offset", "0"))
+    except ValueError:
+        return 0
+
+
 def _queue_dao(part: Partition, q: Queue) -> dict[str, Any]:
+    """PartitionQueueDAOInfo as YuniKorn's core builds it (partition named on the root only)."""
     headroom = part._headroom(q) if q.max or (q.parent and q.parent.max) else {}
     abs_used: dict[str, int] = {}
     base = q.max or part.capacity
     for name, value in q.allocated.items():
         if base.get(name):
             abs_used[name] = (value * 100) // base[name]
+    props = q.properties
+    preemption_policy = props.get("preemption.policy", "default")
     dao: dict[str, Any] = {
         "queuename": q.path,
         "status": "Draining" if q.draining else "Active",
-        "partition": part.name,
+        "partition": part.name if q.parent is None else "",
         "pendingResource": resources.strip_zero(q.pending),
         "maxResource": dict(q.max) if q.parent is not None else dict(part.capacity),
         "guaranteedResource": dict(q.guaranteed),
@@ -52,9 +83,9 @@ def _queue_dao(part: Partition, q: Queue) -> dict[str, Any]:
         "headroom": headroom,
         "isLeaf": q.is_leaf,
         "isManaged": not q.dynamic,
-        "properties": dict(q.properties),
+        "properties": dict(props),
         "parent": q.parent.path if q.parent else "",
-        "templateInfo": None,
+        "template": _template_dao(q),
         "children": [_queue_dao(part, c) for c in q.children.values()],
         "childNames": [c.path for c in q.children.values()],
         "absUsedCapacity": abs_used,
@@ -63,13 +94,15 @@ def _queue_dao(part: Partition, q: Queue) -> dict[str, Any]:
         "currentPriority": 0,
         "allocatingAcceptedApps": [a.app_id for a in q.apps.values()
                                    if a.fsm.state.value == "Accepted"],
+        "sortingPolicy": props.get("application.sort.policy", "fifo") if q.is_leaf else "",
+        "prioritySorting": props.get("application.sort.priority", "enabled") != "disabled",
+        "preemptionEnabled": preemption_policy != "disabled",
+        "isPreemptionFence": preemption_policy == "fence",
+        "preemptionDelay": props.get("preemption.delay", "30s"),
+        "isPriorityFence": props.get("priority.policy", "default") == "fence",
+        "priorityOffset": _priority_offset(q),
     }
-    if q.template is not None:
-        dao["templateInfo"] = {"maxApplications": q.template.max_applications,
-                               "properties": dict(q.template.properties),
-                               "maxResource": dict(q.template.max),
-                               "guaranteedResource": dict(q.template.guaranteed)}
-    return dao
+    return _omit_empty(dao, QUEUE_OMITEMPTY)
 
 
 def _partition_info(part: Partition, cluster_id: str) -> dict[str, Any]:

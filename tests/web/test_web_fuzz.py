@@ -12,9 +12,14 @@ import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from test_web_yunikorn_routes import state  # noqa: F401  (the fixture: a published snapshot)
+
 SEGMENTS = ["ws", "v1", "events", "batch", "stream", "partition", "partitions", "default", "usage",
             "users", "user", "groups", "group", "queues", "applications", "nodes", "scheduler",
-            "healthcheck", "metrics", "openapi.yaml", "alice", "", ".", ".."]
+            "healthcheck", "metrics", "openapi.yaml", "alice", "", ".", "..",
+            "clusters", "queue", "application", "node", "node-utilizations", "history", "apps",
+            "containers", "config", "validate-conf", "fullstatedump", "debug", "root",
+            "root.default", "root.team.dev", "active", "completed", "rejected", "a-run", "n5"]
 UNRESERVED = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~!$&'()*+,;=:@"
 pct = st.integers(0, 255).map(lambda b: f"%{b:02X}")
 token = st.lists(st.one_of(st.sampled_from(list(UNRESERVED)), pct), max_size=12).map("".join)
@@ -23,7 +28,7 @@ path = st.lists(segment, min_size=0, max_size=8).map(lambda parts: "/" + "/".joi
 prefixed = st.lists(st.one_of(st.sampled_from(SEGMENTS[5:]), token), max_size=4).map(
     lambda parts: "/ws/v1/" + "/".join(parts))
 value = st.one_of(st.integers(-10, 2**70).map(str), token, st.sampled_from(["", "0", "1", "-0", "+1", "1e3"]))
-key = st.one_of(st.sampled_from(["count", "start", "x"]), token)
+key = st.one_of(st.sampled_from(["count", "start", "x", "status", "subtree"]), token)
 query = st.lists(st.tuples(key, value), max_size=4).map(lambda kv: "&".join(f"{k}={v}" for k, v in kv))
 target = st.tuples(st.one_of(path, prefixed), query).map(lambda pq: pq[0] + ("?" + pq[1] if pq[1] else ""))
 method = st.sampled_from(["GET", "GET", "GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH"])
@@ -72,3 +77,14 @@ def test_fuzz_targets_never_5xx_and_errors_are_json(main_web, method, target):
     if status == 503:
         # only a missing source or the stream limit may answer 503
         assert method == "HEAD" or b"Too many streaming" in body or b"state" in body or b"ring" in body
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(method=method, target=target)
+def test_fuzz_with_a_snapshot_never_5xx(state, method, target):
+    """The same targets with the engine's state present: the state views never fail either."""
+    status, headers, body = request(state.port, method, target)
+    assert status < 500 or (status == 503 and b"Too many streaming" in body), (method, target, status, body)
+    if status >= 400 and method != "HEAD":
+        doc = orjson.loads(body)
+        assert doc["status_code"] == status
