@@ -39,26 +39,28 @@ class Scheduler:
 
     def __init__(self, config: EngineConfig, sink: Any, *, instance_uuid: str = "",
                  ring_name: str = "", clock: Callable[[], int] = time.monotonic_ns,
+                 wall_clock: Callable[[], int] = time.time_ns,
                  timing: Timing | None = None) -> None:
         self.config = config
         self.sink = sink
         self.instance_uuid = instance_uuid
         self.ring_name = ring_name
         self.clock = clock
+        self.wall_clock = wall_clock
         self.timing = timing or Timing()
         self.outbox = Outbox()
         self._pending_other: dict[str, list[dict[str, Any]]] = {}
         self.rms: dict[str, dict[str, Any]] = {}
         self.cycles = 0
-        self.started_nano = time.time_ns()
+        self.started_nano = wall_clock()
         self.partitions: dict[str, Partition] = {}
         for pcfg in config.partitions:
             self._add_partition(pcfg)
         self.default_partition = config.partitions[0].name
 
     def _add_partition(self, pcfg: PartitionConfig) -> None:
-        self.partitions[pcfg.name] = Partition(pcfg, self.sink, self.outbox,
-                                               clock=self.clock, timing=self.timing)
+        self.partitions[pcfg.name] = Partition(pcfg, self.sink, self.outbox, clock=self.clock,
+                                               wall_clock=self.wall_clock, timing=self.timing)
 
     @property
     def version(self) -> int:
@@ -94,11 +96,10 @@ class Scheduler:
                     part.remove_rm(rm_id)
                     if len(self.rms) == 1:
                         part.ugm.clear()
-                self.outbox.alloc.pop(rm_id, None)
-                self.outbox.app.pop(rm_id, None)
+                self.outbox.forget(rm_id)
             self.rms[rm_id] = {"rmID": rm_id, "policyGroup": msg.get("policyGroup", ""),
                                "version": msg.get("version", ""),
-                               "registeredNano": time.time_ns()}
+                               "registeredNano": self.wall_clock()}
             resp = {"type": P.REGISTER_RM_RESPONSE, "instanceUUID": self.instance_uuid,
                     "ringName": self.ring_name}
             if "id" in msg:

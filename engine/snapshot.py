@@ -17,11 +17,11 @@ from typing import Any
 
 from engine import resources
 from engine.objects import Queue
-from engine.partition import Partition
+from engine.partition import Partition, queues
 
 
 def _queue_dao(part: Partition, q: Queue) -> dict[str, Any]:
-    headroom = part._headroom(q) if q.max or (q.parent and q.parent.max) else {}
+    headroom = queues.headroom(q) if q.max or (q.parent and q.parent.max) else {}
     abs_used: dict[str, int] = {}
     base = q.max or part.capacity
     for name, value in q.allocated.items():
