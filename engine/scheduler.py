@@ -1,7 +1,11 @@
 """The scheduler core: partitions, registered RMs, SI message handling and the cycle. No I/O.
 
-`Scheduler.handle(msg, conn_rm)` applies one validated shim message and returns a `Handled`
-(responses to send now, in order, and the problems to report as `Error`). `cycle()` fires timers
+`Scheduler.handle(msg, conn_rm)` applies one shim message and returns a `Handled`
+(responses to send now, in order, and the problems to report as `Error`). A message is
+validated whole before anything changes: a malformed item anywhere in it raises ProtocolError
+and none of its items is applied (the partition never serves a half-applied message). Items
+that are well formed but refused (an unknown application, a node that exists) are answered
+item by item, as YuniKorn does. `cycle()` fires timers
 and schedules every partition; `take_outgoing()` returns the asynchronous messages per rmID that
 the cycle produced (AllocationResponse.new, app state updates, releases, EventRecords).
 The trio code that owns the socket lives in `engine.si.server`; this module is driven directly by
@@ -85,9 +89,10 @@ class Scheduler:
     # --- messages ------------------------------------------------------------------------------
 
     def handle(self, msg: Mapping[str, Any], conn_rm: str | None) -> Handled:
-        """Apply one validated message. Raises OutOfOrderError for a message not acceptable on
-        this connection now (nothing applied)."""
-        mtype = msg["type"]
+        """Apply one message, or nothing of it: it is validated whole before anything changes.
+        Raises ProtocolError for a malformed message and OutOfOrderError for one not
+        acceptable on this connection now (nothing applied either way)."""
+        mtype = P.validate(msg)
         rm_id = msg["rmID"]
         result = Handled()
         if mtype == P.REGISTER_RM:
@@ -155,7 +160,7 @@ class Scheduler:
         rejected: list[dict] = []
         for info in msg.get("nodes") or []:
             node_id = info["nodeID"]
-            part = self._part((info.get("attributes") or {}).get("si/node-partition"),
+            part = self._part((info.get("attributes") or {}).get(P.PARTITION_ATTRIBUTE),
                               f"node {node_id}", result)
             if part is None:
                 rejected.append({"nodeID": node_id, "reason": "unknown partition"})

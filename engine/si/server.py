@@ -215,12 +215,10 @@ class SIServer:
             not isinstance(msg.get("id"), bool) else None
         mtype = msg.get("type") if isinstance(msg.get("type"), str) else ""
         try:
-            P.validate(msg)
+            handled = self.scheduler.handle(msg, conn.rm_id)
         except P.ProtocolError as exc:
             self._error(conn, str(exc), exc.message_type or mtype, reply_to)
             return
-        try:
-            handled = self.scheduler.handle(msg, conn.rm_id)
         except OutOfOrderError as exc:
             self._error(conn, str(exc), mtype, reply_to)
             return
