@@ -230,7 +230,7 @@ class Queue:
         self.properties: dict[str, str] = {}
         self.limits: list[dict[str, Any]] = []
         self.template: Any = None
-        self.apps: dict[str, App] = {}
+        self.apps: dict[str, Application] = {}
         self.allocated: dict[str, int] = {}
         self.pending: dict[str, int] = {}
         self.pending_count = 0
@@ -255,7 +255,7 @@ class Queue:
         self.share = resources.share(self.allocated, self.guaranteed)
 
 
-class App(VersionedDao):
+class Application(VersionedDao):
     """An application: its asks (pending, ordered by priority then age) and allocations."""
 
     __slots__ = ("app_id", "partition", "queue", "queue_name", "ugi", "tags", "rm_id", "fsm",

@@ -23,7 +23,7 @@ from typing import Any
 from engine.config import EngineConfig, PartitionConfig
 from engine.events_out import request_records
 from engine.partition import Outbox, Partition, Timing
-from engine.si import protocol as P
+from engine.si import protocol
 
 _RM_PREFIX = re.compile(r"^\[[^\]]*\]")
 
@@ -92,10 +92,10 @@ class Scheduler:
         """Apply one message, or nothing of it: it is validated whole before anything changes.
         Raises ProtocolError for a malformed message and OutOfOrderError for one not
         acceptable on this connection now (nothing applied either way)."""
-        mtype = P.validate(msg)
+        mtype = protocol.validate(msg)
         rm_id = msg["rmID"]
         result = Handled()
-        if mtype == P.REGISTER_RM:
+        if mtype == protocol.REGISTER_RM:
             if rm_id in self.rms:
                 for part in self.partitions.values():
                     part.remove_rm(rm_id)
@@ -105,7 +105,7 @@ class Scheduler:
             self.rms[rm_id] = {"rmID": rm_id, "policyGroup": msg.get("policyGroup", ""),
                                "version": msg.get("version", ""),
                                "registeredNano": self.wall_clock()}
-            resp = {"type": P.REGISTER_RM_RESPONSE, "instanceUUID": self.instance_uuid,
+            resp = {"type": protocol.REGISTER_RM_RESPONSE, "instanceUUID": self.instance_uuid,
                     "ringName": self.ring_name}
             if "id" in msg:
                 resp["replyTo"] = msg["id"]
@@ -115,11 +115,11 @@ class Scheduler:
             raise OutOfOrderError(f"{mtype} before RegisterResourceManager for rmID {rm_id!r}")
         if rm_id != conn_rm:
             raise OutOfOrderError(f"{mtype} for rmID {rm_id!r} on the connection of {conn_rm!r}")
-        if mtype == P.APPLICATION_REQUEST:
+        if mtype == protocol.APPLICATION_REQUEST:
             self._applications(rm_id, msg, result)
-        elif mtype == P.NODE_REQUEST:
+        elif mtype == protocol.NODE_REQUEST:
             self._nodes(rm_id, msg, result)
-        elif mtype == P.ALLOCATION_REQUEST:
+        elif mtype == protocol.ALLOCATION_REQUEST:
             self._allocations(rm_id, msg, result)
         return result
 
@@ -152,7 +152,7 @@ class Scheduler:
         # state updates caused by this message go out before the accept/reject answer
         result.responses.extend(self._flush_for(rm_id))
         if accepted or rejected:
-            result.responses.append({"type": P.APPLICATION_RESPONSE, "accepted": accepted,
+            result.responses.append({"type": protocol.APPLICATION_RESPONSE, "accepted": accepted,
                                      "rejected": rejected, "updated": []})
 
     def _nodes(self, rm_id: str, msg: Mapping[str, Any], result: Handled) -> None:
@@ -160,33 +160,33 @@ class Scheduler:
         rejected: list[dict] = []
         for info in msg.get("nodes") or []:
             node_id = info["nodeID"]
-            part = self._part((info.get("attributes") or {}).get(P.PARTITION_ATTRIBUTE),
+            part = self._part((info.get("attributes") or {}).get(protocol.PARTITION_ATTRIBUTE),
                               f"node {node_id}", result)
             if part is None:
                 rejected.append({"nodeID": node_id, "reason": "unknown partition"})
                 continue
             action = info["action"]
-            if action == P.NODE_CREATE:
+            if action == protocol.NODE_CREATE:
                 reason = part.add_node(rm_id, info)
-            elif action == P.NODE_CREATE_DRAIN:
+            elif action == protocol.NODE_CREATE_DRAIN:
                 reason = part.add_node(rm_id, info, drain=True)
-            elif action == P.NODE_UPDATE:
+            elif action == protocol.NODE_UPDATE:
                 reason = part.update_node(info)
-            elif action == P.NODE_DRAIN:
+            elif action == protocol.NODE_DRAIN:
                 reason = part.set_schedulable(node_id, False)
-            elif action == P.NODE_DRAIN_TO_SCHEDULABLE:
+            elif action == protocol.NODE_DRAIN_TO_SCHEDULABLE:
                 reason = part.set_schedulable(node_id, True)
             else:  # DECOMISSION
                 reason = part.remove_node(node_id)
             if reason is None:
-                if action in (P.NODE_CREATE, P.NODE_CREATE_DRAIN):
+                if action in (protocol.NODE_CREATE, protocol.NODE_CREATE_DRAIN):
                     accepted.append({"nodeID": node_id})
             else:
                 rejected.append({"nodeID": node_id, "reason": reason})
                 result.problems.append(f"{action} {node_id}: {reason}")
         result.responses.extend(self._flush_for(rm_id))
         if accepted or rejected:
-            result.responses.append({"type": P.NODE_RESPONSE, "accepted": accepted,
+            result.responses.append({"type": protocol.NODE_RESPONSE, "accepted": accepted,
                                      "rejected": rejected})
 
     def _allocations(self, rm_id: str, msg: Mapping[str, Any], result: Handled) -> None:
@@ -257,7 +257,7 @@ class Scheduler:
                 if rm is not None:
                     by_rm.setdefault(rm, []).append(rec)
             for rm, recs in by_rm.items():
-                out.setdefault(rm, []).append({"type": P.EVENT_RECORDS, "events": recs})
+                out.setdefault(rm, []).append({"type": protocol.EVENT_RECORDS, "events": recs})
         return out
 
     def _rm_of_app(self, app_id: str) -> str | None:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine import resources
 from engine.app_state import AppEvent, AppState
-from engine.objects import Allocation, App, Node
+from engine.objects import Allocation, Application, Node
 from engine.partition import apps, asks
 from engine.partition.eventcodes import ADD, APP, NODE, REMOVE
 from shm.events import EventChangeDetail as Detail
@@ -34,7 +34,7 @@ TERMINATION_DETAIL = {
 _APP_ALLOC, _NODE_ALLOC = int(Detail.APP_ALLOC), int(Detail.NODE_ALLOC)  # per allocation: hot
 
 
-def book(part: Partition, app: App, key: str, res: dict[str, int], node: Node, *,
+def book(part: Partition, app: Application, key: str, res: dict[str, int], node: Node, *,
          placeholder: bool, task_group: str, priority: int, recovered: bool = False,
          notify: bool = True) -> Allocation:
     """Book an allocation everywhere and emit its events (no checks: callers did them)."""
@@ -77,7 +77,7 @@ def book(part: Partition, app: App, key: str, res: dict[str, int], node: Node, *
     return alloc
 
 
-def _advance_state(part: Partition, app: App, key: str) -> None:
+def _advance_state(part: Partition, app: Application, key: str) -> None:
     """The state changes an allocation causes (New/Accepted -> Starting -> Running)."""
     state = app.fsm.state
     if state is AppState.NEW:
@@ -91,12 +91,12 @@ def _advance_state(part: Partition, app: App, key: str) -> None:
         apps.set_state(part, app, AppEvent.RUN, f"allocation {key}")
 
 
-def _app_share(part: Partition, app: App) -> None:
+def _app_share(part: Partition, app: Application) -> None:
     base = app.queue.guaranteed or app.queue.max or part.capacity
     app.share = resources.share(app.allocated, base)
 
 
-def remove(part: Partition, app: App, alloc: Allocation, detail: int, *,
+def remove(part: Partition, app: Application, alloc: Allocation, detail: int, *,
            termination: str = "", message: str = "", node_removed: bool = False,
            replacing: bool = False) -> None:
     """Unbook an allocation; `termination` set = tell the shim (an engine-side release)."""

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine import resources
 from engine.app_state import STATE_DETAIL, TERMINAL_STATES, AppEvent, AppState, InvalidTransition
-from engine.objects import App
+from engine.objects import Application
 from engine.partition import allocations, asks, queues
 from engine.partition.eventcodes import ADD, APP, QUEUE, REMOVE, SET
 from engine.partition.timers import TimerKind
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from engine.partition.coordinator import Partition
 
 
-def set_state(part: Partition, app: App, event: AppEvent, message: str = "") -> bool:
+def set_state(part: Partition, app: Application, event: AppEvent, message: str = "") -> bool:
     """Fire an event on the app's machine; emit APP/SET (REMOVE for Rejected). False if the
     transition is illegal from the current state (nothing changes)."""
     old = app.fsm.state
@@ -68,10 +68,11 @@ def add(part: Partition, rm_id: str, info: Mapping[str, Any]) -> str | None:
         ph_ask = resources.from_si(info.get("placeholderAsk"))
     except ValueError:
         ph_ask = {}  # informational only; validate() already checked the shape
-    app = App(app_id, part.name, info.get("queueName") or "", ugi, dict(info.get("tags") or {}),
-              rm_id, ph_ask, info.get("gangSchedulingStyle") or "Soft",
-              int(info.get("executionTimeoutMilliSeconds") or 0),
-              submit_time=part.wall_clock())
+    app = Application(app_id, part.name, info.get("queueName") or "", ugi,
+                      dict(info.get("tags") or {}), rm_id, ph_ask,
+                      info.get("gangSchedulingStyle") or "Soft",
+                      int(info.get("executionTimeoutMilliSeconds") or 0),
+                      submit_time=part.wall_clock())
     part.emit(APP, ADD, int(Detail.DETAILS_NONE), app_id, "", app.queue_name)
     part.emit(APP, SET, int(Detail.APP_NEW), app_id, "", "")
     queue, reason = queues.place(part, app.queue_name)
@@ -117,7 +118,7 @@ def remove(part: Partition, app_id: str, message: str = "removed by the RM") -> 
     return True
 
 
-def terminate(part: Partition, app: App) -> None:
+def terminate(part: Partition, app: Application) -> None:
     """Final state reached: leave the queue, keep the app for readers until it expires."""
     app.finished_time = part.wall_clock()
     q = app.queue
@@ -133,7 +134,7 @@ def terminate(part: Partition, app: App) -> None:
         part.timers.set(part.timing.retention_ns, TimerKind.EXPIRE, app.app_id)
 
 
-def check_done(part: Partition, app: App) -> None:
+def check_done(part: Partition, app: Application) -> None:
     """Nothing allocated any more: a Failing app fails, one without asks completes."""
     if app.allocations:
         return
@@ -172,7 +173,7 @@ def _expire(part: Partition, app_id: str) -> None:
         part.terminated.pop(app_id, None)
 
 
-def start_placeholder_timer(part: Partition, app: App) -> None:
+def start_placeholder_timer(part: Partition, app: Application) -> None:
     """The first placeholder ask of an application starts its gang's timeout (once)."""
     if not app.ph_timer_started:
         app.ph_timer_started = True
@@ -181,7 +182,7 @@ def start_placeholder_timer(part: Partition, app: App) -> None:
         part.timers.set(timeout, TimerKind.PLACEHOLDER, app.app_id)
 
 
-def _placeholder_timeout(part: Partition, app: App) -> None:
+def _placeholder_timeout(part: Partition, app: Application) -> None:
     """Gang placeholders not replaced in time: released; the app resumes (Soft) or fails
     (Hard, when no real allocation was made yet)."""
     ph_allocs = [a for a in app.allocations.values() if a.placeholder]
@@ -216,14 +217,14 @@ def _placeholder_timeout(part: Partition, app: App) -> None:
 
 # --- placeholder counters (the REST placeholderData) ------------------------------------------
 
-def count_timedout(app: App, task_group: str) -> None:
+def count_timedout(app: Application, task_group: str) -> None:
     """One more placeholder of the task group timed out (or was released as mismatched)."""
     data = app.placeholder_data.get(task_group)
     if data is not None:
         data["timedout"] += 1
 
 
-def count_placeholder(app: App, task_group: str, res: dict[str, int]) -> None:
+def count_placeholder(app: Application, task_group: str, res: dict[str, int]) -> None:
     """One more placeholder of a task group (asked, or recovered already placed)."""
     data = app.placeholder_data.setdefault(
         task_group, {"count": 0, "replaced": 0, "timedout": 0, "minResource": res})

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine import resources
 from engine.app_state import SCHEDULABLE_STATES, AppEvent, AppState
-from engine.objects import App, Ask
+from engine.objects import Application, Ask
 from engine.partition import apps, nodes
 from engine.partition.eventcodes import ADD, APP, REMOVE
 from engine.predicates import PLACEMENT_TAG, parse_placement
@@ -86,7 +86,7 @@ def release(part: Partition, app_id: str, key: str, message: str = "") -> bool:
     return found
 
 
-def _replace_placement(part: Partition, app: App, ask: Ask,
+def _replace_placement(part: Partition, app: Application, ask: Ask,
                        info: Mapping[str, Any]) -> str | None:
     """A pending ask sent again: a replay, except for its placement tag, which replaces the
     ask's (a pod's tolerations may be added while it waits, e.g. to let it onto a tainted
@@ -107,14 +107,14 @@ def _replace_placement(part: Partition, app: App, ask: Ask,
     return None
 
 
-def remove(part: Partition, app: App, ask: Ask, detail: int, message: str = "") -> None:
+def remove(part: Partition, app: Application, ask: Ask, detail: int, message: str = "") -> None:
     """An ask leaves without an allocation (cancelled, timed out): APP / REMOVE emitted."""
     take(part, app, ask)
     part.emit(APP, REMOVE, detail, app.app_id, ask.key, message, ask.resource)
     part.version += 1
 
 
-def take(part: Partition, app: App, ask: Ask) -> None:
+def take(part: Partition, app: Application, ask: Ask) -> None:
     """An ask leaves the pending list because it is being allocated (no event)."""
     if ask.reserved_node:
         nodes.unreserve(part, ask)

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from engine.config import PartitionConfig
-from engine.objects import App, Ask, Node, Queue
+from engine.objects import Application, Ask, Node, Queue
 from engine.partition import allocations, apps, asks, cycle, nodes, queues
 from engine.partition.nodes import NodeIndex
 from engine.partition.outbox import Outbox
@@ -43,12 +43,12 @@ class Partition:
         self.timers = Timers(clock)
         self.node_sort_policy = config.node_sort_policy
         self.queues: dict[str, Queue] = {}
-        self.apps: dict[str, App] = {}
-        self.terminated: dict[str, App] = {}
+        self.apps: dict[str, Application] = {}
+        self.terminated: dict[str, Application] = {}
         self.nodes: dict[str, Node] = {}
         self.index = NodeIndex(binpacking=config.node_sort_policy == "binpacking")
         self.capacity: dict[str, int] = {}
-        self.reservations: dict[str, tuple[App, Ask, Node]] = {}
+        self.reservations: dict[str, tuple[Application, Ask, Node]] = {}
         self.version = 0
         self.allocations_made = 0
         self.root = queues.build(self, config.root, None)
@@ -128,7 +128,7 @@ class Partition:
 
     # --- readers -------------------------------------------------------------------------------
 
-    def all_apps(self) -> Iterator[App]:
+    def all_apps(self) -> Iterator[Application]:
         """Running and terminated (not yet expired) applications."""
         yield from self.apps.values()
         yield from self.terminated.values()

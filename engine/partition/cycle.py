@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from engine import resources
 from engine.app_state import SCHEDULABLE_STATES
-from engine.objects import Allocation, App, Ask, Node, Queue
+from engine.objects import Allocation, Application, Ask, Node, Queue
 from engine.partition import allocations, asks, nodes, queues
 from engine.predicates import rejection
 from shm.events import EventChangeDetail as Detail
@@ -63,7 +63,7 @@ def schedule(part: Partition, deadline_ns: int) -> int:
     return part.allocations_made - before
 
 
-def _pick(q: Queue, skip: set[str], exhausted: set[int]) -> App | None:
+def _pick(q: Queue, skip: set[str], exhausted: set[int]) -> Application | None:
     """The next application to try under `q` (fair share between queues, sort policy in a
     leaf); queues found without candidates are remembered in `exhausted`."""
     if q.is_leaf:
@@ -96,7 +96,7 @@ def _pick(q: Queue, skip: set[str], exhausted: set[int]) -> App | None:
     return None
 
 
-def _try_app(part: Partition, app: App, failed: set) -> bool:
+def _try_app(part: Partition, app: Application, failed: set) -> bool:
     """Try the app's asks in order; True once one was allocated (or a placeholder released,
     which changes what to pick next)."""
     if not app.counted_running and not can_run(part, app):
@@ -143,14 +143,14 @@ def _try_app(part: Partition, app: App, failed: set) -> bool:
     return False
 
 
-def can_run(part: Partition, app: App) -> bool:
+def can_run(part: Partition, app: Application) -> bool:
     """Whether the app may start running: its queues' and the UGM's maxapplications."""
     if not queues.room_for_running_app(app.queue):
         return False
     return part.ugm.can_run_app(app.queue.path, app.app_id, app.ugi)
 
 
-def commit(part: Partition, app: App, ask: Ask, node: Node) -> str | None:
+def commit(part: Partition, app: Application, ask: Ask, node: Node) -> str | None:
     """Book the ask on the node unless a limit refuses it (why not: "apps", "user",
     "queue"). An application's first allocation needs room for one more running
     application (whichever path found the node: first fit or reservation); then the seed
@@ -195,7 +195,7 @@ def _try_reserved(part: Partition) -> int:
 
 # --- gang placeholders -------------------------------------------------------------------------
 
-def _usable_placeholder(part: Partition, app: App, ask: Ask) -> Allocation | None:
+def _usable_placeholder(part: Partition, app: Application, ask: Ask) -> Allocation | None:
     """The first placeholder of the ask's task group on a node that admits the ask."""
     found = False
     for alloc in app.allocations.values():
@@ -211,7 +211,7 @@ def _usable_placeholder(part: Partition, app: App, ask: Ask) -> Allocation | Non
     return None
 
 
-def _try_replace(part: Partition, app: App, ask: Ask) -> bool | None:
+def _try_replace(part: Partition, app: Application, ask: Ask) -> bool | None:
     """Gang: put a real ask in the place of a placeholder of its task group.
     True = replaced; False = size mismatch (placeholder released); None = no placeholder
     on a node that admits the ask (scheduled as an ask without placeholder)."""
@@ -282,7 +282,7 @@ def _node_rejection(node: Node, ask: Ask) -> str:
     return "had room (it freed up meanwhile)"
 
 
-def _report_queue(part: Partition, app: App, ask: Ask) -> None:
+def _report_queue(part: Partition, app: Application, ask: Ask) -> None:
     if part.sink.requests_enabled and "queue" not in ask.reported:
         _report(part, ask, "queue",
                 f"Request '{ask.key}' does not fit in queue '{app.queue.path}' "

@@ -41,7 +41,7 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from engine import resources
-from engine.objects import App, Ask, Node
+from engine.objects import Application, Ask, Node
 from engine.partition import allocations
 from engine.partition.eventcodes import ADD, NODE, REMOVE, SET
 from engine.predicates import TAINTS_ATTRIBUTE, Placement, Taint, parse_taints
@@ -292,7 +292,7 @@ def remove(part: Partition, node_id: str, *, notify: bool = True) -> str | None:
 
 # --- reservations ------------------------------------------------------------------------------
 
-def reserve(part: Partition, app: App, ask: Ask, node: Node) -> None:
+def reserve(part: Partition, app: Application, ask: Ask, node: Node) -> None:
     """The node serves only this ask from now on (NODE / ADD / NODE_RESERVATION)."""
     node.reserved_for = (app.app_id, ask.key)
     node.ver += 1
