@@ -33,7 +33,7 @@ from typing import Any
 
 import orjson
 
-from tools.cliutil import Failure, Parser, UsageError, run_main
+from common.cliutil import Failure, Parser, UsageError, run_main
 
 PROG = "ykshm bench e2e"
 YUNIKORN_PODS_PER_S = 833.0

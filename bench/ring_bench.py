@@ -60,11 +60,9 @@ from typing import Any
 import orjson
 
 from shm.bench_support import EVENTS_PER_APP, PODS_PER_APP, seed_mix
-from shm.events import EventChangeDetail as D
-from shm.events import EventChangeType as C
-from shm.events import EventRecordType as T
+from shm.events import EventChangeDetail, EventChangeType, EventRecordType
 from tools import shmscan
-from tools.cliutil import Failure, Parser, UsageError, run_main
+from common.cliutil import Failure, Parser, UsageError, run_main
 
 PROG = "ykshm bench ring"
 BATCH = 100
@@ -219,12 +217,12 @@ def _noop_loop_ns(batch: list[tuple]) -> float:
 
 STRESS_TS0 = 1_600_000_000_000_000_000
 _STRESS_KINDS = (
-    (int(T.APP), int(C.ADD), int(D.APP_ALLOC)),
-    (int(T.APP), int(C.SET), int(D.APP_RUNNING)),
-    (int(T.NODE), int(C.ADD), int(D.NODE_ALLOC)),
-    (int(T.QUEUE), int(C.SET), int(D.QUEUE_APP)),
-    (int(T.APP), int(C.REMOVE), int(D.ALLOC_CANCEL)),
-    (int(T.USERGROUP), int(C.SET), int(D.UG_USER_RESOURCE)),
+    (int(EventRecordType.APP), int(EventChangeType.ADD), int(EventChangeDetail.APP_ALLOC)),
+    (int(EventRecordType.APP), int(EventChangeType.SET), int(EventChangeDetail.APP_RUNNING)),
+    (int(EventRecordType.NODE), int(EventChangeType.ADD), int(EventChangeDetail.NODE_ALLOC)),
+    (int(EventRecordType.QUEUE), int(EventChangeType.SET), int(EventChangeDetail.QUEUE_APP)),
+    (int(EventRecordType.APP), int(EventChangeType.REMOVE), int(EventChangeDetail.ALLOC_CANCEL)),
+    (int(EventRecordType.USERGROUP), int(EventChangeType.SET), int(EventChangeDetail.UG_USER_RESOURCE)),
 )
 
 

@@ -21,7 +21,7 @@ from engine.config import parse_config
 from engine.events_out import MemoryEventSink, RingEventSink
 from engine.resources import to_si
 from engine.scheduler import Scheduler
-from tools.cliutil import Failure, Parser, run_main
+from common.cliutil import Failure, Parser, run_main
 
 
 class _TimedWriter:

@@ -51,7 +51,7 @@ from pathlib import Path
 
 import orjson
 
-from tools.cliutil import Failure, Parser, UsageError, run_main
+from common.cliutil import Failure, Parser, UsageError, run_main
 
 PROG = "ykshm bench web"
 ROOT = Path(__file__).resolve().parents[1]

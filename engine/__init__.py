@@ -1,1 +1,19 @@
-"""engine"""
+"""engine: the scheduler process (`ykshm engine`): YuniKorn's scheduler core, no Kubernetes.
+
+    main         `ykshm engine` command line -> service.run
+    service      the process's trio tasks: SI server, scheduling loop, snapshot publisher
+    scheduler    `Scheduler`: partitions, registered RMs, SI message handling, the cycle (no I/O)
+    partition/   one partition's objects and scheduling, one module per concept (see its map)
+    objects      the scheduler's objects: asks, allocations, nodes, queues, applications
+    app_state    the application state machine, transitions as data
+    predicates   node placement: nodeSelector, required node affinity, taints/tolerations
+    resources    resources as dict[str, int]; SI conversion, fits/add/sub/share
+    ugm/         the user group manager: user/group usage and limits (see its map)
+    config       the configuration file (YuniKorn queues.yaml schema + service settings)
+    si/          the scheduler interface to the shim: protocol (schema, framing), socket server
+    events_out   where events go: `EventSink`, the ring sink, the in-memory sink of tests
+    snapshot     the state snapshot document readers serve (YuniKorn DAO shapes)
+    sdnotify     sd_notify(3) for systemd readiness and watchdog
+
+The engine imports neither `tools` nor `web` nor `shim_k8s`: it is a role of its own.
+"""

@@ -7,9 +7,10 @@ else assigns a state. The transition table below is the whole machine. A (state,
 missing from the table is illegal and raises `InvalidTransition` naming both, from None; an
 illegal attempt changes nothing (the machine is not broken by it: the caller decides).
 
-Rule 2: the machine does no I/O. `fire` returns the new state; the caller (engine.objects.App)
-emits the APP / SET / APP_<STATE> event and does the bookkeeping tied to a state entry
-(running-application counting, timers). Pure in, pure out, so tests drive it directly.
+Rule 2: the machine does no I/O. `fire` returns the new state; the caller
+(`engine.partition.apps.set_state`) emits the APP / SET / APP_<STATE> event and does the
+bookkeeping tied to a state entry (timers, termination). Pure in, pure out, so tests drive it
+directly.
 
 Rule 3: the states are YuniKorn's (application_state.go), and the events are what makes the
 scheduler core move an application:

@@ -31,7 +31,7 @@ from engine.scheduler import Scheduler
 from engine.sdnotify import Notifier
 from engine.service import EngineService
 from engine.si.protocol import default_socket_path
-from tools.cliutil import Failure, Parser, UsageError, run_main
+from common.cliutil import Failure, Parser, UsageError, run_main
 
 log = logging.getLogger("ykshm.engine")
 

@@ -2,13 +2,13 @@
 
 Plain slotted classes with no behaviour beyond their own bookkeeping; the partition
 (`engine.partition`) owns them and is the only code that changes them, so every change can emit
-its event in one place. Resources are `dict[str, int]` (see `engine.resources`).
+its event in one place. Resources are `dict[str, int]` (see `engine.resources`). Timestamps
+(epoch ns) are given by the partition, from its injected wall clock.
 """
 
 from __future__ import annotations
 
 import itertools
-import time
 from typing import Any
 
 import orjson
@@ -66,13 +66,13 @@ class Ask:
 
     def __init__(self, key: str, app_id: str, resource: dict[str, int], priority: int = 0,
                  placeholder: bool = False, task_group: str = "", tags: dict | None = None,
-                 create_time: int = 0, rm_id: str = "",
+                 *, create_time: int, rm_id: str = "",
                  placement: Placement | None = None) -> None:
         self.key = key
         self.app_id = app_id
         self.resource = resource
         self.priority = priority
-        self.create_time = create_time or time.time_ns()
+        self.create_time = create_time
         self.seq = next(_seq)
         self.placeholder = placeholder
         self.task_group = task_group
@@ -107,7 +107,7 @@ class Allocation:
 
     def __init__(self, key: str, app_id: str, partition: str, node_id: str,
                  resource: dict[str, int], placeholder: bool = False, task_group: str = "",
-                 priority: int = 0, recovered: bool = False) -> None:
+                 priority: int = 0, recovered: bool = False, *, create_time: int) -> None:
         self.key = key
         self.app_id = app_id
         self.partition = partition
@@ -116,7 +116,7 @@ class Allocation:
         self.placeholder = placeholder
         self.task_group = task_group
         self.priority = priority
-        self.create_time = time.time_ns()
+        self.create_time = create_time
         self.recovered = recovered
         self.replacing = False
         self._dao: dict[str, Any] | None = None
@@ -230,7 +230,7 @@ class Queue:
         self.properties: dict[str, str] = {}
         self.limits: list[dict[str, Any]] = []
         self.template: Any = None
-        self.apps: dict[str, App] = {}
+        self.apps: dict[str, Application] = {}
         self.allocated: dict[str, int] = {}
         self.pending: dict[str, int] = {}
         self.pending_count = 0
@@ -255,7 +255,7 @@ class Queue:
         self.share = resources.share(self.allocated, self.guaranteed)
 
 
-class App(VersionedDao):
+class Application(VersionedDao):
     """An application: its asks (pending, ordered by priority then age) and allocations."""
 
     __slots__ = ("app_id", "partition", "queue", "queue_name", "ugi", "tags", "rm_id", "fsm",
@@ -266,7 +266,7 @@ class App(VersionedDao):
 
     def __init__(self, app_id: str, partition: str, queue_name: str, ugi: UserGroup, tags: dict,
                  rm_id: str, placeholder_ask: dict[str, int], gang_style: str,
-                 ph_timeout_ms: int) -> None:
+                 ph_timeout_ms: int, *, submit_time: int) -> None:
         self.app_id = app_id
         self.partition = partition
         self.queue: Queue | None = None
@@ -275,7 +275,7 @@ class App(VersionedDao):
         self.tags = tags
         self.rm_id = rm_id
         self.fsm = ApplicationFSM()
-        self.submit_time = time.time_ns()
+        self.submit_time = submit_time
         self.start_time = 0
         self.finished_time = 0
         self.asks: dict[str, Ask] = {}

@@ -1,7 +1,11 @@
 """The scheduler core: partitions, registered RMs, SI message handling and the cycle. No I/O.
 
-`Scheduler.handle(msg, conn_rm)` applies one validated shim message and returns a `Handled`
-(responses to send now, in order, and the problems to report as `Error`). `cycle()` fires timers
+`Scheduler.handle(msg, conn_rm)` applies one shim message and returns a `Handled`
+(responses to send now, in order, and the problems to report as `Error`). A message is
+validated whole before anything changes: a malformed item anywhere in it raises ProtocolError
+and none of its items is applied (the partition never serves a half-applied message). Items
+that are well formed but refused (an unknown application, a node that exists) are answered
+item by item, as YuniKorn does. `cycle()` fires timers
 and schedules every partition; `take_outgoing()` returns the asynchronous messages per rmID that
 the cycle produced (AllocationResponse.new, app state updates, releases, EventRecords).
 The trio code that owns the socket lives in `engine.si.server`; this module is driven directly by
@@ -20,7 +24,7 @@ from engine.config import EngineConfig, PartitionConfig
 from engine.history import MetricsHistory
 from engine.events_out import request_records
 from engine.partition import Outbox, Partition, Timing
-from engine.si import protocol as P
+from engine.si import protocol
 
 _RM_PREFIX = re.compile(r"^\[[^\]]*\]")
 
@@ -40,18 +44,20 @@ class Scheduler:
 
     def __init__(self, config: EngineConfig, sink: Any, *, instance_uuid: str = "",
                  ring_name: str = "", clock: Callable[[], int] = time.monotonic_ns,
+                 wall_clock: Callable[[], int] = time.time_ns,
                  timing: Timing | None = None) -> None:
         self.config = config
         self.sink = sink
         self.instance_uuid = instance_uuid
         self.ring_name = ring_name
         self.clock = clock
+        self.wall_clock = wall_clock
         self.timing = timing or Timing()
         self.outbox = Outbox()
         self._pending_other: dict[str, list[dict[str, Any]]] = {}
         self.rms: dict[str, dict[str, Any]] = {}
         self.cycles = 0
-        self.started_nano = time.time_ns()
+        self.started_nano = wall_clock()
         self.history = MetricsHistory()
         self._history_samples = 0
         self.partitions: dict[str, Partition] = {}
@@ -60,8 +66,8 @@ class Scheduler:
         self.default_partition = config.partitions[0].name
 
     def _add_partition(self, pcfg: PartitionConfig) -> None:
-        self.partitions[pcfg.name] = Partition(pcfg, self.sink, self.outbox,
-                                               clock=self.clock, timing=self.timing)
+        self.partitions[pcfg.name] = Partition(pcfg, self.sink, self.outbox, clock=self.clock,
+                                               wall_clock=self.wall_clock, timing=self.timing)
 
     @property
     def version(self) -> int:
@@ -69,7 +75,7 @@ class Scheduler:
 
     def sample_history(self) -> None:
         """Take one sample of the metrics history (the engine does so every minute)."""
-        self.history.sample(self, time.time_ns())
+        self.history.sample(self, self.wall_clock())
         self._history_samples += 1
 
     def reload(self, config: EngineConfig) -> None:
@@ -92,23 +98,23 @@ class Scheduler:
     # --- messages ------------------------------------------------------------------------------
 
     def handle(self, msg: Mapping[str, Any], conn_rm: str | None) -> Handled:
-        """Apply one validated message. Raises OutOfOrderError for a message not acceptable on
-        this connection now (nothing applied)."""
-        mtype = msg["type"]
+        """Apply one message, or nothing of it: it is validated whole before anything changes.
+        Raises ProtocolError for a malformed message and OutOfOrderError for one not
+        acceptable on this connection now (nothing applied either way)."""
+        mtype = protocol.validate(msg)
         rm_id = msg["rmID"]
         result = Handled()
-        if mtype == P.REGISTER_RM:
+        if mtype == protocol.REGISTER_RM:
             if rm_id in self.rms:
                 for part in self.partitions.values():
                     part.remove_rm(rm_id)
                     if len(self.rms) == 1:
                         part.ugm.clear()
-                self.outbox.alloc.pop(rm_id, None)
-                self.outbox.app.pop(rm_id, None)
+                self.outbox.forget(rm_id)
             self.rms[rm_id] = {"rmID": rm_id, "policyGroup": msg.get("policyGroup", ""),
                                "version": msg.get("version", ""),
-                               "registeredNano": time.time_ns()}
-            resp = {"type": P.REGISTER_RM_RESPONSE, "instanceUUID": self.instance_uuid,
+                               "registeredNano": self.wall_clock()}
+            resp = {"type": protocol.REGISTER_RM_RESPONSE, "instanceUUID": self.instance_uuid,
                     "ringName": self.ring_name}
             if "id" in msg:
                 resp["replyTo"] = msg["id"]
@@ -118,11 +124,11 @@ class Scheduler:
             raise OutOfOrderError(f"{mtype} before RegisterResourceManager for rmID {rm_id!r}")
         if rm_id != conn_rm:
             raise OutOfOrderError(f"{mtype} for rmID {rm_id!r} on the connection of {conn_rm!r}")
-        if mtype == P.APPLICATION_REQUEST:
+        if mtype == protocol.APPLICATION_REQUEST:
             self._applications(rm_id, msg, result)
-        elif mtype == P.NODE_REQUEST:
+        elif mtype == protocol.NODE_REQUEST:
             self._nodes(rm_id, msg, result)
-        elif mtype == P.ALLOCATION_REQUEST:
+        elif mtype == protocol.ALLOCATION_REQUEST:
             self._allocations(rm_id, msg, result)
         return result
 
@@ -155,7 +161,7 @@ class Scheduler:
         # state updates caused by this message go out before the accept/reject answer
         result.responses.extend(self._flush_for(rm_id))
         if accepted or rejected:
-            result.responses.append({"type": P.APPLICATION_RESPONSE, "accepted": accepted,
+            result.responses.append({"type": protocol.APPLICATION_RESPONSE, "accepted": accepted,
                                      "rejected": rejected, "updated": []})
 
     def _nodes(self, rm_id: str, msg: Mapping[str, Any], result: Handled) -> None:
@@ -163,33 +169,33 @@ class Scheduler:
         rejected: list[dict] = []
         for info in msg.get("nodes") or []:
             node_id = info["nodeID"]
-            part = self._part((info.get("attributes") or {}).get("si/node-partition"),
+            part = self._part((info.get("attributes") or {}).get(protocol.PARTITION_ATTRIBUTE),
                               f"node {node_id}", result)
             if part is None:
                 rejected.append({"nodeID": node_id, "reason": "unknown partition"})
                 continue
             action = info["action"]
-            if action == P.NODE_CREATE:
+            if action == protocol.NODE_CREATE:
                 reason = part.add_node(rm_id, info)
-            elif action == P.NODE_CREATE_DRAIN:
+            elif action == protocol.NODE_CREATE_DRAIN:
                 reason = part.add_node(rm_id, info, drain=True)
-            elif action == P.NODE_UPDATE:
+            elif action == protocol.NODE_UPDATE:
                 reason = part.update_node(info)
-            elif action == P.NODE_DRAIN:
+            elif action == protocol.NODE_DRAIN:
                 reason = part.set_schedulable(node_id, False)
-            elif action == P.NODE_DRAIN_TO_SCHEDULABLE:
+            elif action == protocol.NODE_DRAIN_TO_SCHEDULABLE:
                 reason = part.set_schedulable(node_id, True)
             else:  # DECOMISSION
                 reason = part.remove_node(node_id)
             if reason is None:
-                if action in (P.NODE_CREATE, P.NODE_CREATE_DRAIN):
+                if action in (protocol.NODE_CREATE, protocol.NODE_CREATE_DRAIN):
                     accepted.append({"nodeID": node_id})
             else:
                 rejected.append({"nodeID": node_id, "reason": reason})
                 result.problems.append(f"{action} {node_id}: {reason}")
         result.responses.extend(self._flush_for(rm_id))
         if accepted or rejected:
-            result.responses.append({"type": P.NODE_RESPONSE, "accepted": accepted,
+            result.responses.append({"type": protocol.NODE_RESPONSE, "accepted": accepted,
                                      "rejected": rejected})
 
     def _allocations(self, rm_id: str, msg: Mapping[str, Any], result: Handled) -> None:
@@ -260,7 +266,7 @@ class Scheduler:
                 if rm is not None:
                     by_rm.setdefault(rm, []).append(rec)
             for rm, recs in by_rm.items():
-                out.setdefault(rm, []).append({"type": P.EVENT_RECORDS, "events": recs})
+                out.setdefault(rm, []).append({"type": protocol.EVENT_RECORDS, "events": recs})
         return out
 
     def _rm_of_app(self, app_id: str) -> str | None:

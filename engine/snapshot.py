@@ -20,7 +20,7 @@ from typing import Any
 
 from engine import config_doc, resources
 from engine.objects import Queue
-from engine.partition import Partition
+from engine.partition import Partition, queues
 
 
 def _package_version() -> str:
@@ -63,7 +63,7 @@ def _priority_offset(q: Queue) -> int:
 
 def _queue_dao(part: Partition, q: Queue) -> dict[str, Any]:
     """PartitionQueueDAOInfo as YuniKorn's core builds it (partition named on the root only)."""
-    headroom = part._headroom(q) if q.max or (q.parent and q.parent.max) else {}
+    headroom = queues.headroom(q) if q.max or (q.parent and q.parent.max) else {}
     abs_used: dict[str, int] = {}
     base = q.max or part.capacity
     for name, value in q.allocated.items():

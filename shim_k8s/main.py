@@ -17,8 +17,8 @@ from collections.abc import Sequence
 
 import orjson
 
-from tools.cliutil import Failure, Parser, UsageError, run_main
-from shm.segment import pid_alive
+from common.cliutil import Failure, Parser, UsageError, run_main
+from shm.segment import pid_exists
 
 PROG = "ykshm shim"
 
@@ -94,7 +94,7 @@ def _status(argv: Sequence[str]) -> int:
         raise Failure(f"no shim status at {path} (is `ykshm shim --name {args.name}` running?)")
     except (OSError, ValueError) as exc:
         raise Failure(f"cannot read {path}: {exc}") from None
-    alive = pid_alive(int(doc.get("pid", 0))) and not doc.get("stopped")
+    alive = pid_exists(int(doc.get("pid", 0))) and not doc.get("stopped")
     doc["alive"] = alive
     if args.json:
         sys.stdout.write(orjson.dumps(doc).decode() + "\n")

@@ -12,20 +12,22 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 
-from .events import EventChangeDetail as D
-from .events import EventChangeType as C
-from .events import EventRecordType as T
+from .events import EventChangeDetail, EventChangeType, EventRecordType
 
 __all__ = ["PODS_PER_APP", "EVENTS_PER_APP", "seed_mix"]
 
 PODS_PER_APP = 100
 EVENTS_PER_APP = 7 + 2 * PODS_PER_APP  # 207
 
-_APP, _SET, _ADD = int(T.APP), int(C.SET), int(C.ADD)
-_REQ, _ALLOC, _NONE, _RUNNING = (int(D.APP_REQUEST), int(D.APP_ALLOC), int(D.DETAILS_NONE),
-                                 int(D.APP_RUNNING))
-_APP_START = tuple(int(d) for d in (D.APP_NEW, D.APP_ACCEPTED, D.APP_STARTING))
-_APP_END = tuple(int(d) for d in (D.APP_COMPLETING, D.APP_COMPLETED))
+_APP, _SET, _ADD = int(EventRecordType.APP), int(EventChangeType.SET), int(EventChangeType.ADD)
+_REQ = int(EventChangeDetail.APP_REQUEST)
+_ALLOC = int(EventChangeDetail.APP_ALLOC)
+_NONE = int(EventChangeDetail.DETAILS_NONE)
+_RUNNING = int(EventChangeDetail.APP_RUNNING)
+_APP_START = tuple(int(d) for d in (EventChangeDetail.APP_NEW, EventChangeDetail.APP_ACCEPTED,
+                                    EventChangeDetail.APP_STARTING))
+_APP_END = tuple(int(d) for d in (EventChangeDetail.APP_COMPLETING,
+                                  EventChangeDetail.APP_COMPLETED))
 _GIB = 1 << 30
 
 

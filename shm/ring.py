@@ -679,7 +679,7 @@ class RingReader:
         h = self._h
         if h.superseded or h.writer_closed:
             return False
-        return _seg.pid_alive(int(h.writer_pid))
+        return _seg.pid_exists(int(h.writer_pid))
 
     def instance_changed(self) -> bool:
         """True once this instance was superseded, replaced or removed (re-attach then)."""

@@ -21,7 +21,8 @@ from typing import NamedTuple
 
 from .errors import RingBusyError, RingFormatError, RingNotFoundError, ShmError
 
-__all__ = ["SHM_DIR", "SegmentPaths", "segment_paths", "list_instances", "validate_name"]
+__all__ = ["SHM_DIR", "SegmentPaths", "segment_paths", "list_instances", "name_problem",
+           "validate_name"]
 
 SHM_DIR = "/dev/shm"
 
@@ -32,7 +33,7 @@ class SegmentPaths(NamedTuple):
     state: str
 
 
-def pid_alive(pid: int) -> bool:
+def pid_exists(pid: int) -> bool:
     """Whether a process with this pid exists (a pid of another user's process counts)."""
     if pid <= 0:
         return False
@@ -45,12 +46,25 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-def validate_name(name: str) -> str:
-    """Check an instance name (it becomes a file name prefix under /dev/shm)."""
-    if not isinstance(name, str) or not name or len(name) > 200:
-        raise ValueError(f"invalid instance name {name!r}: 1-200 characters expected")
+def name_problem(name: str, kind: str = "instance") -> str | None:
+    """Why NAME cannot name an instance (it becomes a file name prefix under /dev/shm), or
+    None if it can. `kind` is the word the caller's user knows it by ("ring")."""
+    if not isinstance(name, str):
+        return f"invalid {kind} name {name!r}: not a string"
+    if not name:
+        return f"the {kind} name is empty"
     if "/" in name or "\0" in name or name in (".", "..") or name.startswith("."):
-        raise ValueError(f"invalid instance name {name!r}: no '/', NUL or leading '.'")
+        return f"invalid {kind} name {name!r} (no '/', NUL or leading '.')"
+    if len(name) > 200:
+        return f"the {kind} name is longer than 200 characters"
+    return None
+
+
+def validate_name(name: str) -> str:
+    """Check an instance name; ValueError says what is wrong with it."""
+    problem = name_problem(name)
+    if problem is not None:
+        raise ValueError(problem)
     return name
 
 

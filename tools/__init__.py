@@ -1,1 +1,12 @@
-"""tools"""
+"""tools: the `ykshm` command line on top of the roles; nothing below imports it.
+
+    cli         the `ykshm` console script: one subcommand per process role or tool
+    run_cmd     `ykshm run`: sim-cluster, engine, shim and web in one supervised instance
+    status_cmd  `ykshm status`: processes, ring and engine state of a running instance
+    ring_cmd    `ykshm ring`: create, inspect and feed an instance's event ring
+    ring_input  validation of the events `ykshm ring publish` reads
+    ring_render human-readable events and numbers for `ykshm ring` and `ykshm status`
+    shmscan     an instance's segments seen from outside: files, memory, mapping processes
+
+What every subcommand shares (one-line errors, exit codes) is `common.cliutil`.
+"""

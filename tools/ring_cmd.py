@@ -31,7 +31,7 @@ from typing import Any
 import orjson
 
 from tools import ring_render, shmscan
-from tools.cliutil import Failure, Parser, UsageError, run_main
+from common.cliutil import Failure, Parser, UsageError, run_main
 
 PROG = "ykshm ring"
 DEFAULT_NAME = "ykshm"

@@ -34,7 +34,7 @@ from pathlib import Path
 from subprocess import DEVNULL, Popen
 
 from tools import shmscan
-from tools.cliutil import Failure, Parser, UsageError, run_main
+from common.cliutil import Failure, Parser, UsageError, run_main
 
 GRACE_SECONDS = 5.0
 READY_TIMEOUT = 60.0

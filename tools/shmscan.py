@@ -1,7 +1,8 @@
 """Looking at an instance's shared-memory segments from the outside: files, memory, mappers.
 
 Used by `ykshm ring stat|rm` and `ykshm status`. Nothing here attaches to a ring; it reads
-/dev/shm and /proc only, so it works on a corrupt or half-created segment too.
+/dev/shm and /proc only, so it works on a corrupt or half-created segment too. Names and paths
+are `shm.segment`'s (pure Python: importing it does not load the ring's cffi extension).
 """
 
 from __future__ import annotations
@@ -9,7 +10,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-SHM_DIR = "/dev/shm"
+from shm.segment import SHM_DIR, name_problem
+
 SEGMENT_SUFFIXES = ("events", "requests", "state")
 
 
@@ -19,13 +21,7 @@ def segment_path(name: str, suffix: str = "events") -> str:
 
 def check_name(name: str) -> str | None:
     """Why NAME cannot be an instance name, or None if it can."""
-    if not name:
-        return "the ring name is empty"
-    if "/" in name or "\x00" in name or name.startswith("."):
-        return f"invalid ring name {name!r} (no '/', NUL or leading '.')"
-    if len(name) > 200:
-        return "the ring name is longer than 200 characters"
-    return None
+    return name_problem(name, "ring")
 
 
 def instance_segments(name: str) -> list[str]:

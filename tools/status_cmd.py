@@ -27,7 +27,7 @@ import orjson
 import psutil
 
 from tools import ring_render, shmscan
-from tools.cliutil import Failure, Parser, UsageError, run_main
+from common.cliutil import Failure, Parser, UsageError, run_main
 
 PROG = "ykshm status"
 ROLES = ("run", "engine", "web", "shim", "sim-cluster")

@@ -17,7 +17,7 @@ import os
 import socket
 from collections.abc import Sequence
 
-from tools.cliutil import Failure, Parser, UsageError, run_main
+from common.cliutil import Failure, Parser, UsageError, run_main
 
 DEFAULT_BIND = "127.0.0.1:9080"
 

@@ -111,6 +111,9 @@ TERMINATION_PLACEHOLDER_REPLACED = "PLACEHOLDER_REPLACED"
 TERMINATION_TYPES = frozenset({TERMINATION_UNKNOWN, TERMINATION_STOPPED_BY_RM, TERMINATION_TIMEOUT,
                                TERMINATION_PREEMPTED, TERMINATION_PLACEHOLDER_REPLACED})
 
+PARTITION_ATTRIBUTE = "si/node-partition"
+"""The node attribute naming the node's partition."""
+
 GANG_SOFT = "Soft"
 GANG_HARD = "Hard"
 
@@ -297,6 +300,7 @@ def validate(msg: Mapping[str, Any]) -> str:
                 raise ProtocolError(f"{w}.executionTimeoutMilliSeconds must be >= 0", mtype)
         for i, app in enumerate(_list(msg, "remove", mtype, mtype)):
             _need(app, "applicationID", str, f"{mtype}.remove[{i}]", mtype, nonempty=True)
+            _need(app, "partitionName", str, f"{mtype}.remove[{i}]", mtype, required=False)
     elif mtype == NODE_REQUEST:
         for i, node in enumerate(_list(msg, "nodes", mtype, mtype)):
             w = f"{mtype}.nodes[{i}]"
@@ -305,7 +309,10 @@ def validate(msg: Mapping[str, Any]) -> str:
             if action not in NODE_ACTIONS:
                 raise ProtocolError(f"{w}.action {action!r} is not one of "
                                     f"{', '.join(sorted(NODE_ACTIONS))}", mtype)
-            _need(node, "attributes", dict, w, mtype, required=False)
+            attributes = _need(node, "attributes", dict, w, mtype, required=False)
+            if attributes is not None:
+                _need(attributes, PARTITION_ATTRIBUTE, str, f"{w}.attributes", mtype,
+                      required=False)
             _resource(node, "schedulableResource", w, mtype)
             _resource(node, "occupiedResource", w, mtype)
     elif mtype == ALLOCATION_REQUEST:
@@ -317,6 +324,8 @@ def validate(msg: Mapping[str, Any]) -> str:
             _need(ask, "priority", int, w, mtype, required=False)
             _need(ask, "placeholder", bool, w, mtype, required=False)
             _need(ask, "taskGroupName", str, w, mtype, required=False)
+            _need(ask, "partitionName", str, w, mtype, required=False)
+            _need(ask, "allocationTags", dict, w, mtype, required=False)
         for i, alloc in enumerate(_list(msg, "allocations", mtype, mtype)):
             w = f"{mtype}.allocations[{i}]"
             _need(alloc, "allocationKey", str, w, mtype, nonempty=True)
@@ -326,6 +335,7 @@ def validate(msg: Mapping[str, Any]) -> str:
             _need(alloc, "placeholder", bool, w, mtype, required=False)
             _need(alloc, "taskGroupName", str, w, mtype, required=False)
             _need(alloc, "priority", int, w, mtype, required=False)
+            _need(alloc, "partitionName", str, w, mtype, required=False)
         releases = msg.get("releases")
         if releases is not None:
             if not isinstance(releases, dict):
@@ -335,6 +345,8 @@ def validate(msg: Mapping[str, Any]) -> str:
                 ww = f"{w}.allocationsToRelease[{i}]"
                 _need(rel, "applicationID", str, ww, mtype, nonempty=True)
                 _need(rel, "allocationKey", str, ww, mtype, required=False)
+                _need(rel, "partitionName", str, ww, mtype, required=False)
+                _need(rel, "message", str, ww, mtype, required=False)
                 term = _need(rel, "terminationType", str, ww, mtype, required=False)
                 if term is not None and term not in TERMINATION_TYPES:
                     raise ProtocolError(f"{ww}.terminationType {term!r} is unknown", mtype)
@@ -342,6 +354,8 @@ def validate(msg: Mapping[str, Any]) -> str:
                 ww = f"{w}.allocationAsksToRelease[{i}]"
                 _need(rel, "applicationID", str, ww, mtype, nonempty=True)
                 _need(rel, "allocationKey", str, ww, mtype, required=False)
+                _need(rel, "partitionName", str, ww, mtype, required=False)
+                _need(rel, "message", str, ww, mtype, required=False)
     return mtype
 
 

@@ -34,7 +34,7 @@ from typing import Any
 import trio
 
 from engine.scheduler import OutOfOrderError, Scheduler
-from engine.si import protocol as P
+from engine.si import protocol
 
 log = logging.getLogger("ykshm.engine.si")
 
@@ -103,7 +103,7 @@ class SIServer:
 
     def __init__(self, scheduler: Scheduler, path: str, *,
                  on_change: Callable[[], None] = lambda: None,
-                 max_frame: int = P.MAX_FRAME) -> None:
+                 max_frame: int = protocol.MAX_FRAME) -> None:
         self.scheduler = scheduler
         self.path = path
         self.on_change = on_change
@@ -177,7 +177,7 @@ class SIServer:
                         batch.append(recv.receive_nowait())
                     except (trio.WouldBlock, trio.EndOfChannel):
                         break
-                await stream.send_all(P.encode_many(batch))
+                await stream.send_all(protocol.encode_many(batch))
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
             conn.close()
 
@@ -185,18 +185,18 @@ class SIServer:
                reply_to: int | None = None) -> None:
         self.errors_sent += 1
         log.info("SI error to connection %d: %s", conn.number, message)
-        conn.put(P.error(message, message_type, reply_to))
+        conn.put(protocol.error(message, message_type, reply_to))
 
     async def _reader(self, conn: Connection) -> None:
-        decoder = P.FrameDecoder(self.max_frame)
+        decoder = protocol.FrameDecoder(self.max_frame)
         stream = conn.stream
         while not conn.closed:
             try:
                 msg = decoder.next_message()
-            except P.FrameTooLargeError as exc:
+            except protocol.FrameTooLargeError as exc:
                 self._error(conn, str(exc))
                 return  # the writer flushes the Error before the stream closes
-            except P.ProtocolError as exc:
+            except protocol.ProtocolError as exc:
                 self._error(conn, str(exc))
                 continue
             if msg is None:
@@ -215,12 +215,10 @@ class SIServer:
             not isinstance(msg.get("id"), bool) else None
         mtype = msg.get("type") if isinstance(msg.get("type"), str) else ""
         try:
-            P.validate(msg)
-        except P.ProtocolError as exc:
+            handled = self.scheduler.handle(msg, conn.rm_id)
+        except protocol.ProtocolError as exc:
             self._error(conn, str(exc), exc.message_type or mtype, reply_to)
             return
-        try:
-            handled = self.scheduler.handle(msg, conn.rm_id)
         except OutOfOrderError as exc:
             self._error(conn, str(exc), mtype, reply_to)
             return
@@ -228,7 +226,7 @@ class SIServer:
             log.exception("SI handler failed on %s", mtype)
             self._error(conn, f"internal error handling {mtype}: {exc!r}", mtype, reply_to)
             return
-        if mtype == P.REGISTER_RM:
+        if mtype == protocol.REGISTER_RM:
             rm_id = msg["rmID"]
             old = self.connections.get(rm_id)
             if old is not None and old is not conn:
@@ -240,5 +238,5 @@ class SIServer:
         if handled.problems:
             self._error(conn, "; ".join(handled.problems), mtype, reply_to)
         elif reply_to is not None:
-            conn.put(P.ack(reply_to))
+            conn.put(protocol.ack(reply_to))
         self.on_change()

@@ -6,6 +6,9 @@ Modules (one concept each):
 - `store`      objects, the global resourceVersion, bounded change history, watchers
 - `api`        routing and verbs: list/watch, create/get/update/patch/delete, binding, status
 - `objects`    defaults, system metadata and validation (422 causes naming the field)
+- `schema`     known fields, for `?fieldValidation=Strict|Warn`
+- `errors`     Kubernetes API errors: an HTTP code plus a `Status` object
+- `protobuf`   just enough of the Kubernetes protobuf encoding for kubectl's typed writes
 - `patch`      merge, strategic-merge and JSON patch
 - `selectors`  label and field selectors
 - `tables`     meta.k8s.io Table output for `kubectl get`

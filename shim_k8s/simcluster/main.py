@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 import trio
 
 from engine.resources import QuantityError, parse_milli, parse_quantity
-from tools.cliutil import Failure, Parser, UsageError, run_main
+from common.cliutil import Failure, Parser, UsageError, run_main
 
 from . import objects, workload
 from .api import Api

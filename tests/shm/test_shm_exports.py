@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import shm
 
 
@@ -11,7 +14,7 @@ def test_all_names_exist():
 
 
 def test_all_matches_public_names():
-    public = {n for n in vars(shm) if not n.startswith("_")}
+    public = {n for n in dir(shm) if not n.startswith("_")}
     modules = {"ring", "record", "segment", "snapshot", "events", "bench_support"}  # once imported
     assert set(shm.__all__) == public - modules
 
@@ -24,6 +27,15 @@ def test_contract_names():
         assert name in shm.__all__, name
     assert issubclass(shm.RingBusyError, shm.ShmError)
     assert shm.errors.ShmError is shm.ShmError
+
+
+def test_pure_helpers_do_not_load_the_extension():
+    """`ykshm ring stat` and `ykshm status` look at segments without the cffi extension."""
+    code = ("import sys, shm, shm.segment, shm.events, shm.snapshot, tools.shmscan\n"
+            "assert 'shm._ringext' not in sys.modules, 'loaded at import'\n"
+            "shm.RingWriter\n"
+            "assert 'shm._ringext' in sys.modules, 'not loaded on first use'\n")
+    subprocess.run([sys.executable, "-c", code], check=True)
 
 
 def test_record_layout_is_48_bytes():

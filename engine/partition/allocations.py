@@ -1,0 +1,185 @@
+"""Allocations: booked on node, application and queues; released; recovered from the RM.
+
+`book` is the one place an allocation is added (by the cycle, a placeholder replacement or
+recovery) and `remove` the one place it goes: both keep node, application, queue usage and the
+running-application counts in step and emit the APP and NODE rows. Limit checks happen before
+`book` (`engine.partition.cycle`); recovered allocations are booked even above limits.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from engine import resources
+from engine.app_state import AppEvent, AppState
+from engine.objects import Allocation, Application, Node
+from engine.partition import apps, asks
+from engine.partition.eventcodes import ADD, APP, NODE, REMOVE
+from shm.events import EventChangeDetail as Detail
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from engine.partition.coordinator import Partition
+
+TERMINATION_DETAIL = {
+    "STOPPED_BY_RM": int(Detail.ALLOC_CANCEL),
+    "UNKNOWN_TERMINATION_TYPE": int(Detail.ALLOC_CANCEL),
+    "TIMEOUT": int(Detail.ALLOC_TIMEOUT),
+    "PREEMPTED_BY_SCHEDULER": int(Detail.ALLOC_PREEMPT),
+    "PLACEHOLDER_REPLACED": int(Detail.ALLOC_REPLACED),
+}
+"""The event detail of an RM-side release, by its SI terminationType."""
+
+_APP_ALLOC, _NODE_ALLOC = int(Detail.APP_ALLOC), int(Detail.NODE_ALLOC)  # per allocation: hot
+
+
+def book(part: Partition, app: Application, key: str, res: dict[str, int], node: Node, *,
+         placeholder: bool, task_group: str, priority: int, recovered: bool = False,
+         notify: bool = True) -> Allocation:
+    """Book an allocation everywhere and emit its events (no checks: callers did them)."""
+    alloc = Allocation(key, app.app_id, part.name, node.node_id, res, placeholder,
+                       task_group, priority, recovered, create_time=part.wall_clock())
+    node.allocations[key] = alloc
+    node.ver += 1
+    nalloc, navail = node.allocated, node.available
+    for name, value in res.items():
+        nalloc[name] = nalloc.get(name, 0) + value
+        navail[name] = navail.get(name, 0) - value
+    app.allocations[key] = alloc
+    app.ver += 1
+    aalloc = app.allocated
+    for name, value in res.items():
+        aalloc[name] = aalloc.get(name, 0) + value
+    for name, value in aalloc.items():
+        if value > app.max_used.get(name, 0):
+            app.max_used[name] = value
+    q = app.queue
+    first = not app.counted_running
+    while q is not None:
+        qa = q.allocated
+        for name, value in res.items():
+            qa[name] = qa.get(name, 0) + value
+        if first:
+            q.running_apps += 1
+        if q.guaranteed:
+            q.update_share()
+        q = q.parent
+    app.counted_running = True
+    _app_share(part, app)
+    part.emit(APP, ADD, _APP_ALLOC, app.app_id, key, "", res)
+    part.emit(NODE, ADD, _NODE_ALLOC, node.node_id, key, "", res)
+    _advance_state(part, app, key)
+    if notify:
+        part.out.alloc_new(app.rm_id, alloc)
+    part.allocations_made += 1
+    part.version += 1
+    return alloc
+
+
+def _advance_state(part: Partition, app: Application, key: str) -> None:
+    """The state changes an allocation causes (New/Accepted -> Starting -> Running)."""
+    state = app.fsm.state
+    if state is AppState.NEW:
+        apps.set_state(part, app, AppEvent.RUN, "recovered allocation")
+        state = app.fsm.state
+    if state is AppState.ACCEPTED:
+        apps.set_state(part, app, AppEvent.RUN, f"first allocation {key}")
+        if not app.asks:
+            apps.set_state(part, app, AppEvent.RUN, "all requests allocated")
+    elif state is AppState.STARTING or state is AppState.COMPLETING:
+        apps.set_state(part, app, AppEvent.RUN, f"allocation {key}")
+
+
+def _app_share(part: Partition, app: Application) -> None:
+    base = app.queue.guaranteed or app.queue.max or part.capacity
+    app.share = resources.share(app.allocated, base)
+
+
+def remove(part: Partition, app: Application, alloc: Allocation, detail: int, *,
+           termination: str = "", message: str = "", node_removed: bool = False,
+           replacing: bool = False) -> None:
+    """Unbook an allocation; `termination` set = tell the shim (an engine-side release)."""
+    res = alloc.resource
+    node = part.nodes.get(alloc.node_id)
+    if node is not None and node.allocations.pop(alloc.key, None) is not None:
+        node.ver += 1
+        nalloc, navail = node.allocated, node.available
+        for name, value in res.items():
+            nalloc[name] = nalloc.get(name, 0) - value
+            navail[name] = navail.get(name, 0) + value
+        if not node_removed:
+            part.emit(NODE, REMOVE, _NODE_ALLOC, node.node_id, alloc.key, message, res)
+            if node.index_pos >= 0 and node.reserved_for is None:
+                part.index.freed(node)
+    del app.allocations[alloc.key]
+    app.ver += 1
+    aalloc = app.allocated
+    for name, value in res.items():
+        aalloc[name] = aalloc.get(name, 0) - value
+    last = not app.allocations and not replacing
+    q = app.queue
+    while q is not None:
+        qa = q.allocated
+        for name, value in res.items():
+            qa[name] = qa.get(name, 0) - value
+        if last and app.counted_running:
+            q.running_apps -= 1
+        if q.guaranteed:
+            q.update_share()
+        q = q.parent
+    if last:
+        app.counted_running = False
+    _app_share(part, app)
+    part.emit(APP, REMOVE, detail, app.app_id, alloc.key, message, res)
+    part.ugm.decrease(app.queue.path, app.app_id, res, app.ugi, last)
+    if termination:
+        part.out.alloc_released(app.rm_id, alloc, termination, message)
+    part.version += 1
+    if not replacing:
+        apps.check_done(part, app)
+
+
+def release(part: Partition, app_id: str, key: str, termination: str, message: str = "") -> int:
+    """The shim released allocations (all of the app's if key is empty); how many."""
+    app = part.apps.get(app_id)
+    if app is None:
+        return 0
+    detail = TERMINATION_DETAIL.get(termination or "STOPPED_BY_RM", int(Detail.ALLOC_CANCEL))
+    allocs = [app.allocations[key]] if key in app.allocations else (
+        list(app.allocations.values()) if not key else [])
+    for alloc in allocs:
+        if alloc.key in app.allocations:
+            if alloc.placeholder and detail == int(Detail.ALLOC_TIMEOUT):
+                apps.count_timedout(app, alloc.task_group)
+            remove(part, app, alloc, detail, message=message)
+    return len(allocs)
+
+
+def add_existing(part: Partition, info: Mapping[str, Any]) -> str | None:
+    """A recovered, already bound allocation: booked even above the queue max."""
+    app = part.apps.get(info["applicationID"])
+    if app is None:
+        return f"unknown application {info['applicationID']}"
+    node = part.nodes.get(info["nodeID"])
+    if node is None:
+        return f"unknown node {info['nodeID']}"
+    key = info["allocationKey"]
+    if key in app.allocations:
+        return None
+    try:
+        res = resources.from_si(info.get("resourcePerAlloc"))
+    except ValueError as exc:
+        return f"allocation {key}: {exc}"
+    ask = app.asks.get(key)
+    if ask is not None:
+        asks.remove(part, app, ask, int(Detail.APP_REQUEST), "bound before recovery")
+    # an existing allocation: tracked even above a (since lowered) user/group limit
+    part.ugm.increase(app.queue.path, app.app_id, res, app.ugi, force=True)
+    placeholder = bool(info.get("placeholder"))
+    task_group = info.get("taskGroupName") or ""
+    if placeholder:
+        apps.count_placeholder(app, task_group, res)
+    book(part, app, key, res, node, placeholder=placeholder, task_group=task_group,
+         priority=int(info.get("priority") or 0), recovered=True, notify=False)
+    return None

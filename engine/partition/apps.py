@@ -1,0 +1,231 @@
+"""Application lifecycle: add, remove, state changes and what they trigger, timers firing.
+
+State changes go through the application's machine (`engine.app_state`, transitions as data);
+`set_state` is the one place that records a change: the APP / SET row (APP / REMOVE for
+Rejected), the state log, the shim's `updated` entry, and the timers a state starts (Starting,
+Completing, and the retention of a terminated application). `fire_timers` runs what is due.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from engine import resources
+from engine.app_state import STATE_DETAIL, TERMINAL_STATES, AppEvent, AppState, InvalidTransition
+from engine.objects import Application
+from engine.partition import allocations, asks, queues
+from engine.partition.eventcodes import ADD, APP, QUEUE, REMOVE, SET
+from engine.partition.timers import TimerKind
+from engine.ugm import UserGroup
+from shm.events import EventChangeDetail as Detail
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from engine.partition.coordinator import Partition
+
+
+def set_state(part: Partition, app: Application, event: AppEvent, message: str = "") -> bool:
+    """Fire an event on the app's machine; emit APP/SET (REMOVE for Rejected). False if the
+    transition is illegal from the current state (nothing changes)."""
+    old = app.fsm.state
+    try:
+        new = app.fsm.fire(event)
+    except InvalidTransition:
+        return False
+    if new is old:
+        return True
+    now = part.wall_clock()
+    app.state_log.append({"time": now, "applicationState": new.value})
+    app.ver += 1
+    if new is AppState.REJECTED:
+        part.emit(APP, REMOVE, int(Detail.APP_REJECT), app.app_id, "", message)
+    else:
+        part.emit(APP, SET, int(STATE_DETAIL[new]), app.app_id, "", message)
+    part.out.app_update(app.rm_id, app.app_id, new.value, message)
+    if new is AppState.STARTING:
+        app.start_time = now
+        part.timers.set(part.timing.starting_ns, TimerKind.STARTING, app.app_id)
+    elif new is AppState.COMPLETING:
+        part.timers.set(part.timing.completing_ns, TimerKind.COMPLETING, app.app_id)
+    elif new in TERMINAL_STATES:
+        terminate(part, app)
+    part.version += 1
+    return True
+
+
+def add(part: Partition, rm_id: str, info: Mapping[str, Any]) -> str | None:
+    """Add an application; None if accepted, else the rejection reason (app is Rejected)."""
+    app_id = info["applicationID"]
+    if app_id in part.apps:
+        return f"application {app_id} already exists"
+    part.terminated.pop(app_id, None)
+    ugi_raw = info.get("ugi") or {}
+    user = ugi_raw.get("user") or "nobody"
+    groups = tuple(ugi_raw.get("groups") or ())
+    ugi = UserGroup(user, groups)
+    try:
+        ph_ask = resources.from_si(info.get("placeholderAsk"))
+    except ValueError:
+        ph_ask = {}  # informational only; validate() already checked the shape
+    app = Application(app_id, part.name, info.get("queueName") or "", ugi,
+                      dict(info.get("tags") or {}), rm_id, ph_ask,
+                      info.get("gangSchedulingStyle") or "Soft",
+                      int(info.get("executionTimeoutMilliSeconds") or 0),
+                      submit_time=part.wall_clock())
+    part.emit(APP, ADD, int(Detail.DETAILS_NONE), app_id, "", app.queue_name)
+    part.emit(APP, SET, int(Detail.APP_NEW), app_id, "", "")
+    queue, reason = queues.place(part, app.queue_name)
+    if queue is None:
+        app.rejected_message = reason
+        part.terminated[app_id] = app
+        set_state(part, app, AppEvent.REJECT, reason)
+        return reason
+    app.queue = queue
+    queue.apps[app_id] = app
+    part.apps[app_id] = app
+    part.emit(QUEUE, ADD, int(Detail.QUEUE_APP), queue.path, app_id, "")
+    part.version += 1
+    return None
+
+
+def remove(part: Partition, app_id: str, message: str = "removed by the RM") -> bool:
+    """The RM removed the application: cancel asks, drop allocations, reach a final state."""
+    app = part.apps.get(app_id)
+    if app is None:
+        if part.terminated.pop(app_id, None) is not None:
+            part.emit(APP, REMOVE, int(Detail.DETAILS_NONE), app_id, "", message)
+            part.version += 1
+            return True
+        return False
+    for ask in list(app.asks.values()):
+        asks.remove(part, app, ask, int(Detail.REQUEST_CANCEL))
+    for alloc in list(app.allocations.values()):
+        allocations.remove(part, app, alloc, int(Detail.ALLOC_CANCEL))
+    state = app.fsm.state
+    if state not in TERMINAL_STATES:
+        if app.fsm.can_fire(AppEvent.COMPLETE):
+            set_state(part, app, AppEvent.COMPLETE, message)
+            set_state(part, app, AppEvent.COMPLETE, message)
+        else:
+            set_state(part, app, AppEvent.FAIL, message)
+            set_state(part, app, AppEvent.FAIL, message)
+    if app.app_id in part.apps:  # could not reach a terminal state: detach anyway
+        terminate(part, app)
+    part.terminated.pop(app_id, None)
+    part.emit(APP, REMOVE, int(Detail.DETAILS_NONE), app_id, "", message)
+    part.version += 1
+    return True
+
+
+def terminate(part: Partition, app: Application) -> None:
+    """Final state reached: leave the queue, keep the app for readers until it expires."""
+    app.finished_time = part.wall_clock()
+    q = app.queue
+    if app.app_id in part.apps:
+        del part.apps[app.app_id]
+        for ask in list(app.asks.values()):
+            asks.remove(part, app, ask, int(Detail.REQUEST_CANCEL))
+        if q is not None and q.apps.pop(app.app_id, None) is not None:
+            part.emit(QUEUE, REMOVE, int(Detail.QUEUE_APP), q.path, app.app_id, "")
+            queues.maybe_remove(part, q)
+    if app.fsm.state is not AppState.EXPIRED:
+        part.terminated[app.app_id] = app
+        part.timers.set(part.timing.retention_ns, TimerKind.EXPIRE, app.app_id)
+
+
+def check_done(part: Partition, app: Application) -> None:
+    """Nothing allocated any more: a Failing app fails, one without asks completes."""
+    if app.allocations:
+        return
+    state = app.fsm.state
+    if state is AppState.FAILING:
+        set_state(part, app, AppEvent.FAIL, "all allocations released")
+    elif not app.asks and state in (AppState.ACCEPTED, AppState.STARTING, AppState.RUNNING):
+        set_state(part, app, AppEvent.COMPLETE, "no allocations or requests left")
+
+
+# --- timers ------------------------------------------------------------------------------------
+
+def fire_timers(part: Partition) -> None:
+    """Run every timer that is due (placeholder, starting, completing, expiry)."""
+    for kind, app_id in part.timers.due():
+        if kind is TimerKind.EXPIRE:
+            _expire(part, app_id)
+            continue
+        app = part.apps.get(app_id)
+        if app is None:
+            continue
+        if kind is TimerKind.STARTING and app.fsm.state is AppState.STARTING:
+            set_state(part, app, AppEvent.RUN, "starting timeout")
+        elif kind is TimerKind.COMPLETING and app.fsm.state is AppState.COMPLETING:
+            set_state(part, app, AppEvent.COMPLETE, "completing timeout")
+        elif kind is TimerKind.PLACEHOLDER:
+            _placeholder_timeout(part, app)
+
+
+def _expire(part: Partition, app_id: str) -> None:
+    app = part.terminated.get(app_id)
+    if app is not None and app.fsm.state in TERMINAL_STATES \
+            and app.finished_time and app.fsm.state is not AppState.EXPIRED:
+        if app.fsm.can_fire(AppEvent.EXPIRE):
+            set_state(part, app, AppEvent.EXPIRE, "retention time passed")
+        part.terminated.pop(app_id, None)
+
+
+def start_placeholder_timer(part: Partition, app: Application) -> None:
+    """The first placeholder ask of an application starts its gang's timeout (once)."""
+    if not app.ph_timer_started:
+        app.ph_timer_started = True
+        timeout = (app.ph_timeout_ms * 1_000_000 if app.ph_timeout_ms
+                   else part.timing.placeholder_default_ns)
+        part.timers.set(timeout, TimerKind.PLACEHOLDER, app.app_id)
+
+
+def _placeholder_timeout(part: Partition, app: Application) -> None:
+    """Gang placeholders not replaced in time: released; the app resumes (Soft) or fails
+    (Hard, when no real allocation was made yet)."""
+    ph_allocs = [a for a in app.allocations.values() if a.placeholder]
+    ph_asks = [a for a in app.asks.values() if a.placeholder]
+    if not ph_allocs and not ph_asks:
+        return
+    gang_started = any(not a.placeholder for a in app.allocations.values())
+    msg = "placeholder timeout"
+    if not gang_started:
+        if app.gang_style == "Hard":
+            set_state(part, app, AppEvent.FAIL, f"{msg} (gang style Hard)")
+            for ask in list(app.asks.values()):
+                if not ask.placeholder:
+                    asks.remove(part, app, ask, int(Detail.REQUEST_CANCEL), msg)
+                    part.out.ask_released(app.rm_id, app.app_id, ask.key, "application failed")
+        else:
+            set_state(part, app, AppEvent.RESUME, f"{msg} (gang style Soft)")
+    for ask in ph_asks:
+        asks.remove(part, app, ask, int(Detail.REQUEST_TIMEOUT), msg)
+        part.out.ask_released(app.rm_id, app.app_id, ask.key, msg)
+        count_timedout(app, ask.task_group)
+    for alloc in ph_allocs:
+        count_timedout(app, alloc.task_group)
+        allocations.remove(part, app, alloc, int(Detail.ALLOC_TIMEOUT), termination="TIMEOUT",
+                           message=msg)
+    if app.fsm.state is AppState.RESUMING:
+        set_state(part, app, AppEvent.RUN, "placeholders released")
+        check_done(part, app)
+    elif app.fsm.state is AppState.FAILING:
+        check_done(part, app)
+
+
+# --- placeholder counters (the REST placeholderData) ------------------------------------------
+
+def count_timedout(app: Application, task_group: str) -> None:
+    """One more placeholder of the task group timed out (or was released as mismatched)."""
+    data = app.placeholder_data.get(task_group)
+    if data is not None:
+        data["timedout"] += 1
+
+
+def count_placeholder(app: Application, task_group: str, res: dict[str, int]) -> None:
+    """One more placeholder of a task group (asked, or recovered already placed)."""
+    data = app.placeholder_data.setdefault(
+        task_group, {"count": 0, "replaced": 0, "timedout": 0, "minResource": res})
+    data["count"] += 1

@@ -1,0 +1,134 @@
+"""Pending asks: added by the RM, released by it, taken by the cycle when allocated.
+
+An ask counts in its application's and every ancestor queue's pending resources and
+`pending_count` from `add` until `take` (allocated) or `remove` (cancelled, with its event).
+A pending ask sent again is a replay, except for its placement tag, which replaces the ask's.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from engine import resources
+from engine.app_state import SCHEDULABLE_STATES, AppEvent, AppState
+from engine.objects import Application, Ask
+from engine.partition import apps, nodes
+from engine.partition.eventcodes import ADD, APP, REMOVE
+from engine.predicates import PLACEMENT_TAG, parse_placement
+from shm.events import EventChangeDetail as Detail
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from engine.partition.coordinator import Partition
+
+
+def add(part: Partition, rm_id: str, info: Mapping[str, Any]) -> str | None:
+    """Add a pending ask; None if accepted, else why not."""
+    app = part.apps.get(info["applicationID"])
+    if app is None:
+        return f"unknown application {info['applicationID']}"
+    key = info["allocationKey"]
+    if key in app.asks:
+        return _replace_placement(part, app, app.asks[key], info)
+    if key in app.allocations:
+        return None  # a replay of what we have: idempotent
+    if app.fsm.state not in SCHEDULABLE_STATES and app.fsm.state is not AppState.NEW:
+        return f"application {app.app_id} is {app.fsm.state.value}"
+    try:
+        res = resources.from_si(info.get("resourceAsk"))
+    except ValueError as exc:
+        return f"ask {key}: {exc}"
+    tags = dict(info.get("allocationTags") or {})
+    try:
+        placement = parse_placement(tags[PLACEMENT_TAG]) if PLACEMENT_TAG in tags else None
+    except ValueError as exc:
+        return f"ask {key}: allocationTags.{PLACEMENT_TAG}: {exc}"
+    ask = Ask(key, app.app_id, res, int(info.get("priority") or 0),
+              bool(info.get("placeholder")), info.get("taskGroupName") or "",
+              tags, create_time=part.wall_clock(), rm_id=rm_id, placement=placement)
+    app.asks[key] = ask
+    app.pending.add(ask)
+    app.ver += 1
+    app.pending_res = resources.add(app.pending_res, res)
+    for q in app.queue.ancestors():
+        q.pending_count += 1
+        q.pending = resources.add(q.pending, res)
+    part.emit(APP, ADD, int(Detail.APP_REQUEST), app.app_id, key, "", res)
+    if ask.placeholder:
+        apps.count_placeholder(app, ask.task_group, res)
+        apps.start_placeholder_timer(part, app)
+    if app.fsm.state is AppState.NEW:
+        apps.set_state(part, app, AppEvent.RUN, f"first request {key}")
+        if part.sink.requests_enabled:
+            part.sink.request(key, app.app_id,
+                              f"Application {app.app_id} added to queue {app.queue.path}")
+    elif app.fsm.state is AppState.COMPLETING:
+        apps.set_state(part, app, AppEvent.RUN, f"new request {key}")
+    part.version += 1
+    return None
+
+
+def release(part: Partition, app_id: str, key: str, message: str = "") -> bool:
+    """The RM released an ask (every ask of the app if key is empty); whether any was found."""
+    app = part.apps.get(app_id)
+    if app is None:
+        return False
+    keys = [key] if key else list(app.asks)
+    found = False
+    for k in keys:
+        ask = app.asks.get(k)
+        if ask is not None:
+            remove(part, app, ask, int(Detail.APP_REQUEST), message)
+            found = True
+    if found:
+        apps.check_done(part, app)
+    return found
+
+
+def _replace_placement(part: Partition, app: Application, ask: Ask,
+                       info: Mapping[str, Any]) -> str | None:
+    """A pending ask sent again: a replay, except for its placement tag, which replaces the
+    ask's (a pod's tolerations may be added while it waits, e.g. to let it onto a tainted
+    node). A bad new tag rejects the ask, which is then gone (as the RM is told)."""
+    tag = (info.get("allocationTags") or {}).get(PLACEMENT_TAG)
+    if tag == ask.tags.get(PLACEMENT_TAG):
+        return None
+    try:
+        placement = parse_placement(tag) if tag is not None else None
+    except ValueError as exc:
+        remove(part, app, ask, int(Detail.REQUEST_CANCEL), "placement tag rejected")
+        return f"ask {ask.key}: allocationTags.{PLACEMENT_TAG}: {exc}"
+    ask.set_placement(placement, tag)
+    ask.reported.discard("reserve")
+    ask.reported.discard("nonode")
+    app.ver += 1
+    part.version += 1
+    return None
+
+
+def remove(part: Partition, app: Application, ask: Ask, detail: int, message: str = "") -> None:
+    """An ask leaves without an allocation (cancelled, timed out): APP / REMOVE emitted."""
+    take(part, app, ask)
+    part.emit(APP, REMOVE, detail, app.app_id, ask.key, message, ask.resource)
+    part.version += 1
+
+
+def take(part: Partition, app: Application, ask: Ask) -> None:
+    """An ask leaves the pending list because it is being allocated (no event)."""
+    if ask.reserved_node:
+        nodes.unreserve(part, ask)
+    del app.asks[ask.key]
+    app.pending.remove(ask)
+    app.ver += 1
+    res = ask.resource
+    pr = app.pending_res
+    for name, value in res.items():
+        pr[name] = pr.get(name, 0) - value
+    q = app.queue
+    while q is not None:
+        q.pending_count -= 1
+        qp = q.pending
+        for name, value in res.items():
+            qp[name] = qp.get(name, 0) - value
+        q = q.parent

@@ -1,0 +1,134 @@
+"""`Partition`: one partition's objects, and the entry points the scheduler calls.
+
+The partition owns the objects of `engine.objects` and is the only code that changes them;
+every change emits its event (the rows of the event-history seed's "Event overview" tables)
+through the `EventSink` the scheduler gives it, and messages for the shim are queued on an
+`Outbox`. No I/O happens here. The work is done by one module per concept (see
+`engine.partition`); this class holds the shared state they work on and forwards to them.
+
+Time comes from the injected clocks only: `clock` (monotonic ns: timers, the cycle's deadline)
+and `wall_clock` (epoch ns: the timestamps readers see).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from engine.config import PartitionConfig
+from engine.objects import Application, Ask, Node, Queue
+from engine.partition import allocations, apps, asks, cycle, nodes, queues
+from engine.partition.nodes import NodeIndex
+from engine.partition.outbox import Outbox
+from engine.partition.timers import Timers, Timing
+from engine.ugm import UserGroupManager
+
+
+class Partition:
+    """A partition's state and its entry points; see the module docstring."""
+
+    def __init__(self, config: PartitionConfig, sink: Any, outbox: Outbox,
+                 *, clock: Callable[[], int] = time.monotonic_ns,
+                 wall_clock: Callable[[], int] = time.time_ns,
+                 timing: Timing | None = None) -> None:
+        self.name = config.name
+        self.sink = sink
+        self.emit = sink.emit
+        self.ugm = UserGroupManager(config.name, sink.emit)
+        self.out = outbox
+        self.clock = clock
+        self.wall_clock = wall_clock
+        self.timing = timing or Timing()
+        self.timers = Timers(clock)
+        self.node_sort_policy = config.node_sort_policy
+        self.queues: dict[str, Queue] = {}
+        self.apps: dict[str, Application] = {}
+        self.terminated: dict[str, Application] = {}
+        self.nodes: dict[str, Node] = {}
+        self.index = NodeIndex(binpacking=config.node_sort_policy == "binpacking")
+        self.capacity: dict[str, int] = {}
+        self.reservations: dict[str, tuple[Application, Ask, Node]] = {}
+        self.version = 0
+        self.allocations_made = 0
+        self.root = queues.build(self, config.root, None)
+        queues.push_limits(self)
+
+    # --- queues (engine.partition.queues) ------------------------------------------------------
+
+    def update_config(self, config: PartitionConfig) -> None:
+        """Apply a changed queue configuration (SIGHUP reload); emits the QUEUE SET rows."""
+        queues.update_config(self, config)
+
+    def place(self, queue_name: str) -> tuple[Queue | None, str]:
+        """The leaf an application named `queue_name` goes to (creating it), or (None, why)."""
+        return queues.place(self, queue_name)
+
+    # --- applications (engine.partition.apps) --------------------------------------------------
+
+    def add_app(self, rm_id: str, info: Mapping[str, Any]) -> str | None:
+        """Add an application; None if accepted, else the rejection reason (app is Rejected)."""
+        return apps.add(self, rm_id, info)
+
+    def remove_app(self, app_id: str, message: str = "removed by the RM") -> bool:
+        """The RM removed the application; False if unknown."""
+        return apps.remove(self, app_id, message)
+
+    def tick(self) -> None:
+        """Fire every timer that is due (placeholder, starting, completing, expiry)."""
+        apps.fire_timers(self)
+
+    # --- asks and allocations (engine.partition.asks, .allocations) ----------------------------
+
+    def add_ask(self, rm_id: str, info: Mapping[str, Any]) -> str | None:
+        """Add a pending ask; None if accepted, else why not."""
+        return asks.add(self, rm_id, info)
+
+    def release_ask(self, app_id: str, key: str, message: str = "") -> bool:
+        """The RM released an ask (all of the app's if key is empty); whether any was found."""
+        return asks.release(self, app_id, key, message)
+
+    def release_allocation(self, app_id: str, key: str, termination: str,
+                           message: str = "") -> int:
+        """The shim released allocations (all of the app's if key is empty); how many."""
+        return allocations.release(self, app_id, key, termination, message)
+
+    def add_existing(self, rm_id: str, info: Mapping[str, Any]) -> str | None:
+        """A recovered, already bound allocation: booked even above the queue max."""
+        return allocations.add_existing(self, info)
+
+    # --- nodes (engine.partition.nodes) --------------------------------------------------------
+
+    def add_node(self, rm_id: str, info: Mapping[str, Any], *, drain: bool = False) -> str | None:
+        return nodes.add(self, rm_id, info, drain=drain)
+
+    def update_node(self, info: Mapping[str, Any]) -> str | None:
+        return nodes.update(self, info)
+
+    def set_schedulable(self, node_id: str, schedulable: bool) -> str | None:
+        return nodes.set_schedulable(self, node_id, schedulable)
+
+    def remove_node(self, node_id: str, *, notify: bool = True) -> str | None:
+        return nodes.remove(self, node_id, notify=notify)
+
+    def remove_rm(self, rm_id: str) -> None:
+        """Forget everything an RM registered (re-registration: it will replay)."""
+        for app in [a for a in self.apps.values() if a.rm_id == rm_id]:
+            apps.remove(self, app.app_id, "resource manager re-registered")
+        for app_id in [k for k, a in self.terminated.items() if a.rm_id == rm_id]:
+            self.terminated.pop(app_id)
+        for node_id in [k for k, n in self.nodes.items() if n.rm_id == rm_id]:
+            nodes.remove(self, node_id, notify=False)
+
+    # --- the cycle (engine.partition.cycle) ----------------------------------------------------
+
+    def schedule(self, deadline_ns: int) -> int:
+        """Allocate what fits until nothing more does or the deadline passes; how many."""
+        return cycle.schedule(self, deadline_ns)
+
+    # --- readers -------------------------------------------------------------------------------
+
+    def all_apps(self) -> Iterator[Application]:
+        """Running and terminated (not yet expired) applications."""
+        yield from self.apps.values()
+        yield from self.terminated.values()

@@ -1,0 +1,290 @@
+"""The allocation cycle: choose an application, find a node for its asks, book what fits.
+
+`schedule(part, deadline)` allocates until nothing more fits or the deadline passes. Each step
+descends from root to a leaf choosing children by fair share (usage / guaranteed, then
+configuration order), picks an application by the leaf's `application.sort.policy` (fifo:
+submission order; fair: smallest share of the queue's guaranteed, else the cluster), and tries
+its asks by priority then age. Node choice is `engine.partition.nodes.NodeIndex` (no scan per
+ask). Reserved nodes are tried first.
+
+Enforcement (`commit`) follows the user-group-usage seed: an application's first allocation
+needs room for one more running application (`queues.room_for_running_app`, then the UGM's
+maxapplications); then the UGM usage is increased first, the queue maximum is checked up the
+hierarchy, and the UGM increase is rolled back if the queue check fails.
+
+Node placement (`engine.predicates`): wherever a node is chosen -- first fit, reservation,
+placeholder replacement -- it must admit the ask (labels and taints). A placeholder whose node
+does not admit the real ask is not replaced; the ask is scheduled like one without placeholder.
+
+An ask that cannot be allocated is told why through a request event, once per ask and reason.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import TYPE_CHECKING
+
+from engine import resources
+from engine.app_state import SCHEDULABLE_STATES
+from engine.objects import Allocation, Application, Ask, Node, Queue
+from engine.partition import allocations, asks, nodes, queues
+from engine.predicates import rejection
+from shm.events import EventChangeDetail as Detail
+
+if TYPE_CHECKING:
+    from engine.partition.coordinator import Partition
+
+
+def schedule(part: Partition, deadline_ns: int) -> int:
+    """Allocate what fits until nothing more does or the deadline passes; how many."""
+    before = part.allocations_made
+    if part.reservations:
+        _try_reserved(part)
+    if not part.root.pending_count or not len(part.index):
+        return part.allocations_made - before
+    skip: set[str] = set()
+    exhausted: set[int] = set()
+    failed: dict[str, set] = {}
+    clock = part.clock
+    root = part.root
+    steps = 0
+    while True:
+        app = _pick(root, skip, exhausted)
+        if app is None:
+            break
+        app_failed = failed.get(app.app_id)
+        if app_failed is None:
+            app_failed = failed[app.app_id] = set()
+        if not _try_app(part, app, app_failed):
+            skip.add(app.app_id)
+        steps += 1
+        if not steps & 31 and clock() > deadline_ns:
+            break
+    return part.allocations_made - before
+
+
+def _pick(q: Queue, skip: set[str], exhausted: set[int]) -> Application | None:
+    """The next application to try under `q` (fair share between queues, sort policy in a
+    leaf); queues found without candidates are remembered in `exhausted`."""
+    if q.is_leaf:
+        apps = q.apps
+        if q.properties.get("application.sort.policy") == "fair":
+            best = None
+            for app in apps.values():
+                if app.asks and app.app_id not in skip and \
+                        app.fsm.state in SCHEDULABLE_STATES:
+                    if best is None or (app.share, app.submit_time, app.seq) < \
+                            (best.share, best.submit_time, best.seq):
+                        best = app
+            if best is not None:
+                return best
+        else:
+            for app in apps.values():
+                if app.asks and app.app_id not in skip and \
+                        app.fsm.state in SCHEDULABLE_STATES:
+                    return app
+        exhausted.add(id(q))
+        return None
+    children = [c for c in q.children.values() if c.pending_count and id(c) not in exhausted]
+    if len(children) > 1:
+        children.sort(key=lambda c: (c.share, c.order))
+    for child in children:
+        app = _pick(child, skip, exhausted)
+        if app is not None:
+            return app
+    exhausted.add(id(q))
+    return None
+
+
+def _try_app(part: Partition, app: Application, failed: set) -> bool:
+    """Try the app's asks in order; True once one was allocated (or a placeholder released,
+    which changes what to pick next)."""
+    if not app.counted_running and not can_run(part, app):
+        return False
+    q = app.queue
+    index = part.index
+    for ask in app.pending:
+        if ask.reserved_node is not None or ask.shape in failed:
+            continue
+        if ask.task_group and not ask.placeholder:
+            replaced = _try_replace(part, app, ask)
+            if replaced:
+                return True
+            if replaced is False:
+                return True  # placeholder released (size mismatch): pick again
+        node = index.find(ask.resource, ask.shape, ask.placement)
+        if node is None:
+            failed.add(ask.shape)
+            if not queues.fits(q, ask.resource):
+                _report_queue(part, app, ask)
+                continue
+            # one reservation per application; a node to reserve is looked for once
+            # per ask (until a placement change or a lost reservation allows another try)
+            if "reserve" not in ask.reported and \
+                    not any(e[0] is app for e in part.reservations.values()):
+                ask.reported.add("reserve")
+                cand = index.find_capacity(ask.resource, ask.placement)
+                if cand is not None:
+                    nodes.reserve(part, app, ask, cand)
+                    continue
+            if part.sink.requests_enabled and "nonode" not in ask.reported:
+                _report(part, ask, "nonode", _no_node_message(part, ask))
+            continue
+        why = commit(part, app, ask, node)
+        if why is None:
+            return True
+        failed.add(ask.shape)
+        if why == "queue":
+            _report_queue(part, app, ask)
+        elif why == "user" and part.sink.requests_enabled:
+            reason = part.ugm.why_not(q.path, app.app_id, ask.resource, app.ugi)
+            _report(part, ask, "user", f"Request '{ask.key}' exceeds the user/group limit "
+                                       f"in queue '{q.path}': {reason or 'limit reached'}")
+    return False
+
+
+def can_run(part: Partition, app: Application) -> bool:
+    """Whether the app may start running: its queues' and the UGM's maxapplications."""
+    if not queues.room_for_running_app(app.queue):
+        return False
+    return part.ugm.can_run_app(app.queue.path, app.app_id, app.ugi)
+
+
+def commit(part: Partition, app: Application, ask: Ask, node: Node) -> str | None:
+    """Book the ask on the node unless a limit refuses it (why not: "apps", "user",
+    "queue"). An application's first allocation needs room for one more running
+    application (whichever path found the node: first fit or reservation); then the seed
+    order: UGM increase, queue check, UGM rollback if the queue check fails."""
+    if not app.counted_running and not can_run(part, app):
+        return "apps"
+    res = ask.resource
+    q = app.queue
+    ugm = part.ugm
+    if not ugm.increase(q.path, app.app_id, res, app.ugi):
+        return "user"
+    if not queues.fits(q, res):
+        ugm.decrease(q.path, app.app_id, res, app.ugi, not app.allocations)
+        return "queue"
+    asks.take(part, app, ask)
+    allocations.book(part, app, ask.key, res, node, placeholder=ask.placeholder,
+                     task_group=ask.task_group, priority=ask.priority)
+    if part.sink.requests_enabled:
+        part.sink.request(ask.key, app.app_id, f"Successfully allocated on node {node.node_id}")
+    return None
+
+
+def _try_reserved(part: Partition) -> int:
+    """Allocate reserved asks whose node now has room; drop reservations that can never
+    succeed (the node no longer admits the ask, or shrank below it)."""
+    made = 0
+    for key, (app, ask, node) in list(part.reservations.items()):
+        if key not in part.reservations or not node.usable:
+            continue
+        if not node.admits(ask.placement):
+            nodes.unreserve(part, ask)  # a label or taint changed: the node no longer admits it
+            ask.reported.discard("reserve")
+        elif resources.fits(ask.resource, node.available):
+            nodes.unreserve(part, ask)
+            if commit(part, app, ask, node) is None:
+                made += 1
+        elif not resources.fits(ask.resource, resources.sub(node.capacity, node.occupied)):
+            nodes.unreserve(part, ask)  # the node shrank: it can never hold the ask
+            ask.reported.discard("reserve")
+    return made
+
+
+# --- gang placeholders -------------------------------------------------------------------------
+
+def _usable_placeholder(part: Partition, app: Application, ask: Ask) -> Allocation | None:
+    """The first placeholder of the ask's task group on a node that admits the ask."""
+    found = False
+    for alloc in app.allocations.values():
+        if alloc.placeholder and alloc.task_group == ask.task_group and not alloc.replacing:
+            found = True
+            node = part.nodes.get(alloc.node_id)
+            if node is not None and node.admits(ask.placement):
+                return alloc
+    if found and part.sink.requests_enabled:
+        _report(part, ask, "phnode",
+                f"Task group '{ask.task_group}' in application '{app.app_id}': no "
+                f"placeholder is on a node that admits request '{ask.key}'")
+    return None
+
+
+def _try_replace(part: Partition, app: Application, ask: Ask) -> bool | None:
+    """Gang: put a real ask in the place of a placeholder of its task group.
+    True = replaced; False = size mismatch (placeholder released); None = no placeholder
+    on a node that admits the ask (scheduled as an ask without placeholder)."""
+    ph = _usable_placeholder(part, app, ask)
+    if ph is None:
+        return None
+    data = app.placeholder_data.get(ask.task_group)
+    if not resources.fits(ask.resource, ph.resource):
+        _report(part, ask, "mismatch",
+                f"Task group '{ask.task_group}' in application '{app.app_id}': "
+                f"allocation resources '{resources.strip_zero(ask.resource)}' are not matching "
+                f"placeholder '{resources.strip_zero(ph.resource)}' allocation with ID "
+                f"'{ph.key}'")
+        if data is not None:
+            data["timedout"] += 1
+        allocations.remove(part, app, ph, int(Detail.ALLOC_TIMEOUT), termination="TIMEOUT",
+                           message="placeholder size mismatch")
+        return False
+    node = part.nodes[ph.node_id]
+    ph.replacing = True
+    allocations.remove(part, app, ph, int(Detail.ALLOC_REPLACED),
+                       termination="PLACEHOLDER_REPLACED",
+                       message=f"replaced by {ask.key}", replacing=True)
+    # the gang's resources were already admitted as placeholders: track, never refuse
+    part.ugm.increase(app.queue.path, app.app_id, ask.resource, app.ugi, force=True)
+    asks.take(part, app, ask)
+    allocations.book(part, app, ask.key, ask.resource, node, placeholder=False,
+                     task_group=ask.task_group, priority=ask.priority)
+    if data is not None:
+        data["replaced"] += 1
+    return True
+
+
+# --- why an ask waits (request events) ---------------------------------------------------------
+
+def _report(part: Partition, ask: Ask, reason: str, message: str) -> None:
+    """A request event for the shim, once per ask and reason."""
+    if reason in ask.reported:
+        return
+    ask.reported.add(reason)
+    part.sink.request(ask.key, ask.app_id, message, ask.resource)
+
+
+def _no_node_message(part: Partition, ask: Ask) -> str:
+    """Why no node took the ask, counted per reason like kube-scheduler's FailedScheduling
+    ("0/3 nodes are available: 1 node(s) had untolerated taint {k: v}, 2 node(s) ..."), so
+    `kubectl describe pod` tells a pending pod's user what to change. A scan of every node,
+    once per ask."""
+    reasons: Counter[str] = Counter(_node_rejection(node, ask) for node in part.nodes.values())
+    parts = ", ".join(f"{count} node(s) {why}" for why, count in sorted(reasons.items()))
+    return (f"Request '{ask.key}' does not fit on any of {len(part.nodes)} nodes: "
+            f"0/{len(part.nodes)} nodes are available: {parts}")
+
+
+def _node_rejection(node: Node, ask: Ask) -> str:
+    if not node.ready:
+        return "were not ready"
+    if not node.schedulable:
+        return "were unschedulable"
+    why = rejection(ask.placement, node.node_id, node.attributes, node.taints)
+    if why is not None:
+        return why
+    if node.reserved_for is not None:
+        return "were reserved for another request"
+    for name, value in sorted(ask.resource.items()):
+        if value > node.available.get(name, 0):
+            return f"had insufficient {name}"
+    return "had room (it freed up meanwhile)"
+
+
+def _report_queue(part: Partition, app: Application, ask: Ask) -> None:
+    if part.sink.requests_enabled and "queue" not in ask.reported:
+        _report(part, ask, "queue",
+                f"Request '{ask.key}' does not fit in queue '{app.queue.path}' "
+                f"(requested {resources.strip_zero(ask.resource)}, available "
+                f"{queues.headroom(app.queue)})")
