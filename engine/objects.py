@@ -103,11 +103,12 @@ class Allocation:
     """Resources bound on a node for one ask (or recovered from the RM)."""
 
     __slots__ = ("key", "app_id", "partition", "node_id", "resource", "placeholder",
-                 "task_group", "priority", "create_time", "recovered", "replacing", "_dao")
+                 "task_group", "priority", "create_time", "recovered", "replacing", "tags", "_dao")
 
     def __init__(self, key: str, app_id: str, partition: str, node_id: str,
                  resource: dict[str, int], placeholder: bool = False, task_group: str = "",
-                 priority: int = 0, recovered: bool = False, *, create_time: int) -> None:
+                 priority: int = 0, recovered: bool = False, *, create_time: int,
+                 tags: dict[str, str] | None = None) -> None:
         self.key = key
         self.app_id = app_id
         self.partition = partition
@@ -119,6 +120,8 @@ class Allocation:
         self.create_time = create_time
         self.recovered = recovered
         self.replacing = False
+        self.tags = tags or {}
+        """The ask's tags (kubernetes.io/meta/namespace, .../podName...): the UI names pods by them."""
         self._dao: dict[str, Any] | None = None
 
     def si(self) -> dict[str, Any]:
@@ -135,11 +138,14 @@ class Allocation:
         return self._dao
 
     def _build_dao(self) -> dict[str, Any]:
-        return {"allocationKey": self.key, "allocationID": self.key,
-                "resource": dict(self.resource), "priority": str(self.priority),
-                "nodeId": self.node_id, "applicationId": self.app_id,
-                "partition": self.partition, "placeholder": self.placeholder,
-                "taskGroupName": self.task_group, "allocationTime": self.create_time}
+        dao = {"allocationKey": self.key, "allocationID": self.key,
+               "resource": dict(self.resource), "priority": str(self.priority),
+               "nodeId": self.node_id, "applicationId": self.app_id,
+               "partition": self.partition, "placeholder": self.placeholder,
+               "taskGroupName": self.task_group, "allocationTime": self.create_time}
+        if self.tags:
+            dao["allocationTags"] = dict(self.tags)
+        return dao
 
 
 class Node(VersionedDao):

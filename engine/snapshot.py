@@ -105,7 +105,8 @@ def _queue_dao(part: Partition, q: Queue) -> dict[str, Any]:
     return _omit_empty(dao, QUEUE_OMITEMPTY)
 
 
-def _partition_info(part: Partition, cluster_id: str) -> dict[str, Any]:
+def _partition_info(part: Partition, cluster_id: str, started_nano: int) -> dict[str, Any]:
+    """PartitionInfo; the partition became Active when the engine started."""
     states = Counter(a.fsm.state.value for a in part.all_apps())
     apps = {"total": sum(states.values()), **states}
     utilization = {}
@@ -124,7 +125,9 @@ def _partition_info(part: Partition, cluster_id: str) -> dict[str, Any]:
         "applications": apps,
         "totalContainers": sum(len(a.allocations) for a in part.apps.values()),
         "state": "Active",
-        "lastStateTransitionTime": 0,
+        "lastStateTransitionTime": started_nano,
+        "preemptionEnabled": True,
+        "quotaPreemptionEnabled": False,
     }
 
 
@@ -157,7 +160,7 @@ def build(scheduler: Any, *, pid: int | None = None, fragments: bool = False) ->
     }
     cluster_id = next(iter(sorted(scheduler.rms)), "")
     for name, part in scheduler.partitions.items():
-        doc["partitions"].append(_partition_info(part, cluster_id))
+        doc["partitions"].append(_partition_info(part, cluster_id, scheduler.started_nano))
         doc["queues"][name] = _queue_dao(part, part.root)
         if fragments:
             doc["applications"][name] = [a.fragment() for a in part.all_apps()]

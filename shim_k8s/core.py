@@ -532,7 +532,8 @@ class ShimCore:
                     "allocationKey": uid, "applicationID": info.app_id,
                     "partitionName": self.partition, "nodeID": node,
                     "resourcePerAlloc": to_si(info.resource), "placeholder": info.placeholder,
-                    "taskGroupName": info.task_group, "priority": info.priority})
+                    "taskGroupName": info.task_group, "priority": info.priority,
+                    "allocationTags": _meta_tags(info)})
             # else: held until the node is known to the engine (orphan adoption)
             self.dirty.discard(uid)
             return
@@ -563,8 +564,7 @@ class ShimCore:
         self._b_asks.append(self._ask_message(uid, info))
 
     def _ask_message(self, uid: str, info: PodInfo) -> dict[str, Any]:
-        tags = {"kubernetes.io/meta/namespace": info.namespace,
-                "kubernetes.io/meta/podName": info.name}
+        tags = _meta_tags(info)
         if info.placement:
             tags[PLACEMENT_TAG] = info.placement
         return {"allocationKey": uid, "applicationID": info.app_id,
@@ -969,3 +969,8 @@ def placeholder_pods(info: PodInfo) -> list[dict[str, Any]]:
                 "spec": spec,
             })
     return pods
+
+
+def _meta_tags(info: PodInfo) -> dict[str, str]:
+    """The tags YuniKorn's shim puts on every ask and allocation: the UI names pods by them."""
+    return {"kubernetes.io/meta/namespace": info.namespace, "kubernetes.io/meta/podName": info.name}

@@ -36,10 +36,10 @@ _APP_ALLOC, _NODE_ALLOC = int(Detail.APP_ALLOC), int(Detail.NODE_ALLOC)  # per a
 
 def book(part: Partition, app: Application, key: str, res: dict[str, int], node: Node, *,
          placeholder: bool, task_group: str, priority: int, recovered: bool = False,
-         notify: bool = True) -> Allocation:
+         notify: bool = True, tags: dict[str, str] | None = None) -> Allocation:
     """Book an allocation everywhere and emit its events (no checks: callers did them)."""
     alloc = Allocation(key, app.app_id, part.name, node.node_id, res, placeholder,
-                       task_group, priority, recovered, create_time=part.wall_clock())
+                       task_group, priority, recovered, create_time=part.wall_clock(), tags=tags)
     node.allocations[key] = alloc
     node.ver += 1
     nalloc, navail = node.allocated, node.available
@@ -181,5 +181,6 @@ def add_existing(part: Partition, info: Mapping[str, Any]) -> str | None:
     if placeholder:
         apps.count_placeholder(app, task_group, res)
     book(part, app, key, res, node, placeholder=placeholder, task_group=task_group,
-         priority=int(info.get("priority") or 0), recovered=True, notify=False)
+         priority=int(info.get("priority") or 0), recovered=True, notify=False,
+         tags=dict(info.get("allocationTags") or {}))
     return None

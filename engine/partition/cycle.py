@@ -167,7 +167,7 @@ def commit(part: Partition, app: Application, ask: Ask, node: Node) -> str | Non
         return "queue"
     asks.take(part, app, ask)
     allocations.book(part, app, ask.key, res, node, placeholder=ask.placeholder,
-                     task_group=ask.task_group, priority=ask.priority)
+                     task_group=ask.task_group, priority=ask.priority, tags=ask.tags)
     if part.sink.requests_enabled:
         part.sink.request(ask.key, app.app_id, f"Successfully allocated on node {node.node_id}")
     return None
@@ -239,7 +239,7 @@ def _try_replace(part: Partition, app: Application, ask: Ask) -> bool | None:
     part.ugm.increase(app.queue.path, app.app_id, ask.resource, app.ugi, force=True)
     asks.take(part, app, ask)
     allocations.book(part, app, ask.key, ask.resource, node, placeholder=False,
-                     task_group=ask.task_group, priority=ask.priority)
+                     task_group=ask.task_group, priority=ask.priority, tags=ask.tags)
     if data is not None:
         data["replaced"] += 1
     return True
