@@ -2,6 +2,7 @@
 
     ykshm bench web [--json] [--redis URL] [--workers N] [--streams N] [--stalled N]
                     [--rate EV/S] [--seconds S] [--client-nice N]
+    ykshm bench web --routes ...   the state routes instead (bench.rest_bench)
 
 What it does (every process and segment it makes is removed at the end, also on Ctrl-C):
 
@@ -507,7 +508,12 @@ def _body(argv: Sequence[str]) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return run_main(PROG, _body, sys.argv[1:] if argv is None else argv)
+    args = list(sys.argv[1:] if argv is None else argv)
+    if "--routes" in args:  # the state routes (YuniKorn's REST views): bench.rest_bench
+        from bench import rest_bench
+
+        return rest_bench.main([a for a in args if a != "--routes"])
+    return run_main(PROG, _body, args)
 
 
 if __name__ == "__main__":

@@ -167,6 +167,8 @@ def test_full_state_dump_and_redirect(state):
     dump = get(state, "/debug/fullstatedump")
     assert dump.text.startswith("{\n  ")  # indented, as YuniKorn's MarshalIndent
     body = dump.json()
+    assert abs(body["timestamp"] - time.time_ns()) < 60e9 and list(body)[0] == "timestamp"
+    assert get(state, "/debug/fullstatedump").json()["timestamp"] > body["timestamp"]
     assert [a["applicationID"] for a in body["applications"]] == [a["applicationID"] for a in APPS]
     assert body["nodes"] == [{"partitionName": "default", "nodesInfo": NODES}]
     assert body["queues"][0]["queuename"] == "root"
