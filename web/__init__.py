@@ -8,7 +8,11 @@ No request ever reaches the engine: workers map the event ring and the state sna
     routing    starlette-shaped Route/Router, first full match wins, partial match -> 405
     errors     HTTPError hierarchy and the `{"status_code","message","description"}` body
     events     /ws/v1/events/batch and /ws/v1/events/stream (cursor per stream, no buffers)
-    views      partitions, queues, applications, nodes, user/group usage from the snapshot
+    views      partitions, queues, one queue, nodes, one node, user/group usage from the snapshot
+    applications  applications by state, by queue and one by one (YuniKorn's order of checks)
+    cluster    clusters, node-utilizations, history, config, validate-conf, fullstatedump
+    responses  CORS headers and gzip as YuniKorn's core sets them
+    ui         a single-page UI build served at / beside /ws (--ui-dir)
     observe    /ws/v1/scheduler/healthcheck and /ws/v1/metrics (Prometheus text)
     sources    lazy attach / re-attach of ring and snapshot; the per-worker ring watcher
     segment    /dev/shm/NAME.web: stream slots (limits across workers) and metric regions
