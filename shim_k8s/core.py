@@ -50,7 +50,8 @@ import orjson
 
 from engine import resources
 from engine.predicates import PLACEMENT_TAG, TAINTS_ATTRIBUTE
-from engine.resources import Resource, to_si
+from engine.resources import Resource
+from engine.si import messages
 from engine.si import protocol as si
 
 from . import mapping
@@ -172,13 +173,13 @@ class ShimCore:
         self._running_id = 0
 
     def _reset_batch(self) -> None:
-        self._b_apps: list[dict[str, Any]] = []
-        self._b_nodes: list[dict[str, Any]] = []
-        self._b_rel_allocs: list[dict[str, Any]] = []
-        self._b_rel_asks: list[dict[str, Any]] = []
-        self._b_allocs: list[dict[str, Any]] = []
-        self._b_asks: list[dict[str, Any]] = []
-        self._b_late_nodes: list[dict[str, Any]] = []
+        self._b_apps: list[messages.AddApplication] = []
+        self._b_nodes: list[messages.NodeChange] = []
+        self._b_rel_allocs: list[messages.AllocationRelease] = []
+        self._b_rel_asks: list[messages.AskRelease] = []
+        self._b_allocs: list[messages.ExistingAllocation] = []
+        self._b_asks: list[messages.AllocationAsk] = []
+        self._b_late_nodes: list[messages.NodeChange] = []
         self._b_recovering: list[str] = []
         self._b_touched_apps: set[str] = set()
 
@@ -209,9 +210,8 @@ class ShimCore:
         self.generation += 1
         self.connected = True
         self._register_id = self._id()
-        self._actions.si.append({"type": si.REGISTER_RM, "id": self._register_id,
-                                 "rmID": self.rm_id, "policyGroup": "queues",
-                                 "version": "ykshm-shim/0.1"})
+        self._actions.si.append(messages.RegisterResourceManager(
+            self.rm_id, "queues", "ykshm-shim/0.1", self._register_id).to_si())
 
     def on_disconnect(self, reason: str = "SI connection closed") -> None:
         """The engine went away: forget its view, back to New, recover on the next connection."""
@@ -454,18 +454,15 @@ class ShimCore:
         """Release the allocation the engine holds for uid, if any (the shim stopped it)."""
         alloc = self.e_allocs.pop(uid, None)
         if alloc is not None:
-            self._b_rel_allocs.append({
-                "partitionName": self.partition, "applicationID": alloc.app_id,
-                "allocationKey": uid, "terminationType": si.TERMINATION_STOPPED_BY_RM,
-                "message": message})
+            self._b_rel_allocs.append(messages.AllocationRelease(
+                alloc.app_id, uid, self.partition, si.TERMINATION_STOPPED_BY_RM, message))
             self._b_touched_apps.add(alloc.app_id)
 
     def _release_ask(self, uid: str, message: str) -> None:
         """Release the ask the engine holds for uid, if any."""
         app = self.e_asks.pop(uid, None)
         if app is not None:
-            self._b_rel_asks.append({"partitionName": self.partition, "applicationID": app,
-                                     "allocationKey": uid, "message": message})
+            self._b_rel_asks.append(messages.AskRelease(app, uid, self.partition, message))
             self._b_touched_apps.add(app)
 
     def _ensure_app(self, info: PodInfo) -> bool:
@@ -477,19 +474,17 @@ class ShimCore:
         # across engine restarts, so recovery puts it in the same queue as before
         info = self.app_origin.setdefault(info.app_id, info)
         self.e_apps[info.app_id] = info.queue
-        app: dict[str, Any] = {
-            "applicationID": info.app_id, "queueName": info.queue,
-            "partitionName": self.partition,
-            "ugi": {"user": info.user, "groups": list(info.groups)},
-            "tags": {"namespace": info.namespace},
-        }
+        app = messages.AddApplication(
+            info.app_id, info.queue, self.partition,
+            messages.UserGroupInfo(info.user, tuple(info.groups)), {"namespace": info.namespace})
         if info.task_groups:
-            app["placeholderAsk"] = to_si(resources.total(
-                {name: value * group.min_member for name, value in group.min_resource.items()}
-                for group in info.task_groups))
-            app["gangSchedulingStyle"] = info.gang_style or si.GANG_SOFT
-            if info.placeholder_timeout_s:
-                app["executionTimeoutMilliSeconds"] = info.placeholder_timeout_s * 1000
+            app = dataclasses.replace(
+                app, placeholder_ask=resources.total(
+                    {name: value * group.min_member
+                     for name, value in group.min_resource.items()}
+                    for group in info.task_groups),
+                gang_scheduling_style=info.gang_style or si.GANG_SOFT,
+                execution_timeout_ms=info.placeholder_timeout_s * 1000)
         self._b_apps.append(app)
         return True
 
@@ -528,11 +523,9 @@ class ShimCore:
                         self._set_other(uid, node, info.resource)
                     return
                 self.e_allocs[uid] = _Alloc(info.app_id, node)
-                self._b_allocs.append({
-                    "allocationKey": uid, "applicationID": info.app_id,
-                    "partitionName": self.partition, "nodeID": node,
-                    "resourcePerAlloc": to_si(info.resource), "placeholder": info.placeholder,
-                    "taskGroupName": info.task_group, "priority": info.priority})
+                self._b_allocs.append(messages.ExistingAllocation(
+                    uid, info.app_id, node, self.partition, info.resource, info.placeholder,
+                    info.task_group, info.priority))
             # else: held until the node is known to the engine (orphan adoption)
             self.dirty.discard(uid)
             return
@@ -562,15 +555,13 @@ class ShimCore:
         self.e_asks[uid] = info.app_id
         self._b_asks.append(self._ask_message(uid, info))
 
-    def _ask_message(self, uid: str, info: PodInfo) -> dict[str, Any]:
+    def _ask_message(self, uid: str, info: PodInfo) -> messages.AllocationAsk:
         tags = {"kubernetes.io/meta/namespace": info.namespace,
                 "kubernetes.io/meta/podName": info.name}
         if info.placement:
             tags[PLACEMENT_TAG] = info.placement
-        return {"allocationKey": uid, "applicationID": info.app_id,
-                "partitionName": self.partition, "resourceAsk": to_si(info.resource),
-                "priority": info.priority, "placeholder": info.placeholder,
-                "taskGroupName": info.task_group, "allocationTags": tags}
+        return messages.AllocationAsk(uid, info.app_id, self.partition, info.resource,
+                                      info.priority, info.placeholder, info.task_group, tags)
 
     def _gang_ready(self, app_id: str) -> bool:
         """YuniKorn's Reserving: a gang app's real pods wait until every placeholder is placed
@@ -608,11 +599,10 @@ class ShimCore:
         return attrs
 
     @staticmethod
-    def _node_message(name: str, action: str, have: _EngineNode) -> dict[str, Any]:
+    def _node_message(name: str, action: str, have: _EngineNode) -> messages.NodeChange:
         """CREATE / CREATE_DRAIN / UPDATE carry what the engine's view now holds."""
-        return {"nodeID": name, "action": action, "attributes": dict(have.attributes),
-                "schedulableResource": to_si(have.allocatable),
-                "occupiedResource": to_si(have.occupied)}
+        return messages.NodeChange(name, action, dict(have.attributes), dict(have.allocatable),
+                                   dict(have.occupied))
 
     def _drop_node_allocs(self, name: str) -> None:
         """The engine removed a node and its allocations: those pods are held until it returns."""
@@ -630,7 +620,7 @@ class ShimCore:
         if info is None:
             if have is not None:
                 del self.e_nodes[name]
-                self._b_nodes.append({"nodeID": name, "action": si.NODE_DECOMISSION})
+                self._b_nodes.append(messages.NodeChange(name, si.NODE_DECOMISSION))
                 self._drop_node_allocs(name)
             if self.node_recovery.get(name) is not None:
                 self.node_recovery.fire(name, NodeEvent.LOST)
@@ -663,10 +653,10 @@ class ShimCore:
                         and self.node_recovery.get(name) is NodeState.RECOVERED)
         if have.schedulable and not info.schedulable:
             have.schedulable = False
-            self._b_nodes.append({"nodeID": name, "action": si.NODE_DRAIN})
+            self._b_nodes.append(messages.NodeChange(name, si.NODE_DRAIN))
         elif not have.schedulable and info.schedulable and may_schedule:
             have.schedulable = True
-            self._b_nodes.append({"nodeID": name, "action": si.NODE_DRAIN_TO_SCHEDULABLE})
+            self._b_nodes.append(messages.NodeChange(name, si.NODE_DRAIN_TO_SCHEDULABLE))
 
     # ------------------------------------------------------------------ progress of the machine
     def _progress(self) -> None:
@@ -701,8 +691,8 @@ class ShimCore:
             info = self.nodes.get(name)
             if info is not None and info.schedulable and not have.schedulable:
                 have.schedulable = True
-                self._b_late_nodes.append({"nodeID": name,
-                                           "action": si.NODE_DRAIN_TO_SCHEDULABLE})
+                self._b_late_nodes.append(messages.NodeChange(name,
+                                                              si.NODE_DRAIN_TO_SCHEDULABLE))
         self._running_id = -1  # set to the id of the message carrying the drains in _flush
 
     def _on_ack(self, reply_to: int, error: str | None) -> None:
@@ -856,47 +846,40 @@ class ShimCore:
                         a.app_id == app for a in self.e_allocs.values()):
                     continue
                 del self.e_apps[app]
-                removes.append({"applicationID": app, "partitionName": self.partition})
+                removes.append(messages.RemoveApplication(app, self.partition))
         for app in list(self.rejected_apps):
             if not self.app_live.get(app):
                 del self.rejected_apps[app]
-        msgs: list[dict[str, Any]] = []
+        rm_id = self.rm_id
+        msgs: list[messages.ShimMessage] = []
         if self._b_apps:
-            msgs.append({"type": si.APPLICATION_REQUEST, "rmID": self.rm_id,
-                         "new": self._b_apps})
+            msgs.append(messages.ApplicationRequest(rm_id, new=tuple(self._b_apps)))
         if self._b_nodes:
-            msgs.append({"type": si.NODE_REQUEST, "rmID": self.rm_id, "nodes": self._b_nodes})
+            msgs.append(messages.NodeRequest(rm_id, tuple(self._b_nodes)))
         if self._b_rel_allocs or self._b_rel_asks:
-            msgs.append({"type": si.ALLOCATION_REQUEST, "rmID": self.rm_id, "releases": {
-                "allocationsToRelease": self._b_rel_allocs,
-                "allocationAsksToRelease": self._b_rel_asks}})
+            msgs.append(messages.AllocationRequest(
+                rm_id, allocations_to_release=tuple(self._b_rel_allocs),
+                asks_to_release=tuple(self._b_rel_asks)))
         if self._b_allocs or self._b_asks:
-            msg: dict[str, Any] = {"type": si.ALLOCATION_REQUEST, "rmID": self.rm_id}
-            if self._b_allocs:
-                msg["allocations"] = self._b_allocs
-            if self._b_asks:
-                msg["asks"] = self._b_asks
-            msgs.append(msg)
+            msgs.append(messages.AllocationRequest(rm_id, asks=tuple(self._b_asks),
+                                                   allocations=tuple(self._b_allocs)))
         if removes:
-            msgs.append({"type": si.APPLICATION_REQUEST, "rmID": self.rm_id, "remove": removes})
+            msgs.append(messages.ApplicationRequest(rm_id, remove=tuple(removes)))
         if self._b_recovering:
             if not msgs:
-                msgs.append({"type": si.NODE_REQUEST, "rmID": self.rm_id, "nodes": []})
+                msgs.append(messages.NodeRequest(rm_id))
             rid = self._id()
-            msgs[-1]["id"] = rid
+            msgs[-1] = dataclasses.replace(msgs[-1], id=rid)
             self.awaiting[rid] = ("recover", list(self._b_recovering))
         if self._running_id == -1:
-            msgs.append({"type": si.NODE_REQUEST, "rmID": self.rm_id,
-                         "nodes": self._b_late_nodes})
-            self._b_late_nodes = []
             rid = self._id()
-            msgs[-1]["id"] = rid
+            msgs.append(messages.NodeRequest(rm_id, tuple(self._b_late_nodes), rid))
+            self._b_late_nodes = []
             self._running_id = rid
             self.awaiting[rid] = ("running", None)
         elif self._b_late_nodes:
-            msgs.append({"type": si.NODE_REQUEST, "rmID": self.rm_id,
-                         "nodes": self._b_late_nodes})
-        self._actions.si.extend(msgs)
+            msgs.append(messages.NodeRequest(rm_id, tuple(self._b_late_nodes)))
+        self._actions.si.extend(msg.to_si() for msg in msgs)
         self._reset_batch()
 
     # ------------------------------------------------------------------ status
