@@ -1,7 +1,9 @@
 """engine.si: the scheduler interface (SI) between the shim and the engine.
 
-    protocol  message types, the JSON schema and its validation (`ProtocolError`), framing
+    protocol  message type names, enumerations, framing, `ProtocolError`
+    messages  the shim -> engine messages as frozen dataclasses; `parse` (the validation)
     server    the engine's UNIX socket server under trio: connections, Ack/Error, routing by rmID
 
-The shim (`shim_k8s`) imports `protocol` to speak the same schema.
+The shim (`shim_k8s`) builds `messages` and sends their `to_si()`, so each field is spelled
+once for both sides.
 """
