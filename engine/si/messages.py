@@ -1,5 +1,7 @@
 """The shim -> engine SI messages as typed, frozen values, and the one parser that makes them.
 
+The values are frozen `msgspec.Struct`s (see `_Frozen` for why not frozen dataclasses).
+
 `parse(msg)` turns a decoded JSON object into one of `RegisterResourceManager`,
 `ApplicationRequest`, `NodeRequest` or `AllocationRequest`, checking every field on the way;
 a malformed message raises `ProtocolError` naming the field (the wording of the schema in
@@ -14,9 +16,10 @@ was not sent is None where "absent" and "empty" mean different things (a node UP
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from typing import Any, ClassVar
+
+import msgspec
 
 from engine import resources
 from engine.resources import Resource
@@ -24,7 +27,10 @@ from engine.si.protocol import (ALLOCATION_REQUEST, APPLICATION_REQUEST, GANG_HA
                                 NODE_ACTIONS, NODE_REQUEST, PARTITION_ATTRIBUTE, REGISTER_RM,
                                 SHIM_MESSAGES, TERMINATION_TYPES, ProtocolError)
 
-_frozen = dataclasses.dataclass(frozen=True, slots=True)
+
+class _Frozen(msgspec.Struct, frozen=True):
+    """A frozen value. msgspec's Struct, not a frozen dataclass: made for every ask and node
+    the engine receives, and ten times cheaper to construct (~0.4 vs ~3.6 us for an ask)."""
 
 
 def _with(out: dict[str, Any], key: str, value: Any) -> None:
@@ -38,8 +44,7 @@ def _resource_si(res: Resource | None) -> dict[str, Any] | None:
 
 # --- parts -------------------------------------------------------------------------------------
 
-@_frozen
-class UserGroupInfo:
+class UserGroupInfo(_Frozen):
     """The submitting user and their groups (SI UserGroupInformation)."""
 
     user: str = ""
@@ -49,8 +54,7 @@ class UserGroupInfo:
         return {"user": self.user, "groups": list(self.groups)}
 
 
-@_frozen
-class AddApplication:
+class AddApplication(_Frozen):
     """ApplicationRequest.new[]: an application to add."""
 
     application_id: str
@@ -76,8 +80,7 @@ class AddApplication:
         return out
 
 
-@_frozen
-class RemoveApplication:
+class RemoveApplication(_Frozen):
     """ApplicationRequest.remove[]: an application the RM removed."""
 
     application_id: str
@@ -87,8 +90,7 @@ class RemoveApplication:
         return {"applicationID": self.application_id, "partitionName": self.partition_name}
 
 
-@_frozen
-class NodeChange:
+class NodeChange(_Frozen):
     """NodeRequest.nodes[] (SI NodeInfo): a node and what to do with it (`action`).
 
     `attributes` are strings (labels, `ready`, `ykshm.io/taints`, `si/node-partition`);
@@ -113,18 +115,17 @@ class NodeChange:
         return out
 
 
-@_frozen
-class AllocationAsk:
+class AllocationAsk(_Frozen):
     """AllocationRequest.asks[]: a pending request for one allocation (a pod)."""
 
     allocation_key: str
     application_id: str
     partition_name: str = ""
-    resource_ask: Resource = dataclasses.field(default_factory=dict)
+    resource_ask: Resource = msgspec.field(default_factory=dict)
     priority: int = 0
     placeholder: bool = False
     task_group_name: str = ""
-    allocation_tags: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    allocation_tags: Mapping[str, Any] = msgspec.field(default_factory=dict)
 
     def to_si(self) -> dict[str, Any]:
         return {"allocationKey": self.allocation_key, "applicationID": self.application_id,
@@ -134,15 +135,14 @@ class AllocationAsk:
                 "allocationTags": dict(self.allocation_tags)}
 
 
-@_frozen
-class ExistingAllocation:
+class ExistingAllocation(_Frozen):
     """AllocationRequest.allocations[]: an allocation already bound (recovery)."""
 
     allocation_key: str
     application_id: str
     node_id: str
     partition_name: str = ""
-    resource_per_alloc: Resource = dataclasses.field(default_factory=dict)
+    resource_per_alloc: Resource = msgspec.field(default_factory=dict)
     placeholder: bool = False
     task_group_name: str = ""
     priority: int = 0
@@ -155,8 +155,7 @@ class ExistingAllocation:
                 "priority": self.priority}
 
 
-@_frozen
-class AllocationRelease:
+class AllocationRelease(_Frozen):
     """releases.allocationsToRelease[]: allocations the RM ended (all of the app's if no key)."""
 
     application_id: str
@@ -174,8 +173,7 @@ class AllocationRelease:
         return out
 
 
-@_frozen
-class AskRelease:
+class AskRelease(_Frozen):
     """releases.allocationAsksToRelease[]: asks the RM withdrew (all of the app's if no key)."""
 
     application_id: str
@@ -190,8 +188,7 @@ class AskRelease:
 
 # --- messages ----------------------------------------------------------------------------------
 
-@_frozen
-class RegisterResourceManager:
+class RegisterResourceManager(_Frozen):
     TYPE: ClassVar[str] = REGISTER_RM
 
     rm_id: str
@@ -207,8 +204,7 @@ class RegisterResourceManager:
         return out
 
 
-@_frozen
-class ApplicationRequest:
+class ApplicationRequest(_Frozen):
     TYPE: ClassVar[str] = APPLICATION_REQUEST
 
     rm_id: str
@@ -226,8 +222,7 @@ class ApplicationRequest:
         return out
 
 
-@_frozen
-class NodeRequest:
+class NodeRequest(_Frozen):
     TYPE: ClassVar[str] = NODE_REQUEST
 
     rm_id: str
@@ -241,8 +236,7 @@ class NodeRequest:
         return out
 
 
-@_frozen
-class AllocationRequest:
+class AllocationRequest(_Frozen):
     TYPE: ClassVar[str] = ALLOCATION_REQUEST
 
     rm_id: str

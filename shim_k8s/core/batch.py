@@ -11,6 +11,8 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
+import msgspec
+
 from engine.si import messages
 
 if TYPE_CHECKING:
@@ -72,7 +74,7 @@ def flush(core: ShimCore) -> None:
         if not msgs:
             msgs.append(messages.NodeRequest(rm_id))
         rid = core.next_request_id()
-        msgs[-1] = dataclasses.replace(msgs[-1], id=rid)
+        msgs[-1] = msgspec.structs.replace(msgs[-1], id=rid)
         core.awaiting[rid] = ("recover", list(core.batch.recovering))
     if core.running_id == -1:
         rid = core.next_request_id()

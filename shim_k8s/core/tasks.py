@@ -8,10 +8,11 @@ one releases what the engine holds.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from engine import resources
 from engine.predicates import PLACEMENT_TAG
@@ -152,7 +153,7 @@ def _ensure_app(core: ShimCore, info: PodInfo) -> bool:
         info.app_id, info.queue, core.partition,
         messages.UserGroupInfo(info.user, tuple(info.groups)), {"namespace": info.namespace})
     if info.task_groups:
-        app = dataclasses.replace(
+        app = msgspec.structs.replace(
             app, placeholder_ask=resources.total(
                 {name: value * group.min_member
                  for name, value in group.min_resource.items()}
