@@ -127,11 +127,8 @@ class Scheduler:
             self.outbox.forget(rm_id)
         self.rms[rm_id] = {"rmID": rm_id, "policyGroup": message.policy_group,
                            "version": message.version, "registeredNano": self.wall_clock()}
-        resp = {"type": protocol.REGISTER_RM_RESPONSE, "instanceUUID": self.instance_uuid,
-                "ringName": self.ring_name}
-        if message.id is not None:
-            resp["replyTo"] = message.id
-        result.responses.append(resp)
+        result.responses.append(messages.RegisterResourceManagerResponse(
+            self.instance_uuid, self.ring_name, message.id).to_si())
 
     def _part(self, name: str, what: str, result: Handled) -> Partition | None:
         try:
@@ -142,19 +139,16 @@ class Scheduler:
 
     def _applications(self, message: messages.ApplicationRequest, result: Handled) -> None:
         rm_id = message.rm_id
-        accepted: list[dict] = []
-        rejected: list[dict] = []
+        accepted: list[str] = []
+        rejected: list[messages.RejectedApplication] = []
         for app in message.new:
             app_id = app.application_id
             part = self._part(app.partition_name, f"application {app_id}", result)
-            if part is None:
-                rejected.append({"applicationID": app_id, "reason": "unknown partition"})
-                continue
-            reason = part.add_app(rm_id, app)
+            reason = part.add_app(rm_id, app) if part is not None else "unknown partition"
             if reason is None:
-                accepted.append({"applicationID": app_id})
+                accepted.append(app_id)
             else:
-                rejected.append({"applicationID": app_id, "reason": reason})
+                rejected.append(messages.RejectedApplication(app_id, reason))
         for gone in message.remove:
             app_id = gone.application_id
             part = self._part(gone.partition_name, f"application {app_id}", result)
@@ -163,18 +157,18 @@ class Scheduler:
         # state updates caused by this message go out before the accept/reject answer
         result.responses.extend(self._flush_for(rm_id))
         if accepted or rejected:
-            result.responses.append({"type": protocol.APPLICATION_RESPONSE, "accepted": accepted,
-                                     "rejected": rejected, "updated": []})
+            result.responses.append(messages.ApplicationResponse(
+                tuple(accepted), tuple(rejected)).to_si())
 
     def _nodes(self, message: messages.NodeRequest, result: Handled) -> None:
         rm_id = message.rm_id
-        accepted: list[dict] = []
-        rejected: list[dict] = []
+        accepted: list[str] = []
+        rejected: list[messages.RejectedNode] = []
         for node in message.nodes:
             node_id = node.node_id
             part = self._part(node.partition_name, f"node {node_id}", result)
             if part is None:
-                rejected.append({"nodeID": node_id, "reason": "unknown partition"})
+                rejected.append(messages.RejectedNode(node_id, "unknown partition"))
                 continue
             action = node.action
             if action == protocol.NODE_CREATE:
@@ -191,14 +185,14 @@ class Scheduler:
                 reason = part.remove_node(node_id)
             if reason is None:
                 if action in (protocol.NODE_CREATE, protocol.NODE_CREATE_DRAIN):
-                    accepted.append({"nodeID": node_id})
+                    accepted.append(node_id)
             else:
-                rejected.append({"nodeID": node_id, "reason": reason})
+                rejected.append(messages.RejectedNode(node_id, reason))
                 result.problems.append(f"{action} {node_id}: {reason}")
         result.responses.extend(self._flush_for(rm_id))
         if accepted or rejected:
-            result.responses.append({"type": protocol.NODE_RESPONSE, "accepted": accepted,
-                                     "rejected": rejected})
+            result.responses.append(messages.NodeResponse(tuple(accepted),
+                                                          tuple(rejected)).to_si())
 
     def _allocations(self, message: messages.AllocationRequest, result: Handled) -> None:
         rm_id = message.rm_id
@@ -260,14 +254,13 @@ class Scheduler:
         self._pending_other = {}
         events = self.sink.take_requests()
         if events:
-            records = request_records(events)
-            by_rm: dict[str, list[dict[str, Any]]] = {}
-            for rec in records:
-                rm = self._rm_of_app(rec["referenceID"])
+            by_rm: dict[str, list[messages.EventRecord]] = {}
+            for record in request_records(events):
+                rm = self._rm_of_app(record.reference_id)
                 if rm is not None:
-                    by_rm.setdefault(rm, []).append(rec)
-            for rm, recs in by_rm.items():
-                out.setdefault(rm, []).append({"type": protocol.EVENT_RECORDS, "events": recs})
+                    by_rm.setdefault(rm, []).append(record)
+            for rm, records in by_rm.items():
+                out.setdefault(rm, []).append(messages.EventRecords(tuple(records)).to_si())
         return out
 
     def _rm_of_app(self, app_id: str) -> str | None:

@@ -1,13 +1,16 @@
-"""The shim -> engine SI messages as typed, frozen values, and the one parser that makes them.
+"""The SI messages, both ways, as typed frozen values; the parser and reader that make them.
+
+Shim -> engine: `parse(msg)` turns a decoded JSON object into one of `RegisterResourceManager`,
+`ApplicationRequest`, `NodeRequest` or `AllocationRequest`, checking every field on the way; a
+malformed message raises `ProtocolError` naming the field (the schema in `engine.si.protocol`),
+and nothing after it sees a raw dict. The shim builds the same types and sends `to_si()`, their
+wire form, so a field is spelled once.
+
+Engine -> shim: the engine builds `AllocationResponse`, `ApplicationResponse`, `NodeResponse`,
+`EventRecords`, `RegisterResourceManagerResponse`, `Ack` and `Error` and sends `to_si()`; the
+shim reads them back with `read_engine(msg)` (lenient: the engine is trusted).
 
 The values are frozen `msgspec.Struct`s (see `_Frozen` for why not frozen dataclasses).
-
-`parse(msg)` turns a decoded JSON object into one of `RegisterResourceManager`,
-`ApplicationRequest`, `NodeRequest` or `AllocationRequest`, checking every field on the way;
-a malformed message raises `ProtocolError` naming the field (the wording of the schema in
-`engine.si.protocol`), and nothing after it sees a raw dict. The shim builds the same types and
-sends `to_si()`, their wire form, so a field is spelled once.
-
 Conventions: resources are parsed `dict[str, int]` (`engine.resources`); an optional field that
 was not sent is None where "absent" and "empty" mean different things (a node UPDATE without
 `attributes` keeps the node's; with `{}` it clears them), else its SI default ("" / 0 / False).
@@ -23,8 +26,10 @@ import msgspec
 
 from engine import resources
 from engine.resources import Resource
-from engine.si.protocol import (ALLOCATION_REQUEST, APPLICATION_REQUEST, GANG_HARD, GANG_SOFT,
-                                NODE_ACTIONS, NODE_REQUEST, PARTITION_ATTRIBUTE, REGISTER_RM,
+from engine.si.protocol import (ACK, ALLOCATION_REQUEST, ALLOCATION_RESPONSE,
+                                APPLICATION_REQUEST, APPLICATION_RESPONSE, ERROR, EVENT_RECORDS,
+                                GANG_HARD, GANG_SOFT, NODE_ACTIONS, NODE_REQUEST, NODE_RESPONSE,
+                                PARTITION_ATTRIBUTE, REGISTER_RM, REGISTER_RM_RESPONSE,
                                 SHIM_MESSAGES, TERMINATION_TYPES, ProtocolError)
 
 
@@ -174,7 +179,8 @@ class AllocationRelease(_Frozen):
 
 
 class AskRelease(_Frozen):
-    """releases.allocationAsksToRelease[]: asks the RM withdrew (all of the app's if no key)."""
+    """releases.allocationAsksToRelease[]: asks the RM withdrew (all of the app's if no key);
+    AllocationResponse.releasedAsks[]: asks the engine gave up (no partitionName)."""
 
     application_id: str
     allocation_key: str = ""
@@ -182,8 +188,10 @@ class AskRelease(_Frozen):
     message: str = ""
 
     def to_si(self) -> dict[str, Any]:
-        return {"partitionName": self.partition_name, "applicationID": self.application_id,
-                "allocationKey": self.allocation_key, "message": self.message}
+        out = {"partitionName": self.partition_name} if self.partition_name else {}
+        out.update({"applicationID": self.application_id, "allocationKey": self.allocation_key,
+                    "message": self.message})
+        return out
 
 
 # --- messages ----------------------------------------------------------------------------------
@@ -261,6 +269,181 @@ class AllocationRequest(_Frozen):
 
 
 ShimMessage = RegisterResourceManager | ApplicationRequest | NodeRequest | AllocationRequest
+
+
+# --- engine -> shim ----------------------------------------------------------------------------
+
+class NewAllocation(_Frozen):
+    """AllocationResponse.new[]: an ask allocated on a node (the shim binds the pod)."""
+
+    allocation_key: str
+    application_id: str
+    partition_name: str
+    node_id: str
+    resource_per_alloc: Resource = msgspec.field(default_factory=dict)
+    placeholder: bool = False
+    task_group_name: str = ""
+
+    def to_si(self) -> dict[str, Any]:
+        return {"allocationKey": self.allocation_key, "applicationID": self.application_id,
+                "partitionName": self.partition_name, "nodeID": self.node_id,
+                "resourcePerAlloc": resources.to_si(self.resource_per_alloc),
+                "placeholder": self.placeholder, "taskGroupName": self.task_group_name}
+
+
+class RejectedAllocation(_Frozen):
+    """AllocationResponse.rejected[]: an ask or existing allocation the engine refused."""
+
+    allocation_key: str
+    application_id: str
+    reason: str
+
+    def to_si(self) -> dict[str, Any]:
+        return {"allocationKey": self.allocation_key, "applicationID": self.application_id,
+                "reason": self.reason}
+
+
+class AllocationResponse(_Frozen):
+    """New allocations, engine-side releases of allocations and asks, rejections.
+    `released` and `released_asks` use the request's release types, as SI does."""
+
+    TYPE: ClassVar[str] = ALLOCATION_RESPONSE
+
+    new: tuple[NewAllocation, ...] = ()
+    released: tuple[AllocationRelease, ...] = ()
+    released_asks: tuple[AskRelease, ...] = ()
+    rejected: tuple[RejectedAllocation, ...] = ()
+
+    def to_si(self) -> dict[str, Any]:
+        return {"type": self.TYPE, "new": [a.to_si() for a in self.new],
+                "released": [r.to_si() for r in self.released],
+                "releasedAsks": [r.to_si() for r in self.released_asks],
+                "rejected": [r.to_si() for r in self.rejected]}
+
+
+class RejectedApplication(_Frozen):
+    application_id: str
+    reason: str
+
+    def to_si(self) -> dict[str, Any]:
+        return {"applicationID": self.application_id, "reason": self.reason}
+
+
+class UpdatedApplication(_Frozen):
+    """An application's new state (`engine.app_state.AppState` value) and why."""
+
+    application_id: str
+    state: str
+    message: str = ""
+
+    def to_si(self) -> dict[str, Any]:
+        return {"applicationID": self.application_id, "state": self.state,
+                "message": self.message}
+
+
+class ApplicationResponse(_Frozen):
+    """Accepted and rejected applications of a request, and state updates."""
+
+    TYPE: ClassVar[str] = APPLICATION_RESPONSE
+
+    accepted: tuple[str, ...] = ()  # applicationIDs
+    rejected: tuple[RejectedApplication, ...] = ()
+    updated: tuple[UpdatedApplication, ...] = ()
+
+    def to_si(self) -> dict[str, Any]:
+        return {"type": self.TYPE,
+                "accepted": [{"applicationID": app_id} for app_id in self.accepted],
+                "rejected": [r.to_si() for r in self.rejected],
+                "updated": [u.to_si() for u in self.updated]}
+
+
+class RejectedNode(_Frozen):
+    node_id: str
+    reason: str
+
+    def to_si(self) -> dict[str, Any]:
+        return {"nodeID": self.node_id, "reason": self.reason}
+
+
+class NodeResponse(_Frozen):
+    TYPE: ClassVar[str] = NODE_RESPONSE
+
+    accepted: tuple[str, ...] = ()  # nodeIDs
+    rejected: tuple[RejectedNode, ...] = ()
+
+    def to_si(self) -> dict[str, Any]:
+        return {"type": self.TYPE, "accepted": [{"nodeID": node_id} for node_id in self.accepted],
+                "rejected": [r.to_si() for r in self.rejected]}
+
+
+class EventRecord(_Frozen):
+    """A request event for the shim to post as a Kubernetes Event (object = the pod's UID)."""
+
+    type: int
+    object_id: str
+    reference_id: str
+    message: str
+    timestamp_nano: int
+    event_change_type: int
+    event_change_detail: int
+
+    def to_si(self) -> dict[str, Any]:
+        return {"type": self.type, "objectID": self.object_id,
+                "referenceID": self.reference_id, "message": self.message,
+                "timestampNano": self.timestamp_nano, "eventChangeType": self.event_change_type,
+                "eventChangeDetail": self.event_change_detail}
+
+
+class EventRecords(_Frozen):
+    TYPE: ClassVar[str] = EVENT_RECORDS
+
+    events: tuple[EventRecord, ...] = ()
+
+    def to_si(self) -> dict[str, Any]:
+        return {"type": self.TYPE, "events": [e.to_si() for e in self.events]}
+
+
+class RegisterResourceManagerResponse(_Frozen):
+    TYPE: ClassVar[str] = REGISTER_RM_RESPONSE
+
+    instance_uuid: str = ""
+    ring_name: str = ""
+    reply_to: int | None = None
+
+    def to_si(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"type": self.TYPE, "instanceUUID": self.instance_uuid,
+                               "ringName": self.ring_name}
+        _with(out, "replyTo", self.reply_to)
+        return out
+
+
+class Ack(_Frozen):
+    TYPE: ClassVar[str] = ACK
+
+    reply_to: int
+
+    def to_si(self) -> dict[str, Any]:
+        return {"type": self.TYPE, "replyTo": self.reply_to}
+
+
+class Error(_Frozen):
+    """A request the engine could not apply (`reply_to` set), or a frame it could not read."""
+
+    TYPE: ClassVar[str] = ERROR
+
+    message: str
+    message_type: str = ""
+    reply_to: int | None = None
+
+    def to_si(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"type": self.TYPE, "message": self.message,
+                               "messageType": self.message_type}
+        _with(out, "replyTo", self.reply_to)
+        return out
+
+
+EngineMessage = (AllocationResponse | ApplicationResponse | NodeResponse | EventRecords
+                 | RegisterResourceManagerResponse | Ack | Error)
 
 
 # --- parsing: dict -> message, every field checked ---------------------------------------------
@@ -469,3 +652,79 @@ def _release(f: _Fields) -> AllocationRelease:
 def _ask_release(f: _Fields) -> AskRelease:
     app_id = f.need("applicationID", str, nonempty=True)
     return AskRelease(app_id, f.text("allocationKey"), f.text("partitionName"), f.text("message"))
+
+
+# --- reading engine messages (the shim's side) -------------------------------------------------
+
+def read_engine(msg: Mapping[str, Any]) -> EngineMessage | None:
+    """The typed message of a decoded engine -> shim object; None for a type the shim does not
+    know. The engine is trusted: a missing field reads as its default, a value as its string,
+    an item that is not an object is skipped."""
+    mtype = msg.get("type")
+    if mtype == ALLOCATION_RESPONSE:
+        return AllocationResponse(
+            tuple(NewAllocation(_str(i, "allocationKey"), _str(i, "applicationID"),
+                                _str(i, "partitionName"), _str(i, "nodeID"),
+                                _resource(i, "resourcePerAlloc"), i.get("placeholder") is True,
+                                _str(i, "taskGroupName"))
+                  for i in _objects(msg, "new")),
+            tuple(AllocationRelease(_str(i, "applicationID"), _str(i, "allocationKey"),
+                                    _str(i, "partitionName"), _str(i, "terminationType"),
+                                    _str(i, "message"))
+                  for i in _objects(msg, "released")),
+            tuple(AskRelease(_str(i, "applicationID"), _str(i, "allocationKey"),
+                             _str(i, "partitionName"), _str(i, "message"))
+                  for i in _objects(msg, "releasedAsks")),
+            tuple(RejectedAllocation(_str(i, "allocationKey"), _str(i, "applicationID"),
+                                     _str(i, "reason"))
+                  for i in _objects(msg, "rejected")))
+    if mtype == ACK:
+        return Ack(_int(msg, "replyTo", -1))
+    if mtype == ERROR:
+        return Error(_str(msg, "message"), _str(msg, "messageType"),
+                     _int(msg, "replyTo", -1) if "replyTo" in msg else None)
+    if mtype == REGISTER_RM_RESPONSE:
+        return RegisterResourceManagerResponse(
+            _str(msg, "instanceUUID"), _str(msg, "ringName"),
+            _int(msg, "replyTo", -1) if "replyTo" in msg else None)
+    if mtype == APPLICATION_RESPONSE:
+        return ApplicationResponse(
+            tuple(_str(i, "applicationID") for i in _objects(msg, "accepted")),
+            tuple(RejectedApplication(_str(i, "applicationID"), _str(i, "reason"))
+                  for i in _objects(msg, "rejected")),
+            tuple(UpdatedApplication(_str(i, "applicationID"), _str(i, "state"),
+                                     _str(i, "message"))
+                  for i in _objects(msg, "updated")))
+    if mtype == NODE_RESPONSE:
+        return NodeResponse(tuple(_str(i, "nodeID") for i in _objects(msg, "accepted")),
+                            tuple(RejectedNode(_str(i, "nodeID"), _str(i, "reason"))
+                                  for i in _objects(msg, "rejected")))
+    if mtype == EVENT_RECORDS:
+        return EventRecords(tuple(
+            EventRecord(_int(i, "type", 0), _str(i, "objectID"), _str(i, "referenceID"),
+                        _str(i, "message"), _int(i, "timestampNano", 0),
+                        _int(i, "eventChangeType", 0), _int(i, "eventChangeDetail", 0))
+            for i in _objects(msg, "events")))
+    return None
+
+
+def _objects(msg: Mapping[str, Any], key: str) -> list[Mapping[str, Any]]:
+    value = msg.get(key)
+    return [i for i in value if isinstance(i, dict)] if isinstance(value, list) else []
+
+
+def _str(obj: Mapping[str, Any], key: str) -> str:
+    value = obj.get(key)
+    return "" if value is None else str(value)
+
+
+def _resource(obj: Mapping[str, Any], key: str) -> Resource:
+    try:
+        return resources.from_si(obj.get(key))
+    except ValueError:
+        return {}
+
+
+def _int(obj: Mapping[str, Any], key: str, default: int) -> int:
+    value = obj.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) else default

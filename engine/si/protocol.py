@@ -53,9 +53,11 @@ Using this module
 -----------------
 Sans-I/O core: `encode(msg) -> bytes` (one frame), `FrameDecoder` (feed bytes, get objects; fed
 whole, byte by byte or with trailing data it yields the same messages). Trio helpers:
-`send_message(stream, msg)`, `receive_message(stream, decoder)`. The typed shim messages and
-their parser are `engine.si.messages` (`parse(msg)` raises `ProtocolError` naming the field; the
-engine answers that with `Error`); `validate(msg)` runs the same checks and returns the type.
+`send_message(stream, msg)`, `receive_message(stream, decoder)`. The messages of both directions
+as typed values are `engine.si.messages`: `parse(msg)` makes a shim message (raising
+`ProtocolError` naming the field; the engine answers that with `Error`), `read_engine(msg)` an
+engine message, and every message's `to_si()` is its wire form. `validate(msg)` runs `parse`'s
+checks and returns the type.
 
 Errors::
 
@@ -228,16 +230,3 @@ def validate(msg: Mapping[str, Any]) -> str:
     from engine.si.messages import parse  # messages builds on this module's names
 
     return parse(msg).TYPE
-
-
-# --- constructors for engine messages -----------------------------------------------------------
-
-def ack(reply_to: int) -> dict[str, Any]:
-    return {"type": ACK, "replyTo": reply_to}
-
-
-def error(message: str, message_type: str = "", reply_to: int | None = None) -> dict[str, Any]:
-    msg: dict[str, Any] = {"type": ERROR, "message": message, "messageType": message_type}
-    if reply_to is not None:
-        msg["replyTo"] = reply_to
-    return msg

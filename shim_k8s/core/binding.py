@@ -6,9 +6,9 @@ bound"; a failed binding is retried up to MAX_BIND_ATTEMPTS times, then the pod 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from engine.si import messages
 from engine.si import protocol as si
 
 from . import nodes, placeholders, registration, tasks
@@ -52,11 +52,11 @@ def on_bind_result(core: ShimCore, bind: Bind, ok: bool, conflict: bool = False,
     registration.progress(core)
 
 
-def on_allocation_response(core: ShimCore, msg: Mapping[str, Any]) -> None:
-    for item in msg.get("new") or []:
-        uid = str(item.get("allocationKey", ""))
-        app = str(item.get("applicationID", ""))
-        node = str(item.get("nodeID", ""))
+def on_allocation_response(core: ShimCore, message: messages.AllocationResponse) -> None:
+    """New allocations are bound; engine-side releases delete preempted, replaced and timed-out
+    pods; released or rejected asks are told to their pods."""
+    for new in message.new:
+        uid, app, node = new.allocation_key, new.application_id, new.node_id
         core.e_asks.pop(uid, None)
         core.e_allocs[uid] = EngineAllocation(app, node)
         info = core.pods.get(uid)
@@ -74,10 +74,10 @@ def on_allocation_response(core: ShimCore, msg: Mapping[str, Any]) -> None:
                                         core.generation))
         if info.placeholder:
             placeholders.gang_progress(core, info.app_id)
-    for item in msg.get("released") or []:
-        uid = str(item.get("allocationKey", ""))
+    for released in message.released:
+        uid = released.allocation_key
         alloc = core.e_allocs.pop(uid, None)
-        term = item.get("terminationType")
+        term = released.termination_type
         if alloc is not None:
             core.batch.touched_apps.add(alloc.app_id)
         info = core.pods.get(uid)
@@ -87,12 +87,12 @@ def on_allocation_response(core: ShimCore, msg: Mapping[str, Any]) -> None:
             core.actions.deletes.append((info.namespace, info.name))
         if info is not None and info.placeholder:
             placeholders.gang_progress(core, info.app_id, gave_up=True)
-    for item in msg.get("releasedAsks") or []:
-        uid = str(item.get("allocationKey", ""))
+    for released_ask in message.released_asks:
+        uid = released_ask.allocation_key
         app = core.e_asks.pop(uid, None)
         if app is not None:
             core.batch.touched_apps.add(app)
-        core.rejected_asks[uid] = str(item.get("message", "ask released by the scheduler"))
+        core.rejected_asks[uid] = released_ask.message or "ask released by the scheduler"
         info = core.pods.get(uid)
         if info is not None and info.placeholder:
             placeholders.gang_progress(core, info.app_id, gave_up=True)
@@ -100,13 +100,13 @@ def on_allocation_response(core: ShimCore, msg: Mapping[str, Any]) -> None:
             core.actions.events.append(KubeEvent(
                 "Pod", info.namespace, info.name, uid, "AskReleased",
                 core.rejected_asks[uid], "Warning"))
-    for item in msg.get("rejected") or []:
-        uid = str(item.get("allocationKey", ""))
+    for rejected in message.rejected:
+        uid = rejected.allocation_key
         app = core.e_asks.pop(uid, None)
         if app is not None:
             core.batch.touched_apps.add(app)
         alloc = core.e_allocs.pop(uid, None)
-        reason = str(item.get("reason", "rejected by the scheduler"))
+        reason = rejected.reason or "rejected by the scheduler"
         core.rejected_asks[uid] = reason
         info = core.pods.get(uid)
         if alloc is not None:

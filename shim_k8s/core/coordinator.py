@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from engine.resources import Resource
-from engine.si import protocol as si
+from engine.si import messages
 
 from .. import mapping
 from ..mapping import NodeInfo, PodInfo
@@ -130,25 +130,25 @@ class ShimCore:
         binding.on_bind_result(self, bind, ok, conflict, gone, reason)
 
     def on_si(self, msg: Mapping[str, Any]) -> None:
-        """One message from the engine."""
-        mtype = msg.get("type")
-        if mtype == si.ALLOCATION_RESPONSE:
-            binding.on_allocation_response(self, msg)
-        elif mtype == si.ACK:
-            registration.on_ack(self, int(msg.get("replyTo", -1)), None)
-        elif mtype == si.ERROR:
-            if "replyTo" in msg:
-                registration.on_ack(self, int(msg["replyTo"]), str(msg.get("message", "")))
+        """One message from the engine (decoded JSON; typed here, at the core's entrance)."""
+        message = messages.read_engine(msg)
+        if isinstance(message, messages.AllocationResponse):
+            binding.on_allocation_response(self, message)
+        elif isinstance(message, messages.Ack):
+            registration.on_ack(self, message.reply_to, None)
+        elif isinstance(message, messages.Error):
+            if message.reply_to is not None:
+                registration.on_ack(self, message.reply_to, message.message)
             else:
-                log.warning("engine error: %s (%s)", msg.get("message"), msg.get("messageType"))
-        elif mtype == si.REGISTER_RM_RESPONSE:
-            registration.on_registered(self, msg)
-        elif mtype == si.APPLICATION_RESPONSE:
-            tasks.on_application_response(self, msg)
-        elif mtype == si.NODE_RESPONSE:
-            nodes.on_node_response(self, msg)
-        elif mtype == si.EVENT_RECORDS:
-            for record in msg.get("events") or []:
+                log.warning("engine error: %s (%s)", message.message, message.message_type)
+        elif isinstance(message, messages.RegisterResourceManagerResponse):
+            registration.on_registered(self, message)
+        elif isinstance(message, messages.ApplicationResponse):
+            tasks.on_application_response(self, message)
+        elif isinstance(message, messages.NodeResponse):
+            nodes.on_node_response(self, message)
+        elif isinstance(message, messages.EventRecords):
+            for record in message.events:
                 tasks.on_event_record(self, record)
 
     def take(self) -> Actions:

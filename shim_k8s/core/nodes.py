@@ -155,11 +155,11 @@ def reconcile_node(core: ShimCore, name: str) -> None:
         core.batch.nodes.append(messages.NodeChange(name, si.NODE_DRAIN_TO_SCHEDULABLE))
 
 
-def on_node_response(core: ShimCore, msg: Mapping[str, Any]) -> None:
+def on_node_response(core: ShimCore, message: messages.NodeResponse) -> None:
     """NodeResponse: a node the engine rejected is not in its view (nor recoverable)."""
-    for item in msg.get("rejected") or []:
-        name = str(item.get("nodeID", ""))
-        log.warning("engine rejected node %s: %s", name, item.get("reason"))
+    for rejected in message.rejected:
+        name = rejected.node_id
+        log.warning("engine rejected node %s: %s", name, rejected.reason)
         if core.e_nodes.pop(name, None) is not None:
             drop_node_allocs(core, name)
         if core.node_recovery.get(name) is not None:

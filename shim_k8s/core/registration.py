@@ -9,8 +9,7 @@ were acknowledged; on that Ack the shim is Running (`shim_k8s.state` holds the m
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from engine.si import messages
 from engine.si import protocol as si
@@ -98,10 +97,10 @@ def _finish_recovery(core: ShimCore) -> None:
     core.running_id = -1  # set to the id of the message carrying the drains in batch.flush
 
 
-def on_registered(core: ShimCore, msg: Mapping[str, Any]) -> None:
+def on_registered(core: ShimCore, message: messages.RegisterResourceManagerResponse) -> None:
     """RegisterResourceManagerResponse: which engine instance and ring we talk to."""
-    core.instance_uuid = str(msg.get("instanceUUID", ""))
-    core.ring_name = str(msg.get("ringName", ""))
+    core.instance_uuid = message.instance_uuid
+    core.ring_name = message.ring_name
 
 
 def on_ack(core: ShimCore, reply_to: int, error: str | None) -> None:

@@ -241,10 +241,11 @@ def _ask_message(core: ShimCore, uid: str, info: PodInfo) -> messages.Allocation
                                   info.priority, info.placeholder, info.task_group, tags)
 
 
-def on_application_response(core: ShimCore, msg: Mapping[str, Any]) -> None:
-    for item in msg.get("rejected") or []:
-        app = str(item.get("applicationID", ""))
-        reason = str(item.get("reason", "rejected"))
+def on_application_response(core: ShimCore, message: messages.ApplicationResponse) -> None:
+    """Rejected applications: their pods are told why and not asked for."""
+    for rejected in message.rejected:
+        app = rejected.application_id
+        reason = rejected.reason or "rejected"
         core.e_apps.pop(app, None)
         core.rejected_apps[app] = reason
         log.warning("application %s rejected: %s", app, reason)
@@ -257,10 +258,11 @@ def on_application_response(core: ShimCore, msg: Mapping[str, Any]) -> None:
                 f"application {app} rejected: {reason}", "Warning"))
 
 
-def on_event_record(core: ShimCore, record: Mapping[str, Any]) -> None:
-    uid = str(record.get("objectID", ""))
+def on_event_record(core: ShimCore, record: messages.EventRecord) -> None:
+    """A request event about one of our pods becomes a Kubernetes Event on it."""
+    uid = record.object_id
     info = core.pods.get(uid)
     if info is None:
         return
     core.actions.events.append(KubeEvent("Pod", info.namespace, info.name, uid,
-                                          "Informational", str(record.get("message", ""))))
+                                          "Informational", record.message))

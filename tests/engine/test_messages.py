@@ -42,9 +42,37 @@ shim_messages = st.one_of(
               st.lists(ask_releases, max_size=2).map(tuple), ids))
 
 
+engine_messages = st.one_of(
+    st.builds(messages.AllocationResponse,
+              st.lists(st.builds(messages.NewAllocation, names, names, text, names, res,
+                                 st.booleans(), text), max_size=2).map(tuple),
+              st.lists(releases, max_size=2).map(tuple),
+              st.lists(ask_releases, max_size=2).map(tuple),
+              st.lists(st.builds(messages.RejectedAllocation, names, names, text),
+                       max_size=2).map(tuple)),
+    st.builds(messages.ApplicationResponse, st.lists(names, max_size=2).map(tuple),
+              st.lists(st.builds(messages.RejectedApplication, names, text),
+                       max_size=2).map(tuple),
+              st.lists(st.builds(messages.UpdatedApplication, names, text, text),
+                       max_size=2).map(tuple)),
+    st.builds(messages.NodeResponse, st.lists(names, max_size=2).map(tuple),
+              st.lists(st.builds(messages.RejectedNode, names, text), max_size=2).map(tuple)),
+    st.builds(messages.EventRecords, st.lists(st.builds(
+        messages.EventRecord, st.integers(0, 5), names, names, text, st.integers(0, 1 << 62),
+        st.integers(0, 4), st.integers(0, 400)), max_size=2).map(tuple)),
+    st.builds(messages.RegisterResourceManagerResponse, text, text, ids),
+    st.builds(messages.Ack, st.integers(0, 1000)),
+    st.builds(messages.Error, text, text, ids))
+
+
 @given(shim_messages)
 def test_what_the_shim_sends_parses_back_to_the_same_message(message):
     assert messages.parse(message.to_si()) == message
+
+
+@given(engine_messages)
+def test_what_the_engine_sends_reads_back_to_the_same_message(message):
+    assert messages.read_engine(message.to_si()) == message
 
 
 def test_update_without_capacity_or_attributes_keeps_them_absent():
