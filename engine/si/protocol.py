@@ -226,7 +226,7 @@ async def receive_message(stream: Any, decoder: FrameDecoder,
 def validate(msg: Mapping[str, Any]) -> str:
     """Check a shim -> engine message; return its type. Raises ProtocolError naming the field.
 
-    The checks are those of `engine.si.messages.parse`, which also builds the typed message."""
-    from engine.si.messages import parse  # messages builds on this module's names
+    The checks are those of `engine.si.parse.parse`, which also builds the typed message."""
+    from engine.si.parse import parse  # parse builds on this module's names
 
     return parse(msg).TYPE
