@@ -22,6 +22,7 @@ import time
 from collections.abc import Mapping
 from typing import Any, NamedTuple, Protocol
 
+from engine.si.messages import EventRecord
 from shm.events import EventChangeDetail, EventChangeType, EventRecordType
 
 
@@ -63,16 +64,11 @@ class EventSink(Protocol):
     def take_requests(self, max_events: int = 1000) -> list[RequestEvent]: ...
 
 
-def request_records(events: list[Any]) -> list[dict[str, Any]]:
-    """Request events (RequestEvent or shm Event) as the SI `EventRecords.events` list."""
-    out = []
-    for ev in events:
-        out.append({"type": int(EventRecordType.REQUEST), "objectID": ev.object_id,
-                    "referenceID": ev.reference_id, "message": ev.message,
-                    "timestampNano": ev.timestamp_nano,
-                    "eventChangeType": int(EventChangeType.NONE),
-                    "eventChangeDetail": int(EventChangeDetail.DETAILS_NONE)})
-    return out
+def request_records(events: list[Any]) -> list[EventRecord]:
+    """Request events (RequestEvent or shm Event) as the SI `EventRecords.events` entries."""
+    return [EventRecord(int(EventRecordType.REQUEST), ev.object_id, ev.reference_id, ev.message,
+                        ev.timestamp_nano, int(EventChangeType.NONE),
+                        int(EventChangeDetail.DETAILS_NONE)) for ev in events]
 
 
 class MemoryEventSink:

@@ -124,13 +124,6 @@ class Allocation:
         """The ask's tags (kubernetes.io/meta/namespace, .../podName...): the UI names pods by them."""
         self._dao: dict[str, Any] | None = None
 
-    def si(self) -> dict[str, Any]:
-        """The AllocationResponse.new entry."""
-        return {"allocationKey": self.key, "applicationID": self.app_id,
-                "partitionName": self.partition, "nodeID": self.node_id,
-                "resourcePerAlloc": resources.to_si(self.resource),
-                "placeholder": self.placeholder, "taskGroupName": self.task_group}
-
     def dao(self) -> dict[str, Any]:
         """AllocationDAOInfo (computed once: an allocation never changes)."""
         if self._dao is None:

@@ -24,9 +24,11 @@ from engine.config import EngineConfig, PartitionConfig
 from engine.history import MetricsHistory
 from engine.events_out import request_records
 from engine.partition import Outbox, Partition, Timing
-from engine.si import protocol
+from engine.si import messages, protocol
 
 _RM_PREFIX = re.compile(r"^\[[^\]]*\]")
+_TYPED = (messages.RegisterResourceManager, messages.ApplicationRequest, messages.NodeRequest,
+          messages.AllocationRequest)
 
 
 class OutOfOrderError(Exception):
@@ -97,90 +99,93 @@ class Scheduler:
 
     # --- messages ------------------------------------------------------------------------------
 
-    def handle(self, msg: Mapping[str, Any], conn_rm: str | None) -> Handled:
-        """Apply one message, or nothing of it: it is validated whole before anything changes.
-        Raises ProtocolError for a malformed message and OutOfOrderError for one not
-        acceptable on this connection now (nothing applied either way)."""
-        mtype = protocol.validate(msg)
-        rm_id = msg["rmID"]
+    def handle(self, msg: Mapping[str, Any] | messages.ShimMessage,
+               conn_rm: str | None) -> Handled:
+        """Apply one message, or nothing of it: a dict is parsed whole (`messages.parse`)
+        before anything changes. Raises ProtocolError for a malformed message and
+        OutOfOrderError for one not acceptable on this connection now (nothing applied
+        either way)."""
+        message = msg if isinstance(msg, _TYPED) else messages.parse(msg)
+        rm_id = message.rm_id
         result = Handled()
-        if mtype == protocol.REGISTER_RM:
-            if rm_id in self.rms:
-                for part in self.partitions.values():
-                    part.remove_rm(rm_id)
-                    if len(self.rms) == 1:
-                        part.ugm.clear()
-                self.outbox.forget(rm_id)
-            self.rms[rm_id] = {"rmID": rm_id, "policyGroup": msg.get("policyGroup", ""),
-                               "version": msg.get("version", ""),
-                               "registeredNano": self.wall_clock()}
-            resp = {"type": protocol.REGISTER_RM_RESPONSE, "instanceUUID": self.instance_uuid,
-                    "ringName": self.ring_name}
-            if "id" in msg:
-                resp["replyTo"] = msg["id"]
-            result.responses.append(resp)
+        if isinstance(message, messages.RegisterResourceManager):
+            self._register(message, result)
             return result
         if conn_rm is None or rm_id not in self.rms:
-            raise OutOfOrderError(f"{mtype} before RegisterResourceManager for rmID {rm_id!r}")
+            raise OutOfOrderError(f"{message.TYPE} before RegisterResourceManager for rmID "
+                                  f"{rm_id!r}")
         if rm_id != conn_rm:
-            raise OutOfOrderError(f"{mtype} for rmID {rm_id!r} on the connection of {conn_rm!r}")
-        if mtype == protocol.APPLICATION_REQUEST:
-            self._applications(rm_id, msg, result)
-        elif mtype == protocol.NODE_REQUEST:
-            self._nodes(rm_id, msg, result)
-        elif mtype == protocol.ALLOCATION_REQUEST:
-            self._allocations(rm_id, msg, result)
+            raise OutOfOrderError(f"{message.TYPE} for rmID {rm_id!r} on the connection of "
+                                  f"{conn_rm!r}")
+        if isinstance(message, messages.ApplicationRequest):
+            self._applications(message, result)
+        elif isinstance(message, messages.NodeRequest):
+            self._nodes(message, result)
+        else:
+            self._allocations(message, result)
         return result
 
-    def _part(self, name: str | None, what: str, result: Handled) -> Partition | None:
+    def _register(self, message: messages.RegisterResourceManager, result: Handled) -> None:
+        """A (re-)registration: a known rmID's objects are forgotten (the RM replays them)."""
+        rm_id = message.rm_id
+        if rm_id in self.rms:
+            for part in self.partitions.values():
+                part.remove_rm(rm_id)
+                if len(self.rms) == 1:
+                    part.ugm.clear()
+            self.outbox.forget(rm_id)
+        self.rms[rm_id] = {"rmID": rm_id, "policyGroup": message.policy_group,
+                           "version": message.version, "registeredNano": self.wall_clock()}
+        result.responses.append(messages.RegisterResourceManagerResponse(
+            self.instance_uuid, self.ring_name, message.id).to_si())
+
+    def _part(self, name: str, what: str, result: Handled) -> Partition | None:
         try:
             return self.partition_of(name)
         except KeyError:
             result.problems.append(f"{what}: unknown partition {name!r}")
             return None
 
-    def _applications(self, rm_id: str, msg: Mapping[str, Any], result: Handled) -> None:
-        accepted: list[dict] = []
-        rejected: list[dict] = []
-        for info in msg.get("new") or []:
-            app_id = info["applicationID"]
-            part = self._part(info.get("partitionName"), f"application {app_id}", result)
-            if part is None:
-                rejected.append({"applicationID": app_id, "reason": "unknown partition"})
-                continue
-            reason = part.add_app(rm_id, info)
+    def _applications(self, message: messages.ApplicationRequest, result: Handled) -> None:
+        rm_id = message.rm_id
+        accepted: list[str] = []
+        rejected: list[messages.RejectedApplication] = []
+        for app in message.new:
+            app_id = app.application_id
+            part = self._part(app.partition_name, f"application {app_id}", result)
+            reason = part.add_app(rm_id, app) if part is not None else "unknown partition"
             if reason is None:
-                accepted.append({"applicationID": app_id})
+                accepted.append(app_id)
             else:
-                rejected.append({"applicationID": app_id, "reason": reason})
-        for info in msg.get("remove") or []:
-            app_id = info["applicationID"]
-            part = self._part(info.get("partitionName"), f"application {app_id}", result)
+                rejected.append(messages.RejectedApplication(app_id, reason))
+        for gone in message.remove:
+            app_id = gone.application_id
+            part = self._part(gone.partition_name, f"application {app_id}", result)
             if part is not None and not part.remove_app(app_id):
                 result.problems.append(f"remove: unknown application {app_id}")
         # state updates caused by this message go out before the accept/reject answer
         result.responses.extend(self._flush_for(rm_id))
         if accepted or rejected:
-            result.responses.append({"type": protocol.APPLICATION_RESPONSE, "accepted": accepted,
-                                     "rejected": rejected, "updated": []})
+            result.responses.append(messages.ApplicationResponse(
+                tuple(accepted), tuple(rejected)).to_si())
 
-    def _nodes(self, rm_id: str, msg: Mapping[str, Any], result: Handled) -> None:
-        accepted: list[dict] = []
-        rejected: list[dict] = []
-        for info in msg.get("nodes") or []:
-            node_id = info["nodeID"]
-            part = self._part((info.get("attributes") or {}).get(protocol.PARTITION_ATTRIBUTE),
-                              f"node {node_id}", result)
+    def _nodes(self, message: messages.NodeRequest, result: Handled) -> None:
+        rm_id = message.rm_id
+        accepted: list[str] = []
+        rejected: list[messages.RejectedNode] = []
+        for node in message.nodes:
+            node_id = node.node_id
+            part = self._part(node.partition_name, f"node {node_id}", result)
             if part is None:
-                rejected.append({"nodeID": node_id, "reason": "unknown partition"})
+                rejected.append(messages.RejectedNode(node_id, "unknown partition"))
                 continue
-            action = info["action"]
+            action = node.action
             if action == protocol.NODE_CREATE:
-                reason = part.add_node(rm_id, info)
+                reason = part.add_node(rm_id, node)
             elif action == protocol.NODE_CREATE_DRAIN:
-                reason = part.add_node(rm_id, info, drain=True)
+                reason = part.add_node(rm_id, node, drain=True)
             elif action == protocol.NODE_UPDATE:
-                reason = part.update_node(info)
+                reason = part.update_node(node)
             elif action == protocol.NODE_DRAIN:
                 reason = part.set_schedulable(node_id, False)
             elif action == protocol.NODE_DRAIN_TO_SCHEDULABLE:
@@ -189,42 +194,41 @@ class Scheduler:
                 reason = part.remove_node(node_id)
             if reason is None:
                 if action in (protocol.NODE_CREATE, protocol.NODE_CREATE_DRAIN):
-                    accepted.append({"nodeID": node_id})
+                    accepted.append(node_id)
             else:
-                rejected.append({"nodeID": node_id, "reason": reason})
+                rejected.append(messages.RejectedNode(node_id, reason))
                 result.problems.append(f"{action} {node_id}: {reason}")
         result.responses.extend(self._flush_for(rm_id))
         if accepted or rejected:
-            result.responses.append({"type": protocol.NODE_RESPONSE, "accepted": accepted,
-                                     "rejected": rejected})
+            result.responses.append(messages.NodeResponse(tuple(accepted),
+                                                          tuple(rejected)).to_si())
 
-    def _allocations(self, rm_id: str, msg: Mapping[str, Any], result: Handled) -> None:
+    def _allocations(self, message: messages.AllocationRequest, result: Handled) -> None:
+        rm_id = message.rm_id
         box = self.outbox
-        releases = msg.get("releases") or {}
-        for rel in releases.get("allocationsToRelease") or []:
-            part = self._part(rel.get("partitionName"), "release", result)
+        for rel in message.allocations_to_release:
+            part = self._part(rel.partition_name, "release", result)
             if part is not None:
-                part.release_allocation(rel["applicationID"], rel.get("allocationKey") or "",
-                                        rel.get("terminationType") or "STOPPED_BY_RM",
-                                        rel.get("message") or "")
-        for rel in releases.get("allocationAsksToRelease") or []:
-            part = self._part(rel.get("partitionName"), "ask release", result)
+                part.release_allocation(rel.application_id, rel.allocation_key,
+                                        rel.termination_type or "STOPPED_BY_RM", rel.message)
+        for ask_rel in message.asks_to_release:
+            part = self._part(ask_rel.partition_name, "ask release", result)
             if part is not None:
-                part.release_ask(rel["applicationID"], rel.get("allocationKey") or "",
-                                 rel.get("message") or "")
-        for info in msg.get("allocations") or []:
-            part = self._part(info.get("partitionName"), f"allocation {info['allocationKey']}",
-                              result)
-            reason = part.add_existing(rm_id, info) if part is not None else "unknown partition"
+                part.release_ask(ask_rel.application_id, ask_rel.allocation_key, ask_rel.message)
+        for alloc in message.allocations:
+            key = alloc.allocation_key
+            part = self._part(alloc.partition_name, f"allocation {key}", result)
+            reason = part.add_existing(rm_id, alloc) if part is not None else "unknown partition"
             if reason is not None:
-                box.alloc_rejected(rm_id, info["applicationID"], info["allocationKey"], reason)
-                result.problems.append(f"allocation {info['allocationKey']}: {reason}")
-        for info in msg.get("asks") or []:
-            part = self._part(info.get("partitionName"), f"ask {info['allocationKey']}", result)
-            reason = part.add_ask(rm_id, info) if part is not None else "unknown partition"
+                box.alloc_rejected(rm_id, alloc.application_id, key, reason)
+                result.problems.append(f"allocation {key}: {reason}")
+        for ask in message.asks:
+            key = ask.allocation_key
+            part = self._part(ask.partition_name, f"ask {key}", result)
+            reason = part.add_ask(rm_id, ask) if part is not None else "unknown partition"
             if reason is not None:
-                box.alloc_rejected(rm_id, info["applicationID"], info["allocationKey"], reason)
-                result.problems.append(f"ask {info['allocationKey']}: {reason}")
+                box.alloc_rejected(rm_id, ask.application_id, key, reason)
+                result.problems.append(f"ask {key}: {reason}")
         result.responses.extend(self._flush_for(rm_id))
 
     def _flush_for(self, rm_id: str) -> list[dict[str, Any]]:
@@ -259,14 +263,13 @@ class Scheduler:
         self._pending_other = {}
         events = self.sink.take_requests()
         if events:
-            records = request_records(events)
-            by_rm: dict[str, list[dict[str, Any]]] = {}
-            for rec in records:
-                rm = self._rm_of_app(rec["referenceID"])
+            by_rm: dict[str, list[messages.EventRecord]] = {}
+            for record in request_records(events):
+                rm = self._rm_of_app(record.reference_id)
                 if rm is not None:
-                    by_rm.setdefault(rm, []).append(rec)
-            for rm, recs in by_rm.items():
-                out.setdefault(rm, []).append({"type": protocol.EVENT_RECORDS, "events": recs})
+                    by_rm.setdefault(rm, []).append(record)
+            for rm, records in by_rm.items():
+                out.setdefault(rm, []).append(messages.EventRecords(tuple(records)).to_si())
         return out
 
     def _rm_of_app(self, app_id: str) -> str | None:

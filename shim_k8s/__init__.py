@@ -1,9 +1,10 @@
 """shim_k8s: the Kubernetes shim process (`ykshm shim`) and the simulated cluster it is tested on.
 
     main        `ykshm shim` command line (and `ykshm shim status`) -> shim.run
-    shim        the process under trio: informers, the SI connection, binders, event posters
-    core        `ShimCore`: the shim's decisions without I/O (Kubernetes objects and SI in,
-                actions out)
+    shim        the process under trio: informers, the SI connection, binders, event posters;
+                typed inputs to the core loop (`WatchBatch`, `SiReceived`, `BindResult`, ...)
+    core/       `ShimCore`: the shim's decisions without I/O (Kubernetes objects and SI in,
+                actions out), one module per concept (see its map)
     state       the shim's state machines: the scheduler shim, each node's recovery
     mapping     Kubernetes objects -> what the scheduler needs, by YuniKorn's conventions
     store       one resource kind's local cache (an informer's store) and the relist diff

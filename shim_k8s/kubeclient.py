@@ -39,7 +39,7 @@ import ssl
 import tempfile
 import uuid
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import httpx
 import orjson
@@ -392,12 +392,16 @@ async def bind_raw(conn: RawConnection, namespace: str, name: str, uid: str, nod
 Events = list[tuple[str, dict[str, Any]]]
 
 
-class Informer:
-    """List + watch of one resource path, feeding (kind, events) batches to a channel.
+class WatchBatch(NamedTuple):
+    """What an informer sends: `events` = [(ADDED|MODIFIED|DELETED, obj), ...] of one resource
+    kind ("pods", "nodes"), or None once, after the first list ("synced")."""
 
-    `out.send((kind, events))` with events = [(ADDED|MODIFIED|DELETED, obj), ...]; after the first
-    list it sends `(kind, None)` once to say "synced".
-    """
+    kind: str
+    events: Events | None
+
+
+class Informer:
+    """List + watch of one resource path, feeding `WatchBatch`es to a channel."""
 
     def __init__(self, client: httpx.AsyncClient, path: str, kind: str, *,
                  timeout_seconds: int = 300, page: int = PAGE_SIZE,
@@ -426,10 +430,10 @@ class Informer:
                     self.relists += 1
                     need_list = False
                     if events:
-                        await out.send((self.kind, events))
+                        await out.send(WatchBatch(self.kind, events))
                     if not started:
                         started = True
-                        await out.send((self.kind, None))
+                        await out.send(WatchBatch(self.kind, None))
                         task_status.started()
                 began = trio.current_time()
                 got = await self._watch(out)
@@ -476,14 +480,14 @@ class Informer:
                     obj = event.get("object") or {}
                     if etype == "ERROR":
                         if batch:
-                            await out.send((self.kind, batch))
+                            await out.send(WatchBatch(self.kind, batch))
                         raise _status_error(int(obj.get("code") or 500), obj)
                     applied = self.store.apply(str(etype), obj)
                     delivered += 1
                     if applied is not None:
                         batch.append(applied)  # type: ignore[arg-type]
                 if batch:
-                    await out.send((self.kind, batch))
+                    await out.send(WatchBatch(self.kind, batch))
         return delivered
 
 

@@ -42,7 +42,7 @@ from engine.si import protocol as si
 
 from . import kubeclient
 from .core import Actions, Bind, ShimCore
-from .kubeclient import ApiStatusError, Informer, KubeConfig
+from .kubeclient import ApiStatusError, Informer, KubeConfig, WatchBatch
 from .state import ShimState
 
 log = logging.getLogger("ykshm.shim")
@@ -54,6 +54,57 @@ def status_path(name: str) -> str:
 
 class ShimFailed(Exception):
     """The shim state machine reached Failed; the message is its reason."""
+
+
+# --- what reaches the core loop (besides the informers' `WatchBatch`es) ---------------------------
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SiConnected:
+    """The connector opened SI connection number `generation`."""
+
+    generation: int
+    stream: trio.SocketStream
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SiReceived:
+    """A message from the engine on connection `generation` (older ones are ignored)."""
+
+    generation: int
+    message: dict[str, Any]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SiClosed:
+    """Connection `generation` ended, and why."""
+
+    generation: int
+    reason: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class BindResult:
+    """A binder's outcome: ok, 409 (`conflict`: already bound), 404 (`gone`) or failed."""
+
+    bind: Bind
+    ok: bool
+    conflict: bool
+    gone: bool
+    reason: str
+
+
+CoreInput = WatchBatch | SiConnected | SiReceived | SiClosed | BindResult
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class DeletePod:
+    namespace: str
+    name: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class CreatePod:
+    pod: dict[str, Any]
 
 
 @dataclasses.dataclass
@@ -78,10 +129,10 @@ class Shim:
     def __init__(self, opts: ShimOptions, core: ShimCore | None = None) -> None:
         self.opts = opts
         self.core = core or ShimCore(rm_id=opts.rm_id)
-        self._in_send, self._in_recv = trio.open_memory_channel[Any](math.inf)
+        self._in_send, self._in_recv = trio.open_memory_channel[CoreInput](math.inf)
         self._bind_send, self._bind_recv = trio.open_memory_channel[Bind](math.inf)
         self._event_send, self._event_recv = trio.open_memory_channel[Any](math.inf)
-        self._misc_send, self._misc_recv = trio.open_memory_channel[Any](math.inf)
+        self._misc_send, self._misc_recv = trio.open_memory_channel[DeletePod | CreatePod](math.inf)
         self._stream: trio.SocketStream | None = None
         self._stream_gen = 0
         self._informers: list[Informer] = []
@@ -133,34 +184,29 @@ class Shim:
             if core.state is ShimState.FAILED:   # run()'s finally writes the status
                 raise ShimFailed(f"shim Failed: {core.machine.failure}")
 
-    def _apply(self, item: tuple) -> None:
+    def _apply(self, item: CoreInput) -> None:
         core = self.core
-        kind = item[0]
-        if kind == "pods" or kind == "nodes":
-            events = item[1]
-            if events is None:
-                core.on_synced(kind)
+        if isinstance(item, WatchBatch):
+            if item.events is None:
+                core.on_synced(item.kind)
                 return
-            handler = core.on_pod if kind == "pods" else core.on_node
-            for etype, obj in events:
+            handler = core.on_pod if item.kind == "pods" else core.on_node
+            for etype, obj in item.events:
                 handler(etype, obj)
-        elif kind == "si":
-            if item[1] == self._stream_gen:
-                core.on_si(item[2])
-        elif kind == "bind":
-            _, bind, ok, conflict, gone, reason = item
-            core.on_bind_result(bind, ok, conflict, gone, reason)
-        elif kind == "si-connected":
-            _, gen, stream = item
-            self._stream, self._stream_gen = stream, gen
+        elif isinstance(item, SiReceived):
+            if item.generation == self._stream_gen:
+                core.on_si(item.message)
+        elif isinstance(item, BindResult):
+            core.on_bind_result(item.bind, item.ok, item.conflict, item.gone, item.reason)
+        elif isinstance(item, SiConnected):
+            self._stream, self._stream_gen = item.stream, item.generation
             log.info("connected to the engine at %s", self.opts.socket_path)
             core.on_connect()
-        elif kind == "si-closed":
-            _, gen, reason = item
-            if gen == self._stream_gen:
+        elif isinstance(item, SiClosed):
+            if item.generation == self._stream_gen:
                 self._stream = None
-                log.warning("engine connection lost: %s", reason)
-                core.on_disconnect(reason)
+                log.warning("engine connection lost: %s", item.reason)
+                core.on_disconnect(item.reason)
         self._status_dirty.set()
 
     async def _execute(self, actions: Actions) -> None:
@@ -188,9 +234,9 @@ class Shim:
                 continue
             self._event_send.send_nowait(ev)
         for ns, name in actions.deletes:
-            self._misc_send.send_nowait(("delete", ns, name))
+            self._misc_send.send_nowait(DeletePod(ns, name))
         for pod in actions.creates:
-            self._misc_send.send_nowait(("create", pod))
+            self._misc_send.send_nowait(CreatePod(pod))
 
     # ------------------------------------------------------------------ workers
     async def _si_connector(self) -> None:
@@ -215,19 +261,19 @@ class Shim:
             delay = 0.05
             gen += 1
             reason = "engine closed the connection"
-            await self._in_send.send(("si-connected", gen, stream))
+            await self._in_send.send(SiConnected(gen, stream))
             decoder = si.FrameDecoder()
             try:
                 while True:
                     msg = await si.receive_message(stream, decoder)
                     if msg is None:
                         break
-                    await self._in_send.send(("si", gen, msg))
+                    await self._in_send.send(SiReceived(gen, msg))
             except si.ProtocolError as exc:
                 reason = f"protocol error: {exc}"
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
                 reason = f"connection error: {exc}"
-            await self._in_send.send(("si-closed", gen, reason))
+            await self._in_send.send(SiClosed(gen, reason))
             with trio.CancelScope(shield=True):
                 await stream.aclose()
 
@@ -252,7 +298,7 @@ class Shim:
                 reason = f"{type(exc).__name__}: {exc}"
             if reason and not (conflict or gone):
                 log.warning("bind %s/%s -> %s failed: %s", b.namespace, b.name, b.node, reason)
-            await self._in_send.send(("bind", b, ok, conflict, gone, reason))
+            await self._in_send.send(BindResult(b, ok, conflict, gone, reason))
 
     async def _event_poster(self) -> None:
         conn = kubeclient.RawConnection(self.opts.kube)
@@ -272,13 +318,14 @@ class Shim:
 
     async def _misc_worker(self) -> None:
         async for item in self._misc_recv:
+            what = "delete" if isinstance(item, DeletePod) else "create"
             try:
-                if item[0] == "delete":
-                    await kubeclient.delete_pod(self.client, item[1], item[2])
+                if isinstance(item, DeletePod):
+                    await kubeclient.delete_pod(self.client, item.namespace, item.name)
                 else:
-                    await kubeclient.create_pod(self.client, item[1])
+                    await kubeclient.create_pod(self.client, item.pod)
             except (ApiStatusError, httpx.HTTPError) as exc:
-                log.warning("%s pod failed: %s", item[0], exc)
+                log.warning("%s pod failed: %s", what, exc)
 
     async def _status_writer(self) -> None:
         while True:

@@ -8,7 +8,7 @@ running-application counts in step and emit the APP and NODE rows. Limit checks 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from engine import resources
 from engine.app_state import AppEvent, AppState
@@ -18,9 +18,8 @@ from engine.partition.eventcodes import ADD, APP, NODE, REMOVE
 from shm.events import EventChangeDetail as Detail
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-
     from engine.partition.coordinator import Partition
+    from engine.si.messages import ExistingAllocation
 
 TERMINATION_DETAIL = {
     "STOPPED_BY_RM": int(Detail.ALLOC_CANCEL),
@@ -156,31 +155,26 @@ def release(part: Partition, app_id: str, key: str, termination: str, message: s
     return len(allocs)
 
 
-def add_existing(part: Partition, info: Mapping[str, Any]) -> str | None:
+def add_existing(part: Partition, request: ExistingAllocation) -> str | None:
     """A recovered, already bound allocation: booked even above the queue max."""
-    app = part.apps.get(info["applicationID"])
+    app = part.apps.get(request.application_id)
     if app is None:
-        return f"unknown application {info['applicationID']}"
-    node = part.nodes.get(info["nodeID"])
+        return f"unknown application {request.application_id}"
+    node = part.nodes.get(request.node_id)
     if node is None:
-        return f"unknown node {info['nodeID']}"
-    key = info["allocationKey"]
+        return f"unknown node {request.node_id}"
+    key = request.allocation_key
     if key in app.allocations:
         return None
-    try:
-        res = resources.from_si(info.get("resourcePerAlloc"))
-    except ValueError as exc:
-        return f"allocation {key}: {exc}"
+    res = dict(request.resource_per_alloc)
     ask = app.asks.get(key)
     if ask is not None:
         asks.remove(part, app, ask, int(Detail.APP_REQUEST), "bound before recovery")
     # an existing allocation: tracked even above a (since lowered) user/group limit
     part.ugm.increase(app.queue.path, app.app_id, res, app.ugi, force=True)
-    placeholder = bool(info.get("placeholder"))
-    task_group = info.get("taskGroupName") or ""
-    if placeholder:
-        apps.count_placeholder(app, task_group, res)
-    book(part, app, key, res, node, placeholder=placeholder, task_group=task_group,
-         priority=int(info.get("priority") or 0), recovered=True, notify=False,
-         tags=dict(info.get("allocationTags") or {}))
+    if request.placeholder:
+        apps.count_placeholder(app, request.task_group_name, res)
+    book(part, app, key, res, node, placeholder=request.placeholder,
+         task_group=request.task_group_name, priority=request.priority, recovered=True,
+         notify=False, tags=dict(request.allocation_tags))
     return None

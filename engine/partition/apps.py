@@ -8,9 +8,8 @@ Completing, and the retention of a terminated application). `fire_timers` runs w
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from engine import resources
 from engine.app_state import STATE_DETAIL, TERMINAL_STATES, AppEvent, AppState, InvalidTransition
 from engine.objects import Application
 from engine.partition import allocations, asks, queues
@@ -20,9 +19,8 @@ from engine.ugm import UserGroup
 from shm.events import EventChangeDetail as Detail
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-
     from engine.partition.coordinator import Partition
+    from engine.si.messages import AddApplication
 
 
 def set_state(part: Partition, app: Application, event: AppEvent, message: str = "") -> bool:
@@ -54,24 +52,18 @@ def set_state(part: Partition, app: Application, event: AppEvent, message: str =
     return True
 
 
-def add(part: Partition, rm_id: str, info: Mapping[str, Any]) -> str | None:
+def add(part: Partition, rm_id: str, request: AddApplication) -> str | None:
     """Add an application; None if accepted, else the rejection reason (app is Rejected)."""
-    app_id = info["applicationID"]
+    app_id = request.application_id
     if app_id in part.apps:
         return f"application {app_id} already exists"
     part.terminated.pop(app_id, None)
-    ugi_raw = info.get("ugi") or {}
-    user = ugi_raw.get("user") or "nobody"
-    groups = tuple(ugi_raw.get("groups") or ())
-    ugi = UserGroup(user, groups)
-    try:
-        ph_ask = resources.from_si(info.get("placeholderAsk"))
-    except ValueError:
-        ph_ask = {}  # informational only; validate() already checked the shape
-    app = Application(app_id, part.name, info.get("queueName") or "", ugi,
-                      dict(info.get("tags") or {}), rm_id, ph_ask,
-                      info.get("gangSchedulingStyle") or "Soft",
-                      int(info.get("executionTimeoutMilliSeconds") or 0),
+    ugi = request.ugi
+    user_group = UserGroup(ugi.user if ugi and ugi.user else "nobody",
+                           ugi.groups if ugi else ())
+    app = Application(app_id, part.name, request.queue_name, user_group,
+                      dict(request.tags or {}), rm_id, request.placeholder_ask or {},
+                      request.gang_scheduling_style or "Soft", request.execution_timeout_ms,
                       submit_time=part.wall_clock())
     part.emit(APP, ADD, int(Detail.DETAILS_NONE), app_id, "", app.queue_name)
     part.emit(APP, SET, int(Detail.APP_NEW), app_id, "", "")

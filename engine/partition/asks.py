@@ -7,7 +7,7 @@ A pending ask sent again is a replay, except for its placement tag, which replac
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from engine import resources
 from engine.app_state import SCHEDULABLE_STATES, AppEvent, AppState
@@ -18,35 +18,31 @@ from engine.predicates import PLACEMENT_TAG, parse_placement
 from shm.events import EventChangeDetail as Detail
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-
     from engine.partition.coordinator import Partition
+    from engine.si.messages import AllocationAsk
 
 
-def add(part: Partition, rm_id: str, info: Mapping[str, Any]) -> str | None:
+def add(part: Partition, rm_id: str, request: AllocationAsk) -> str | None:
     """Add a pending ask; None if accepted, else why not."""
-    app = part.apps.get(info["applicationID"])
+    app = part.apps.get(request.application_id)
     if app is None:
-        return f"unknown application {info['applicationID']}"
-    key = info["allocationKey"]
+        return f"unknown application {request.application_id}"
+    key = request.allocation_key
     if key in app.asks:
-        return _replace_placement(part, app, app.asks[key], info)
+        return _replace_placement(part, app, app.asks[key], request)
     if key in app.allocations:
         return None  # a replay of what we have: idempotent
     if app.fsm.state not in SCHEDULABLE_STATES and app.fsm.state is not AppState.NEW:
         return f"application {app.app_id} is {app.fsm.state.value}"
-    try:
-        res = resources.from_si(info.get("resourceAsk"))
-    except ValueError as exc:
-        return f"ask {key}: {exc}"
-    tags = dict(info.get("allocationTags") or {})
+    res = dict(request.resource_ask)
+    tags = dict(request.allocation_tags)
     try:
         placement = parse_placement(tags[PLACEMENT_TAG]) if PLACEMENT_TAG in tags else None
     except ValueError as exc:
         return f"ask {key}: allocationTags.{PLACEMENT_TAG}: {exc}"
-    ask = Ask(key, app.app_id, res, int(info.get("priority") or 0),
-              bool(info.get("placeholder")), info.get("taskGroupName") or "",
-              tags, create_time=part.wall_clock(), rm_id=rm_id, placement=placement)
+    ask = Ask(key, app.app_id, res, request.priority, request.placeholder,
+              request.task_group_name, tags, create_time=part.wall_clock(), rm_id=rm_id,
+              placement=placement)
     app.asks[key] = ask
     app.pending.add(ask)
     app.ver += 1
@@ -87,11 +83,11 @@ def release(part: Partition, app_id: str, key: str, message: str = "") -> bool:
 
 
 def _replace_placement(part: Partition, app: Application, ask: Ask,
-                       info: Mapping[str, Any]) -> str | None:
+                       request: AllocationAsk) -> str | None:
     """A pending ask sent again: a replay, except for its placement tag, which replaces the
     ask's (a pod's tolerations may be added while it waits, e.g. to let it onto a tainted
     node). A bad new tag rejects the ask, which is then gone (as the RM is told)."""
-    tag = (info.get("allocationTags") or {}).get(PLACEMENT_TAG)
+    tag = request.allocation_tags.get(PLACEMENT_TAG)
     if tag == ask.tags.get(PLACEMENT_TAG):
         return None
     try:

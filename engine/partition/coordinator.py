@@ -13,7 +13,7 @@ and `wall_clock` (epoch ns: the timestamps readers see).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from engine.config import PartitionConfig
@@ -22,6 +22,7 @@ from engine.partition import allocations, apps, asks, cycle, nodes, queues
 from engine.partition.nodes import NodeIndex
 from engine.partition.outbox import Outbox
 from engine.partition.timers import Timers, Timing
+from engine.si.messages import AddApplication, AllocationAsk, ExistingAllocation, NodeChange
 from engine.ugm import UserGroupManager
 
 
@@ -66,9 +67,9 @@ class Partition:
 
     # --- applications (engine.partition.apps) --------------------------------------------------
 
-    def add_app(self, rm_id: str, info: Mapping[str, Any]) -> str | None:
+    def add_app(self, rm_id: str, request: AddApplication) -> str | None:
         """Add an application; None if accepted, else the rejection reason (app is Rejected)."""
-        return apps.add(self, rm_id, info)
+        return apps.add(self, rm_id, request)
 
     def remove_app(self, app_id: str, message: str = "removed by the RM") -> bool:
         """The RM removed the application; False if unknown."""
@@ -80,9 +81,9 @@ class Partition:
 
     # --- asks and allocations (engine.partition.asks, .allocations) ----------------------------
 
-    def add_ask(self, rm_id: str, info: Mapping[str, Any]) -> str | None:
+    def add_ask(self, rm_id: str, request: AllocationAsk) -> str | None:
         """Add a pending ask; None if accepted, else why not."""
-        return asks.add(self, rm_id, info)
+        return asks.add(self, rm_id, request)
 
     def release_ask(self, app_id: str, key: str, message: str = "") -> bool:
         """The RM released an ask (all of the app's if key is empty); whether any was found."""
@@ -93,17 +94,19 @@ class Partition:
         """The shim released allocations (all of the app's if key is empty); how many."""
         return allocations.release(self, app_id, key, termination, message)
 
-    def add_existing(self, rm_id: str, info: Mapping[str, Any]) -> str | None:
+    def add_existing(self, rm_id: str, request: ExistingAllocation) -> str | None:
         """A recovered, already bound allocation: booked even above the queue max."""
-        return allocations.add_existing(self, info)
+        return allocations.add_existing(self, request)
 
     # --- nodes (engine.partition.nodes) --------------------------------------------------------
 
-    def add_node(self, rm_id: str, info: Mapping[str, Any], *, drain: bool = False) -> str | None:
-        return nodes.add(self, rm_id, info, drain=drain)
+    def add_node(self, rm_id: str, request: NodeChange, *, drain: bool = False) -> str | None:
+        """CREATE / CREATE_DRAIN; None if accepted, else why not."""
+        return nodes.add(self, rm_id, request, drain=drain)
 
-    def update_node(self, info: Mapping[str, Any]) -> str | None:
-        return nodes.update(self, info)
+    def update_node(self, request: NodeChange) -> str | None:
+        """UPDATE; None, or why not (nothing changed)."""
+        return nodes.update(self, request)
 
     def set_schedulable(self, node_id: str, schedulable: bool) -> str | None:
         return nodes.set_schedulable(self, node_id, schedulable)

@@ -38,7 +38,7 @@ placement on an untainted node pays one test of two attributes per candidate.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from engine import resources
 from engine.objects import Application, Ask, Node
@@ -49,6 +49,7 @@ from shm.events import EventChangeDetail as Detail
 
 if TYPE_CHECKING:
     from engine.partition.coordinator import Partition
+    from engine.si.messages import NodeChange
 
 
 class NodeIndex:
@@ -169,18 +170,15 @@ class NodeIndex:
 
 # --- nodes -------------------------------------------------------------------------------------
 
-def add(part: Partition, rm_id: str, info: Mapping[str, Any], *,
+def add(part: Partition, rm_id: str, request: NodeChange, *,
         drain: bool = False) -> str | None:
     """CREATE (or CREATE_DRAIN: not schedulable yet); None if accepted, else why not."""
-    node_id = info["nodeID"]
+    node_id = request.node_id
     if node_id in part.nodes:
         return f"node {node_id} already exists"
-    try:
-        cap = resources.from_si(info.get("schedulableResource"))
-        occ = resources.from_si(info.get("occupiedResource"))
-    except ValueError as exc:
-        return f"node {node_id}: {exc}"
-    attrs = _attributes(info.get("attributes") or {})
+    cap = dict(request.schedulable_resource or {})
+    occ = dict(request.occupied_resource or {})
+    attrs = dict(request.attributes or {})
     try:
         taints = _taints(attrs)
     except ValueError as exc:
@@ -196,30 +194,29 @@ def add(part: Partition, rm_id: str, info: Mapping[str, Any], *,
     return None
 
 
-def update(part: Partition, info: Mapping[str, Any]) -> str | None:
+def update(part: Partition, request: NodeChange) -> str | None:
     """UPDATE: capacity and occupation if given; `attributes`, if given, replace the
     node's (the shim sends the full set: a label or taint left out is gone). Nothing
     changes when any part is malformed."""
-    node = part.nodes.get(info["nodeID"])
+    node = part.nodes.get(request.node_id)
     if node is None:
-        return f"unknown node {info['nodeID']}"
-    attrs = info.get("attributes")
+        return f"unknown node {request.node_id}"
+    cap = request.schedulable_resource
+    occ = request.occupied_resource
+    attrs = None if request.attributes is None else dict(request.attributes)
     taints = node.taints
-    try:
-        cap = resources.from_si(info["schedulableResource"]) \
-            if info.get("schedulableResource") else None
-        occ = resources.from_si(info["occupiedResource"]) if "occupiedResource" in info else None
-        if attrs is not None:
-            attrs = _attributes(attrs)
+    if attrs is not None:
+        try:
             taints = _taints(attrs)
-    except ValueError as exc:
-        return f"node {node.node_id}: {exc}"
+        except ValueError as exc:
+            return f"node {node.node_id}: {exc}"
     if cap is not None and cap != node.capacity:
+        cap = dict(cap)
         part.capacity = resources.add(resources.sub(part.capacity, node.capacity), cap)
         node.capacity = cap
         part.emit(NODE, SET, int(Detail.NODE_CAPACITY), node.node_id, "", "", cap)
     if occ is not None and occ != node.occupied:
-        node.occupied = occ
+        node.occupied = dict(occ)
         part.emit(NODE, SET, int(Detail.NODE_OCCUPIED), node.node_id, "", "", occ or None)
     if attrs is not None and attrs != node.attributes:
         node.attributes = attrs
@@ -334,10 +331,6 @@ def _unreserve_node(part: Partition, node: Node) -> None:
 
 
 # --- node attributes ---------------------------------------------------------------------------
-
-def _attributes(raw: Mapping[Any, Any]) -> dict[str, str]:
-    return {str(k): str(v) for k, v in raw.items()}
-
 
 def _ready(attrs: Mapping[str, str]) -> bool:
     return attrs.get("ready", "true").lower() != "false"

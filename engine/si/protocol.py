@@ -53,8 +53,11 @@ Using this module
 -----------------
 Sans-I/O core: `encode(msg) -> bytes` (one frame), `FrameDecoder` (feed bytes, get objects; fed
 whole, byte by byte or with trailing data it yields the same messages). Trio helpers:
-`send_message(stream, msg)`, `receive_message(stream, decoder)`. `validate(msg)` checks a shim
-message's shape and raises `ProtocolError` naming the field; the engine answers that with `Error`.
+`send_message(stream, msg)`, `receive_message(stream, decoder)`. The messages of both directions
+as typed values are `engine.si.messages`: `parse(msg)` makes a shim message (raising
+`ProtocolError` naming the field; the engine answers that with `Error`), `read_engine(msg)` an
+engine message, and every message's `to_si()` is its wire form. `validate(msg)` runs `parse`'s
+checks and returns the type.
 
 Errors::
 
@@ -220,153 +223,10 @@ async def receive_message(stream: Any, decoder: FrameDecoder,
 
 # --- schema validation --------------------------------------------------------------------------
 
-def _need(obj: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where: str,
-          mtype: str, *, required: bool = True, nonempty: bool = False) -> Any:
-    value = obj.get(key)
-    if value is None:
-        if required:
-            raise ProtocolError(f"{where}.{key} is missing", mtype)
-        return None
-    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        name = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
-        raise ProtocolError(f"{where}.{key} must be {name}, got {type(value).__name__}", mtype)
-    if nonempty and not value:
-        raise ProtocolError(f"{where}.{key} must not be empty", mtype)
-    return value
-
-
-def _list(obj: Mapping[str, Any], key: str, where: str, mtype: str) -> list[dict[str, Any]]:
-    value = obj.get(key)
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise ProtocolError(f"{where}.{key} must be a list", mtype)
-    for i, item in enumerate(value):
-        if not isinstance(item, dict):
-            raise ProtocolError(f"{where}.{key}[{i}] must be an object", mtype)
-    return value
-
-
-def _resource(obj: Mapping[str, Any], key: str, where: str, mtype: str) -> None:
-    value = obj.get(key)
-    if value is None:
-        return
-    if not isinstance(value, dict):
-        raise ProtocolError(f"{where}.{key} must be an object", mtype)
-    entries = value.get("resources") or {}
-    if not isinstance(entries, dict):
-        raise ProtocolError(f"{where}.{key}.resources must be an object", mtype)
-    for name, quantity in entries.items():
-        v = quantity.get("value", 0) if isinstance(quantity, dict) else None
-        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
-            raise ProtocolError(
-                f"{where}.{key}.resources.{name}.value must be a non-negative integer", mtype)
-
-
 def validate(msg: Mapping[str, Any]) -> str:
-    """Check a shim -> engine message; return its type. Raises ProtocolError naming the field."""
-    mtype = msg.get("type")
-    if not isinstance(mtype, str):
-        raise ProtocolError("message has no string 'type'")
-    if mtype not in SHIM_MESSAGES:
-        raise ProtocolError(f"unknown message type {mtype!r}", mtype)
-    if "id" in msg and (not isinstance(msg["id"], int) or isinstance(msg["id"], bool)):
-        raise ProtocolError(f"{mtype}.id must be an integer", mtype)
-    _need(msg, "rmID", str, mtype, mtype, nonempty=True)
-    if mtype == REGISTER_RM:
-        _need(msg, "policyGroup", str, mtype, mtype, required=False)
-        _need(msg, "version", str, mtype, mtype, required=False)
-    elif mtype == APPLICATION_REQUEST:
-        for i, app in enumerate(_list(msg, "new", mtype, mtype)):
-            w = f"{mtype}.new[{i}]"
-            _need(app, "applicationID", str, w, mtype, nonempty=True)
-            _need(app, "queueName", str, w, mtype, required=False)
-            _need(app, "partitionName", str, w, mtype, required=False)
-            ugi = _need(app, "ugi", dict, w, mtype, required=False)
-            if ugi is not None:
-                _need(ugi, "user", str, f"{w}.ugi", mtype, required=False)
-                groups = ugi.get("groups")
-                if groups is not None and (not isinstance(groups, list)
-                                           or not all(isinstance(g, str) for g in groups)):
-                    raise ProtocolError(f"{w}.ugi.groups must be a list of strings", mtype)
-            _need(app, "tags", dict, w, mtype, required=False)
-            _resource(app, "placeholderAsk", w, mtype)
-            style = _need(app, "gangSchedulingStyle", str, w, mtype, required=False)
-            if style not in (None, "", GANG_SOFT, GANG_HARD):
-                raise ProtocolError(f"{w}.gangSchedulingStyle must be Soft or Hard, got {style!r}",
-                                    mtype)
-            timeout = _need(app, "executionTimeoutMilliSeconds", int, w, mtype, required=False)
-            if timeout is not None and timeout < 0:
-                raise ProtocolError(f"{w}.executionTimeoutMilliSeconds must be >= 0", mtype)
-        for i, app in enumerate(_list(msg, "remove", mtype, mtype)):
-            _need(app, "applicationID", str, f"{mtype}.remove[{i}]", mtype, nonempty=True)
-            _need(app, "partitionName", str, f"{mtype}.remove[{i}]", mtype, required=False)
-    elif mtype == NODE_REQUEST:
-        for i, node in enumerate(_list(msg, "nodes", mtype, mtype)):
-            w = f"{mtype}.nodes[{i}]"
-            _need(node, "nodeID", str, w, mtype, nonempty=True)
-            action = _need(node, "action", str, w, mtype)
-            if action not in NODE_ACTIONS:
-                raise ProtocolError(f"{w}.action {action!r} is not one of "
-                                    f"{', '.join(sorted(NODE_ACTIONS))}", mtype)
-            attributes = _need(node, "attributes", dict, w, mtype, required=False)
-            if attributes is not None:
-                _need(attributes, PARTITION_ATTRIBUTE, str, f"{w}.attributes", mtype,
-                      required=False)
-            _resource(node, "schedulableResource", w, mtype)
-            _resource(node, "occupiedResource", w, mtype)
-    elif mtype == ALLOCATION_REQUEST:
-        for i, ask in enumerate(_list(msg, "asks", mtype, mtype)):
-            w = f"{mtype}.asks[{i}]"
-            _need(ask, "allocationKey", str, w, mtype, nonempty=True)
-            _need(ask, "applicationID", str, w, mtype, nonempty=True)
-            _resource(ask, "resourceAsk", w, mtype)
-            _need(ask, "priority", int, w, mtype, required=False)
-            _need(ask, "placeholder", bool, w, mtype, required=False)
-            _need(ask, "taskGroupName", str, w, mtype, required=False)
-            _need(ask, "partitionName", str, w, mtype, required=False)
-            _need(ask, "allocationTags", dict, w, mtype, required=False)
-        for i, alloc in enumerate(_list(msg, "allocations", mtype, mtype)):
-            w = f"{mtype}.allocations[{i}]"
-            _need(alloc, "allocationKey", str, w, mtype, nonempty=True)
-            _need(alloc, "applicationID", str, w, mtype, nonempty=True)
-            _need(alloc, "nodeID", str, w, mtype, nonempty=True)
-            _resource(alloc, "resourcePerAlloc", w, mtype)
-            _need(alloc, "placeholder", bool, w, mtype, required=False)
-            _need(alloc, "taskGroupName", str, w, mtype, required=False)
-            _need(alloc, "priority", int, w, mtype, required=False)
-            _need(alloc, "partitionName", str, w, mtype, required=False)
-        releases = msg.get("releases")
-        if releases is not None:
-            if not isinstance(releases, dict):
-                raise ProtocolError(f"{mtype}.releases must be an object", mtype)
-            w = f"{mtype}.releases"
-            for i, rel in enumerate(_list(releases, "allocationsToRelease", w, mtype)):
-                ww = f"{w}.allocationsToRelease[{i}]"
-                _need(rel, "applicationID", str, ww, mtype, nonempty=True)
-                _need(rel, "allocationKey", str, ww, mtype, required=False)
-                _need(rel, "partitionName", str, ww, mtype, required=False)
-                _need(rel, "message", str, ww, mtype, required=False)
-                term = _need(rel, "terminationType", str, ww, mtype, required=False)
-                if term is not None and term not in TERMINATION_TYPES:
-                    raise ProtocolError(f"{ww}.terminationType {term!r} is unknown", mtype)
-            for i, rel in enumerate(_list(releases, "allocationAsksToRelease", w, mtype)):
-                ww = f"{w}.allocationAsksToRelease[{i}]"
-                _need(rel, "applicationID", str, ww, mtype, nonempty=True)
-                _need(rel, "allocationKey", str, ww, mtype, required=False)
-                _need(rel, "partitionName", str, ww, mtype, required=False)
-                _need(rel, "message", str, ww, mtype, required=False)
-    return mtype
+    """Check a shim -> engine message; return its type. Raises ProtocolError naming the field.
 
+    The checks are those of `engine.si.parse.parse`, which also builds the typed message."""
+    from engine.si.parse import parse  # parse builds on this module's names
 
-# --- constructors for engine messages -----------------------------------------------------------
-
-def ack(reply_to: int) -> dict[str, Any]:
-    return {"type": ACK, "replyTo": reply_to}
-
-
-def error(message: str, message_type: str = "", reply_to: int | None = None) -> dict[str, Any]:
-    msg: dict[str, Any] = {"type": ERROR, "message": message, "messageType": message_type}
-    if reply_to is not None:
-        msg["replyTo"] = reply_to
-    return msg
+    return parse(msg).TYPE

@@ -34,7 +34,7 @@ from typing import Any
 import trio
 
 from engine.scheduler import OutOfOrderError, Scheduler
-from engine.si import protocol
+from engine.si import messages, protocol
 
 log = logging.getLogger("ykshm.engine.si")
 
@@ -185,7 +185,7 @@ class SIServer:
                reply_to: int | None = None) -> None:
         self.errors_sent += 1
         log.info("SI error to connection %d: %s", conn.number, message)
-        conn.put(protocol.error(message, message_type, reply_to))
+        conn.put(messages.Error(message, message_type, reply_to).to_si())
 
     async def _reader(self, conn: Connection) -> None:
         decoder = protocol.FrameDecoder(self.max_frame)
@@ -238,5 +238,5 @@ class SIServer:
         if handled.problems:
             self._error(conn, "; ".join(handled.problems), mtype, reply_to)
         elif reply_to is not None:
-            conn.put(protocol.ack(reply_to))
+            conn.put(messages.Ack(reply_to).to_si())
         self.on_change()

@@ -7,10 +7,15 @@ from typing import Any
 from engine.config import parse_config
 from engine.events_out import MemoryEventSink
 from engine.partition import Timing
-from engine.resources import to_si
 from engine.scheduler import Scheduler
+from engine.si import messages
 
 RM = "rm-1"
+
+# SI keys a test may pass to `Harness.app(**extra)` -> AddApplication fields
+_APP_FIELDS = {"partitionName": "partition_name", "tags": "tags",
+               "gangSchedulingStyle": "gang_scheduling_style",
+               "executionTimeoutMilliSeconds": "execution_timeout_ms"}
 GI = 1 << 30
 
 
@@ -50,50 +55,45 @@ class Harness:
     def part(self):
         return self.sched.partitions["default"]
 
-    def handle(self, msg: dict[str, Any], conn: str | None = RM):
-        msg.setdefault("rmID", RM)
+    def handle(self, msg: dict[str, Any] | messages.ShimMessage, conn: str | None = RM):
+        if isinstance(msg, dict):
+            msg.setdefault("rmID", RM)
         handled = self.sched.handle(msg, conn)
         self.responses.extend(handled.responses)
         return handled
 
     def nodes(self, *ids: str, cap: dict[str, int] | None = None, action: str = "CREATE",
               occupied: dict[str, int] | None = None, attributes: dict | None = None):
-        nodes = []
-        for node_id in ids:
-            node: dict[str, Any] = {"nodeID": node_id, "action": action,
-                                    "schedulableResource": to_si(cap or res(8, 8000))}
-            if occupied is not None:
-                node["occupiedResource"] = to_si(occupied)
-            if attributes is not None:
-                node["attributes"] = attributes
-            nodes.append(node)
-        return self.handle({"type": "NodeRequest", "nodes": nodes})
+        return self.handle(messages.NodeRequest(RM, tuple(
+            messages.NodeChange(node_id, action, attributes,
+                                schedulable_resource=cap or res(8, 8000),
+                                occupied_resource=occupied) for node_id in ids)))
 
     def app(self, app_id: str, queue: str = "root.default", user: str = "alice",
             groups: tuple[str, ...] = (), **extra: Any):
-        info = {"applicationID": app_id, "queueName": queue,
-                "ugi": {"user": user, "groups": list(groups)}, **extra}
-        return self.handle({"type": "ApplicationRequest", "new": [info]})
+        fields = {_APP_FIELDS[key]: value for key, value in extra.items()}
+        return self.handle(messages.ApplicationRequest(RM, new=(messages.AddApplication(
+            app_id, queue, ugi=messages.UserGroupInfo(user, tuple(groups)), **fields),)))
 
     def remove_app(self, app_id: str):
-        return self.handle({"type": "ApplicationRequest", "remove": [{"applicationID": app_id}]})
+        return self.handle(messages.ApplicationRequest(
+            RM, remove=(messages.RemoveApplication(app_id),)))
 
     def asks(self, app_id: str, *keys: str, resource: dict[str, int] | None = None,
              priority: int = 0, placeholder: bool = False, task_group: str = "",
              tags: dict[str, str] | None = None):
-        extra = {"allocationTags": tags} if tags is not None else {}
-        return self.handle({"type": "AllocationRequest", "asks": [
-            {"allocationKey": k, "applicationID": app_id,
-             "resourceAsk": to_si(resource or res()), "priority": priority,
-             "placeholder": placeholder, "taskGroupName": task_group, **extra} for k in keys]})
+        return self.handle(messages.AllocationRequest(RM, asks=tuple(
+            messages.AllocationAsk(k, app_id, resource_ask=resource or res(), priority=priority,
+                                   placeholder=placeholder, task_group_name=task_group,
+                                   allocation_tags=tags or {}) for k in keys)))
 
     def release(self, app_id: str, key: str, termination: str = "STOPPED_BY_RM"):
-        return self.handle({"type": "AllocationRequest", "releases": {"allocationsToRelease": [
-            {"applicationID": app_id, "allocationKey": key, "terminationType": termination}]}})
+        return self.handle(messages.AllocationRequest(RM, allocations_to_release=(
+            messages.AllocationRelease(app_id, key, termination_type=termination),)))
 
     def release_ask(self, app_id: str, key: str):
-        return self.handle({"type": "AllocationRequest", "releases": {
-            "allocationAsksToRelease": [{"applicationID": app_id, "allocationKey": key}]}})
+        return self.handle(messages.AllocationRequest(RM, asks_to_release=(
+            messages.AskRelease(app_id, key),)))
 
     def cycle(self, times: int = 1) -> int:
         made = 0

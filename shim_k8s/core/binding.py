@@ -1,0 +1,123 @@
+"""Binding: allocations from the engine become bindings; their results; releases and rejections.
+
+A pod that already has `spec.nodeName` is never bound; a 409 from the binding is "already
+bound"; a failed binding is retried up to MAX_BIND_ATTEMPTS times, then the pod is left alone.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from engine.si import messages
+from engine.si import protocol as si
+
+from . import nodes, placeholders, registration, tasks
+from .actions import Bind, KubeEvent
+from .engine_view import EngineAllocation
+
+if TYPE_CHECKING:
+    from .coordinator import ShimCore
+
+MAX_BIND_ATTEMPTS = 3
+
+
+def on_bind_result(core: ShimCore, bind: Bind, ok: bool, conflict: bool = False,
+                   gone: bool = False, reason: str = "") -> None:
+    """The POST binding finished: ok, 409 (already bound), 404 (pod gone) or failed."""
+    core.binding.pop(bind.uid, None)
+    if ok:
+        core.bindings_done += 1
+        core.bind_failures.pop(bind.uid, None)
+        info = core.pods.get(bind.uid)
+        if info is not None and not info.node_name:
+            core.assumed[bind.uid] = bind.node
+        tasks.reconcile_pod(core, bind.uid)
+    elif conflict or gone:
+        core.bind_conflicts += conflict
+        # already bound (by us before a restart, or by someone else): the watch tells where
+        tasks.reconcile_pod(core, bind.uid)
+    else:
+        core.bind_errors += 1
+        failures = core.bind_failures.get(bind.uid, 0) + 1
+        core.bind_failures[bind.uid] = failures
+        if bind.generation == core.generation:
+            tasks.release_alloc(core, bind.uid, f"binding failed: {reason}")
+        core.actions.events.append(KubeEvent(
+            "Pod", bind.namespace, bind.name, bind.uid, "FailedBinding",
+            f"binding to node {bind.node} failed: {reason}", "Warning"))
+        if failures < MAX_BIND_ATTEMPTS:
+            tasks.reconcile_pod(core, bind.uid)
+        else:
+            core.rejected_asks[bind.uid] = f"binding failed {failures} times"
+    registration.progress(core)
+
+
+def on_allocation_response(core: ShimCore, message: messages.AllocationResponse) -> None:
+    """New allocations are bound; engine-side releases delete preempted, replaced and timed-out
+    pods; released or rejected asks are told to their pods."""
+    for new in message.new:
+        uid, app, node = new.allocation_key, new.application_id, new.node_id
+        core.e_asks.pop(uid, None)
+        core.e_allocs[uid] = EngineAllocation(app, node)
+        info = core.pods.get(uid)
+        if info is None or info.finished:
+            tasks.release(core, uid, "pod is gone")
+            continue
+        bound = info.node_name or core.assumed.get(uid) or core.binding.get(uid)
+        if bound:
+            if bound != node:
+                tasks.release(core, uid, f"pod is already bound to {bound}")
+                tasks.reconcile_pod(core, uid)
+            continue
+        core.binding[uid] = node
+        core.actions.binds.append(Bind(uid, info.namespace, info.name, node,
+                                        core.generation))
+        if info.placeholder:
+            placeholders.gang_progress(core, info.app_id)
+    for released in message.released:
+        uid = released.allocation_key
+        alloc = core.e_allocs.pop(uid, None)
+        term = released.termination_type
+        if alloc is not None:
+            core.batch.touched_apps.add(alloc.app_id)
+        info = core.pods.get(uid)
+        if info is not None and term in (si.TERMINATION_PREEMPTED,
+                                          si.TERMINATION_PLACEHOLDER_REPLACED,
+                                          si.TERMINATION_TIMEOUT):
+            core.actions.deletes.append((info.namespace, info.name))
+        if info is not None and info.placeholder:
+            placeholders.gang_progress(core, info.app_id, gave_up=True)
+    for released_ask in message.released_asks:
+        uid = released_ask.allocation_key
+        app = core.e_asks.pop(uid, None)
+        if app is not None:
+            core.batch.touched_apps.add(app)
+        core.rejected_asks[uid] = released_ask.message or "ask released by the scheduler"
+        info = core.pods.get(uid)
+        if info is not None and info.placeholder:
+            placeholders.gang_progress(core, info.app_id, gave_up=True)
+        if info is not None:
+            core.actions.events.append(KubeEvent(
+                "Pod", info.namespace, info.name, uid, "AskReleased",
+                core.rejected_asks[uid], "Warning"))
+    for rejected in message.rejected:
+        uid = rejected.allocation_key
+        app = core.e_asks.pop(uid, None)
+        if app is not None:
+            core.batch.touched_apps.add(app)
+        alloc = core.e_allocs.pop(uid, None)
+        reason = rejected.reason or "rejected by the scheduler"
+        core.rejected_asks[uid] = reason
+        info = core.pods.get(uid)
+        if alloc is not None:
+            # an existing allocation the engine refused: the pod still runs there, so its
+            # node counts it as occupied (never over-committed)
+            core.batch.touched_apps.add(alloc.app_id)
+            if info is not None and not info.finished:
+                core.refused.add(uid)
+                nodes.set_other(core, uid, alloc.node, info.resource)
+        if info is not None and info.placeholder:
+            placeholders.gang_progress(core, info.app_id, gave_up=True)
+        if info is not None:
+            core.actions.events.append(KubeEvent(
+                "Pod", info.namespace, info.name, uid, "AskRejected", reason, "Warning"))

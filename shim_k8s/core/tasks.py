@@ -1,0 +1,272 @@
+"""Applications and tasks: our pods become applications, asks and existing allocations.
+
+The first pod of an application defines it (queue, user, gang) across engine restarts; a
+pending pod is asked for (after its gang's placeholders are placed), a bound one is an existing
+allocation on a node the engine knows (else held until the node appears), a finished or deleted
+one releases what the engine holds.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from engine import resources
+from engine.predicates import PLACEMENT_TAG
+from engine.si import messages
+from engine.si import protocol as si
+
+from .. import mapping
+from ..mapping import PodInfo
+from ..state import ShimState
+from . import nodes, placeholders
+from .actions import KubeEvent
+from .engine_view import EngineAllocation
+
+if TYPE_CHECKING:
+    from .coordinator import ShimCore
+
+log = logging.getLogger("ykshm.shim")
+
+
+def on_pod(core: ShimCore, event_type: str, obj: Mapping[str, Any]) -> None:
+    """A pod watch event (ADDED / MODIFIED / DELETED)."""
+    meta = obj.get("metadata") or {}
+    key = f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}"
+    uid = mapping.pod_uid(obj)
+    old_uid = core.pod_keys.get(key)
+    if old_uid is not None and old_uid != uid:  # same name, new object
+        _forget_pod(core, old_uid)
+        nodes.forget_other(core, old_uid)
+    if event_type == "DELETED":
+        _forget_pod(core, uid)
+        core.pod_keys.pop(key, None)
+        nodes.forget_other(core, uid)
+        return
+    core.pod_keys[key] = uid
+    if not mapping.is_ours(obj):
+        _forget_pod(core, uid)
+        node = mapping.pod_node(obj)
+        if node and not mapping.pod_finished(obj):
+            nodes.set_other(core, uid, node, mapping.occupied_resource(obj))
+        else:
+            nodes.forget_other(core, uid)
+        return
+    try:
+        info = mapping.pod_info(obj, core.pods.get(uid))
+    except mapping.PodError as exc:
+        reason = str(exc)
+        previous = core.bad_pods.get(uid)
+        _forget_pod(core, uid)
+        core.bad_pods[uid] = reason
+        if previous != reason:
+            log.warning("pod %s skipped: %s", key, reason)
+            core.actions.events.append(KubeEvent(
+                "Pod", str(meta.get("namespace") or "default"), str(meta.get("name", "")),
+                uid, "InvalidPod", f"pod cannot be scheduled: {reason}", "Warning"))
+        return
+    core.bad_pods.pop(uid, None)
+    prev = core.pods.get(uid)
+    core.pods[uid] = info
+    _index_pod(core, prev, info)
+    reconcile_pod(core, uid)
+    if prev is not None and prev.placement != info.placement and uid in core.e_asks \
+            and core.engine_live():
+        # tolerations added to a waiting pod: the engine replaces a re-sent ask's placement
+        core.batch.asks.append(_ask_message(core, uid, info))
+
+
+def _index_pod(core: ShimCore, prev: PodInfo | None, info: PodInfo | None) -> None:
+    if prev is not None:
+        if prev.node_name:
+            members = core.by_node.get(prev.node_name)
+            if members is not None:
+                members.discard(prev.uid)
+                if not members:
+                    del core.by_node[prev.node_name]
+        live = core.app_live.get(prev.app_id)
+        if live is not None:
+            live.discard(prev.uid)
+            if not live:
+                del core.app_live[prev.app_id]
+        core.batch.touched_apps.add(prev.app_id)
+    if info is not None:
+        if info.node_name and not info.finished:
+            core.by_node.setdefault(info.node_name, set()).add(info.uid)
+        if not info.finished:
+            core.app_live.setdefault(info.app_id, set()).add(info.uid)
+
+
+def _forget_pod(core: ShimCore, uid: str) -> None:
+    if uid in core.refused:
+        core.refused.discard(uid)
+        nodes.forget_other(core, uid)
+    prev = core.pods.pop(uid, None)
+    core.bad_pods.pop(uid, None)
+    core.assumed.pop(uid, None)
+    core.bind_failures.pop(uid, None)
+    core.rejected_asks.pop(uid, None)
+    core.dirty.discard(uid)
+    if prev is not None:
+        _index_pod(core, prev, None)
+    release(core, uid, "pod deleted")
+
+
+def release(core: ShimCore, uid: str, message: str) -> None:
+    """The pod is gone or finished: release whatever the engine holds for it."""
+    if not core.engine_live():
+        return
+    release_alloc(core, uid, message)
+    release_ask(core, uid, message)
+
+
+def release_alloc(core: ShimCore, uid: str, message: str) -> None:
+    """Release the allocation the engine holds for uid, if any (the shim stopped it)."""
+    alloc = core.e_allocs.pop(uid, None)
+    if alloc is not None:
+        core.batch.releases.append(messages.AllocationRelease(
+            alloc.app_id, uid, core.partition, si.TERMINATION_STOPPED_BY_RM, message))
+        core.batch.touched_apps.add(alloc.app_id)
+
+
+def release_ask(core: ShimCore, uid: str, message: str) -> None:
+    """Release the ask the engine holds for uid, if any."""
+    app = core.e_asks.pop(uid, None)
+    if app is not None:
+        core.batch.ask_releases.append(messages.AskRelease(app, uid, core.partition, message))
+        core.batch.touched_apps.add(app)
+
+
+def _ensure_app(core: ShimCore, info: PodInfo) -> bool:
+    if info.app_id in core.e_apps:
+        return True
+    if info.app_id in core.rejected_apps:
+        return False
+    # the first pod seen defines the application (queue, user, gang), and keeps defining it
+    # across engine restarts, so recovery puts it in the same queue as before
+    info = core.app_origin.setdefault(info.app_id, info)
+    core.e_apps[info.app_id] = info.queue
+    app = messages.AddApplication(
+        info.app_id, info.queue, core.partition,
+        messages.UserGroupInfo(info.user, tuple(info.groups)), {"namespace": info.namespace})
+    if info.task_groups:
+        app = msgspec.structs.replace(
+            app, placeholder_ask=resources.total(
+                {name: value * group.min_member
+                 for name, value in group.min_resource.items()}
+                for group in info.task_groups),
+            gang_scheduling_style=info.gang_style or si.GANG_SOFT,
+            execution_timeout_ms=info.placeholder_timeout_s * 1000)
+    core.batch.apps.append(app)
+    return True
+
+
+def reconcile_pod(core: ShimCore, uid: str) -> None:
+    info = core.pods.get(uid)
+    if not core.engine_live():
+        if info is not None:
+            core.dirty.add(uid)
+        return
+    if info is None or info.finished:
+        release(core, uid, "pod finished" if info is not None else "pod deleted")
+        if uid in core.refused:
+            core.refused.discard(uid)
+            nodes.forget_other(core, uid)
+        return
+    node = info.node_name or core.assumed.get(uid, "")
+    if info.node_name:
+        core.assumed.pop(uid, None)
+    alloc = core.e_allocs.get(uid)
+    if node:
+        if alloc is not None and alloc.node == node:
+            core.dirty.discard(uid)
+            return
+        if alloc is not None and uid not in core.binding:
+            release(core, uid, f"pod is bound to {node}, not {alloc.node}")
+        release_ask(core, uid, f"pod was bound to {node} elsewhere")
+        if uid in core.rejected_asks:
+            if uid in core.refused:
+                nodes.set_other(core, uid, node, info.resource)
+            core.dirty.discard(uid)
+            return
+        if node in core.e_nodes:
+            if not _ensure_app(core, info):
+                if core.state is ShimState.RUNNING or info.app_id in core.rejected_apps:
+                    core.refused.add(uid)
+                    nodes.set_other(core, uid, node, info.resource)
+                return
+            core.e_allocs[uid] = EngineAllocation(info.app_id, node)
+            core.batch.allocations.append(messages.ExistingAllocation(
+                uid, info.app_id, node, core.partition, info.resource, info.placeholder,
+                info.task_group, info.priority, meta_tags(info)))
+        # else: held until the node is known to the engine (orphan adoption)
+        core.dirty.discard(uid)
+        return
+    # pending
+    if uid in core.binding or alloc is not None or uid in core.e_asks:
+        core.dirty.discard(uid)
+        return
+    if core.state is not ShimState.RUNNING:
+        core.dirty.add(uid)
+        return
+    core.dirty.discard(uid)
+    if uid in core.rejected_asks or info.deleting:
+        return
+    if not _ensure_app(core, info):
+        return
+    if info.task_groups and not info.placeholder:
+        app_id = info.app_id
+        if app_id not in core.placeholders_made:
+            core.placeholders_made.add(app_id)
+            if any(core.pods[u].node_name for u in core.app_live.get(app_id, ())):
+                core.gang_started.add(app_id)  # already running (a restarted shim)
+            else:
+                core.actions.creates.extend(placeholders.placeholder_pods(info))
+        if not placeholders.gang_ready(core, app_id):
+            core.dirty.add(uid)                # held until the placeholders are placed
+            return
+    core.e_asks[uid] = info.app_id
+    core.batch.asks.append(_ask_message(core, uid, info))
+
+
+def meta_tags(info: PodInfo) -> dict[str, str]:
+    """The tags YuniKorn's shim puts on every ask and allocation: the UI names pods by them."""
+    return {"kubernetes.io/meta/namespace": info.namespace, "kubernetes.io/meta/podName": info.name}
+
+
+def _ask_message(core: ShimCore, uid: str, info: PodInfo) -> messages.AllocationAsk:
+    tags = meta_tags(info)
+    if info.placement:
+        tags[PLACEMENT_TAG] = info.placement
+    return messages.AllocationAsk(uid, info.app_id, core.partition, info.resource,
+                                  info.priority, info.placeholder, info.task_group, tags)
+
+
+def on_application_response(core: ShimCore, message: messages.ApplicationResponse) -> None:
+    """Rejected applications: their pods are told why and not asked for."""
+    for rejected in message.rejected:
+        app = rejected.application_id
+        reason = rejected.reason or "rejected"
+        core.e_apps.pop(app, None)
+        core.rejected_apps[app] = reason
+        log.warning("application %s rejected: %s", app, reason)
+        for uid in [u for u, a in core.e_asks.items() if a == app]:
+            del core.e_asks[uid]
+        for uid in sorted(core.app_live.get(app, ()))[:100]:
+            info = core.pods[uid]
+            core.actions.events.append(KubeEvent(
+                "Pod", info.namespace, info.name, uid, "ApplicationRejected",
+                f"application {app} rejected: {reason}", "Warning"))
+
+
+def on_event_record(core: ShimCore, record: messages.EventRecord) -> None:
+    """A request event about one of our pods becomes a Kubernetes Event on it."""
+    uid = record.object_id
+    info = core.pods.get(uid)
+    if info is None:
+        return
+    core.actions.events.append(KubeEvent("Pod", info.namespace, info.name, uid,
+                                          "Informational", record.message))
