@@ -96,6 +96,7 @@ class Exporter:
         self._backoff = BACKOFF_FIRST
         self._retry_at = 0.0
         self._next_status = 0.0
+        self._next_redis_status = 0.0
         self._next_instance_check = 0.0
 
     # -- the loop ---------------------------------------------------------------------------
@@ -130,6 +131,7 @@ class Exporter:
                 return 0
             sent = self._export_batch()
             self._state_and_retention(now)
+            self._status_to_redis(now)
         except RedisProblem as exc:
             self._failed(str(exc))
             return 0
@@ -310,11 +312,14 @@ class Exporter:
             write_file(self.options.name, st)
         except OSError as exc:
             log.debug("status file: %s", exc)
-        if st.connected and self.link is not None:
-            try:
-                self.link.node.hset(self.keys.exporter, mapping=st.redis_fields())
-            except (rex.RedisError, OSError) as exc:
-                log.debug("status hash: %s", exc)
+
+    def _status_to_redis(self, now: float) -> None:
+        """The status hash for replicas, every STATUS_SECONDS; also how an idle exporter notices
+        that Redis went away (errors raise to `step`)."""
+        if now < self._next_redis_status:
+            return
+        self._next_redis_status = now + STATUS_SECONDS
+        self.link.node.hset(self.keys.exporter, mapping=self.status.redis_fields())
 
     @staticmethod
     def _lag_ms(reader, next_id: int) -> float:

@@ -133,6 +133,12 @@ def summary_line(doc: dict[str, Any]) -> str:
     return text
 
 
+def metric_families_for(name: str) -> list:
+    """The `ykshm_export_*` families of instance NAME's exporter; [] if none ever ran here."""
+    doc = read_file(name)
+    return [] if doc is None else metric_families(doc)
+
+
 def metric_families(doc: dict[str, Any]) -> list:
     """Prometheus families (`ykshm_export_*`) of a status document."""
     from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
