@@ -22,6 +22,7 @@ Rules
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import logging
 import time
@@ -31,7 +32,7 @@ import orjson
 import redis.exceptions as rex
 
 from .keys import GAP_FIELD, Keys, gap_value, parse_stream_id, stream_id
-from .redisconn import Link, RedisProblem, bulk, describe, redact, send_pipelined
+from .redisconn import BulkPipe, Link, RedisProblem, bulk, describe, redact
 from .retention import Retention, xadd_head
 from .state import StateExporter
 from .status import STATUS_SECONDS, ExportStatus, write_file
@@ -74,6 +75,18 @@ class ExportOptions:
     idle_sleep: float = 0.001
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Batch:
+    """A batch sent and not yet acknowledged: what to count once its replies are in."""
+
+    generation: int
+    first: int                      # event ids first..end-1
+    end: int
+    lost: tuple[int, int] | None    # the gap entry sent ahead of them, if any
+    oldest_nano: int                # timestampNano of the first event (lag)
+    commands: int
+
+
 class StaleRing(Exception):
     """The stream already holds a newer generation than this ring's instance (an old ring)."""
 
@@ -98,6 +111,8 @@ class Exporter:
         self._next_status = 0.0
         self._next_redis_status = 0.0
         self._next_instance_check = 0.0
+        self._bulk: BulkPipe | None = None
+        self._inflight: collections.deque[_Batch] = collections.deque()
 
     # -- the loop ---------------------------------------------------------------------------
 
@@ -108,6 +123,7 @@ class Exporter:
         try:
             while not stop():
                 self.step()
+            self._drain()
         finally:
             self.status.state = "stopped"
             self.status.connected = False
@@ -115,6 +131,8 @@ class Exporter:
             self._state.close()
             if self._reader is not None:
                 self._reader.close()
+            if self._bulk is not None:
+                self._bulk.close()
             if self.link is not None:
                 self.link.close()
 
@@ -142,7 +160,7 @@ class Exporter:
             self._failed(str(exc))
             return 0
         self._backoff = BACKOFF_FIRST
-        if sent == 0:
+        if sent == 0 and not self._inflight:
             if now >= self._next_instance_check:
                 self._next_instance_check = now + INSTANCE_CHECK_SECONDS
                 if self._reader.instance_changed():
@@ -151,11 +169,24 @@ class Exporter:
             time.sleep(self.options.idle_sleep)
         return sent
 
+    def _drain(self) -> None:
+        """At the end: take the replies of the batches still in flight, so the status is exact."""
+        try:
+            while self._inflight:
+                self._commit(self._inflight.popleft())
+        except (RedisProblem, rex.RedisError, OSError) as exc:
+            log.info("stopping: replies of the last batch not read (%s); the next start re-reads "
+                     "the stream's last ID", exc)
+
     def _failed(self, reason: str) -> None:
         if reason != self.status.last_error or self.status.state != "retrying":
             log.warning("Redis %s: %s; retrying in %.1f s", self.status.redis, reason, self._backoff)
         self.status.failed(reason)
         self._cursor = None            # rule 3: resume from the stream's last ID
+        self._inflight.clear()
+        if self._bulk is not None:
+            self._bulk.close()
+            self._bulk = None
         self._state.forget()
         self._retry_at = time.monotonic() + self._backoff
         self._backoff = min(self._backoff * 2, BACKOFF_MAX)
@@ -230,6 +261,13 @@ class Exporter:
         return parse_stream_id(info["last-generated-id"])
 
     def _export_batch(self) -> int:
+        """Send the next batch (if any) and take the replies of the one before it; events sent."""
+        sent = self._send_batch()
+        if self._inflight and (len(self._inflight) > 1 or not sent):
+            self._commit(self._inflight.popleft())
+        return sent
+
+    def _send_batch(self) -> int:
         cursor = self._cursor
         got = cursor.poll_json(self.options.batch)
         if got.count == 0 and got.lost is None:
@@ -239,23 +277,31 @@ class Exporter:
         first = end - got.count
         head = self._head
         parts = []
-        gap = None
         if got.lost is not None:
-            gap = got.lost
-            parts.append(self._gap_head + bulk(stream_id(gen, gap[0])) + bulk(GAP_FIELD) + bulk(gap_value(*gap))
-                         + b"$2\r\nts\r\n" + bulk(b"%d" % time.time_ns()))
-        lines = got.lines.split(b"\n")
+            parts.append(self._gap_head + bulk(stream_id(gen, got.lost[0])) + bulk(GAP_FIELD)
+                         + bulk(gap_value(*got.lost)) + b"$2\r\nts\r\n" + bulk(b"%d" % time.time_ns()))
+        oldest = 0
         if got.count:
+            lines = got.lines.split(b"\n")
             oldest = orjson.loads(lines[0]).get("timestampNano", 0)
             parts.extend([
                 b"%s$%d\r\n%d-%d\r\n$1\r\nj\r\n$%d\r\n%s\r\n" % (head, len(b"%d-%d" % (gen, i)), gen, i, len(line), line)
                 for i, line in zip(range(first, end), lines)
             ])
-        results = send_pipelined(self.link.node, b"".join(parts), len(parts))
+        self._pipe().send(b"".join(parts))
+        self._inflight.append(_Batch(gen, first, end, got.lost, oldest, len(parts)))
+        return got.count + (got.lost is not None)
+
+    def _pipe(self) -> BulkPipe:
+        if self._bulk is None:
+            self._bulk = BulkPipe(self.link.node)
+        return self._bulk
+
+    def _commit(self, batch: "_Batch") -> None:
+        """Rule 2: every reply is an ID or 'equal or smaller' (already there); anything else fails."""
+        errors = self._pipe().receive(batch.commands)
         duplicates = 0
-        for err in results:
-            if err is None:
-                continue
+        for err in errors:
             if "equal or smaller" in str(err):
                 duplicates += 1
                 continue
@@ -264,21 +310,21 @@ class Exporter:
         st = self.status
         st.duplicates += duplicates
         st.batches += 1
-        if gap is not None:
+        gen = batch.generation
+        if batch.lost is not None:
+            lo, hi = batch.lost
             st.gaps += 1
-            st.events_lost += gap[1] - gap[0] + 1
+            st.events_lost += hi - lo + 1
+            st.last_event_id = hi
+            st.last_stream_id = stream_id(gen, lo).decode()
             log.warning("the ring overwrote events %d-%d before they were exported: gap record %s written",
-                        gap[0], gap[1], stream_id(gen, gap[0]).decode())
-        if got.count:
-            st.exported += got.count - duplicates
-            st.last_event_id = end - 1
-            st.last_stream_id = stream_id(gen, end - 1).decode()
-            if oldest:
-                st.observe_lag(max(0.0, (now_ns - oldest) / 1e9))
-        elif gap is not None:
-            st.last_event_id = gap[1]
-            st.last_stream_id = stream_id(gen, gap[0]).decode()
-        return got.count + (gap is not None)
+                        lo, hi, st.last_stream_id)
+        if batch.end > batch.first:
+            st.exported += batch.end - batch.first - duplicates
+            st.last_event_id = batch.end - 1
+            st.last_stream_id = stream_id(gen, batch.end - 1).decode()
+            if batch.oldest_nano:
+                st.observe_lag(max(0.0, (now_ns - batch.oldest_nano) / 1e9))
 
     def _state_and_retention(self, now: float) -> None:
         node = self.link.node
