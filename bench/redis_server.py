@@ -10,6 +10,7 @@ SIGKILL as a crash). `cluster(...)` starts 3 masters + 3 replicas and joins them
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import signal
 import socket
@@ -51,13 +52,32 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def _bindable(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def cluster_port() -> int:
+    """A free port P <= 55535 whose cluster bus port P + 10000 is free too."""
+    rng = random.Random()
+    for _ in range(1000):
+        port = rng.randint(20000, 55535)
+        if _bindable(port) and _bindable(port + 10000):
+            return port
+    raise RuntimeError("no free port pair for a Redis Cluster node")
+
+
 class RedisServer:
     """One redis-server process. `url` to connect; `stop()`/`kill()` by pid; `start()` again on the
     same port and directory (with `persist=True` it reloads its AOF, like a restarted server)."""
 
     def __init__(self, *, port: int | None = None, persist: bool = False, password: str | None = None,
                  cluster: bool = False, extra: tuple[str, ...] = ()) -> None:
-        self.port = port or free_port()
+        self.port = port or (cluster_port() if cluster else free_port())
         self.dir = tempfile.mkdtemp(prefix=f"ykshm-redis-{self.port}-")
         self.persist = persist
         self.password = password
@@ -92,9 +112,7 @@ class RedisServer:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"redis-server exited {self.proc.returncode}: {self.log()}")
             try:
-                client = self.client()
-                client.ping()
-                client.close()
+                self.command("PING")
                 return
             except redis.exceptions.AuthenticationError:
                 return
@@ -107,6 +125,15 @@ class RedisServer:
     def client(self, **kwargs) -> redis.Redis:
         return redis.Redis(host="127.0.0.1", port=self.port, password=self.password, socket_timeout=5, **kwargs)
 
+    def command(self, *args):
+        """One command on a connection of its own, closed again."""
+        with self.client() as client:
+            return client.execute_command(*args)
+
+    def info(self, section: str) -> dict:
+        with self.client() as client:
+            return client.info(section)
+
     def log(self) -> str:
         try:
             return Path(self.dir, "redis.log").read_text()[-2000:]
@@ -118,11 +145,7 @@ class RedisServer:
         return self.proc.pid if self.proc else 0
 
     def used_memory(self) -> int:
-        client = self.client()
-        try:
-            return int(client.info("memory")["used_memory"])
-        finally:
-            client.close()
+        return int(self.info("memory")["used_memory"])
 
     def _signal(self, sig: int, timeout: float) -> None:
         if self.proc is None or self.proc.poll() is not None:
@@ -161,19 +184,19 @@ class RedisCluster:
             raise
 
     def _join(self, masters: int) -> None:
-        first = self.nodes[0].client()
+        first = self.nodes[0]
         for node in self.nodes[1:]:
-            first.execute_command("CLUSTER", "MEET", "127.0.0.1", node.port)
+            first.command("CLUSTER", "MEET", "127.0.0.1", node.port)
         per = self.SLOTS // masters
         for i in range(masters):
             lo, hi = i * per, (self.SLOTS if i == masters - 1 else (i + 1) * per)
-            self.nodes[i].client().execute_command("CLUSTER", "ADDSLOTS", *range(lo, hi))
-        ids = [n.client().execute_command("CLUSTER", "MYID") for n in self.nodes]
-        self._wait(lambda: all(len(n.client().execute_command("CLUSTER", "NODES").splitlines()) == len(self.nodes)
+            self.nodes[i].command("CLUSTER", "ADDSLOTS", *range(lo, hi))
+        ids = [n.command("CLUSTER", "MYID") for n in self.nodes]
+        self._wait(lambda: all(len(n.command("CLUSTER", "NODES").splitlines()) == len(self.nodes)
                                for n in self.nodes), "nodes to meet")
         for i in range(masters):
             master_id = ids[i].decode() if isinstance(ids[i], bytes) else ids[i]
-            self.nodes[masters + i].client().execute_command("CLUSTER", "REPLICATE", master_id)
+            self.nodes[masters + i].command("CLUSTER", "REPLICATE", master_id)
         self._wait(self.healthy, "cluster state ok with every replica in sync")
 
     def _wait(self, ok, what: str, timeout: float = 30) -> None:
@@ -191,11 +214,11 @@ class RedisCluster:
         for node in self.nodes:
             if node.proc is None or node.proc.poll() is not None:
                 continue
-            info = node.client().execute_command("CLUSTER", "INFO")
+            info = node.command("CLUSTER", "INFO")
             text = info.decode() if isinstance(info, bytes) else str(info)
             if "cluster_state:ok" not in text:
                 return False
-            role = node.client().info("replication")
+            role = node.info("replication")
             if role.get("role") == "slave" and role.get("master_link_status") != "up":
                 return False
         return True
@@ -205,13 +228,14 @@ class RedisCluster:
         return self.nodes[0].url
 
     def master_of(self, key: str) -> RedisServer:
-        slot = int(self.nodes[0].client().execute_command("CLUSTER", "KEYSLOT", key))
+        live = [n for n in self.nodes if n.proc is not None and n.proc.poll() is None]
+        slot = int(live[0].command("CLUSTER", "KEYSLOT", key))
         for node in self.nodes:
             if node.proc is None or node.proc.poll() is not None:
                 continue
-            if node.client().info("replication").get("role") != "master":
+            if node.info("replication").get("role") != "master":
                 continue
-            for entry in node.client().execute_command("CLUSTER", "SLOTS"):
+            for entry in node.command("CLUSTER", "SLOTS"):
                 lo, hi, owner = entry[0], entry[1], entry[2]
                 if lo <= slot <= hi and int(owner[1]) == node.port:
                     return node

@@ -174,8 +174,8 @@ class RedisRingReader:
     def read_range_json(self, start: int, count: int) -> tuple[bytes, int]:
         if start < 0 or count <= 0:
             return b"null", 0
-        parts = [_fields(e).get(STREAM_FIELD) for e in self._events(start, count)]
-        parts = [p for p in parts if p is not None]
+        # entries are [id, [b"j", json]] (an event) or [id, [b"gap", .., b"ts", ..]] (skipped)
+        parts = [e[1][1] for e in self._events(start, count) if e[1][0] == STREAM_FIELD]
         if not parts:
             return b"null", 0
         return b"[" + b",".join(parts) + b"]", len(parts)
