@@ -8,7 +8,9 @@ and in `ykshm status`; the ring keeps the events meanwhile.
 
 The process is one plain loop (no threads, no event loop): read the ring, send a batch, repeat.
 SIGTERM / SIGINT end it after the batch in flight; the status file then says "stopped".
-It runs with `--nice 10` by default, like the web readers: it yields the CPU to the engine.
+It runs with `--nice 10` by default, like the web readers: it yields the CPU to the engine;
+`--cpu-idle` (SCHED_IDLE) goes further: it never takes CPU time the engine wants (measured by
+`ykshm bench export`), at the price of lag while the host is saturated.
 """
 
 from __future__ import annotations
@@ -48,6 +50,9 @@ def _parser() -> Parser:
                    help="export the state snapshot on change at most this often (default 1; 0: never)")
     p.add_argument("--batch", type=int, default=2000, help="events per pipelined round trip (default 2000)")
     p.add_argument("--nice", type=int, default=10, help="niceness of the exporter (default 10)")
+    p.add_argument("--cpu-idle", action="store_true",
+                   help="run in the SCHED_IDLE class: only on CPU time nothing else wants (the engine "
+                        "never shares a core with it; the lag grows while the host is saturated)")
     return p
 
 
@@ -82,7 +87,7 @@ def options_from(argv: Sequence[str]):
     if not 0 <= args.nice <= 19:
         raise UsageError("--nice must be between 0 and 19")
     return ExportOptions(name=args.name, url=args.redis, maxlen=args.maxlen, max_age=max_age,
-                         state_interval=args.state_interval, batch=args.batch), args.nice
+                         state_interval=args.state_interval, batch=args.batch), args.nice, args.cpu_idle
 
 
 def preflight(url: str, name: str):
@@ -123,7 +128,7 @@ def setup_logging() -> None:
 
 
 def _body(argv: Sequence[str]) -> int:
-    options, nice = options_from(argv)
+    options, nice, cpu_idle = options_from(argv)
     link = preflight(options.url, options.name)
     from .exporter import Exporter
 
@@ -133,6 +138,11 @@ def _body(argv: Sequence[str]) -> int:
             os.nice(nice)
         except OSError:
             pass
+    if cpu_idle:
+        try:
+            os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+        except OSError as exc:
+            logging.getLogger("ykshm.export").warning("--cpu-idle: %s", exc.strerror)
     stopping = []
 
     def on_signal(signum, frame):  # noqa: ARG001 - signal handler signature
