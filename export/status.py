@@ -105,16 +105,9 @@ def read_file(name: str) -> dict[str, Any] | None:
 
 
 def exporter_alive(doc: dict[str, Any]) -> bool:
-    pid = int(doc.get("pid") or 0)
-    if pid <= 0 or doc.get("state") == "stopped":
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    from shm.segment import pid_alive
+
+    return doc.get("state") != "stopped" and pid_alive(int(doc.get("pid") or 0))
 
 
 def summary_line(doc: dict[str, Any]) -> str:

@@ -27,7 +27,6 @@ the slot to a promoted replica: the topology is re-read).
 
 from __future__ import annotations
 
-import collections
 import logging
 import time
 from typing import Any, NamedTuple
@@ -38,7 +37,7 @@ import trio
 from export.keys import GAP_FIELD, MAX_SEQ, STREAM_FIELD, Keys, parse_gap, parse_stream_id
 
 from .errors import Unavailable
-from .sources import SnapshotSource
+from .sources import RingWatcher, SnapshotSource
 
 log = logging.getLogger("ykshm.web")
 
@@ -282,18 +281,15 @@ class RedisRingSource:
         return reader
 
 
-class RedisWatcher:
+class RedisWatcher(RingWatcher):
     """`RingWatcher` of a replica: one thread per worker blocks in XREAD on the stream and wakes
-    the streams waiting for a newer event."""
+    the streams waiting for a newer event (`wait_beyond`, `events_per_second`: RingWatcher's)."""
 
     BLOCK_MS = 1000
 
     def __init__(self, store: RedisStore) -> None:
+        super().__init__(None)
         self.store = store
-        self._event = trio.Event()
-        self.highest = -1
-        self.running = False
-        self._samples: collections.deque[tuple[float, int]] = collections.deque(maxlen=16)
         self._client: Any = None
 
     def _blocking_read(self, after: tuple[int, int] | None) -> tuple[int, int] | None:
@@ -346,26 +342,6 @@ class RedisWatcher:
                     next_sample = now + 1.0
         finally:
             self.running = False
-
-    async def wait_beyond(self, next_id: int, timeout: float) -> None:
-        """Return when an event with id >= next_id may be in Redis, or after `timeout` seconds."""
-        if not self.running:
-            await trio.sleep(min(timeout, 0.005))
-            return
-        if self.highest >= next_id:
-            await trio.sleep(0.001)
-            return
-        event = self._event
-        with trio.move_on_after(timeout):
-            await event.wait()
-
-    def events_per_second(self) -> float:
-        if len(self._samples) < 2:
-            return 0.0
-        (t0, h0), (t1, h1) = self._samples[0], self._samples[-1]
-        if t1 <= t0 or h1 < h0:
-            return 0.0
-        return (h1 - h0) / (t1 - t0)
 
 
 class RedisSnapshotSource(SnapshotSource):

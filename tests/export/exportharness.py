@@ -14,18 +14,13 @@ import orjson
 import redis
 
 from export.keys import Keys, parse_stream_id
+from shim_k8s.harness import wait_for as harness_wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def wait_for(ok, timeout: float = 20.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = ok()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
+    return harness_wait_for(ok, timeout, what, interval=0.02)
 
 
 class ExportProcess:

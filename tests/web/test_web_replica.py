@@ -15,6 +15,7 @@ from webharness import ROOT, WebServer, cleanup, unique_name
 from bench.redis_server import RedisServer
 from export.keys import Keys
 from shm import RingWriter, SnapshotWriter
+from shim_k8s.harness import wait_for as harness_wait_for
 from shm.bench_support import seed_mix
 
 CONFIG = """\
@@ -28,13 +29,7 @@ service:
 
 
 def wait_for(ok, timeout: float = 20.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = ok()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
+    return harness_wait_for(ok, timeout, what, interval=0.02)
 
 
 class Exporter:
