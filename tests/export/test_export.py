@@ -201,3 +201,27 @@ def test_status_and_prometheus_show_the_exporter(ring_name, redis_server):
     assert "ykshm_export_up 0.0" in app.metrics_renderer.render().decode()
     app.segment.close()
     writer.close()
+
+
+def test_state_exported_at_most_every_interval(ring_name, redis_server):
+    writer = RingWriter.create(ring_name, capacity=1000)
+    snap = SnapshotWriter.create(ring_name, size=1 << 20)
+    client = redis_server.client()
+    key = Keys.for_instance(ring_name).state
+    exporter = ExportProcess(ring_name, redis_server.url, "--state-interval", "0.5")
+    snap.publish({"n": 0})
+    wait_for(lambda: client.hget(key, "generation"), what="first snapshot")
+    seen = set()
+    began = time.monotonic()
+    n = 0
+    while time.monotonic() - began < 2.0:          # the engine publishes every 10 ms
+        n += 1
+        snap.publish({"n": n})
+        seen.add(client.hget(key, "exported_nano"))
+        time.sleep(0.01)
+    exporter.stop()
+    assert 2 <= len(seen) <= 2.0 / 0.5 + 2          # ~4 exports for ~200 publishes
+    assert orjson.loads(client.hget(key, "doc"))["n"] >= n - 60
+    snap.close()
+    writer.close()
+    client.close()
