@@ -84,3 +84,24 @@ def test_cluster_down_at_start_is_one_line_exit_2(ring_name, cluster):
     assert r.returncode == 2, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
     assert "cannot connect to Redis" in r.stderr
+
+
+def test_read_replica_sources_work_against_the_cluster(ring_name, cluster):
+    from web.redis_source import replica_sources
+
+    writer = RingWriter.create(ring_name, capacity=10_000)
+    for args in seed_mix(2000):
+        writer.publish(*args)
+    exporter = ExportProcess(ring_name, cluster.url)
+    keys = Keys.for_instance(ring_name)
+    with cluster.master_of(keys.events).client() as client:
+        wait_for(lambda: client.exists(keys.events) and client.xlen(keys.events) == 2000, what="export")
+    exporter.stop()
+    ring, _snapshot, _watcher = replica_sources(cluster.url, ring_name)
+    reader = ring.get()
+    assert reader.instance_uuid == writer.instance_uuid and reader.bounds() == (0, 1999)
+    with RingReader.attach(ring_name) as shm_reader:
+        assert reader.read_range_json(100, 500) == shm_reader.read_range_json(100, 500)
+    got = reader.cursor(1990).poll_json(100)
+    assert got.count == 10 and got.lost is None
+    writer.close()
