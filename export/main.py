@@ -22,7 +22,7 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from tools.cliutil import Parser, UsageError, run_main
+from tools.cliutil import Parser, UsageError, log_to_stderr, run_main
 
 PROG = "ykshm export"
 _UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
@@ -117,22 +117,12 @@ def preflight(url: str, name: str):
     return link
 
 
-def setup_logging() -> None:
-    logger = logging.getLogger("ykshm")
-    if not logger.handlers:
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("ykshm export[%(process)d]: %(levelname)s %(message)s"))
-        logger.addHandler(handler)
-        logger.setLevel(logging.INFO)
-        logger.propagate = False
-
-
 def _body(argv: Sequence[str]) -> int:
     options, nice, cpu_idle = options_from(argv)
     link = preflight(options.url, options.name)
     from .exporter import Exporter
 
-    setup_logging()
+    log_to_stderr("export")
     if nice:
         try:
             os.nice(nice)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import time
 
 import orjson
-import pytest
 from exportharness import ExportProcess, events_of, ring_json, stream_entries, wait_for
 
 from export.keys import Keys

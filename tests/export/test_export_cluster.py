@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 
 import pytest
 from exportharness import ExportProcess, events_of, ring_json, stream_entries, wait_for
