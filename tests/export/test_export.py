@@ -224,3 +224,32 @@ def test_state_exported_at_most_every_interval(ring_name, redis_server):
     snap.close()
     writer.close()
     client.close()
+
+
+def test_exporter_started_before_the_engine_waits_for_the_ring(ring_name, redis_server):
+    exporter = ExportProcess(ring_name, redis_server.url)
+    wait_for(lambda: (read_file(ring_name) or {}).get("state") == "waiting_for_ring", what="waiting state")
+    writer = RingWriter.create(ring_name, capacity=1000)
+    publish(writer, 10)
+    client = redis_server.client()
+    wait_for(exported_up_to(client, ring_name, 1, 9), what="export once the ring exists")
+    exporter.stop()
+    assert "waiting for the event ring" in exporter.log()
+    writer.close()
+    client.close()
+
+
+def test_two_exporters_on_one_instance_still_write_each_event_once(ring_name, redis_server):
+    """A second exporter by mistake (two hosts, a stale unit): Redis refuses whatever the other
+    already wrote, so the stream still holds every event once, in order."""
+    writer = RingWriter.create(ring_name, capacity=50_000)
+    first = ExportProcess(ring_name, redis_server.url, "--batch", "100")
+    second = ExportProcess(ring_name, redis_server.url, "--batch", "100")
+    publish(writer, 20_000)
+    client = redis_server.client()
+    wait_for(exported_up_to(client, ring_name, 1, 19_999), what="every event exported")
+    first.stop()
+    second.stop()
+    assert [sid for sid, _ in stream_entries(client, ring_name)] == [(1, i) for i in range(20_000)]
+    writer.close()
+    client.close()
