@@ -75,6 +75,11 @@ class RedisStore:
             self._link.node.set_response_callback("XREVRANGE", _raw)
         return self._link.node
 
+    def close(self) -> None:
+        if self._link is not None:
+            self._link.close()
+            self._link = None
+
     def call(self, *args: Any) -> Any:
         """One command; after a failure one reconnect and retry, then `Unavailable` with the reason."""
         from export.redisconn import RedisProblem, describe, redact
@@ -126,15 +131,6 @@ def _fields(entry) -> dict[bytes, bytes]:
     return dict(zip(values[::2], values[1::2]))
 
 
-def _first_event(entry) -> int:
-    """The lowest event id an entry stands for being present (a gap entry: none of its range)."""
-    fields = _fields(entry)
-    seq = parse_stream_id(entry[0])[1]
-    if GAP_FIELD in fields:
-        return parse_gap(fields[GAP_FIELD])[1] + 1
-    return seq
-
-
 def _last_event(entry) -> int:
     fields = _fields(entry)
     if GAP_FIELD in fields:
@@ -155,16 +151,24 @@ class RedisRingReader:
         self._exporter_at = 0.0
 
     def bounds(self) -> tuple[int, int] | None:
+        """(first event in Redis, last event or last lost id) of this generation; None if no event.
+        Leading gap entries name lost ids: LowestID is the first event after them."""
         g = self.generation
-        first = self.store.entries((g, 0), (g, MAX_SEQ), count=2)
         last = self.store.entries((g, 0), (g, MAX_SEQ), count=1, reverse=True)
-        if not first or not last:
+        if not last:
             return None
-        lowest = _first_event(first[0])
-        highest = _last_event(last[0])
-        if lowest > highest:
-            return None
-        return lowest, highest
+        lowest = None
+        after = 0
+        while lowest is None:
+            head = self.store.entries((g, after), (g, MAX_SEQ), count=16)
+            if not head:
+                return None
+            for entry in head:
+                if entry[1][0] == STREAM_FIELD:
+                    lowest = parse_stream_id(entry[0])[1]
+                    break
+            after = _last_event(head[-1]) + 1
+        return lowest, max(lowest, _last_event(last[0]))
 
     def _events(self, start: int, count: int) -> list:
         g = self.generation
