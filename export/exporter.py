@@ -25,6 +25,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import logging
+import os
 import time
 from typing import Any
 
@@ -117,8 +118,6 @@ class Exporter:
     # -- the loop ---------------------------------------------------------------------------
 
     def run(self, stop) -> None:
-        import os
-
         self.status.pid = os.getpid()
         try:
             while not stop():

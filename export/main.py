@@ -22,7 +22,7 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from tools.cliutil import Parser, UsageError, log_to_stderr, run_main
+from tools.cliutil import Failure, Parser, UsageError, log_to_stderr, run_main
 
 PROG = "ykshm export"
 _UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
@@ -140,8 +140,13 @@ def _body(argv: Sequence[str]) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    logging.getLogger("ykshm.export").info("exporting instance %r to %s", options.name, link.where)
-    Exporter(options, link).run(lambda: bool(stopping))
+    log = logging.getLogger("ykshm.export")
+    log.info("exporting instance %r to %s", options.name, link.where)
+    try:
+        Exporter(options, link).run(lambda: bool(stopping))
+    except Exception as exc:  # a bug: its traceback goes to the log, the user gets one line
+        log.exception("export stopped by a bug")
+        raise Failure(f"internal error: {exc}") from None
     return 0
 
 
