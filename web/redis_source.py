@@ -27,6 +27,7 @@ the slot to a promoted replica: the topology is re-read).
 
 from __future__ import annotations
 
+import collections
 import logging
 import time
 from typing import Any, NamedTuple
@@ -37,7 +38,7 @@ import trio
 from export.keys import GAP_FIELD, MAX_SEQ, STREAM_FIELD, Keys, parse_gap, parse_stream_id
 
 from .errors import Unavailable
-from .sources import RingWatcher, SnapshotSource
+from .sources import SnapshotSource
 
 log = logging.getLogger("ykshm.web")
 
@@ -63,6 +64,7 @@ class RedisStore:
         self.url = url
         self.keys = Keys.for_instance(instance)
         self._link: Any = None
+        self._blocking: Any = None
         self._uuids: dict[int, str] = {}
         self.newest: tuple[int, int] = (0, -1)     # newest stream ID the watcher saw
 
@@ -76,9 +78,41 @@ class RedisStore:
         return self._link.node
 
     def close(self) -> None:
-        if self._link is not None:
-            self._link.close()
-            self._link = None
+        for link in (self._link, self._blocking):
+            if link is not None:
+                link.close()
+        self._link = self._blocking = None
+
+    def wait_after(self, after: tuple[int, int], timeout: float) -> tuple[int, int] | None:
+        """Block in XREAD BLOCK until an entry after `after` is in the stream, at most `timeout`
+        seconds; the newest ID then (None if nothing came, or Redis failed: then it sleeps up to
+        `timeout` instead). A connection of its own: call it from one thread at a time."""
+        from export.redisconn import Link
+
+        try:
+            if self._blocking is None:
+                self._blocking = Link.open(self.url, self.keys.events)
+                self._blocking.node.set_response_callback("XREAD", _raw)
+                self._blocking.node.set_response_callback("XREVRANGE", _raw)
+            node = self._blocking.node
+            got = node.execute_command("XREAD", "COUNT", 1, "BLOCK", max(1, int(timeout * 1000)), "STREAMS",
+                                       self.keys.events, "%d-%d" % after)
+            if not got:
+                return None
+            newest = node.execute_command("XREVRANGE", self.keys.events, "+", "-", "COUNT", 1)
+        except Exception as exc:  # Redis down: the handlers answer 503 meanwhile
+            log.debug("replica: XREAD BLOCK failed: %s", exc)
+            if self._blocking is not None:
+                self._blocking.close()
+                self._blocking = None
+            time.sleep(min(timeout, 0.5))
+            return None
+        if not newest:
+            return None
+        seen = parse_stream_id(newest[0][0])
+        if seen > self.newest:
+            self.newest = seen
+        return seen
 
     def call(self, *args: Any) -> Any:
         """One command; after a failure one reconnect and retry, then `Unavailable` with the reason."""
@@ -188,6 +222,12 @@ class RedisRingReader:
             raise ValueError(f"cursor start must be >= 0, got {next_id}")
         return RedisCursor(self, next_id)
 
+    def wait_beyond(self, next_id: int, timeout: float) -> bool:
+        """As `shm.RingReader.wait_beyond`: block (in a thread of its own) until an entry after
+        event next_id - 1 of this generation is in Redis (XREAD BLOCK), at most `timeout` s."""
+        after = (self.generation, next_id - 1) if next_id else (self.generation - 1, MAX_SEQ)
+        return self.store.wait_after(after, timeout) is not None
+
     def instance_changed(self) -> bool:
         """A newer generation is in Redis (the engine restarted), as far as the watcher has seen."""
         newest = self.store.newest
@@ -285,67 +325,66 @@ class RedisRingSource:
         return reader
 
 
-class RedisWatcher(RingWatcher):
-    """`RingWatcher` of a replica: one thread per worker blocks in XREAD on the stream and wakes
-    the streams waiting for a newer event (`wait_beyond`, `events_per_second`: RingWatcher's)."""
+class RedisWatcher:
+    """The per-worker watcher of a replica (web.sources.RingWatcher's interface): one thread waits
+    in XREAD BLOCK on the stream (`RedisStore.wait_after`) and wakes the streams waiting for a
+    newer event; idle streams cost nothing."""
 
-    BLOCK_MS = 1000
+    BLOCK_SECONDS = 1.0
 
     def __init__(self, store: RedisStore) -> None:
-        super().__init__(None)
         self.store = store
-        self._client: Any = None
-
-    def _blocking_read(self, after: tuple[int, int] | None) -> tuple[int, int] | None:
-        """Wait in XREAD BLOCK for an entry after `after`; the newest ID in the stream then
-        (`after` when nothing came). Without `after` (first call), just the newest ID."""
-        from export.redisconn import Link
-
-        if self._client is None:
-            self._client = Link.open(self.store.url, self.store.keys.events)
-            self._client.node.set_response_callback("XREAD", _raw)
-            self._client.node.set_response_callback("XREVRANGE", _raw)
-        node = self._client.node
-        if after is not None:
-            got = node.execute_command("XREAD", "COUNT", 1, "BLOCK", self.BLOCK_MS, "STREAMS",
-                                       self.store.keys.events, "%d-%d" % after)
-            if not got:
-                return after
-        newest = node.execute_command("XREVRANGE", self.store.keys.events, "+", "-", "COUNT", 1)
-        if not newest:
-            if after is None:
-                time.sleep(self.BLOCK_MS / 1000)   # no stream yet: look again in a second
-            return after
-        return parse_stream_id(newest[0][0])
+        self._event = trio.Event()
+        self.highest = -1
+        self.running = False
+        self._samples: collections.deque[tuple[float, int]] = collections.deque(maxlen=16)
 
     async def run(self) -> None:
         self.running = True
         next_sample = 0.0
-        after: tuple[int, int] | None = None
         try:
+            after = await trio.to_thread.run_sync(self._newest, abandon_on_cancel=True)
             while True:
-                try:
-                    newest = await trio.to_thread.run_sync(self._blocking_read, after, abandon_on_cancel=True)
-                except Exception as exc:  # Redis down: the handlers answer 503 meanwhile
-                    log.debug("replica watcher: %s", exc)
-                    if self._client is not None:
-                        self._client.close()
-                        self._client = None
-                    await trio.sleep(0.5)
-                    continue
-                if newest is not None and newest != after:
-                    after = newest
-                    if newest > self.store.newest:
-                        self.store.newest = newest
-                    self.highest = newest[1]
+                seen = await trio.to_thread.run_sync(self.store.wait_after, after, self.BLOCK_SECONDS,
+                                                     abandon_on_cancel=True)
+                if seen is not None and seen != after:
+                    after = seen
+                    self.highest = seen[1]
                     self._event.set()
                     self._event = trio.Event()
                 now = time.monotonic()
-                if now >= next_sample and after is not None:
+                if now >= next_sample:
                     self._samples.append((now, after[1]))
                     next_sample = now + 1.0
         finally:
             self.running = False
+
+    def _newest(self) -> tuple[int, int]:
+        try:
+            return self.store.newest_id() or (0, 0)
+        except Unavailable:
+            return 0, 0
+
+    async def wait_beyond(self, next_id: int, timeout: float) -> None:
+        """Return when an event with id >= next_id may be in Redis, or after `timeout` seconds."""
+        if not self.running:
+            await trio.sleep(min(timeout, 0.005))
+            return
+        if self.highest >= next_id:
+            await trio.sleep(0.001)
+            return
+        event = self._event
+        with trio.move_on_after(timeout):
+            await event.wait()
+
+    def events_per_second(self) -> float:
+        """Entries per second over the last ~15 s of samples (0 before two samples)."""
+        if len(self._samples) < 2:
+            return 0.0
+        (t0, h0), (t1, h1) = self._samples[0], self._samples[-1]
+        if t1 <= t0 or h1 < h0:
+            return 0.0
+        return (h1 - h0) / (t1 - t0)
 
 
 class RedisSnapshotSource(SnapshotSource):

@@ -107,3 +107,35 @@ def check_reads(ring, n, kept, kept_gaps, start, count, chunk) -> None:
         assert lo == (seen[-1] + 1 if seen else start)
         assert all(i not in kept for i in range(lo, hi + 1))
         assert hi + 1 in kept or any(g[0] == hi + 1 for g in kept_gaps) or hi + 1 >= n or hi + 1 > max(kept + [-1])
+
+
+def test_wait_beyond_blocks_in_xread_until_the_next_entry(server):
+    """RingReader.wait_beyond's contract on a replica (a thread blocked in XREAD BLOCK)."""
+    import threading
+    import time
+
+    name = "waiter"
+    key = Keys.for_instance(name)
+    with server.client() as client:
+        client.delete(key.events, key.instances)
+        client.hset(key.instances, mapping={"gen:1": "uuid-1", "uuid:uuid-1": 1, "top": 1})
+        client.xadd(key.events, {"j": event_json(0)}, id="1-0")
+        ring, _snapshot, _watcher = replica_sources(server.url, name)
+        try:
+            reader = ring.get()
+            began = time.monotonic()
+            assert reader.wait_beyond(1, 0.3) is False          # nothing after event 0
+            assert time.monotonic() - began >= 0.25
+            assert reader.wait_beyond(0, 5.0) is True           # event 0 itself is beyond "nothing"
+            result = []
+            waiter = threading.Thread(target=lambda: result.append(reader.wait_beyond(1, 10.0)))
+            waiter.start()
+            time.sleep(0.2)
+            assert waiter.is_alive()                            # blocked, not polling to an answer
+            client.xadd(key.events, {"j": event_json(1)}, id="1-1")
+            waiter.join(5)
+            assert result == [True]
+            client.xadd(key.events, {"j": event_json(0)}, id="2-0")   # a new engine instance
+            assert reader.wait_beyond(2, 1.0) is True and reader.instance_changed()
+        finally:
+            ring.store.close()
