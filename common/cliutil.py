@@ -7,6 +7,7 @@ each printed as one line `ykshm <cmd>: error: <reason>` on stderr.
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from collections.abc import Callable, Sequence
 
@@ -51,3 +52,14 @@ def run_main(prog: str, body: Callable[[Sequence[str]], int | None], argv: Seque
         return 130
     except BrokenPipeError:
         return EXIT_OK
+
+
+def log_to_stderr(role: str) -> None:
+    """The "ykshm" loggers to stderr (journald-friendly), one line each: `ykshm ROLE[pid]: LEVEL msg`."""
+    logger = logging.getLogger("ykshm")
+    if not logger.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter(f"ykshm {role}[%(process)d]: %(levelname)s %(message)s"))
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+        logger.propagate = False

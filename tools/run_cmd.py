@@ -12,6 +12,9 @@ The supervisor (hypercorn's `run.py` shape):
   attached keeps one live status line (events/s, pods running, open streams);
 - on Ctrl-C or SIGTERM removes every shared-memory segment (/dev/shm/NAME.*) and socket it made.
 
+`--export URL` adds `ykshm export --redis URL` as one more supervised child (after the shim, before
+the web), so the event history and state also go to Redis Streams.
+
 Pre-flight checks run before anything is started: a bad `--config` is the engine's own one-line
 message and exit 2 (validated here with the engine's parser, not left to an engine child that would
 exit 2 and be restarted forever); a port in use, /dev/shm not writable or an instance of the same
@@ -289,6 +292,7 @@ def build_parser() -> Parser:
     parser.add_argument("--name", default="ykshm", help="instance name, prefix of /dev/shm segments")
     parser.add_argument("--demo", dest="demo", action="store_true", default=True, help="run the demo workload (default)")
     parser.add_argument("--no-demo", dest="demo", action="store_false", help="no demo workload")
+    parser.add_argument("--export", metavar="URL", help="also run `ykshm export --redis URL` (Redis Streams)")
     return parser
 
 
@@ -299,13 +303,26 @@ def children_for(args, runtime: Path, config: Path) -> list[Child]:
     sim = [*ykshm, "sim-cluster", "--port", str(args.api_port), "--nodes", str(args.nodes)]
     if args.demo:
         sim.append("--demo")
-    return [
+    children = [
         Child("sim-cluster", sim),
         Child("engine", [*ykshm, "engine", "--config", str(config), "--name", args.name, "--socket", str(sock)]),
         Child("shim", [*ykshm, "shim", "--api-server", api, "--socket", str(sock), "--name", args.name]),
-        Child("web", [*ykshm, "web", "--name", args.name, "--bind", f"127.0.0.1:{args.port}",
-                      "--workers", "2", "--config", str(config)]),
     ]
+    if args.export:
+        children.append(Child("export", [*ykshm, "export", "--redis", args.export, "--name", args.name]))
+    children.append(Child("web", [*ykshm, "web", "--name", args.name, "--bind", f"127.0.0.1:{args.port}",
+                                  "--workers", "2", "--config", str(config)]))
+    return children
+
+
+def check_export(url: str | None, name: str) -> None:
+    """`--export URL`: the exporter's own start-up checks (bad URL, unreachable, refused auth, a key
+    of another type) as its one line and exit 2, before anything starts."""
+    if url is None:
+        return
+    from export.main import preflight
+
+    preflight(url, name).close()
 
 
 def banner(args, log_path: Path) -> str:
@@ -349,6 +366,7 @@ def _run(argv: Sequence[str]) -> int:
     check_port_free(args.port, "REST")
     check_port_free(args.api_port, "kube-apiserver")
     check_no_live_instance(args.name)
+    check_export(args.export, args.name)
     runtime = Path(tempfile.mkdtemp(prefix=f"ykshm-{args.name}-"))
     config = Path(args.config).resolve() if args.config else runtime / "ykshm.yaml"
     if not args.config:

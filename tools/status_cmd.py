@@ -4,13 +4,15 @@
 
 Processes are found by their command line: `ykshm <role> ... --name NAME` (also `python -m
 tools.cli <role>` and `python .../ykshm <role>`), role one of run, engine, web, shim,
-sim-cluster; a process without `--name` belongs to the default instance "ykshm". The children of
+sim-cluster, export; a process without `--name` belongs to the default instance "ykshm". The children of
 a web process (its hypercorn workers) are listed as role "web-worker".
 
 Health: a process is "ok" while it runs; the engine is "stale" when the ring's heartbeat is older
 than 10 s (the systemd watchdog interval) and "ok" otherwise. The ring summary is `ykshm ring stat`
 without the rate sample; the engine summary counts the partitions, applications and nodes of the
-engine's latest state snapshot (/dev/shm/NAME.state).
+engine's latest state snapshot (/dev/shm/NAME.state); the exporter line (`ykshm export`) comes
+from its status file /dev/shm/NAME.export: lag in events and ms, last exported stream ID, gaps,
+and the last Redis error while it retries.
 
 Exit codes: 0 when the instance has a ring or a process, 1 when nothing of it is found.
 """
@@ -30,7 +32,7 @@ from tools import ring_render, shmscan
 from common.cliutil import Failure, Parser, UsageError, run_main
 
 PROG = "ykshm status"
-ROLES = ("run", "engine", "web", "shim", "sim-cluster")
+ROLES = ("run", "engine", "web", "shim", "sim-cluster", "export")
 HEARTBEAT_STALE_SECONDS = 10.0
 
 
@@ -193,7 +195,12 @@ def collect(name: str) -> dict[str, Any]:
                 p["heartbeatAgeSeconds"] = hb
                 if hb is None or hb > HEARTBEAT_STALE_SECONDS:
                     p["health"] = "stale"
-    return {"name": name, "processes": processes, "ring": ring, "engine": snapshot}
+    from export.status import exporter_alive, read_file
+
+    export = read_file(name)
+    if export is not None:
+        export["alive"] = exporter_alive(export)
+    return {"name": name, "processes": processes, "ring": ring, "engine": snapshot, "export": export}
 
 
 def _count(n: int, noun: str, plural_suffix: str = "s") -> str:
@@ -254,6 +261,10 @@ def render(doc: dict[str, Any]) -> str:
             + ("" if snap.get("cycles") is None else f", {snap['cycles']} cycles")
             + "\n"
         )
+    if doc.get("export") is not None:
+        from export.status import summary_line
+
+        out.append("export: " + summary_line(doc["export"]) + "\n")
     return "".join(out)
 
 
@@ -266,7 +277,7 @@ def _body(argv: Sequence[str]) -> int:
     if problem:
         raise UsageError(problem)
     doc = collect(args.name)
-    nothing = not doc["processes"] and doc["ring"] is None and doc["engine"] is None
+    nothing = not doc["processes"] and doc["ring"] is None and doc["engine"] is None and doc["export"] is None
     if args.json:
         sys.stdout.buffer.write(orjson.dumps(doc) + b"\n")
     elif not nothing:

@@ -57,6 +57,10 @@ class WebOptions:
     nice: int = 10
     ui_dir: str = ""
     """A single-page UI build served at `/` (web.ui); "" serves none."""
+    source: str = ""
+    """"" serves from /dev/shm; a redis:// URL makes the worker a read replica (web/redis_source)."""
+    source_instance: str = ""
+    """The instance whose Redis keys a replica reads (default: `name`)."""
 
 
 class Request:
@@ -137,9 +141,15 @@ class App:
         self.options = options
         self.settings = options.settings
         self.router = Router(ROUTES)
-        self.ring = RingSource(options.name)
-        self.snapshot = SnapshotSource(options.name)
-        self.watcher = RingWatcher(self.ring)
+        if options.source:
+            from .redis_source import replica_sources
+
+            self.ring, self.snapshot, self.watcher = replica_sources(
+                options.source, options.source_instance or options.name)
+        else:
+            self.ring = RingSource(options.name)
+            self.snapshot = SnapshotSource(options.name)
+            self.watcher = RingWatcher(self.ring)
         self.stopping = trio.Event()
         self.layout = MetricLayout(ROUTE_NAMES)
         self._segment: WebSegment | None = None

@@ -2,12 +2,16 @@
 
     ykshm web [--name NAME] [--bind HOST:PORT | fd://N] [--workers N] [--config FILE]
               [--heartbeat-timeout S] [--stall-timeout S] [--nice N] [--ui-dir DIR]
+              [--source redis://...]
 
 Runs N hypercorn worker processes (trio) sharing one listening socket; `fd://N` takes an inherited
 socket (systemd socket activation: `--bind fd://3`). The event endpoints need only the ring
 (`/dev/shm/NAME.events`); the state views answer 503 until an engine publishes its snapshot.
 `--ui-dir DIR` (or `ui.dir` in the config) serves a single-page UI build, e.g. YuniKorn's web UI,
 at `/` on the same origin as `/ws` (web.ui).
+With `--source redis://HOST[:PORT][/DB][?instance=NAME]` the web is a read replica: the same API from
+what `ykshm export` wrote to Redis (web/redis_source.py), on any machine; a bad URL, an unreachable
+Redis, a refused password or a key of another type is one line and exit 2 at start-up.
 Exit codes: 0 after SIGINT/SIGTERM, 2 usage (bad flag, bad config), 1 failure (cannot bind...).
 """
 
@@ -36,7 +40,26 @@ def _parser() -> Parser:
                         help="niceness added to worker processes so the engine wins the CPU (default 10)")
     parser.add_argument("--ui-dir", default=None,
                         help="serve this single-page UI build at / (overrides ui.dir of --config)")
+    parser.add_argument("--source", default="", metavar="URL",
+                        help="serve from Redis (read replica of `ykshm export`): redis://host[:port][/db]"
+                             "[?instance=NAME] (instance default: --name)")
     return parser
+
+
+def check_source(url: str, name: str) -> tuple[str, str]:
+    """(Redis URL, instance) of `--source`, checked by connecting: UsageError with one line."""
+    from export.main import preflight
+    from export.redisconn import split_instance
+
+    if not url.startswith(("redis://", "rediss://")):
+        raise UsageError(f"--source {url!r}: expected redis://host[:port][/db] (a read replica of ykshm export)")
+    bare, instance = split_instance(url)
+    instance = instance or name
+    try:
+        preflight(bare, instance).close()
+    except UsageError as exc:
+        raise UsageError(f"--source {exc}") from None
+    return bare, instance
 
 
 def check_bind(bind: str) -> str:
@@ -108,8 +131,10 @@ def _body(argv: Sequence[str]) -> int:
     from .server import serve, setup_logging
 
     setup_logging()
+    source, source_instance = check_source(args.source, args.name) if args.source else ("", "")
     options = WebOptions(name=args.name, settings=settings, heartbeat_timeout=args.heartbeat_timeout,
-                         nice=args.nice, ui_dir=ui_dir)
+                         nice=args.nice, ui_dir=ui_dir, source=source,
+                         source_instance=source_instance)
     try:
         return serve(options, bind, args.workers, args.stall_timeout)
     except SegmentError as exc:

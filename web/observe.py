@@ -13,7 +13,8 @@ does). Checks:
 
 Metrics are rendered with prometheus_client from a custom collector, so one scrape of any worker
 reports all workers: request counts/latencies and stream counters are summed from the shared
-segment (`web.segment`), ring figures come from the ring header.
+segment (`web.segment`), ring figures come from the ring header, `ykshm_export_*` from the status
+file of the instance's exporter (`export.status`).
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+
+from export.status import metric_families_for
 
 from .segment import CLOSE_REASONS, LATENCY_BUCKETS, STATUS_CLASSES, MetricLayout
 
@@ -213,6 +216,7 @@ class _Collector:
         yield from (capacity, fill, lowest, highest, rate, alive, beat_age)
         if reader is not None:
             yield from _ring_stats(reader)
+        yield from metric_families_for(app.options.name)  # `ykshm export` on this machine, if any
 
 
 def _ring_stats(reader) -> list[GaugeMetricFamily]:

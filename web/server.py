@@ -23,7 +23,6 @@ import logging
 import os
 import signal
 import socket
-import sys
 import time
 from functools import partial
 from multiprocessing import get_context
@@ -31,6 +30,8 @@ from multiprocessing.connection import wait
 from multiprocessing.process import BaseProcess
 
 from hypercorn.config import Config, Sockets
+
+from common.cliutil import log_to_stderr
 
 from .app import App, WebOptions
 from .segment import WebSegment
@@ -42,13 +43,7 @@ TCP_USER_TIMEOUT = getattr(socket, "TCP_USER_TIMEOUT", 18)
 
 def setup_logging() -> None:
     """Our records to stderr (journald-friendly), one line each; hypercorn keeps its own handler."""
-    logger = logging.getLogger("ykshm")
-    if not logger.handlers:
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("ykshm web[%(process)d]: %(levelname)s %(message)s"))
-        logger.addHandler(handler)
-        logger.setLevel(logging.INFO)
-        logger.propagate = False
+    log_to_stderr("web")
 
 
 def build_config(bind: str, workers: int, *, graceful_timeout: float = 3.0) -> Config:

@@ -17,6 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 UNITS = ["ykshm-engine.service", "ykshm-web.socket", "ykshm-web.service", "ykshm-shim.service",
          "ykshm.target"]
+OPTIONAL_UNITS = ["ykshm-export.service"]  # enabled on its own (it needs a Redis URL)
 
 
 def unit(name: str) -> dict[str, list[str]]:
@@ -44,7 +45,7 @@ def ykshm_binary() -> str:
 @pytest.fixture
 def units_copy(tmp_path):
     """The units with ExecStart pointing at this environment's ykshm, which exists here."""
-    for name in UNITS:
+    for name in UNITS + OPTIONAL_UNITS:
         text = (DEPLOY / "systemd" / name).read_text()
         (tmp_path / name).write_text(text.replace("/usr/local/bin/ykshm", ykshm_binary()))
     return tmp_path
@@ -52,7 +53,7 @@ def units_copy(tmp_path):
 
 def test_systemd_analyze_verify(units_copy):
     r = subprocess.run(["systemd-analyze", "verify", "--man=no",
-                        *[str(units_copy / u) for u in UNITS]],
+                        *[str(units_copy / u) for u in UNITS + OPTIONAL_UNITS]],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     # warnings (unknown keys, bad values) do not fail verify: refuse them too
@@ -103,6 +104,19 @@ def test_shim_and_target():
         assert name in wants
     for name in ("ykshm-engine.service", "ykshm-web.service", "ykshm-shim.service"):
         assert unit(name)["Unit.PartOf"] == ["ykshm.target"]
+
+
+def test_export_unit():
+    u = unit("ykshm-export.service")
+    assert u["Service.Restart"] == ["always"]
+    assert u["Service.User"] == ["ykshm"] and u["Service.Group"] == ["ykshm"]
+    assert u["Unit.PartOf"] == ["ykshm.target"] and u["Install.WantedBy"] == ["ykshm.target"]
+    assert "ykshm-engine.service" in u["Unit.After"][0]
+    exec_start = u["Service.ExecStart"][0].split()
+    assert exec_start[:6] == ["/usr/local/bin/ykshm", "export", "--redis", "${YKSHM_REDIS_URL}",
+                              "--name", "ykshm"]
+    # the password-bearing URL comes from a root-installed file, never from the unit itself
+    assert u["Service.EnvironmentFile"] == ["/etc/ykshm/export.env"]
 
 
 def test_sysusers(tmp_path):

@@ -1,0 +1,169 @@
+"""The exporter's status: what `ykshm status`, /ws/v1/metrics and read replicas learn about it.
+
+The exporter keeps one `ExportStatus` and, every STATUS_SECONDS, writes it as JSON to
+`/dev/shm/NAME.export` (atomically: a temporary file renamed over it; `ykshm run` removes it with
+the instance's other segments) and, while Redis answers, as the hash `ykshm:{NAME}:exporter`
+(read replicas take the engine's liveness from it: they cannot see its pid or the ring header).
+
+Lag is counted two ways: in events (the ring's next id minus the exporter's next id) and in time
+(age of the oldest event not yet in Redis; 0 when caught up). `lag_buckets` is a histogram of the
+lag of each batch's oldest event at the moment Redis acknowledged the batch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from typing import Any
+
+import orjson
+
+STATUS_SECONDS = 0.5
+LAG_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0, 30.0)
+
+
+def status_path(name: str) -> str:
+    return f"/dev/shm/{name}.export"
+
+
+@dataclasses.dataclass
+class ExportStatus:
+    """Everything the exporter reports about itself (field names are the JSON keys)."""
+
+    pid: int = 0
+    redis: str = ""                 # the URL, password redacted
+    redis_node: str = ""            # host:port of the node holding the stream
+    connected: bool = False
+    state: str = "starting"         # starting | waiting_for_ring | exporting | retrying | stopped
+    last_error: str = ""
+    last_error_nano: int = 0
+    redis_errors: int = 0
+    instance_uuid: str = ""
+    generation: int = 0
+    last_event_id: int = -1         # of the current generation, acknowledged by Redis
+    last_stream_id: str = ""
+    next_event_id: int = 0          # the ring's next id (as of the last status update)
+    lag_events: int = 0
+    lag_ms: float = 0.0
+    exported: int = 0               # events acknowledged by Redis since start
+    duplicates: int = 0             # events Redis refused as already present (re-sent)
+    gaps: int = 0                   # gap records written
+    events_lost: int = 0            # events named by those gap records
+    batches: int = 0
+    lag_buckets: list[int] = dataclasses.field(default_factory=lambda: [0] * (len(LAG_BUCKETS) + 1))
+    lag_sum: float = 0.0
+    state_generation: int = -1
+    state_exported_nano: int = 0
+    engine_pid: int = 0
+    engine_alive: bool = False
+    engine_heartbeat_nano: int = 0
+    ring_capacity: int = 0
+    updated_nano: int = 0
+
+    def observe_lag(self, seconds: float) -> None:
+        index = len(LAG_BUCKETS)
+        for i, bound in enumerate(LAG_BUCKETS):
+            if seconds <= bound:
+                index = i
+                break
+        self.lag_buckets[index] += 1
+        self.lag_sum += seconds
+
+    def failed(self, reason: str) -> None:
+        self.connected = False
+        self.state = "retrying"
+        self.last_error = reason
+        self.last_error_nano = time.time_ns()
+        self.redis_errors += 1
+
+    def to_json(self) -> bytes:
+        return orjson.dumps(dataclasses.asdict(self))
+
+    def redis_fields(self) -> dict[str, Any]:
+        """The flat fields of the `exporter` hash (numbers and strings only)."""
+        doc = dataclasses.asdict(self)
+        doc.pop("lag_buckets")
+        return {k: (int(v) if isinstance(v, bool) else v) for k, v in doc.items()}
+
+
+def write_file(name: str, status: ExportStatus) -> None:
+    path = status_path(name)
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "wb") as fh:
+        fh.write(status.to_json())
+    os.replace(tmp, path)
+
+
+def read_file(name: str) -> dict[str, Any] | None:
+    """The last status an exporter of instance NAME wrote, or None (no exporter ever ran)."""
+    try:
+        with open(status_path(name), "rb") as fh:
+            return orjson.loads(fh.read())
+    except (OSError, ValueError):
+        return None
+
+
+def exporter_alive(doc: dict[str, Any]) -> bool:
+    from shm.segment import pid_alive
+
+    return doc.get("state") != "stopped" and pid_alive(int(doc.get("pid") or 0))
+
+
+def summary_line(doc: dict[str, Any]) -> str:
+    """The `export:` line of `ykshm status`."""
+    alive = exporter_alive(doc)
+    head = f"pid {doc.get('pid')} {'running' if alive else 'not running'} -> {doc.get('redis')}"
+    if doc.get("redis_node"):
+        head += f" (node {doc['redis_node']})"
+    last = doc.get("last_stream_id") or "none"
+    text = (f"{head}, {doc.get('state')}, last exported {last} (event {doc.get('last_event_id')}), "
+            f"lag {doc.get('lag_events', 0):,} events / {doc.get('lag_ms', 0.0):.1f} ms, "
+            f"{doc.get('exported', 0):,} exported, {doc.get('gaps', 0)} gaps "
+            f"({doc.get('events_lost', 0):,} events lost)")
+    if doc.get("last_error") and (doc.get("state") == "retrying" or not doc.get("connected")):
+        text += f", last error: {doc['last_error']}"
+    return text
+
+
+def metric_families_for(name: str) -> list:
+    """The `ykshm_export_*` families of instance NAME's exporter; [] if none ever ran here."""
+    doc = read_file(name)
+    return [] if doc is None else metric_families(doc)
+
+
+def metric_families(doc: dict[str, Any]) -> list:
+    """Prometheus families (`ykshm_export_*`) of a status document."""
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+
+    def gauge(name: str, help_: str, value: float) -> GaugeMetricFamily:
+        return GaugeMetricFamily(name, help_, value=value)
+
+    def counter(name: str, help_: str, value: float) -> CounterMetricFamily:
+        return CounterMetricFamily(name, help_, value=value)
+
+    up = 1.0 if exporter_alive(doc) and doc.get("connected") else 0.0
+    out = [
+        gauge("ykshm_export_up", "1 if the exporter runs and Redis answers it", up),
+        gauge("ykshm_export_lag_events", "Events in the ring not yet in Redis", doc.get("lag_events", 0)),
+        gauge("ykshm_export_lag_seconds", "Age of the oldest event not yet in Redis", doc.get("lag_ms", 0.0) / 1000),
+        gauge("ykshm_export_last_event_id", "Last event id Redis acknowledged", doc.get("last_event_id", -1)),
+        gauge("ykshm_export_generation", "Stream generation of the current engine instance", doc.get("generation", 0)),
+        counter("ykshm_export_events", "Events exported to Redis", doc.get("exported", 0)),
+        counter("ykshm_export_duplicates", "Re-sent events Redis refused as already present", doc.get("duplicates", 0)),
+        counter("ykshm_export_gaps", "Gap records written (the ring lapped the exporter)", doc.get("gaps", 0)),
+        counter("ykshm_export_events_lost", "Events named by gap records", doc.get("events_lost", 0)),
+        counter("ykshm_export_redis_errors", "Failed Redis round trips (each retried)", doc.get("redis_errors", 0)),
+    ]
+    buckets = doc.get("lag_buckets") or [0] * (len(LAG_BUCKETS) + 1)
+    hist = HistogramMetricFamily("ykshm_export_batch_lag_seconds",
+                                 "Lag of each batch's oldest event when Redis acknowledged it")
+    cumulative, points = 0, []
+    for bound, n in zip(LAG_BUCKETS, buckets):
+        cumulative += n
+        points.append((repr(bound), cumulative))
+    cumulative += buckets[-1]
+    points.append(("+Inf", cumulative))
+    hist.add_metric([], points, doc.get("lag_sum", 0.0))
+    out.append(hist)
+    return out
