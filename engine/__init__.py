@@ -10,9 +10,11 @@
     resources    resources as dict[str, int]; SI conversion, fits/add/sub/share
     ugm/         the user group manager: user/group usage and limits (see its map)
     config       the configuration file (YuniKorn queues.yaml schema + service settings)
+    config_doc   the configuration as YuniKorn's GET /ws/v1/config shows it
     si/          the scheduler interface to the shim: protocol (schema, framing), socket server
     events_out   where events go: `EventSink`, the ring sink, the in-memory sink of tests
     snapshot     the state snapshot document readers serve (YuniKorn DAO shapes)
+    history      YuniKorn's metrics history: running apps and containers, one sample a minute
     sdnotify     sd_notify(3) for systemd readiness and watchdog
 
 The engine imports neither `tools` nor `web` nor `shim_k8s`: it is a role of its own.

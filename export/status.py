@@ -19,6 +19,8 @@ from typing import Any
 
 import orjson
 
+from shm.segment import pid_exists
+
 STATUS_SECONDS = 0.5
 LAG_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0, 30.0)
 
@@ -105,9 +107,7 @@ def read_file(name: str) -> dict[str, Any] | None:
 
 
 def exporter_alive(doc: dict[str, Any]) -> bool:
-    from shm.segment import pid_alive
-
-    return doc.get("state") != "stopped" and pid_alive(int(doc.get("pid") or 0))
+    return doc.get("state") != "stopped" and pid_exists(int(doc.get("pid") or 0))
 
 
 def summary_line(doc: dict[str, Any]) -> str:
