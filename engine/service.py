@@ -66,6 +66,8 @@ class EngineService:
                 with trio.move_on_after(self.interval):
                     await self._wake.wait()
             self._wake = trio.Event()
+            if self.ring is not None:
+                self.ring.wake()  # events of the SI messages handled since the last cycle
             start = time.perf_counter()
             made = sched.cycle(self.budget)
             self.cycle_time += time.perf_counter() - start

@@ -9,6 +9,7 @@ behind them are implementation:
     events        the seed's event enumerations (record type, change type, change detail)
     snapshot      the state snapshot segment (a seqlock-published JSON document)
     segment       segment files: names, paths, atomic creation, pid and lock helpers
+    futex         FUTEX_WAIT on the ring header's wake word (ctypes; how web workers sleep)
     errors        `ShmError` and its subclasses
     bench_support the synthetic event mix the benchmarks publish
 

@@ -7,6 +7,10 @@
  */
 #include <string.h>
 #include <time.h>
+#include <limits.h>
+#include <unistd.h>
+#include <sys/syscall.h>
+#include <linux/futex.h>
 #include "ring.h"
 
 #define MAGIC_EVENTS 0x31564556524B5359ULL   /* "YSKRVEV1" little-endian */
@@ -134,6 +138,21 @@ int ykr_view_init(ykr_view *v, uint8_t *base, uint64_t size, uint32_t kind)
 void ykr_heartbeat(ykr_view *v, int64_t now_nano)
 {
     STORE_REL(&v->hdr->heartbeat_nano, now_nano ? now_nano : ykr_now());
+}
+
+/* Wake the readers sleeping on header.wake_seq, if events were published since the last wake.
+ * Called by the writer between batches (the engine: around each scheduling cycle), never by
+ * publish itself, so the publish path stays a few stores with no syscall. One FUTEX_WAKE per
+ * call that has news, whatever the number of waiting workers. Returns 1 if it woke. */
+int ykr_wake(ykr_view *v)
+{
+    ykr_header *h = v->hdr;
+    uint64_t nx = LOAD_RLX(&h->next_id);
+    if (nx == v->woken_next) return 0;
+    v->woken_next = nx;
+    __atomic_add_fetch(&h->wake_seq, 1u, __ATOMIC_SEQ_CST);
+    syscall(SYS_futex, &h->wake_seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+    return 1;
 }
 
 void ykr_set_writer(ykr_view *v, int64_t pid, int64_t now_nano)

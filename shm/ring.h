@@ -94,7 +94,9 @@ typedef struct {
     uint64_t writers_attached;
     uint32_t pinned_object;     /* entry the writer holds one extra reference on (its current */
     uint32_t pinned_resource;   /* objectID / resource, see ykr_pin), 0 = none; verify counts them */
-    uint64_t reserved1[1];
+    uint32_t wake_seq;          /* bumped by ykr_wake: the futex word readers sleep on (FUTEX_WAIT
+                                 * needs no write access, so read-only readers can wait on it) */
+    uint32_t reserved1;
     /* counters */
     uint64_t events_written;
     uint64_t strings_interned;
@@ -149,6 +151,7 @@ typedef struct {
     uint64_t bucket_mask;
     uint64_t arena_cap;
     uint32_t last[4];        /* writer only: last handle per field (object, ref, msg, res) */
+    uint64_t woken_next;     /* writer only: header.next_id at the last ykr_wake */
 } ykr_view;
 
 typedef struct {
@@ -179,6 +182,7 @@ int ykr_init(uint8_t *base, uint64_t size, uint32_t kind, uint64_t capacity,
 int ykr_view_init(ykr_view *v, uint8_t *base, uint64_t size, uint32_t kind);
 int64_t ykr_now(void);
 void ykr_heartbeat(ykr_view *v, int64_t now_nano);
+int ykr_wake(ykr_view *v);
 void ykr_set_writer(ykr_view *v, int64_t pid, int64_t now_nano);
 int ykr_bounds(ykr_view *v, uint64_t *lowest, uint64_t *next_id);
 

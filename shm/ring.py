@@ -85,6 +85,7 @@ from typing import NamedTuple
 
 import orjson
 
+from . import futex as _futex
 from . import segment as _seg
 from ._ringext import ffi, lib
 from .errors import RingBusyError, RingFormatError, RingNotFoundError, ShmError
@@ -511,9 +512,19 @@ class RingWriter:
         return out
 
     def heartbeat(self) -> None:
-        """header.heartbeat_nano = now (a store, no syscall)."""
+        """header.heartbeat_nano = now, and `wake()`: writers heartbeat between batches (the engine
+        once per scheduling cycle), which is exactly when waiting readers should look."""
         if not self._closed:
             lib.ykr_heartbeat(self._view, 0)
+            lib.ykr_wake(self._view)
+
+    def wake(self) -> bool:
+        """Wake readers waiting for new events (`RingReader.wait_for_wake`), if any were published
+        since the last call: one FUTEX_WAKE syscall, whatever the number of waiters. Publish never
+        does this itself; a writer calls it after a batch (the engine: around each cycle)."""
+        if self._closed:
+            return False
+        return bool(lib.ykr_wake(self._view))
 
     @property
     def next_id(self) -> int:
@@ -525,6 +536,7 @@ class RingWriter:
         """Stop writing and release the lock; the segments stay."""
         if self._closed:
             return
+        lib.ykr_wake(self._view)        # what was published last reaches waiting readers now
         self._closed = True
         lib.ykr_unpin_all(self._view)   # a closed writer holds no references of its own
         lib.ykr_set_writer(self._view, 0, _now())
@@ -689,6 +701,17 @@ class RingReader:
 
     def _closed(self) -> None:
         raise ShmError(f"ring reader {self.name!r} is closed")
+
+    def wake_seq(self) -> int:
+        """The writer's wake counter (0 until a writer calls `RingWriter.wake`)."""
+        return int(self._h.wake_seq)
+
+    def wait_for_wake(self, seen: int, timeout: float) -> None:
+        """Block this thread until the wake counter differs from `seen`, or `timeout` seconds.
+
+        FUTEX_WAIT on the header word reads it only, so a read-only mapping can wait. Meant for a
+        worker thread (`trio.to_thread`): ctypes releases the GIL around the syscall."""
+        _futex.wait(int(ffi.cast("uintptr_t", ffi.addressof(self._h, "wake_seq"))), seen, timeout)
 
     def bounds(self) -> tuple[int, int] | None:
         if self._ev is None:

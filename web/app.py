@@ -31,6 +31,7 @@ from .errors import (JSON_CONTENT_TYPE, HTTPError, MethodNotAllowed, NotFound, P
 from .responses import GZIP_MIN_BYTES, GzipCache, accepts_gzip, cors_headers
 from .routing import Route, Router
 from .segment import MetricLayout, WebSegment
+from .fanout import ChunkCache
 from .sources import RingSource, RingWatcher, SnapshotSource
 from .ui import StaticUI, is_ui_path
 
@@ -150,6 +151,7 @@ class App:
             self.ring = RingSource(options.name)
             self.snapshot = SnapshotSource(options.name)
             self.watcher = RingWatcher(self.ring)
+        self.chunks = ChunkCache()
         self.stopping = trio.Event()
         self.layout = MetricLayout(ROUTE_NAMES)
         self._segment: WebSegment | None = None

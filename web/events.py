@@ -8,9 +8,10 @@ Stream — rules of one stream (the seed's "Stream new events directly from ring
 1. The response starts with `{"InstanceUUID":..}`; then every event from the cursor's first id on,
    one per line, in id order. History (`count` past events, or everything from `start`) and live
    events come from the same cursor, so they cannot interleave, repeat or skip.
-2. The cursor reads the ring in chunks of at most CHUNK events into one `send`; nothing else is
-   buffered per stream, so a stream costs the same memory whether it asked for 0 or 100,000 past
-   events.
+2. The cursor reads the ring in chunks of at most CHUNK events; what is ready at one wake goes out
+   in one `send` (at most COALESCE_BYTES); nothing else is buffered per stream, so a stream costs
+   the same memory whether it asked for 0 or 100,000 past events. Streams at the same position
+   share one rendering of a chunk (web.fanout: render once per worker, send to many).
 3. A stream ends with one last line `{"status_code":N,"message":M}` when it cannot continue:
    410 when its cursor was overwritten before it was read (it fell a whole ring behind — the line
    names the lost id range), 503 when the engine started a new instance (ids restart at 0) or the
@@ -41,6 +42,9 @@ log = logging.getLogger("ykshm.web")
 CHUNK = 256
 """Events per read from the ring and per `send` of a stream: what one stream holds in memory at most
 (256 records of at most ~1.5 KiB of JSON each, typically ~75 KiB)."""
+
+COALESCE_BYTES = 256 * 1024
+"""A stream that is behind sends what it can read at once in one write, up to this many bytes."""
 
 WAKE_SECONDS = 0.25
 """An idle stream re-checks instance change and shutdown at least this often."""
@@ -188,20 +192,42 @@ async def _pump(app: "App", reader, cursor, send) -> str:
                     "reconnect to follow the new instance",
                 )
                 return "instance_changed"
-        got = cursor.poll_json(CHUNK)
+        got = app.chunks.poll(reader, cursor, CHUNK)
         if got.lost is not None:
-            lo, hi = got.lost
-            await _finish(
-                send,
-                410,
-                f"Event stream closed: the client fell a whole ring behind and lost events {lo}-{hi}; "
-                f"reconnect with start={hi + 1} or later",
-            )
+            await _lapped(send, got.lost)
             return "lapped"
-        if got.count:
-            await send({"type": "http.response.body", "body": got.lines, "more_body": True})
+        if not got.count:
+            await app.watcher.wait_beyond(cursor.next_id, WAKE_SECONDS)
             continue
-        await app.watcher.wait_beyond(cursor.next_id, WAKE_SECONDS)
+        # One write per wake: what is ready now goes out in one send, up to COALESCE_BYTES.
+        parts = [got.lines]
+        size = len(got.lines)
+        lost = None
+        while got.count == CHUNK and size < COALESCE_BYTES:
+            got = app.chunks.poll(reader, cursor, CHUNK)
+            lost = got.lost
+            if lost is not None or not got.count:
+                break
+            parts.append(got.lines)
+            size += len(got.lines)
+        await send({"type": "http.response.body", "body": b"".join(parts), "more_body": True})
+        if lost is not None:
+            await _lapped(send, lost)
+            return "lapped"
+        if size < COALESCE_BYTES:
+            # At the head: wait for the watcher's next wake even if more was published meanwhile,
+            # so a stream sends once per wake (with all that is new), not once per event.
+            await app.watcher.wait_beyond(cursor.next_id, WAKE_SECONDS)
+
+
+async def _lapped(send, lost: tuple[int, int]) -> None:
+    lo, hi = lost
+    await _finish(
+        send,
+        410,
+        f"Event stream closed: the client fell a whole ring behind and lost events {lo}-{hi}; "
+        f"reconnect with start={hi + 1} or later",
+    )
 
 
 async def _finish(send, status: int, message: str) -> None:
