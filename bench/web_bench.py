@@ -1,7 +1,7 @@
 """`ykshm bench web`: the REST readers under load — batch latency, streams, isolation.
 
     ykshm bench web [--json] [--redis URL] [--workers N] [--streams N] [--stalled N]
-                    [--rate EV/S] [--seconds S] [--client-nice N]
+                    [--rate EV/S] [--seconds S] [--client-nice N] [--peer-redis] [--scale]
     ykshm bench web --routes ...   the state routes instead (bench.rest_bench)
 
 What it does (every process and segment it makes is removed at the end, also on Ctrl-C):
@@ -28,6 +28,11 @@ What it does (every process and segment it makes is removed at the end, also on 
    The clients run in one process at nice 19 (`--client-nice`): they stand in for clients on other
    machines. The web workers run at their default nice 10 (`ykshm web --nice`): by design the
    readers yield the CPU to the engine. On a machine shared with other work the figures are noisy.
+
+5. `--peer-redis`: A/B rounds of the stream phase against Redis Streams (bench.peer_redis), and
+   the ratio ykshm/Redis of p50, p99 and server CPU per delivered event.
+6. `--scale`: 1,000 live streams at 100 events/s (latency, CPU per event), then 10,000 idle streams
+   and the web workers' RSS growth per stream.
 
 Targets (DESIGN.md): batch p50 <= 15 ms, stream p99 <= 50 ms, isolation >= 0.95. With
 `--redis URL` the time of XRANGE of 10,000 entries (to JSON) is printed beside ours, if a redis
@@ -73,6 +78,10 @@ def _parser() -> Parser:
                    help="niceness of the load generator in the isolation run (default 19: it stands in "
                         "for remote clients and must not take the writer's CPU on a small box)")
     p.add_argument("--seconds", type=float, default=3.0, help="length of each timed phase (default 3)")
+    p.add_argument("--peer-redis", action="store_true",
+                   help="also run the live fan-out against Redis Streams in A/B rounds (bench.peer_redis)")
+    p.add_argument("--scale", action="store_true",
+                   help="also 1,000 live streams at 100 ev/s, and memory per idle stream with 10,000 idle streams")
     return p
 
 
@@ -229,6 +238,45 @@ class _Server:
 # -- phases ----------------------------------------------------------------------------------------
 
 
+def _peer_redis(server: "_Server", name: str, streams: int, rate: int, seconds: float) -> dict:
+    from bench import peer_redis
+
+    def ykshm_round() -> dict[str, float]:
+        r = _stream(server, name, streams, rate, seconds)
+        return {"p50_ms": r["stream_read_p50_ms"], "p99_ms": r["stream_read_p99_ms"],
+                "cpu_us_per_event": r["stream_cpu_us_per_event"]}
+
+    return peer_redis.compare(ykshm_round, streams, rate, seconds)
+
+
+SCALE_STREAMS = 1000
+IDLE_STREAMS = 10_000
+
+
+def _workers_rss(server: "_Server") -> int:
+    import psutil
+
+    return sum(child.memory_info().rss for child in psutil.Process(server.proc.pid).children(recursive=True))
+
+
+def _scale(server: "_Server", name: str, seconds: float) -> dict[str, float]:
+    """1,000 live streams at 100 events/s; then 10,000 idle streams (a quiet ring) and the RSS
+    the web workers grew by, per stream."""
+    r = _stream(server, name, SCALE_STREAMS, 100, seconds)
+    before = _workers_rss(server)
+    holder: dict[str, int] = {}
+
+    def body():
+        holder["rss"] = _workers_rss(server)
+        return (0, 1.0)
+
+    stats = _with_clients(server.port, 0, IDLE_STREAMS, False, False, body, client_nice=0, connect_seconds=10.0)
+    opened = stats.get("stalled_open", IDLE_STREAMS)
+    return {"scale_p50_ms": r["stream_p50_ms"], "scale_p99_ms": r["stream_p99_ms"],
+            "scale_cpu_us_per_event": r["stream_cpu_us_per_event"], "scale_events_per_s": r["stream_events_per_s"],
+            "idle_streams_open": opened, "idle_kib_per_stream": (holder["rss"] - before) / 1024 / max(1, opened)}
+
+
 def _batch(server: _Server, lowest: int, workers: int, seconds: float) -> dict[str, float]:
     import httpx
 
@@ -308,7 +356,13 @@ async def _stream_client(port: int, stats: dict, stop, *, measure: bool, reconne
                         lat.append((arrived - t) / 1e6)
                         read.append((now - t) / 1e6)
                 else:
-                    stats["events"] += data.count(b"\n")
+                    stats["events"] += data.count(b'"timestampNano"')
+                    # The response ended (a 410/503 last line, then the terminal chunk) while the
+                    # connection stays open (keep-alive): reconnect, as a real follower would.
+                    ended = (tail + data)[-5:] == b"0\r\n\r\n"
+                    tail = data[-5:]
+                    if ended:
+                        break
         except OSError:
             pass
         finally:
@@ -319,14 +373,20 @@ async def _stream_client(port: int, stats: dict, stop, *, measure: bool, reconne
         await trio.sleep(0.01)
 
 
-async def _stalled_client(port: int, stop) -> None:
+async def _stalled_client(port: int, stop, stats: dict, limiter) -> None:
+    """Opens a stream, reads its first bytes (counted in stats["stalled_open"] when the answer is
+    200) and then never reads again."""
     import trio
 
     sock = trio.socket.socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     try:
-        await sock.connect(("127.0.0.1", port))
-        await sock.send(b"GET /ws/v1/events/stream HTTP/1.1\r\nHost: bench\r\n\r\n")
+        async with limiter:
+            await sock.connect(("127.0.0.1", port))
+            await sock.send(b"GET /ws/v1/events/stream HTTP/1.1\r\nHost: bench\r\n\r\n")
+            first = await sock.recv(4096)
+        if first.startswith(b"HTTP/1.1 200"):
+            stats["stalled_open"] += 1
         await stop.wait()
     except OSError:
         pass
@@ -335,7 +395,7 @@ async def _stalled_client(port: int, stop) -> None:
 
 
 def _client_process(port: int, streams: int, stalled: int, measure: bool, reconnect: bool, client_nice: int,
-                    conn) -> None:
+                    connect_seconds: float, conn) -> None:
     """Child process: the load generator. In the isolation run it stands in for clients on other
     machines, so it runs at nice 19 there: on a small bench box the load generator itself must not
     be what takes the writer's CPU. In the latency run it keeps nice 0 (a starved client would
@@ -344,16 +404,17 @@ def _client_process(port: int, streams: int, stalled: int, measure: bool, reconn
 
     if not measure:
         os.nice(client_nice)
-    stats = {"lat": [], "read": [], "events": 0, "reconnects": 0}
+    stats = {"lat": [], "read": [], "events": 0, "reconnects": 0, "stalled_open": 0}
 
     async def main() -> None:
         stop = trio.Event()
         async with trio.open_nursery() as nursery:
             for i in range(streams):
                 nursery.start_soon(lambda: _stream_client(port, stats, stop, measure=measure, reconnect=reconnect))
+            limiter = trio.CapacityLimiter(256)  # connects in flight: stay under the listen backlog
             for _ in range(stalled):
-                nursery.start_soon(_stalled_client, port, stop)
-            await trio.sleep(1.0)  # connected and past their first line
+                nursery.start_soon(_stalled_client, port, stop, stats, limiter)
+            await trio.sleep(connect_seconds)  # connected and past their first line
             conn.send("ready")
             await trio.to_thread.run_sync(conn.recv)
             stop.set()
@@ -365,11 +426,12 @@ def _client_process(port: int, streams: int, stalled: int, measure: bool, reconn
 
 
 def _with_clients(port: int, streams: int, stalled: int, measure: bool, reconnect: bool, body,
-                  client_nice: int = 19) -> dict:
+                  client_nice: int = 19, connect_seconds: float = 1.0) -> dict:
     """Run `body()` here while a client process keeps the streams (and stalled clients) open."""
     ctx = mp.get_context("spawn")
     parent, child = ctx.Pipe()
-    proc = ctx.Process(target=_client_process, args=(port, streams, stalled, measure, reconnect, client_nice, child),
+    proc = ctx.Process(target=_client_process,
+                       args=(port, streams, stalled, measure, reconnect, client_nice, connect_seconds, child),
                        daemon=True)
     proc.start()
     try:
@@ -426,6 +488,7 @@ def _isolation(server: _Server, name: str, streams: int, stalled: int, seconds: 
         stats = _with_clients(server.port, streams, stalled, False, True,
                               lambda: _run_publisher(name, "max", 0, seconds), client_nice)
         n1, e1 = stats["result"]
+        stats["events_per_window"] = stats["events"] / max(e1, 1e-9) * seconds
         rounds.append((n0 / e0, n1 / e1, stats))
     rounds.sort(key=lambda r: r[1] / r[0])
     alone, loaded, stats = rounds[len(rounds) // 2]
@@ -436,6 +499,7 @@ def _isolation(server: _Server, name: str, streams: int, stalled: int, seconds: 
         "isolation_ratios": [round(r[1] / r[0], 3) for r in rounds],
         "isolation_stream_reconnects": stats["reconnects"],
         "isolation_events_delivered": stats["events"],
+        "isolation_events_per_window": stats["events_per_window"],
     }
 
 
@@ -483,10 +547,15 @@ def _body(argv: Sequence[str]) -> int:
         reader = RingReader.attach(name)
         lowest = reader.bounds()[0]
         reader.close()
-        server = _Server(name, args.workers, args.streams + args.stalled + 10)
+        max_streams = max(args.streams + args.stalled, IDLE_STREAMS if args.scale else 0, SCALE_STREAMS if args.scale else 0)
+        server = _Server(name, args.workers, max_streams + 10)
         results.update(_batch(server, lowest, args.workers, args.seconds))
         results.update(_stream(server, name, args.streams, args.rate, args.seconds))
         results.update(_isolation(server, name, args.streams, args.stalled, args.seconds, args.client_nice))
+        if args.peer_redis:
+            results["peer"] = _peer_redis(server, name, args.streams, args.rate, args.seconds)
+        if args.scale:
+            results.update(_scale(server, name, args.seconds))
         if args.redis:
             r = _redis(args.redis)
             if isinstance(r, str):
@@ -521,7 +590,20 @@ def _body(argv: Sequence[str]) -> int:
     print(f"isolation: writer {results['writer_alone_events_per_s']:.0f} ev/s alone, "
           f"{results['writer_loaded_events_per_s']:.0f} ev/s with {args.streams} streams + {args.stalled} "
           f"stalled: ratio {results['isolation_ratio']:.3f}   (target >= 0.95; median of pairs "
-          f"{', '.join(f'{r:.2f}' for r in results['isolation_ratios'])})")
+          f"{', '.join(f'{r:.2f}' for r in results['isolation_ratios'])}; the {args.streams} readers read "
+          f"{results['isolation_events_per_window']:,.0f} events per {args.seconds:g} s window, reconnecting "
+          f"{results['isolation_stream_reconnects']} times after a 410)")
+    if args.peer_redis:
+        from bench import peer_redis
+
+        for line in peer_redis.report(results["peer"], args.streams, args.rate):
+            print(line)
+    if args.scale:
+        print(f"scale: 1000 streams at 100 ev/s: p50 {results['scale_p50_ms']:.2f} ms  p99 "
+              f"{results['scale_p99_ms']:.2f} ms  web CPU {results['scale_cpu_us_per_event']:.2f} us per delivered "
+              f"event  {results['scale_events_per_s']:,.0f} events/s delivered   (target p99 <= 100 ms)")
+        print(f"scale: {results['idle_streams_open']:,} idle streams open: {results['idle_kib_per_stream']:.1f} KiB "
+              "per stream (web workers' RSS growth / streams)")
     for note in notes:
         print(note)
     return 0

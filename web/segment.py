@@ -264,8 +264,11 @@ class WebSegment:
         return HEADER_BYTES + NREGIONS * REGION_BYTES + index * SLOT_BYTES
 
     def _iter_slots(self) -> Iterator[tuple[int, int, int, bytes]]:
-        for index in range(self.nslots):
-            pid, start, _region, hlen, host = _SLOT.unpack_from(self._mm, self._slot_offset(index))
+        # One copy of the table and one C-level unpack loop: with 10,000 slots, a slot at a
+        # time took ~5 ms per stream opened.
+        first = self._slot_offset(0)
+        table = self._mm[first:first + self.nslots * SLOT_BYTES]
+        for index, (pid, start, _region, hlen, host) in enumerate(_SLOT.iter_unpack(table)):
             yield index, pid, start, host[:hlen]
 
     def _reap_locked(self) -> int:
@@ -286,24 +289,32 @@ class WebSegment:
     def _free_slot(self, index: int) -> None:
         _SLOT.pack_into(self._mm, self._slot_offset(index), 0, 0, 0, 0, b"")
 
+    def _count_locked(self, hb: bytes) -> tuple[int | None, int, int]:
+        """(first free slot, slots taken, slots taken by host `hb`)."""
+        total = per_host = 0
+        free = None
+        for index, pid, _pstart, shost in self._iter_slots():
+            if pid == 0:
+                if free is None:
+                    free = index
+                continue
+            total += 1
+            if shost == hb:
+                per_host += 1
+        return free, total, per_host
+
     def acquire_stream(self, host: str, max_total: int, max_per_host: int) -> int | None:
         """Take a stream slot for `host` if both limits allow; the slot index, or None."""
         hb = host.encode("utf-8", "replace")[:SLOT_HOST_MAX]
         with self._lock():
-            self._reap_locked()
-            total = 0
-            per_host = 0
-            free = None
-            for index, pid, _pstart, shost in self._iter_slots():
-                if pid == 0:
-                    if free is None:
-                        free = index
-                    continue
-                total += 1
-                if shost == hb:
-                    per_host += 1
+            free, total, per_host = self._count_locked(hb)
             if free is None or total >= max_total or per_host >= max_per_host:
-                return None
+                # Slots of dead workers are reaped only when they would make us refuse.
+                if not self._reap_locked():
+                    return None
+                free, total, per_host = self._count_locked(hb)
+                if free is None or total >= max_total or per_host >= max_per_host:
+                    return None
             _SLOT.pack_into(self._mm, self._slot_offset(free), os.getpid(), _my_start(), self.region or 0,
                             len(hb), hb)
             return free

@@ -179,7 +179,7 @@ class RingWatcher:
     5 ms -> 5.0 / 22-26 / 10.8. Each send costs ~50 us of CPU in hypercorn + h11 + trio, so fewer,
     fuller sends are what saves CPU; 3 ms keeps p50 well under 10 ms."""
 
-    ROUND_CAP_SECONDS = 0.02
+    ROUND_CAP_SECONDS = 0.1
     """The longest the watcher waits for the streams of the last fire to finish their round."""
 
     def __init__(self, ring: RingSource) -> None:
