@@ -6,6 +6,7 @@
     partition/   one partition's objects and scheduling, one module per concept (see its map)
     objects      the scheduler's objects: asks, allocations, nodes, queues, applications
     app_state    the application state machine, transitions as data
+    placement    YuniKorn's placement rules (provided, user, tag, fixed): which queue an app goes to
     predicates   node placement: nodeSelector, required node affinity, taints/tolerations
     resources    resources as dict[str, int]; SI conversion, fits/add/sub/share
     ugm/         the user group manager: user/group usage and limits (see its map)

@@ -213,7 +213,8 @@ class QueueConfig:
 class PartitionConfig:
     name: str
     root: QueueConfig
-    placement_rules: list[Any] = dataclasses.field(default_factory=list)
+    placement_rules: tuple[Any, ...] = ()
+    """`engine.placement.Rule`s in order; empty: ykshm's own placement (engine.partition.queues)."""
     node_sort_policy: str = "fair"
 
 
@@ -409,7 +410,9 @@ def _parse_partition(key: str, raw: object) -> PartitionConfig:
         policy = str(nsp.get("type", "fair"))
         if policy not in ("fair", "binpacking"):
             raise ConfigError(f"{key}.nodesortpolicy.type", policy, "must be fair or binpacking")
-    rules = _seq(f"{key}.placementrules", raw.get("placementrules"))
+    from engine.placement import parse_rules  # placement imports this module's ConfigError
+
+    rules = parse_rules(f"{key}.placementrules", raw.get("placementrules"))
     return PartitionConfig(name=name, root=root, placement_rules=rules, node_sort_policy=policy)
 
 

@@ -18,7 +18,7 @@ import time
 from collections import Counter
 from typing import Any
 
-from engine import config_doc, resources
+from engine import config_doc, placement, resources
 from engine.objects import Queue
 from engine.partition import Partition, queues
 
@@ -153,7 +153,7 @@ def build(scheduler: Any, *, pid: int | None = None, fragments: bool = False) ->
                    "startedNano": scheduler.started_nano,
                    "publishedNano": time.time_ns(),
                    "rmIDs": sorted(scheduler.rms), "cycles": scheduler.cycles},
-        "partitions": [], "queues": {}, "applications": {}, "nodes": {}, "usage": {},
+        "partitions": [], "queues": {}, "applications": {}, "nodes": {}, "usage": {}, "placementRules": {},
         "rmBuildInformation": [_build_info(rm) for _, rm in sorted(scheduler.rms.items())],
         "history": scheduler.history.document(),
         "config": config_doc.document(scheduler.config.source, scheduler.config.checksum),
@@ -162,6 +162,7 @@ def build(scheduler: Any, *, pid: int | None = None, fragments: bool = False) ->
     for name, part in scheduler.partitions.items():
         doc["partitions"].append(_partition_info(part, cluster_id, scheduler.started_nano))
         doc["queues"][name] = _queue_dao(part, part.root)
+        doc["placementRules"][name] = placement.rules_dao(part.placement_rules)
         if fragments:
             doc["applications"][name] = [a.fragment() for a in part.all_apps()]
             doc["nodes"][name] = [n.fragment() for n in part.nodes.values()]

@@ -8,7 +8,7 @@ No request ever reaches the engine: workers map the event ring and the state sna
     routing    starlette-shaped Route/Router, first full match wins, partial match -> 405
     errors     HTTPError hierarchy and the `{"status_code","message","description"}` body
     events     /ws/v1/events/batch and /ws/v1/events/stream (cursor per stream, no buffers)
-    views      partitions, queues, one queue, nodes, one node, user/group usage from the snapshot
+    views      partitions, queues, one queue, nodes, one node, placement rules, user/group usage
     applications  applications by state, by queue and one by one (YuniKorn's order of checks)
     cluster    clusters, node-utilizations, history, config, validate-conf, fullstatedump
     responses  CORS headers and gzip as YuniKorn's core sets them

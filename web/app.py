@@ -115,6 +115,7 @@ ROUTES = [
     Route("/ws/v1/partition/{partition}/application/{application}", applications.one, name="application"),
     Route("/ws/v1/partition/{partition}/nodes", views.nodes, name="nodes"),
     Route("/ws/v1/partition/{partition}/node/{node}", views.node, name="node"),
+    Route("/ws/v1/partition/{partition}/placementrules", views.placement_rules, name="placementrules"),
     Route("/ws/v1/scheduler/node-utilizations", cluster.node_utilizations, name="node_utilizations"),
     Route("/ws/v1/history/apps", cluster.app_history, name="history"),
     Route("/ws/v1/history/containers", cluster.container_history, name="history"),

@@ -150,6 +150,14 @@ async def nodes(app: "App", req: "Request", send) -> None:
     await app.send_json(send, 200, body)
 
 
+async def placement_rules(app: "App", req: "Request", send) -> None:
+    """GET /ws/v1/partition/{partition}/placementrules: YuniKorn's RuleDAO list (engine.placement)."""
+    name, _doc = partition_doc(app, req)
+    body = app.snapshot.cached(("placementrules", name),
+                               lambda doc: _dump((doc.get("placementRules") or {}).get(name) or []))
+    await app.send_json(send, 200, body)
+
+
 def _usage(doc: dict, partition: str) -> dict:
     usage = (doc.get("usage") or {}).get(partition) or {}
     return usage if isinstance(usage, dict) else {}

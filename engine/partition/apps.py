@@ -67,7 +67,7 @@ def add(part: Partition, rm_id: str, request: AddApplication) -> str | None:
                       submit_time=part.wall_clock())
     part.emit(APP, ADD, int(Detail.DETAILS_NONE), app_id, "", app.queue_name)
     part.emit(APP, SET, int(Detail.APP_NEW), app_id, "", "")
-    queue, reason = queues.place(part, app.queue_name)
+    queue, reason = queues.place_app(part, app)
     if queue is None:
         app.rejected_message = reason
         part.terminated[app_id] = app

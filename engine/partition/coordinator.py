@@ -43,6 +43,7 @@ class Partition:
         self.timing = timing or Timing()
         self.timers = Timers(clock)
         self.node_sort_policy = config.node_sort_policy
+        self.placement_rules = config.placement_rules
         self.queues: dict[str, Queue] = {}
         self.apps: dict[str, Application] = {}
         self.terminated: dict[str, Application] = {}
@@ -60,10 +61,15 @@ class Partition:
     def update_config(self, config: PartitionConfig) -> None:
         """Apply a changed queue configuration (SIGHUP reload); emits the QUEUE SET rows."""
         queues.update_config(self, config)
+        self.placement_rules = config.placement_rules
 
     def place(self, queue_name: str) -> tuple[Queue | None, str]:
         """The leaf an application named `queue_name` goes to (creating it), or (None, why)."""
         return queues.place(self, queue_name)
+
+    def place_app(self, app: Application) -> tuple[Queue | None, str]:
+        """The leaf for `app`: the configured placement rules, else `place(app.queue_name)`."""
+        return queues.place_app(self, app)
 
     # --- applications (engine.partition.apps) --------------------------------------------------
 

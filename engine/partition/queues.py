@@ -2,7 +2,12 @@
 
 Placement
 ---------
-An application names a queue: a full path (`root.a.b`) or a short name taken under root (`b` ->
+With `placementrules` configured, `place_app` follows them (engine.placement, YuniKorn's
+semantics) and creates what they ask for: every missing level of the path as a dynamic queue
+(parents, then the leaf), each with a QUEUE ADD QUEUE_DYNAMIC event.
+
+Without placement rules (ykshm's own placement, kept for configs that have none):
+an application names a queue: a full path (`root.a.b`) or a short name taken under root (`b` ->
 `root.b`). If that queue exists it must be a leaf that is not being removed. If it does not
 exist, a dynamic leaf is created when its parent exists, is not a leaf, and allows dynamic
 children (`parent: true` in the config, or the root queue when no queue is configured under
@@ -21,13 +26,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from engine import resources
+from engine import placement, resources
 from engine.config import PartitionConfig, QueueConfig
 from engine.objects import Queue
 from engine.partition.eventcodes import ADD, QUEUE, REMOVE, SET
 from shm.events import EventChangeDetail as Detail
 
 if TYPE_CHECKING:
+    from engine.objects import Application
     from engine.partition.coordinator import Partition
 
 
@@ -162,6 +168,50 @@ def place(part: Partition, queue_name: str) -> tuple[Queue | None, str]:
     if q.draining:
         return None, "queue root.default is being removed"
     return q, ""
+
+
+def place_app(part: Partition, app: Application) -> tuple[Queue | None, str]:
+    """The leaf for `app`, by the partition's placement rules when it has any."""
+    rules = getattr(part, "placement_rules", ())
+    if not rules:
+        return place(part, app.queue_name)
+    ugi = app.ugi
+    request = placement.Request(app.queue_name or "", ugi.user, tuple(ugi.groups), app.tags)
+    decision = placement.place(rules, request, lambda path: _kind(part, path))
+    if not decision.path:
+        return None, f"failed to place application {app.app_id}: {decision.reason}"
+    if decision.create:
+        return create_path(part, decision.path), ""
+    return part.queues[decision.path], ""
+
+
+def _kind(part: Partition, path: str) -> str | None:
+    q = part.queues.get(path)
+    if q is None:
+        return None
+    if q.draining:
+        return "draining"
+    return "leaf" if q.is_leaf else "parent"
+
+
+def create_path(part: Partition, path: str) -> Queue:
+    """Create every missing level of `path` as a dynamic queue: parents, then the leaf."""
+    names = path.split(".")
+    parent = part.root
+    for depth in range(1, len(names)):
+        q = part.queues.get(".".join(names[:depth + 1]))
+        if q is not None:
+            parent = q
+            continue
+        if depth == len(names) - 1:
+            return _dynamic_leaf(part, parent, names[depth])
+        q = Queue(names[depth], f"{parent.path}.{names[depth]}", parent, leaf=False, dynamic=True)
+        q.managed_children_allowed = True
+        parent.children[q.name] = q
+        part.queues[q.path] = q
+        part.emit(QUEUE, ADD, int(Detail.QUEUE_DYNAMIC), q.path, "", "dynamic queue added")
+        parent = q
+    return parent
 
 
 # --- limits ------------------------------------------------------------------------------------

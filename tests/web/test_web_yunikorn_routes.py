@@ -61,6 +61,8 @@ DOC = {
     "usage": {"default": {"users": [], "groups": []}},
     "history": [[1000, 1, 2], [2000, 3, 4]],
     "config": CONFIG_DOC,
+    "placementRules": {"default": [{"name": "tag", "parameters": {"create": "true", "value": "namespace"}},
+                                   {"name": "recovery", "parameters": {"create": "true"}}]},
 }
 
 
@@ -143,6 +145,11 @@ def test_clusters_and_history(state):
         {"timestamp": 1000, "totalContainers": "2"}, {"timestamp": 2000, "totalContainers": "4"}]
 
 
+def test_placement_rules_of_a_partition(state):
+    assert get(state, "/ws/v1/partition/default/placementrules").json() == DOC["placementRules"]["default"]
+    assert error(get(state, "/ws/v1/partition/nope/placementrules"), 404)
+
+
 def test_config_yaml_or_json_and_validate(state):
     r = get(state, "/ws/v1/config")
     assert r.headers["content-type"] == "application/x-yaml; charset=UTF-8"
@@ -175,7 +182,7 @@ def test_full_state_dump_and_redirect(state):
     assert body["appHistory"][1] == {"timestamp": 2000, "totalApplications": "3"}
     assert body["clusterInfo"][0]["clusterName"] == "kubernetes"
     assert body["config"]["Checksum"] == "ABC"
-    assert "placementRules" not in body  # omitempty: this snapshot has none
+    assert body["placementRules"] == [{"partition": "default", "rules": DOC["placementRules"]["default"]}]
 
 
 def test_cors_headers_as_the_core_sets_them(state):
