@@ -214,7 +214,7 @@ class PartitionConfig:
     name: str
     root: QueueConfig
     placement_rules: tuple[Any, ...] = ()
-    """`engine.placement.Rule`s in order; empty: ykshm's own placement (engine.partition.queues)."""
+    """`engine.placement.Rule`s in order; empty: YuniKorn's implicit `provided create:false`."""
     node_sort_policy: str = "fair"
 
 
@@ -231,8 +231,16 @@ class EngineConfig:
 
 
 def default_partition(name: str = "default") -> PartitionConfig:
-    """An unconfigured partition: a `root` parent queue that allows dynamic leaves."""
-    return PartitionConfig(name=name, root=QueueConfig(name="root", path="root", parent=True))
+    """An unconfigured partition, as YuniKorn's default configuration: a `root` parent queue and
+    the placement rule `tag namespace create:true` (an application goes to root.<namespace>)."""
+    from engine.placement import parse_rules
+
+    return PartitionConfig(name=name, root=QueueConfig(name="root", path="root", parent=True),
+                           placement_rules=parse_rules("placementrules", DEFAULT_PLACEMENT_RULES))
+
+
+DEFAULT_PLACEMENT_RULES = [{"name": "tag", "value": "namespace", "create": True}]
+"""YuniKorn's default placement (configs/config.go): without a configuration file."""
 
 
 def _mapping(key: str, value: object) -> Mapping[str, Any]:

@@ -114,11 +114,13 @@ def _names_dao(kind: str, names: NameFilter) -> dict[str, Any]:
 
 
 def rules_dao(rules: Sequence[Rule]) -> list[dict[str, Any]]:
-    """The partition's rules as YuniKorn lists them: the configured ones, then the implicit
-    recovery rule. Without configured rules ykshm's own placement applies: an empty list."""
-    if not rules:
-        return []
-    return [r.to_dao() for r in rules] + [{"name": "recovery", "parameters": {"create": "true"}}]
+    """The partition's rules as YuniKorn lists them: the configured ones (or the implicit
+    `provided`), then the implicit recovery rule."""
+    return [r.to_dao() for r in rules or IMPLICIT_RULES] + [{"name": "recovery", "parameters": {"create": "true"}}]
+
+
+IMPLICIT_RULES = (Rule(RuleName.PROVIDED),)
+"""A partition configured without `placementrules`: the application's queue, if it exists."""
 
 
 # --- parsing ------------------------------------------------------------------------------------
@@ -227,9 +229,10 @@ QueueKind = Callable[[str], "str | None"]
 
 
 def place(rules: Sequence[Rule], req: Request, kind: QueueKind) -> Decision:
-    """Evaluate `rules` in order for `req`; `kind` tells what the partition has at a path."""
+    """Evaluate `rules` (none: `IMPLICIT_RULES`) in order for `req`; `kind` tells what the
+    partition has at a path."""
     try:
-        for rule in rules:
+        for rule in rules or IMPLICIT_RULES:
             path = _evaluate(rule, req, kind)
             if not path:
                 continue

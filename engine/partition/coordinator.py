@@ -63,10 +63,6 @@ class Partition:
         queues.update_config(self, config)
         self.placement_rules = config.placement_rules
 
-    def place(self, queue_name: str) -> tuple[Queue | None, str]:
-        """The leaf an application named `queue_name` goes to (creating it), or (None, why)."""
-        return queues.place(self, queue_name)
-
     def place_app(self, app: Application) -> tuple[Queue | None, str]:
         """The leaf for `app`: the configured placement rules, else `place(app.queue_name)`."""
         return queues.place_app(self, app)

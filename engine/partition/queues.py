@@ -2,17 +2,11 @@
 
 Placement
 ---------
-With `placementrules` configured, `place_app` follows them (engine.placement, YuniKorn's
-semantics) and creates what they ask for: every missing level of the path as a dynamic queue
-(parents, then the leaf), each with a QUEUE ADD QUEUE_DYNAMIC event.
-
-Without placement rules (ykshm's own placement, kept for configs that have none):
-an application names a queue: a full path (`root.a.b`) or a short name taken under root (`b` ->
-`root.b`). If that queue exists it must be a leaf that is not being removed. If it does not
-exist, a dynamic leaf is created when its parent exists, is not a leaf, and allows dynamic
-children (`parent: true` in the config, or the root queue when no queue is configured under
-it). Otherwise the application goes to `root.default`, which is created dynamically if missing.
-A dynamic leaf is removed (QUEUE / REMOVE / QUEUE_DYNAMIC) when its last application leaves.
+`place_app` asks the partition's placement rules (engine.placement: YuniKorn's rules, or its
+implicit `provided create:false` when none are configured) and creates what they ask for: every
+missing level of the path as a dynamic queue (parents, then the leaf), each with a QUEUE ADD
+QUEUE_DYNAMIC event. A dynamic queue is removed (QUEUE REMOVE QUEUE_DYNAMIC) when its last
+application leaves, and so are its dynamic parents that become empty.
 
 Limits
 ------
@@ -143,38 +137,9 @@ def _dynamic_leaf(part: Partition, parent: Queue, name: str) -> Queue:
     return q
 
 
-def place(part: Partition, queue_name: str) -> tuple[Queue | None, str]:
-    """The leaf an application named `queue_name` goes to (creating it), or (None, why)."""
-    name = (queue_name or "").strip()
-    if name:
-        path = name if name == "root" or name.startswith("root.") else f"root.{name}"
-        q = part.queues.get(path)
-        if q is not None:
-            if not q.is_leaf:
-                return None, f"queue {path} is a parent queue, applications need a leaf"
-            if q.draining:
-                return None, f"queue {path} is being removed"
-            return q, ""
-        parent_path, _, leaf = path.rpartition(".")
-        parent = part.queues.get(parent_path)
-        if parent is not None and not parent.is_leaf and parent.managed_children_allowed \
-                and not parent.draining and leaf:
-            return _dynamic_leaf(part, parent, leaf), ""
-    q = part.queues.get("root.default")
-    if q is None:
-        return _dynamic_leaf(part, part.root, "default"), ""
-    if not q.is_leaf:
-        return None, "queue root.default is a parent queue"
-    if q.draining:
-        return None, "queue root.default is being removed"
-    return q, ""
-
-
 def place_app(part: Partition, app: Application) -> tuple[Queue | None, str]:
-    """The leaf for `app`, by the partition's placement rules when it has any."""
-    rules = getattr(part, "placement_rules", ())
-    if not rules:
-        return place(part, app.queue_name)
+    """The leaf for `app`, by the partition's placement rules (engine.placement)."""
+    rules = part.placement_rules
     ugi = app.ugi
     request = placement.Request(app.queue_name or "", ugi.user, tuple(ugi.groups), app.tags)
     decision = placement.place(rules, request, lambda path: _kind(part, path))

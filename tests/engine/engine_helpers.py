@@ -71,6 +71,7 @@ class Harness:
 
     def app(self, app_id: str, queue: str = "root.default", user: str = "alice",
             groups: tuple[str, ...] = (), **extra: Any):
+        extra.setdefault("tags", {"namespace": "default"})  # as the shim sends it
         fields = {_APP_FIELDS[key]: value for key, value in extra.items()}
         return self.handle(messages.ApplicationRequest(RM, new=(messages.AddApplication(
             app_id, queue, ugi=messages.UserGroupInfo(user, tuple(groups)), **fields),)))

@@ -33,7 +33,8 @@ def run_everything() -> set[tuple[int, int, int]]:
     harnesses = []
 
     # normal lifecycle + node changes + releases of every termination type
-    h = Harness({"partitions": [{"name": "default", "queues": [{"name": "root", "queues": [
+    h = Harness({"partitions": [{"name": "default", "placementrules": [{"name": "provided", "create": True}],
+                                 "queues": [{"name": "root", "queues": [
         {"name": "fixed", "resources": {"guaranteed": {"memory": "1Gi"},
                                         "max": {"memory": "64Gi"}}},
         {"name": "gone"}, {"name": "small", "resources": {"max": {"memory": "1Gi"}}}]}]}]})

@@ -88,7 +88,7 @@ def test_rejected_application():
     assert h.state("a") == "Rejected"
     resp = [m for m in h.responses if m["type"] == "ApplicationResponse" and m["rejected"]]
     assert resp[-1]["rejected"][0]["applicationID"] == "a"
-    assert "parent" in resp[-1]["rejected"][0]["reason"]
+    assert resp[-1]["rejected"][0]["reason"] == "failed to place application a: application rejected: no placement rule matched"
     assert h.app_events("a") == [(APP, ADD, 0, ""), (APP, SET, int(D.APP_NEW), ""),
                                  (APP, REMOVE, int(D.APP_REJECT), "")]
     h.clock.advance(3601)

@@ -73,27 +73,33 @@ def test_configured_queues_emit_add_events():
     assert added == ["root", "root.dyn", "root.fixed", "root.fixed.leaf", "root.prod"]
 
 
-def test_placement_rules():
+def test_a_configured_partition_without_rules_places_by_the_provided_queue_only():
+    """YuniKorn's implicit `provided create:false`: an existing leaf, or rejected (no root.default)."""
     h = Harness(CFG)
     h.app("a1", queue="root.prod")
     h.app("a2", queue="prod")  # short name under root
-    h.app("a3", queue="root.dyn.team")  # parent: true allows a dynamic leaf
-    h.app("a4", queue="root.fixed.other")  # parent does not allow it: root.default
-    h.app("a5", queue="")  # no queue: root.default
-    h.app("a6", queue="root.fixed")  # a parent: rejected
+    h.app("a3", queue="root.dyn.team")  # does not exist and nothing may create it
+    h.app("a5", queue="")
+    h.app("a6", queue="root.fixed")  # a parent
     queue_of = {a.app_id: a.queue.path for a in h.part.apps.values()}
-    assert queue_of == {"a1": "root.prod", "a2": "root.prod", "a3": "root.dyn.team",
-                        "a4": "root.default", "a5": "root.default"}
-    assert h.state("a6") == "Rejected"
+    assert queue_of == {"a1": "root.prod", "a2": "root.prod"}
+    assert [h.state(a) for a in ("a3", "a5", "a6")] == ["Rejected"] * 3
+
+
+def test_a_created_leaf_takes_its_parents_child_template():
+    config = {"partitions": [{**CFG["partitions"][0], "placementrules": [{"name": "provided", "create": True}]}]}
+    h = Harness(config)
+    h.app("a3", queue="root.dyn.team")
+    assert h.part.apps["a3"].queue.path == "root.dyn.team"
     assert h.part.queues["root.dyn.team"].max_apps == 7  # child template
     dyn = [(e.change_type, e.object_id) for e in h.sink.events
            if e.type == QUEUE and e.detail == int(D.QUEUE_DYNAMIC)]
-    assert dyn == [(ADD, "root.dyn.team"), (ADD, "root.default")]
+    assert dyn == [(ADD, "root.dyn.team")]
 
 
-def test_unconfigured_root_allows_dynamic_leaves_and_removes_them_when_empty():
-    h = Harness()
-    h.app("a", queue="team-x")
+def test_without_a_config_the_namespace_tag_places_and_the_queue_goes_when_empty():
+    h = Harness()  # YuniKorn's default configuration: tag namespace create:true
+    h.app("a", queue="root.ignored", tags={"namespace": "team-x"})
     assert h.part.apps["a"].queue.path == "root.team-x"
     h.remove_app("a")
     assert "root.team-x" not in h.part.queues

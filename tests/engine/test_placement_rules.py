@@ -32,7 +32,7 @@ def queue_of(h: Harness, app_id: str) -> str | None:
 def test_provided_then_tag_then_rejected_without_root_default():
     h = Harness(config(FORCE, FORCE_QUEUES))
     h.app("a1", queue="root.provided")
-    h.app("a2", queue="unknown")
+    h.app("a2", queue="unknown", tags={})
     h.app("a3", queue="unknown", tags={"namespace": "namespace"})
     assert queue_of(h, "a1") == "root.provided"
     assert h.state("a2") == "Rejected"
@@ -115,7 +115,11 @@ def test_the_snapshot_lists_the_rules_as_yunikorn_with_the_recovery_rule_last():
          "filter": {"type": "deny", "groupExp": "^guest"}},
         {"name": "recovery", "parameters": {"create": "true"}},
     ]
-    assert snapshot.build(Harness().sched)["placementRules"]["default"] == []
+    implicit = {"partitions": [{"name": "default", "queues": [{"name": "root"}]}]}
+    assert snapshot.build(Harness(implicit).sched)["placementRules"]["default"] == [
+        {"name": "provided", "parameters": {"create": "false"}}, {"name": "recovery", "parameters": {"create": "true"}}]
+    assert snapshot.build(Harness().sched)["placementRules"]["default"][0] == {
+        "name": "tag", "parameters": {"create": "true", "value": "namespace"}}
 
 
 @pytest.mark.parametrize(("rule", "key", "why"), [

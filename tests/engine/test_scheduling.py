@@ -108,7 +108,7 @@ def test_queue_maxapplications_counts_running_apps():
 
 
 def test_reservation_does_not_bypass_queue_maxapplications():
-    h = Harness(cfg(leaf("q", maxapplications=1)))
+    h = Harness(cfg(leaf("q", maxapplications=1), leaf("default")))
     h.nodes("n1", cap=res(4, 4000))
     h.app("x")
     h.asks("x", "x1", resource=res(3, 100))

@@ -79,13 +79,14 @@ async def test_register_then_schedule_over_the_socket(sock_path, nursery):
         {"nodeID": "n1", "action": "CREATE", "schedulableResource": to_si(res(4, 4000))}]}, 2)
     assert got[0] == {"type": "NodeResponse", "accepted": [{"nodeID": "n1"}], "rejected": []}
     await c.request({"type": "ApplicationRequest", "rmID": "rm", "new": [
-        {"applicationID": "a", "queueName": "root.x", "ugi": {"user": "u"}}]}, 3)
+        {"applicationID": "a", "queueName": "", "ugi": {"user": "u"}, "tags": {"namespace": "x"}}]}, 3)
     await c.send({"type": "AllocationRequest", "rmID": "rm", "asks": [
         {"allocationKey": "p1", "applicationID": "a", "resourceAsk": to_si(res(1, 100))}]})
     got = await c.until(lambda m: m["type"] == "AllocationResponse" and m["new"])
     assert got[-1]["new"][0]["allocationKey"] == "p1"
     assert got[-1]["new"][0]["nodeID"] == "n1"
     assert service.scheduler.partitions["default"].apps["a"].allocations
+    assert service.scheduler.partitions["default"].apps["a"].queue.path == "root.x"  # tag namespace
 
 
 async def test_bad_input_gets_errors_and_the_engine_stays_up(sock_path, nursery):
