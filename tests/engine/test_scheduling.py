@@ -248,3 +248,21 @@ def test_many_nodes_choice_is_spread_and_fast_fail_is_exact():
     h.asks("a", "extra")
     assert h.cycle() == 0
     assert h.part.index.find({"memory": 1}) is None
+
+
+def test_an_app_blocked_at_its_queue_max_adds_no_usergroup_event():
+    """Queue max is checked before the UGM is touched: 10 s of cycles (at the engine's ~60 cycles
+    a second) while an ask waits at its queue's max write no usage that never existed."""
+    h = Harness(cfg(leaf("q", resources={"max": {"memory": "2Gi"}})))
+    h.nodes("n1", cap=res(16, 16000))
+    h.app("a", queue="root.q")
+    h.asks("a", "a1", resource=res(2, 100))
+    h.cycle()
+    assert h.allocated() == {"a1": "n1"}
+    h.asks("a", "a2", resource=res(1, 100))  # fits the node, not the queue
+    before = [e for e in h.sink.events if e.type == T.USERGROUP]
+    for _ in range(600):
+        h.clock.advance(1 / 60)
+        h.cycle()
+    assert "a2" not in h.allocated()
+    assert [e for e in h.sink.events if e.type == T.USERGROUP] == before
