@@ -16,8 +16,10 @@ Rules:
 - Group selection for an app (`select_group`): from the leaf queue up to root, the first queue
   whose limits name a group of the user wins; within that queue the configuration order decides
   (never the order of the user's groups, which the seed says is not stable). A queue with only a
-  `*` group limit selects the user's first group. No match anywhere: the app is not tracked
-  against any group.
+  `*` group limit selects the shared group `*`, as YuniKorn does: every user whose groups are not
+  named shares that one tracker and its limit (picking one of the user's groups instead made the
+  outcome depend on their unstable order). No match anywhere: the app is not tracked against any
+  group.
 - Validation raises ValueError naming the queue path and the field; nothing is half-applied.
 """
 
@@ -181,7 +183,7 @@ class LimitConfig:
                 if name != WILDCARD and name in member:
                     return name
             if WILDCARD in queue.groups:
-                return groups[0]
+                return WILDCARD
         return None
 
     def changes(self, new: LimitConfig) -> list[tuple[str, str, str, Limit | None]]:

@@ -108,9 +108,10 @@ def _resource_events(
     """Append the user's (and the linked group's) resource-change events for a non-zero usage."""
     delta = resources.strip_zero(usage)
     if delta:
-        events.append((change, EventChangeDetail.UG_USER_RESOURCE, user, app_id, queue_path, delta))
+        # YuniKorn's ugm_events.go: objectID the user (group), referenceID the queue path, no message.
+        events.append((change, EventChangeDetail.UG_USER_RESOURCE, user, queue_path, "", delta))
         if group is not None:
-            events.append((change, EventChangeDetail.UG_GROUP_RESOURCE, group.group_name, app_id, queue_path, delta))
+            events.append((change, EventChangeDetail.UG_GROUP_RESOURCE, group.group_name, queue_path, "", delta))
 
 
 class UserGroupManager:
@@ -190,7 +191,7 @@ class UserGroupManager:
                     if group is None:
                         group = self._groups[group_name] = GroupTracker(group_name)
                     events.append(
-                        (EventChangeType.ADD, EventChangeDetail.UG_APP_LINK, group_name, app_id, f"user {ugi.user}", None)
+                        (EventChangeType.SET, EventChangeDetail.UG_APP_LINK, group_name, app_id, "", None)
                     )
                 user.set_group_for_app(app_id, group)
             group = user.group_for_app(app_id)
@@ -223,7 +224,7 @@ class UserGroupManager:
             _resource_events(events, EventChangeType.REMOVE, ugi.user, group, app_id, queue_path, usage)
             if remove_app and group is not None:
                 events.append(
-                    (EventChangeType.REMOVE, EventChangeDetail.UG_APP_LINK, group.group_name, app_id, f"user {ugi.user}", None)
+                    (EventChangeType.REMOVE, EventChangeDetail.UG_APP_LINK, group.group_name, app_id, "", None)
                 )
         self._send(events)
         return True

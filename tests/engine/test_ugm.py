@@ -24,8 +24,9 @@ def make(limits=None):
     return m, rec
 
 
-def res_event(change, detail, obj, app, path, delta):
-    return Event(T.USERGROUP, change, detail, obj, app, path, delta)
+def res_event(change, detail, obj, path, delta):
+    """A UG_*_RESOURCE event as YuniKorn emits it: referenceID the queue path, no message."""
+    return Event(T.USERGROUP, change, detail, obj, path, "", delta)
 
 
 # -- the seed's REST example ------------------------------------------------------------------
@@ -96,7 +97,7 @@ def test_json_limits_shown_where_they_apply():
     assert m.increase("root.a", "app1", {"memory": 10}, UserGroup("sue", ("dev",)))
     assert m.user_json("sue") == {
         "userName": "sue",
-        "groups": {"app1": "dev"},
+        "groups": {"app1": "*"},
         "queues": {
             "queuePath": "root",
             "resourceUsage": {"memory": 10},
@@ -108,8 +109,8 @@ def test_json_limits_shown_where_they_apply():
             ],
         },
     }
-    assert m.group_json("dev")["queues"]["children"][0]["maxResources"] == {"pods": 5}
-    assert "maxResources" not in m.group_json("dev")["queues"]
+    assert m.group_json("*")["queues"]["children"][0]["maxResources"] == {"pods": 5}
+    assert "maxResources" not in m.group_json("*")["queues"]
 
 
 def test_no_trackers_is_empty_lists():
@@ -169,17 +170,17 @@ def test_user_without_matching_group_is_not_group_tracked():
     assert m.group_names() == [] and m.app_group("u", "a1") is None
 
 
-def test_wildcard_group_limit_applies_to_each_group_separately():
-    m, _ = make({"root": [{"groups": ["*"], "maxapplications": 1}]})
+def test_wildcard_group_limit_is_tracked_against_the_shared_wildcard_group():
+    m, _ = make({"root": [{"groups": ["*"], "maxapplications": 2}]})
     assert m.increase("root.a", "a1", {"pods": 1}, UserGroup("u1", ("g5", "g6")))
-    assert m.app_group("u1", "a1") == "g5"
-    assert m.increase("root.a", "a2", {"pods": 1}, UserGroup("u2", ("g6",)))
-    assert not m.can_run_app("root.a", "a3", UserGroup("u3", ("g5",)))
-    assert not m.increase("root.a", "a3", {"pods": 1}, UserGroup("u3", ("g5",)))
-    assert m.increase("root.a", "a3", {"pods": 1}, UserGroup("u3", ("g7",)))
+    assert m.app_group("u1", "a1") == "*"
+    assert m.increase("root.a", "a2", {"pods": 1}, UserGroup("u2", ("g6", "g5")))  # order does not matter
+    assert m.app_group("u2", "a2") == "*"
+    assert not m.can_run_app("root.a", "a3", UserGroup("u3", ("g7",)))  # the shared limit is reached
+    assert not m.increase("root.a", "a3", {"pods": 1}, UserGroup("u3", ("g7",)))
     assert m.increase("root.a", "a4", {"pods": 1}, UserGroup("u4", ()))  # no group: nothing to limit
-    assert m.group_names() == ["g5", "g6", "g7"]
-    assert m.group_json("g5")["queues"]["maxApplications"] == 1
+    assert m.group_names() == ["*"]
+    assert m.group_json("*")["queues"]["maxApplications"] == 2
 
 
 def test_explicit_group_match_beats_wildcard_at_same_queue():
@@ -458,9 +459,9 @@ def test_events_for_increase_decrease_and_links():
     u = UserGroup("u", ("g",))
     assert m.increase("root.a", "app1", {"memory": 5, "vcore": 0}, u)
     assert rec.take() == [
-        Event(T.USERGROUP, C.ADD, D.UG_APP_LINK, "g", "app1", "user u", None),
-        res_event(C.ADD, D.UG_USER_RESOURCE, "u", "app1", "root.a", {"memory": 5}),
-        res_event(C.ADD, D.UG_GROUP_RESOURCE, "g", "app1", "root.a", {"memory": 5}),
+        Event(T.USERGROUP, C.SET, D.UG_APP_LINK, "g", "app1", "", None),
+        res_event(C.ADD, D.UG_USER_RESOURCE, "u", "root.a", {"memory": 5}),
+        res_event(C.ADD, D.UG_GROUP_RESOURCE, "g", "root.a", {"memory": 5}),
     ]
     assert m.increase("root.a", "app1", {"memory": 1}, u)
     assert [e.detail for e in rec.take()] == [D.UG_USER_RESOURCE, D.UG_GROUP_RESOURCE]
@@ -468,15 +469,15 @@ def test_events_for_increase_decrease_and_links():
     assert rec.take() == []
     assert m.decrease("root.a", "app1", {"memory": 6}, u, remove_app=True)
     assert rec.take() == [
-        res_event(C.REMOVE, D.UG_USER_RESOURCE, "u", "app1", "root.a", {"memory": 6}),
-        res_event(C.REMOVE, D.UG_GROUP_RESOURCE, "g", "app1", "root.a", {"memory": 6}),
-        Event(T.USERGROUP, C.REMOVE, D.UG_APP_LINK, "g", "app1", "user u", None),
+        res_event(C.REMOVE, D.UG_USER_RESOURCE, "u", "root.a", {"memory": 6}),
+        res_event(C.REMOVE, D.UG_GROUP_RESOURCE, "g", "root.a", {"memory": 6}),
+        Event(T.USERGROUP, C.REMOVE, D.UG_APP_LINK, "g", "app1", "", None),
     ]
     # No group: user events only, no link events.
     assert m.increase("root.a", "app2", {"memory": 1}, UserGroup("solo"))
-    assert rec.take() == [res_event(C.ADD, D.UG_USER_RESOURCE, "solo", "app2", "root.a", {"memory": 1})]
+    assert rec.take() == [res_event(C.ADD, D.UG_USER_RESOURCE, "solo", "root.a", {"memory": 1})]
     assert m.decrease("root.a", "app2", {"memory": 1}, UserGroup("solo"), remove_app=True)
-    assert rec.take() == [res_event(C.REMOVE, D.UG_USER_RESOURCE, "solo", "app2", "root.a", {"memory": 1})]
+    assert rec.take() == [res_event(C.REMOVE, D.UG_USER_RESOURCE, "solo", "root.a", {"memory": 1})]
 
 
 def test_limit_events_set_and_remove_only_on_change():

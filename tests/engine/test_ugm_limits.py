@@ -64,7 +64,7 @@ def test_valid_limits_and_lookups():
     assert cfg.group_limit("root", "other").max_applications == 10
     assert cfg.group_limit("root.zzz", "dev") is None
     assert cfg.select_group("root.a.x", ("ops", "dev")) == "dev"
-    assert cfg.select_group("root.b", ("ops", "dev")) == "ops"  # wildcard at root: first group
+    assert cfg.select_group("root.b", ("ops", "dev")) == "*"  # wildcard at root: the shared * group
     assert cfg.select_group("root.b", ()) is None
 
 

@@ -141,7 +141,7 @@ class UgmMachine(RuleBasedStateMachine):
                 if g != "*" and g in groups:
                     return g
             if "*" in named:
-                return groups[0]
+                return "*"  # the shared wildcard group, as YuniKorn
         return None
 
     def _usage(self, kind: str, name: str, level: str) -> dict[str, int]:
