@@ -241,6 +241,8 @@ def _try_replace(part: Partition, app: Application, ask: Ask) -> bool | None:
     asks.take(part, app, ask)
     allocations.book(part, app, ask.key, ask.resource, node, placeholder=False,
                      task_group=ask.task_group, priority=ask.priority, tags=ask.tags)
+    if part.sink.requests_enabled:  # a gang member is told where it went, like any other pod
+        part.sink.request(ask.key, app.app_id, f"Successfully allocated on node {node.node_id}")
     if data is not None:
         data["replaced"] += 1
     return True

@@ -31,6 +31,10 @@ def on_bind_result(core: ShimCore, bind: Bind, ok: bool, conflict: bool = False,
         info = core.pods.get(bind.uid)
         if info is not None and not info.node_name:
             core.assumed[bind.uid] = bind.node
+        # what kube-scheduler and YuniKorn's shim post on every bind, request events or not
+        core.actions.events.append(KubeEvent(
+            "Pod", bind.namespace, bind.name, bind.uid, "Scheduled",
+            f"Successfully assigned {bind.namespace}/{bind.name} to node {bind.node}"))
         tasks.reconcile_pod(core, bind.uid)
     elif conflict or gone:
         core.bind_conflicts += conflict

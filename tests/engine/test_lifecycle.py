@@ -120,6 +120,9 @@ def test_gang_placeholders_replaced_by_real_asks():
         ev.index((APP, ADD, int(D.APP_ALLOC), "real-0"))
     app = h.part.apps["g"]
     assert app.placeholder_data["tg"]["replaced"] == 1
+    node = h.allocated()["real-0"]
+    assert [e["message"] for e in h.request_events() if e["objectID"] == "real-0"] == [
+        f"Successfully allocated on node {node}"]  # a gang member is told too
     # the timeout now only cleans the remaining placeholder: no state change to Resuming
     h.clock.advance(6)
     h.cycle()

@@ -639,3 +639,16 @@ def test_tolerations_added_to_a_waiting_pod_resend_its_ask():
     assert again["allocationKey"] == first["allocationKey"]
     assert again["allocationTags"]["ykshm.io/placement"] == \
         mapping.placement_of(tolerating["spec"])
+
+
+def test_every_bind_posts_the_scheduled_event_kube_scheduler_posts():
+    """`kubectl describe pod` says where and when, whether or not request events are enabled."""
+    core, eng = start([node("n1")])
+    core.on_pod("ADDED", pod("p1"))
+    eng.pump()
+    eng.allocate("uid-p1", "n1")
+    eng.pump()
+    core.on_bind_result(eng.binds[-1], ok=True)
+    eng.pump()
+    scheduled = [(e.kind, e.namespace, e.name, e.type, e.message) for e in eng.events if e.reason == "Scheduled"]
+    assert scheduled == [("Pod", "ns", "p1", "Normal", "Successfully assigned ns/p1 to node n1")]
