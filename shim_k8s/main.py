@@ -1,7 +1,8 @@
 """`ykshm shim`: run the Kubernetes shim, or show a running shim's state (`ykshm shim status`).
 
     ykshm shim --api-server URL | --kubeconfig FILE [--context CTX] [--socket PATH] [--name NAME]
-               [--rm-id ID] [--bind-workers N] [--watch-timeout S] [--log-level LEVEL]
+               [--rm-id ID] [--bind-workers N] [--watch-timeout S] [--recovery-timeout S]
+               [--log-level LEVEL]
     ykshm shim status [--name NAME | --status-file PATH] [--json] [--nodes]
 
 The shim writes its state to `/tmp/ykshm-NAME.shim.json`; `status` reads it (exit 1 if there is
@@ -36,6 +37,9 @@ def _run(argv: Sequence[str]) -> int:
                         help="engine SI socket (default /tmp/ykshm-NAME.sock)")
     parser.add_argument("--rm-id", default="mycluster", help="resource manager ID (mycluster)")
     parser.add_argument("--bind-workers", type=int, default=8, help="parallel bindings (8)")
+    parser.add_argument("--recovery-timeout", type=float, default=300.0, metavar="S",
+                        help="fail (exit 1, to be restarted) when a recovery is not complete after S seconds "
+                             "(default 300)")
     parser.add_argument("--watch-timeout", type=int, default=300,
                         help="watch timeoutSeconds (300)")
     parser.add_argument("--status-file", metavar="PATH",
@@ -47,6 +51,8 @@ def _run(argv: Sequence[str]) -> int:
         raise UsageError("--bind-workers must be at least 1")
     if args.watch_timeout < 1:
         raise UsageError("--watch-timeout must be at least 1")
+    if not args.recovery_timeout > 0:
+        raise UsageError(f"--recovery-timeout {args.recovery_timeout:g}: must be more than 0 seconds")
 
     import trio  # noqa: PLC0415 - keep `ykshm --help` light
 
@@ -67,7 +73,8 @@ def _run(argv: Sequence[str]) -> int:
             raise UsageError(str(exc)) from None
     opts = ShimOptions(kube=kube, name=args.name, socket_path=args.socket or "",
                        rm_id=args.rm_id, status_file=args.status_file or "",
-                       bind_workers=args.bind_workers, watch_timeout=args.watch_timeout)
+                       bind_workers=args.bind_workers, watch_timeout=args.watch_timeout,
+                       recovery_timeout=args.recovery_timeout)
     try:
         trio.run(serve, opts)
     except* ShimFailed as group:

@@ -42,6 +42,7 @@ from engine.si import protocol as si
 
 from . import kubeclient
 from .core import Actions, Bind, ShimCore
+from .core.registration import check_recovery_deadline
 from .kubeclient import ApiStatusError, Informer, KubeConfig, WatchBatch
 from .state import ShimState
 
@@ -93,7 +94,14 @@ class BindResult:
     reason: str
 
 
-CoreInput = WatchBatch | SiConnected | SiReceived | SiClosed | BindResult
+@dataclasses.dataclass(frozen=True, slots=True)
+class RecoveryDeadline:
+    """Recovery number `recovery` has run for `recovery_timeout` seconds."""
+
+    recovery: int
+
+
+CoreInput = WatchBatch | SiConnected | SiReceived | SiClosed | BindResult | RecoveryDeadline
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -117,6 +125,8 @@ class ShimOptions:
     bind_workers: int = 8
     watch_timeout: int = 300
     max_batch: int = 5000
+    recovery_timeout: float = 300.0
+    """A recovery not complete after this many seconds fails the shim (exit 1; restarted)."""
 
     def __post_init__(self) -> None:
         if not self.socket_path:
@@ -162,6 +172,7 @@ class Shim:
                         nursery.start_soon(self._event_poster)
                     nursery.start_soon(self._misc_worker)
                     nursery.start_soon(self._status_writer)
+                    nursery.start_soon(self._recovery_watchdog)
                     self._write_status()
                     task_status.started()
             finally:
@@ -184,6 +195,22 @@ class Shim:
             if core.state is ShimState.FAILED:   # run()'s finally writes the status
                 raise ShimFailed(f"shim Failed: {core.machine.failure}")
 
+    async def _recovery_watchdog(self) -> None:
+        """Each recovery gets `recovery_timeout` seconds; past that, the core loop is told (the
+        core itself decides, so a recovery that finished meanwhile is left alone)."""
+        timeout = self.opts.recovery_timeout
+        current, started, told = 0, 0.0, 0
+        while True:
+            await trio.sleep(min(1.0, timeout / 4))
+            core = self.core
+            if core.state is not ShimState.RECOVERING:
+                continue
+            if core.recoveries != current:
+                current, started = core.recoveries, trio.current_time()
+            elif told != current and trio.current_time() - started >= timeout:
+                told = current
+                self._in_send.send_nowait(RecoveryDeadline(current))
+
     def _apply(self, item: CoreInput) -> None:
         core = self.core
         if isinstance(item, WatchBatch):
@@ -198,6 +225,8 @@ class Shim:
                 core.on_si(item.message)
         elif isinstance(item, BindResult):
             core.on_bind_result(item.bind, item.ok, item.conflict, item.gone, item.reason)
+        elif isinstance(item, RecoveryDeadline):
+            check_recovery_deadline(core, item.recovery, self.opts.recovery_timeout)
         elif isinstance(item, SiConnected):
             self._stream, self._stream_gen = item.stream, item.generation
             log.info("connected to the engine at %s", self.opts.socket_path)

@@ -200,7 +200,23 @@ def collect(name: str) -> dict[str, Any]:
     export = read_file(name)
     if export is not None:
         export["alive"] = exporter_alive(export)
-    return {"name": name, "processes": processes, "ring": ring, "engine": snapshot, "export": export}
+    return {"name": name, "processes": processes, "ring": ring, "engine": snapshot, "export": export,
+            "shim": _shim_status(name)}
+
+
+def _shim_status(name: str) -> dict[str, Any] | None:
+    """The shim's own status file (`ykshm shim status` reads the same), if it wrote one."""
+    path = f"/tmp/ykshm-{name}.shim.json"  # shim_k8s.shim.status_path, without importing the shim
+    try:
+        with open(path, "rb") as fh:
+            doc = orjson.loads(fh.read())
+    except (OSError, ValueError):
+        return None
+    return {k: doc.get(k) for k in ("state", "failure", "registrations", "recoveries", "stopped", "pid")}
+
+
+def _recoveries(n: int) -> str:
+    return f"{n} recover{'y' if n == 1 else 'ies'}"
 
 
 def _count(n: int, noun: str, plural_suffix: str = "s") -> str:
@@ -261,6 +277,12 @@ def render(doc: dict[str, Any]) -> str:
             + ("" if snap.get("cycles") is None else f", {snap['cycles']} cycles")
             + "\n"
         )
+    shim = doc.get("shim")
+    if shim is not None:
+        out.append(f"shim: {shim['state']}" + (f" ({shim['failure']})" if shim.get("failure") else "")
+                   + f", {_count(shim.get('registrations') or 0, 'registration')}, "
+                   + _recoveries(shim.get("recoveries") or 0)
+                   + (", stopped" if shim.get("stopped") else "") + "\n")
     if doc.get("export") is not None:
         from export.status import summary_line
 
@@ -277,7 +299,8 @@ def _body(argv: Sequence[str]) -> int:
     if problem:
         raise UsageError(problem)
     doc = collect(args.name)
-    nothing = not doc["processes"] and doc["ring"] is None and doc["engine"] is None and doc["export"] is None
+    nothing = not doc["processes"] and doc["ring"] is None and doc["engine"] is None and doc["export"] is None \
+        and doc["shim"] is None
     if args.json:
         sys.stdout.buffer.write(orjson.dumps(doc) + b"\n")
     elif not nothing:

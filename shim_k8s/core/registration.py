@@ -86,6 +86,15 @@ def _begin_recovery(core: ShimCore) -> None:
     progress(core)
 
 
+def check_recovery_deadline(core: ShimCore, recovery: int, timeout: float) -> None:
+    """Recovery number `recovery` started `timeout` seconds ago: if it is still the one going
+    on, the shim fails (the seed's Failed path; the process exits and is restarted)."""
+    if core.state is ShimState.RECOVERING and core.recoveries == recovery:
+        counts = core.node_recovery.counts()
+        core.fail(f"recovery did not complete within {timeout:g} s ({counts['recovering']} nodes "
+                  f"still recovering, {counts['recovered']} recovered)")
+
+
 def _finish_recovery(core: ShimCore) -> None:
     for name in sorted(core.e_nodes):
         have = core.e_nodes[name]
@@ -120,6 +129,11 @@ def on_ack(core: ShimCore, reply_to: int, error: str | None) -> None:
     if tag is None:
         return
     kind, payload = tag
+    if kind == "recover" and error is not None and core.state is ShimState.RECOVERING:
+        # the seed's Failed path: a node the engine refused is not recovered, and the shim
+        # cannot claim recovery done; fail so the process restarts into a fresh recovery
+        core.fail(f"engine refused a recovery message: {error}")
+        return
     if kind == "recover":
         done = 0
         for name in payload:

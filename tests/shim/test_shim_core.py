@@ -652,3 +652,56 @@ def test_every_bind_posts_the_scheduled_event_kube_scheduler_posts():
     eng.pump()
     scheduled = [(e.kind, e.namespace, e.name, e.type, e.message) for e in eng.events if e.reason == "Scheduled"]
     assert scheduled == [("Pod", "ns", "p1", "Normal", "Successfully assigned ns/p1 to node n1")]
+
+
+def _recovering(nodes_=(node("n1"), node("n2"))):
+    """A shim registered and recovering, its recovery messages not yet answered."""
+    core, eng = start(list(nodes_), auto_ack=False)
+    core.on_si({"type": "Ack", "replyTo": eng.held_acks.pop(0)})  # registration
+    actions = core.take()
+    assert core.state is ShimState.RECOVERING
+    return core, [m for m in actions.si if "id" in m]
+
+
+def test_an_error_reply_to_a_recovery_message_fails_the_shim():
+    core, sent = _recovering()
+    recover = [m for m in sent if m["type"] == "NodeRequest"][0]
+    core.on_si({"type": "Error", "replyTo": recover["id"], "message": "node n1 already exists"})
+    assert core.state is ShimState.FAILED
+    assert "engine refused a recovery message: node n1 already exists" in core.status()["failure"]
+    assert core.node_recovery.counts()["recovered"] == 0  # an errored node is not recovered
+
+
+def test_a_recovery_past_its_deadline_fails_the_shim_and_only_that_recovery():
+    from shim_k8s.core.registration import check_recovery_deadline
+
+    core, _sent = _recovering()
+    check_recovery_deadline(core, core.recoveries - 1, 30)  # an earlier recovery: nothing happens
+    assert core.state is ShimState.RECOVERING
+    check_recovery_deadline(core, core.recoveries, 30)
+    assert core.state is ShimState.FAILED
+    assert core.status()["failure"].startswith("recovery did not complete within 30 s (2 nodes still recovering")
+
+
+async def test_the_watchdog_fails_a_recovery_that_outlives_its_timeout(autojump_clock):
+    """Process side of the deadline: the shim's watchdog task tells the core loop once the
+    recovery has run `recovery_timeout` seconds (trio's MockClock jumps there); the core fails,
+    and the core loop then ends the process with ShimFailed (exit 1)."""
+    import trio
+
+    from shim_k8s.kubeclient import KubeConfig
+    from shim_k8s.shim import RecoveryDeadline, Shim, ShimOptions
+
+    core, _sent = _recovering()
+    shim = Shim(ShimOptions(kube=KubeConfig(server="http://127.0.0.1:9"), name="t", recovery_timeout=30.0),
+                core=core)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(shim._recovery_watchdog)
+        start = trio.current_time()
+        with trio.fail_after(120):  # virtual seconds: no deadline by then is a failure
+            item = await shim._in_recv.receive()
+        assert isinstance(item, RecoveryDeadline) and item.recovery == core.recoveries
+        assert trio.current_time() - start >= 30.0
+        nursery.cancel_scope.cancel()
+    shim._apply(item)
+    assert core.state is ShimState.FAILED

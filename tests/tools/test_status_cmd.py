@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -143,3 +144,18 @@ def test_status_of_a_real_engine(ring_name, tmp_path):
         assert doc["engine"]["enginePID"] == proc.pid
     finally:
         stop(proc)
+
+
+def test_status_shows_a_failed_shim_and_why(ring_name):
+    """The shim's Failed state (issue 12's recovery deadline) is visible in `ykshm status`."""
+    path = f"/tmp/ykshm-{ring_name}.shim.json"
+    with open(path, "w") as fh:
+        json.dump({"state": "Failed", "failure": "recovery did not complete within 30 s", "registrations": 1,
+                   "recoveries": 1, "stopped": True, "pid": 0}, fh)
+    try:
+        r = ykshm("status", "--name", ring_name)
+    finally:
+        os.unlink(path)
+    assert r.returncode == 0, r.stderr
+    assert "shim: Failed (recovery did not complete within 30 s), 1 registration, 1 recovery, stopped" \
+        in r.stdout.decode()
