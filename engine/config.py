@@ -123,13 +123,25 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     return data
 
 
+RETENTION_SECONDS = 3 * 24 * 3600
+"""How long a finished application stays visible (YuniKorn's terminatedTimeout: 3 days)."""
+
+
 def _service_events(data: Mapping[str, Any]) -> EventSettings:
-    """`service.event.*` of a parsed file (`service` may hold nothing else)."""
+    """`service.event.*` of a parsed file (`service` holds only that and the retention)."""
     service = _mapping("service", data.get("service"))
     for key in service:
-        if key != "event":
+        if key not in ("event", "applicationRetentionSeconds"):
             raise ConfigError(f"service.{key}", service[key], "unknown key")
     return parse_event_settings(service.get("event"))
+
+
+def _retention(data: Mapping[str, Any]) -> int:
+    """`service.applicationRetentionSeconds`: Completed/Failed/Rejected -> Expired after it."""
+    value = _mapping("service", data.get("service")).get("applicationRetentionSeconds")
+    if value is None:
+        return RETENTION_SECONDS
+    return parse_uint32("service.applicationRetentionSeconds", value)
 
 
 def load_event_settings(path: str | Path | None) -> EventSettings:
@@ -228,6 +240,8 @@ class EngineConfig:
     """The mapping as read from the file: what `GET /ws/v1/config` shows (engine.config_doc)."""
     checksum: str = ""
     """SHA-256 of the file's bytes in upper-case hex, as YuniKorn's `Checksum` ("" without a file)."""
+    retention_s: int = RETENTION_SECONDS
+    """`service.applicationRetentionSeconds`: how long finished applications stay visible."""
 
 
 def default_partition(name: str = "default") -> PartitionConfig:
@@ -439,7 +453,7 @@ def parse_config(data: Mapping[str, Any]) -> EngineConfig:
         partitions.append(part)
     if not partitions:
         partitions.append(default_partition())
-    return EngineConfig(event=events, partitions=partitions, source=dict(data))
+    return EngineConfig(event=events, partitions=partitions, source=dict(data), retention_s=_retention(data))
 
 
 def load_config(path: str | Path | None) -> EngineConfig:

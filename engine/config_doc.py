@@ -58,10 +58,14 @@ def to_json_shape(doc: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _service_extra(service: Any) -> dict[str, str]:
-    events = service.get("event") if isinstance(service, Mapping) else None
-    if not isinstance(events, Mapping):
+    if not isinstance(service, Mapping):
         return {}
-    return {f"service.event.{key}": _text(value) for key, value in events.items()}
+    events = service.get("event")
+    extra = {f"service.event.{key}": _text(value)
+             for key, value in (events.items() if isinstance(events, Mapping) else ())}
+    if service.get("applicationRetentionSeconds") is not None:
+        extra["service.applicationRetentionSeconds"] = _text(service["applicationRetentionSeconds"])
+    return extra
 
 
 def _text(value: Any) -> str:

@@ -54,7 +54,7 @@ class Scheduler:
         self.ring_name = ring_name
         self.clock = clock
         self.wall_clock = wall_clock
-        self.timing = timing or Timing()
+        self.timing = timing or Timing(retention_s=config.retention_s)
         self.outbox = Outbox()
         self._pending_other: dict[str, list[dict[str, Any]]] = {}
         self.rms: dict[str, dict[str, Any]] = {}

@@ -26,7 +26,7 @@ class Timing:
 
     def __init__(self, placeholder_default_ms: int = 15 * 60 * 1000,
                  starting_s: float = 300.0, completing_s: float = 30.0,
-                 retention_s: float = 3600.0) -> None:
+                 retention_s: float = 3 * 24 * 3600.0) -> None:
         self.placeholder_default_ns = placeholder_default_ms * 1_000_000
         self.starting_ns = int(starting_s * 1e9)
         self.completing_ns = int(completing_s * 1e9)

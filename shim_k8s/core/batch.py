@@ -39,14 +39,16 @@ def flush(core: ShimCore) -> None:
     if not core.connected:
         core.reset_batch()
         return
-    # applications whose last pod went away are removed after their releases
+    # An application the engine accepted is never removed by the shim, as YuniKorn's shim: when
+    # its last pod ends the engine moves it to Completing, Completed (30 s) and Expired. Only one
+    # whose pods all ended before the engine accepted it is removed (after its releases).
     removes = []
     for app in sorted(core.batch.touched_apps):
         if not core.app_live.get(app):
             core.app_origin.pop(app, None)
             core.placeholders_made.discard(app)
             core.gang_started.discard(app)
-        if app in core.e_apps and not core.app_live.get(app):
+        if app in core.e_apps and not core.app_live.get(app) and app not in core.e_accepted:
             if any(a == app for a in core.e_asks.values()) or any(
                     a.app_id == app for a in core.e_allocs.values()):
                 continue

@@ -74,6 +74,7 @@ class ShimCore:
     def reset_engine_view(self) -> None:
         """A new engine: it knows nothing of ours yet."""
         self.e_apps: dict[str, str] = {}          # app -> queue
+        self.e_accepted: set[str] = set()         # apps the engine accepted: its lifecycle ends them
         self.e_asks: dict[str, str] = {}          # uid -> app
         self.e_allocs: dict[str, EngineAllocation] = {}     # uid -> allocation
         self.e_nodes: dict[str, EngineNode] = {}

@@ -245,8 +245,17 @@ def _ask_message(core: ShimCore, uid: str, info: PodInfo) -> messages.Allocation
                                   info.priority, info.placeholder, info.task_group, tags)
 
 
+FINISHED_APP_STATES = frozenset({"Completed", "Failed", "Expired", "Rejected"})
+
+
 def on_application_response(core: ShimCore, message: messages.ApplicationResponse) -> None:
-    """Rejected applications: their pods are told why and not asked for."""
+    """Accepted applications are the engine's to end; rejected ones: their pods are told why and
+    not asked for; a finished one is forgotten, so a new pod of the same ID adds it again."""
+    core.e_accepted.update(message.accepted)
+    for update in message.updated:
+        if update.state in FINISHED_APP_STATES and not core.app_live.get(update.application_id):
+            core.e_apps.pop(update.application_id, None)
+            core.e_accepted.discard(update.application_id)
     for rejected in message.rejected:
         app = rejected.application_id
         reason = rejected.reason or "rejected"

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
 from engine_helpers import Harness, res
 
+from engine.config import ConfigError, parse_config
+from engine.events_out import MemoryEventSink
+from engine.partition.timers import Timing
+from engine.scheduler import Scheduler
 from shm.events import EventChangeDetail as D
 from shm.events import EventChangeType as C
 from shm.events import EventRecordType as T
@@ -217,3 +222,28 @@ def test_recovered_allocations_above_a_user_limit_are_tracked_for_that_user():
     h.handle({"type": "NodeRequest", "nodes": [{"nodeID": "n1", "action": "DRAIN_TO_SCHEDULABLE"}]})
     h.cycle()
     assert "more" not in h.allocated()  # the limit still holds for new usage
+
+
+def test_finished_apps_stay_visible_for_the_configured_retention_then_expire():
+    config = parse_config({"service": {"applicationRetentionSeconds": 60}})
+    assert config.retention_s == 60 and parse_config({}).retention_s == 3 * 24 * 3600  # YuniKorn: 3 days
+    sched = Scheduler(config, MemoryEventSink(), instance_uuid="u", ring_name="r")
+    assert sched.timing.retention_ns == 60 * 10**9
+    with pytest.raises(ConfigError) as err:
+        parse_config({"service": {"applicationRetentionSeconds": "-1"}})
+    assert err.value.key == "service.applicationRetentionSeconds"
+    h = Harness(timing=Timing(completing_s=30, retention_s=60))
+    h.nodes("n1")
+    h.app("a")
+    h.asks("a", "p1")
+    h.cycle()
+    h.release("a", "p1")
+    h.clock.advance(31)
+    h.cycle()
+    assert h.state("a") == "Completed"
+    h.clock.advance(59)
+    h.cycle()
+    assert h.state("a") == "Completed"  # still visible
+    h.clock.advance(2)
+    h.cycle()
+    assert h.app_events("a")[-1] == (APP, SET, int(D.APP_EXPIRED), "")

@@ -705,3 +705,28 @@ async def test_the_watchdog_fails_a_recovery_that_outlives_its_timeout(autojump_
         nursery.cancel_scope.cancel()
     shim._apply(item)
     assert core.state is ShimState.FAILED
+
+
+def test_an_accepted_app_is_ended_by_the_engine_not_removed_by_the_shim():
+    """YuniKorn's lifecycle: the engine accepted app-1, so when its last pod ends the shim sends
+    no RemoveApplication (the engine goes Completing -> Completed); once the engine says
+    Completed, a new pod of the same application adds it again."""
+    core, eng = start([node("n1")])
+    core.on_pod("ADDED", pod("p1"))
+    eng.pump()
+    core.on_si({"type": "ApplicationResponse", "accepted": [{"applicationID": "app-1"}]})
+    eng.allocate("uid-p1", "n1")
+    eng.pump()
+    core.on_bind_result(eng.binds[0], ok=True)
+    core.on_pod("MODIFIED", pod("p1", "n1"))
+    eng.pump()
+    core.on_pod("MODIFIED", pod("p1", "n1", phase="Succeeded"))
+    eng.pump()
+    assert eng.allocs == {} and "app-1" in eng.apps  # released, not removed
+    assert not any(m.get("remove") for m in eng.log if m["type"] == "ApplicationRequest")
+    core.on_si({"type": "ApplicationResponse", "updated": [{"applicationID": "app-1", "state": "Completed"}]})
+    del eng.apps["app-1"]  # the engine keeps it as Completed; a new submission is a new add
+    core.on_pod("ADDED", pod("p9"))
+    eng.pump()
+    adds = [a["applicationID"] for m in eng.log if m["type"] == "ApplicationRequest" for a in m.get("new", [])]
+    assert adds == ["app-1", "app-1"] and "uid-p9" in eng.asks
