@@ -277,6 +277,10 @@ class Cluster:
         by_partition = (self.engine_doc() or {}).get(section) or {}
         return by_partition.get("default") or next(iter(by_partition.values()), {})
 
+    def applications(self) -> list[dict[str, Any]]:
+        """The engine's applications (YuniKorn DAOs) of the default partition."""
+        return list(self._partition("applications") or [])
+
     def usage(self) -> dict[str, Any]:
         """UGM usage of the default partition, normalised for comparison (no app lists order)."""
         return _normalise(self._partition("usage"))

@@ -54,12 +54,19 @@ def test_fresh_start_schedules_pods_to_running(cluster):
                          text=True, cwd=_root(), timeout=30)
     assert out.returncode == 0, out.stderr
     assert "Running" in out.stdout and "3 recovered" in out.stdout
-    # deleting every pod releases them and removes the application
+    # deleting every pod releases them; the engine ends the application (YuniKorn's lifecycle:
+    # Completing, then Completed after 30 s), the shim does not remove it
     for n in names:
         c.delete_pod(n)
-    wait_for(lambda: c.shim_status()["engine"]["applications"] == 0, 20, "app removal")
     wait_for(lambda: not c.usage()["users"] or c.usage()["users"][0]["queues"].get(
         "resourceUsage", {}).get("pods", 0) == 0, 20, "usage back to zero")
+
+    def completing():
+        return [a["applicationState"] for a in c.applications()
+                if a["applicationID"] == "app-fresh"] == ["Completing"]
+
+    wait_for(completing, 20, "app-fresh Completing in the engine")
+    assert c.shim_status()["engine"]["applications"] == 1
     # SIGTERM: a clean exit that leaves a final status
     assert c.shim.stop() == 0
     final = c.shim_status()
