@@ -154,7 +154,7 @@ class Api:
             raise MethodNotAllowed("the server does not allow this method on the requested resource")
         if segs == ["v2"]:
             if "protobuf" in req.header("accept"):
-                return Response(200, self._v2_pb, "application/com.github.proto-openapi.spec.v2@v1.0+protobuf")
+                return Response(200, self._v2_pb, "application/com.github.proto-openapi.spec.v2.v1.0+protobuf")
             return Response(200, self._v2_json, JSON)
         if segs == ["v3"]:
             return _json(200, self._v3_index)
@@ -408,7 +408,9 @@ class Api:
         merged = apply_patch(req.header("content-type", "application/strategic-merge-patch+json"), base, patch)
         if not isinstance(merged, dict):
             raise BadRequest("the patch does not produce an object")
-        warnings = self._field_validation(req, res, patch) if isinstance(patch, dict) else []
+        # field names are checked on the object the patch produces, as the apiserver does: patch
+        # directives such as kubectl's `$setElementOrder/containers` are not fields
+        warnings = self._field_validation(req, res, merged)
         return self._store_update(req, res, name, merged, old, sub, warnings)
 
     def _delete_options(self, req: Request) -> Obj:
@@ -456,8 +458,18 @@ class Api:
                                                   f"{pre['resourceVersion']}, ResourceVersion in object meta: "
                                                   f"{old['metadata']['resourceVersion']}", res.group)
         if req.param("dryRun") == "All" or opts.get("dryRun") == ["All"]:
-            return _json(200, self._out(res, old))
-        return _json(200, self._out(res, self.delete_object(res, ns, name)))
+            return _json(200, self._deleted(res, old))
+        return _json(200, self._deleted(res, self.delete_object(res, ns, name)))
+
+    def _deleted(self, res: Resource, obj: Obj) -> Obj:
+        """DELETE's answer: the object for pods and namespaces (their registries return it), a
+        Status for every other kind (the generic registry's)."""
+        if res.kind in ("Pod", "Namespace"):
+            return self._out(res, obj)
+        details = {"name": obj["metadata"]["name"], "kind": res.name, "uid": obj["metadata"].get("uid", "")}
+        if res.group:
+            details["group"] = res.group
+        return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}
 
     def _delete_collection(self, req: Request, res: Resource, namespace: str | None) -> Response:
         if "deletecollection" not in res.verbs:

@@ -608,3 +608,44 @@ async def test_delete_options_and_collection(cluster: str) -> None:
         r = await client.delete("/api/v1/namespaces/del")
         assert r.status_code == 200
         assert (await client.get("/api/v1/namespaces/del")).status_code == 404
+
+
+def test_kubectl_apply_twice_with_a_changed_image(cluster: str, tmp_path: Path) -> None:
+    """Issue 11 item 1: field names are checked on the object after a strategic-merge patch, so
+    kubectl's `$setElementOrder/containers` directive is no "unknown field"."""
+    out = kubectl(cluster, tmp_path, "run", "applied", "--image=nginx:1", "--dry-run=client", "-o", "yaml")
+    assert out.returncode == 0, out.stderr
+    first = kubectl(cluster, tmp_path, "apply", "-f", "-", stdin=out.stdout)
+    assert first.returncode == 0, first.stderr
+    second = kubectl(cluster, tmp_path, "apply", "-f", "-", stdin=out.stdout.replace("nginx:1", "nginx:2"))
+    assert second.returncode == 0, second.stderr
+    assert "pod/applied configured" in second.stdout and "unknown field" not in second.stderr
+    got = kubectl(cluster, tmp_path, "get", "pod", "applied", "-o", "jsonpath={.spec.containers[0].image}")
+    assert got.stdout == "nginx:2"
+    image = kubectl(cluster, tmp_path, "set", "image", "pod/applied", "applied=nginx:3")
+    assert image.returncode == 0 and "Warning" not in image.stderr, image.stderr
+    kubectl(cluster, tmp_path, "delete", "pod", "applied")
+
+
+def test_kubectl_create_a_list_file_with_default_validation(cluster: str, tmp_path: Path) -> None:
+    """Issue 11 item 2: /openapi/v2's protobuf Content-Type is one Go's MIME parser accepts, so
+    `kind: List` files (what `kubectl get -o yaml` writes) are validated and created."""
+    listing = {"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"listed-{i}"}, "data": {"k": str(i)}}
+        for i in range(2)]}
+    out = kubectl(cluster, tmp_path, "create", "-f", "-", stdin=json.dumps(listing))
+    assert out.returncode == 0, out.stderr
+    assert "configmap/listed-0 created" in out.stdout and "configmap/listed-1 created" in out.stdout
+
+
+def test_delete_answers_a_status_except_for_pods(cluster: str) -> None:
+    """Issue 11 item 6: the registry answers DELETE with a Status for every kind but pods."""
+    with httpx.Client(base_url=cluster, timeout=10) as client:
+        made = client.post("/api/v1/namespaces/default/configmaps",
+                           json={"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "gone"}})
+        assert made.status_code == 201, made.text
+        body = client.delete("/api/v1/namespaces/default/configmaps/gone").json()
+        assert body["kind"] == "Status" and body["status"] == "Success"
+        assert body["details"] == {"name": "gone", "kind": "configmaps", "uid": made.json()["metadata"]["uid"]}
+        made = client.post("/api/v1/namespaces/default/pods", json=pod("stay"))
+        assert client.delete("/api/v1/namespaces/default/pods/stay").json()["kind"] == "Pod"
