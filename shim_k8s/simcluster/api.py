@@ -558,6 +558,10 @@ class Api:
         rv_param = req.param("resourceVersion")
         send_initial = _truthy(req.param("sendInitialEvents"))
         bookmarks = _truthy(req.param("allowWatchBookmarks"))
+        if send_initial and req.param("resourceVersionMatch") != "NotOlderThan":
+            raise Invalid.fields("ListOptions.meta.k8s.io", "", [(
+                "FieldValueForbidden", "resourceVersionMatch",
+                "Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan")])
         timeout_s = _int_param(req, "timeoutSeconds")
         timeout = float(timeout_s) if timeout_s else random.uniform(1800, 3600)
         since: int | None = None

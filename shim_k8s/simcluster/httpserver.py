@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from http import HTTPStatus
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import h11
@@ -24,6 +25,14 @@ log = logging.getLogger("ykshm.sim-cluster.http")
 
 MAX_BODY = 16 * 1024 * 1024
 SERVER_HEADER = b"ykshm-sim-cluster"
+
+
+def _reason(status: int) -> bytes:
+    """The standard reason phrase (`HTTP/1.1 200 OK`), as Go's net/http writes it."""
+    try:
+        return HTTPStatus(status).phrase.encode()
+    except ValueError:
+        return b""
 
 
 @dataclass
@@ -138,7 +147,7 @@ class HttpServer:
                 log.warning("connection %s: %s", peer_s, exc)
                 return
             try:
-                await self._send(stream, conn.send(h11.Response(status_code=exc.error_status_hint, headers=[
+                await self._send(stream, conn.send(h11.Response(status_code=exc.error_status_hint, reason=_reason(exc.error_status_hint), headers=[
                     ("content-length", "0"), ("connection", "close")])))
             except Exception:
                 pass
@@ -211,7 +220,7 @@ class HttpServer:
                        response: Response) -> None:
         body = b"" if request is not None and request.method == "HEAD" else response.body
         out = conn.send(h11.Response(
-            status_code=response.status,
+            status_code=response.status, reason=_reason(response.status),
             headers=self._headers(response.content_type, response.headers, len(response.body)))) or b""
         if body:
             out += conn.send(h11.Data(data=body)) or b""
@@ -225,7 +234,8 @@ class HttpServer:
             headers.append(("connection", "close"))
         else:
             headers.append(("transfer-encoding", "chunked"))
-        await self._send(stream, conn.send(h11.Response(status_code=response.status, headers=headers)))
+        await self._send(stream, conn.send(h11.Response(status_code=response.status, reason=_reason(response.status),
+                                                               headers=headers)))
         gone = False
         async with trio.open_nursery() as nursery:
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -649,3 +650,33 @@ def test_delete_answers_a_status_except_for_pods(cluster: str) -> None:
         assert body["details"] == {"name": "gone", "kind": "configmaps", "uid": made.json()["metadata"]["uid"]}
         made = client.post("/api/v1/namespaces/default/pods", json=pod("stay"))
         assert client.delete("/api/v1/namespaces/default/pods/stay").json()["kind"] == "Pod"
+
+
+def test_status_lines_carry_the_reason_phrase(cluster: str) -> None:
+    """Issue 11 item 7: `HTTP/1.1 200 OK`, as Go's net/http writes it (some clients print it)."""
+    host, port = cluster.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(b"GET /version HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        assert sock.recv(4096).split(b"\r\n", 1)[0] == b"HTTP/1.1 200 OK"
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(b"GET /api/v1/namespaces/default/pods/nope HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        assert sock.recv(4096).split(b"\r\n", 1)[0] == b"HTTP/1.1 404 Not Found"
+
+
+def test_send_initial_events_needs_resource_version_match(cluster: str) -> None:
+    """Issue 11 item 7: as the apiserver's ListOptions validation, a 422 naming the field."""
+    r = httpx.get(cluster + "/api/v1/pods?watch=true&sendInitialEvents=true&allowWatchBookmarks=true", timeout=10)
+    assert r.status_code == 422
+    body = r.json()
+    assert body["reason"] == "Invalid" and body["details"]["causes"][0]["field"] == "resourceVersionMatch"
+    assert "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan" in body["message"]
+
+
+def test_send_initial_events_with_not_older_than_streams_the_current_objects(cluster: str) -> None:
+    url = (cluster + "/api/v1/nodes?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan"
+           "&allowWatchBookmarks=true&timeoutSeconds=1")
+    with httpx.stream("GET", url, timeout=10) as r:
+        assert r.status_code == 200
+        kinds = [json.loads(line)["type"] for line in r.iter_lines() if line]
+    nodes = httpx.get(cluster + "/api/v1/nodes", timeout=10).json()["items"]
+    assert kinds.count("ADDED") == len(nodes) > 0 and "BOOKMARK" in kinds
