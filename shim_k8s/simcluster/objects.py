@@ -8,6 +8,8 @@ body that is not the expected kind. Quantities are checked with `engine.resource
 
 from __future__ import annotations
 
+import base64
+import binascii
 import copy
 import datetime as dt
 import random
@@ -203,6 +205,38 @@ def _validate_configmap(obj: Obj, causes: list[Cause]) -> None:
                     causes.append(invalid(f"data[{key}]", value, "must be a string"))
 
 
+def _validate_secret(obj: Obj, causes: list[Cause]) -> None:
+    """`data` values are base64 (the apiserver decodes them: anything else is a 400 there; here a
+    422 naming the key), `stringData` values plain strings, `type` a string."""
+    for which in ("data", "stringData"):
+        values = obj.get(which)
+        if values is None:
+            continue
+        if not isinstance(values, dict):
+            causes.append(invalid(which, "", "must be a map of string to string"))
+            continue
+        for key, value in values.items():
+            if not isinstance(value, str):
+                causes.append(invalid(f"{which}[{key}]", value, "must be a string"))
+            elif which == "data":
+                try:
+                    base64.b64decode(value, validate=True)
+                except (binascii.Error, ValueError):
+                    causes.append(invalid(f"data[{key}]", value, "must be base64-encoded"))
+    if not isinstance(obj.get("type", ""), str):
+        causes.append(invalid("type", obj.get("type"), "must be a string"))
+
+
+def _default_secret(obj: Obj) -> None:
+    """`stringData` is write-only: merged into `data` (base64), as the apiserver does; type Opaque."""
+    plain = obj.pop("stringData", None) or {}
+    if plain:
+        data = dict(obj.get("data") or {})
+        data.update({k: base64.b64encode(v.encode()).decode() for k, v in plain.items()})
+        obj["data"] = data
+    obj.setdefault("type", "Opaque")
+
+
 def validate(resource: Resource, obj: Obj) -> None:
     """Raise Invalid naming every bad field."""
     causes: list[Cause] = []
@@ -214,6 +248,8 @@ def validate(resource: Resource, obj: Obj) -> None:
         _validate_node(obj, causes)
     elif resource.name == "configmaps":
         _validate_configmap(obj, causes)
+    elif resource.name == "secrets":
+        _validate_secret(obj, causes)
     if causes:
         raise Invalid.fields(resource.kind, str(meta.get("name") or ""), causes, resource.group)
 
@@ -351,6 +387,8 @@ def prepare_create(resource: Resource, body: Any, namespace: str, node_cpu: str 
         _default_node(obj, node_cpu, node_memory)
     elif resource.name == "namespaces":
         _default_namespace(obj)
+    elif resource.name == "secrets":
+        _default_secret(obj)
     return obj
 
 
@@ -394,6 +432,8 @@ def prepare_update(resource: Resource, new: Any, old: Obj, subresource: str = ""
     validate(resource, obj)
     if resource.name == "pods":
         _check_pod_update(obj, old)
+    elif resource.name == "secrets":
+        _default_secret(obj)
     return obj
 
 

@@ -3,7 +3,7 @@
 kubectl's typed clients (`kubectl create namespace`, `kubectl create configmap`, `kubectl drain`'s
 deletes) send `application/vnd.kubernetes.protobuf` bodies: the magic `k8s\\0` and a
 `runtime.Unknown{typeMeta{apiVersion, kind}, raw}` envelope around the object's own message. We
-decode Namespace and ConfigMap (ObjectMeta: name, generateName, namespace, labels, annotations,
+decode Namespace, ConfigMap and Secret (ObjectMeta: name, generateName, namespace, labels, annotations,
 finalizers) into the JSON form; any other kind is `UnsupportedMedia` (415). Responses are JSON,
 which kubectl also accepts.
 """
@@ -119,7 +119,24 @@ def _configmap(f: Fields) -> dict[str, Any]:
     return obj
 
 
-_DECODERS = {("v1", "Namespace"): _namespace, ("v1", "ConfigMap"): _configmap}
+def _secret(f: Fields) -> dict[str, Any]:
+    """core/v1 Secret: metadata 1, data 2 (bytes), type 3, stringData 4, immutable 5."""
+    obj: dict[str, Any] = {"metadata": _meta((f.get(1) or [b""])[-1])}
+    data = _map(f, 2, binary=True)
+    if data is not None:
+        obj["data"] = data
+    kind = _str(f, 3)
+    if kind:
+        obj["type"] = kind
+    plain = _map(f, 4)
+    if plain is not None:
+        obj["stringData"] = plain
+    if f.get(5):
+        obj["immutable"] = bool(f[5][-1])
+    return obj
+
+
+_DECODERS = {("v1", "Namespace"): _namespace, ("v1", "ConfigMap"): _configmap, ("v1", "Secret"): _secret}
 
 
 def decode(body: bytes) -> dict[str, Any]:
@@ -132,7 +149,7 @@ def decode(body: bytes) -> dict[str, Any]:
     kind = _str(type_meta, 2) or ""
     decoder = _DECODERS.get((api_version, kind))
     if decoder is None:
-        raise UnsupportedMedia(f"the sim-cluster decodes protobuf only for v1 Namespace and ConfigMap, not "
+        raise UnsupportedMedia(f"the sim-cluster decodes protobuf only for v1 Namespace, ConfigMap and Secret, not "
                                f"{api_version} {kind}; send application/json")
     obj = decoder(fields((envelope.get(2) or [b""])[-1]))
     return {"apiVersion": api_version, "kind": kind, **obj}

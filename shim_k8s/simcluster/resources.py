@@ -65,12 +65,13 @@ NAMESPACES = Resource("namespaces", "namespace", "Namespace", "", "v1", False, (
                       _BASE_FIELDS | {"status.phase"}, has_status=True,
                       verbs=("create", "delete", "get", "list", "patch", "update", "watch"))
 CONFIGMAPS = Resource("configmaps", "configmap", "ConfigMap", "", "v1", True, ("cm",))
+SECRETS = Resource("secrets", "secret", "Secret", "", "v1", True, (), (), (), _BASE_FIELDS | {"type"})
 EVENTS = Resource("events", "event", "Event", "", "v1", True, ("ev",), (), (), EVENT_FIELDS)
 NEW_EVENTS = Resource("events", "event", "Event", "events.k8s.io", "v1", True, (), (), (), NEW_EVENT_FIELDS,
                       store="events")
 BINDINGS = Resource("bindings", "binding", "Binding", "", "v1", True, verbs=("create",))
 
-SERVED: tuple[Resource, ...] = (PODS, NODES, NAMESPACES, CONFIGMAPS, EVENTS, NEW_EVENTS)
+SERVED: tuple[Resource, ...] = (PODS, NODES, NAMESPACES, CONFIGMAPS, SECRETS, EVENTS, NEW_EVENTS)
 
 # (group, version) -> {plural: Resource}
 BY_GROUP_VERSION: dict[tuple[str, str], dict[str, Resource]] = {}

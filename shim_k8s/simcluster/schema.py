@@ -36,6 +36,7 @@ TOP = {
     "nodes": frozenset({"apiVersion", "kind", "metadata", "spec", "status"}),
     "namespaces": frozenset({"apiVersion", "kind", "metadata", "spec", "status"}),
     "configmaps": frozenset({"apiVersion", "kind", "metadata", "data", "binaryData", "immutable"}),
+    "secrets": frozenset({"apiVersion", "kind", "metadata", "data", "stringData", "type", "immutable"}),
     "events": frozenset({
         "apiVersion", "kind", "metadata", "involvedObject", "reason", "message", "source", "firstTimestamp",
         "lastTimestamp", "count", "type", "eventTime", "series", "action", "related", "reportingComponent",

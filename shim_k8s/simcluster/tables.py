@@ -141,6 +141,11 @@ def _configmap_row(cm: Obj) -> list[Any]:
             age(cm["metadata"].get("creationTimestamp"))]
 
 
+def _secret_row(secret: Obj) -> list[Any]:
+    return [secret["metadata"]["name"], secret.get("type", "Opaque"), len(secret.get("data") or {}),
+            age(secret["metadata"].get("creationTimestamp"))]
+
+
 def _default_row(obj: Obj) -> list[Any]:
     return [obj["metadata"]["name"], age(obj["metadata"].get("creationTimestamp"))]
 
@@ -160,6 +165,7 @@ TABLES: dict[str, tuple[list[Column], Callable[[Obj], list[Any]]]] = {
                 ("Name", "string", "", 1)], _event_row),
     "namespaces": ([_NAME, ("Status", "string", "", 0), _AGE], _namespace_row),
     "configmaps": ([_NAME, ("Data", "integer", "", 0), _AGE], _configmap_row),
+    "secrets": ([_NAME, ("Type", "string", "", 0), ("Data", "integer", "", 0), _AGE], _secret_row),
 }
 
 

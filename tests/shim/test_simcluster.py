@@ -6,6 +6,7 @@ Each fixture starts `python -m tools.cli sim-cluster --port 0 ...`, reads the
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import signal
@@ -680,3 +681,23 @@ def test_send_initial_events_with_not_older_than_streams_the_current_objects(clu
         kinds = [json.loads(line)["type"] for line in r.iter_lines() if line]
     nodes = httpx.get(cluster + "/api/v1/nodes", timeout=10).json()["items"]
     assert kinds.count("ADDED") == len(nodes) > 0 and "BOOKMARK" in kinds
+
+
+def test_kubectl_secrets(cluster: str, tmp_path: Path) -> None:
+    """Issue 11 item 4 (Secrets): `kubectl create secret`, stringData merged into base64 data,
+    the table's TYPE and DATA columns, and a 422 naming a data key that is not base64."""
+    out = kubectl(cluster, tmp_path, "create", "secret", "generic", "gh", "--from-literal=token=s3cr3t")
+    assert out.returncode == 0, out.stderr
+    got = json.loads(kubectl(cluster, tmp_path, "get", "secret", "gh", "-o", "json").stdout)
+    assert got["type"] == "Opaque" and base64.b64decode(got["data"]["token"]) == b"s3cr3t"
+    table = kubectl(cluster, tmp_path, "get", "secrets")
+    assert table.stdout.split()[:4] == ["NAME", "TYPE", "DATA", "AGE"] and "gh" in table.stdout
+    manifest = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "plain"}, "stringData": {"a": "b"}}
+    out = kubectl(cluster, tmp_path, "apply", "-f", "-", stdin=json.dumps(manifest))
+    assert out.returncode == 0, out.stderr
+    got = json.loads(kubectl(cluster, tmp_path, "get", "secret", "plain", "-o", "json").stdout)
+    assert got["data"] == {"a": base64.b64encode(b"b").decode()} and "stringData" not in got
+    bad = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "bad"}, "data": {"k": "not base64!"}}
+    out = kubectl(cluster, tmp_path, "create", "-f", "-", stdin=json.dumps(bad))
+    assert out.returncode != 0 and "data[k]" in out.stderr
+    assert kubectl(cluster, tmp_path, "delete", "secret", "gh").returncode == 0
