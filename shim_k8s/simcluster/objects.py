@@ -19,7 +19,7 @@ from typing import Any
 
 from engine.resources import QuantityError, parse_milli, parse_quantity
 
-from .errors import BadRequest, Invalid
+from .errors import BadRequest, Conflict, Invalid
 from .resources import Resource
 
 Obj = dict[str, Any]
@@ -420,6 +420,9 @@ def prepare_update(resource: Resource, new: Any, old: Obj, subresource: str = ""
             obj["status"] = old["status"]
         else:
             obj.pop("status", None)
+    if meta.get("uid") not in (None, "", old_meta.get("uid")):
+        raise Conflict.object(resource.name, old_meta["name"], f"Precondition failed: UID in precondition: "
+                              f"{meta['uid']}, UID in object meta: {old_meta.get('uid')}", resource.group)
     meta["name"] = old_meta["name"]
     if resource.namespaced:
         meta["namespace"] = old_meta["namespace"]
@@ -437,15 +440,36 @@ def prepare_update(resource: Resource, new: Any, old: Obj, subresource: str = ""
     return obj
 
 
+POD_UPDATE_FORBIDDEN = (
+    "Forbidden: pod updates may not change fields other than `spec.containers[*].image`, "
+    "`spec.initContainers[*].image`, `spec.activeDeadlineSeconds`, `spec.tolerations` (only additions to "
+    "existing tolerations), `spec.terminationGracePeriodSeconds`")
+
+
+def _fixed_part(spec: Obj) -> Obj:
+    """A pod spec without what an update may change (images, deadlines, tolerations, gates)."""
+    fixed = copy.deepcopy(spec)
+    for group in ("containers", "initContainers"):
+        for c in fixed.get(group) or []:
+            if isinstance(c, dict):
+                c.pop("image", None)
+    for key in ("activeDeadlineSeconds", "terminationGracePeriodSeconds", "tolerations", "schedulingGates",
+                "nodeName"):
+        fixed.pop(key, None)
+    return fixed
+
+
 def _check_pod_update(obj: Obj, old: Obj) -> None:
-    new_node = (obj.get("spec") or {}).get("nodeName")
-    old_node = (old.get("spec") or {}).get("nodeName")
-    if old_node and new_node != old_node:
-        raise Invalid.fields("Pod", old["metadata"]["name"], [
-            ("FieldValueForbidden", "spec", "Forbidden: pod updates may not change fields other than "
-             "`spec.containers[*].image`, `spec.initContainers[*].image`, `spec.activeDeadlineSeconds`, "
-             "`spec.tolerations` (only additions to existing tolerations), `spec.terminationGracePeriodSeconds`"),
-        ])
+    """The pod update rules of the apiserver's validation, compared after defaulting the new spec
+    (so `kubectl replace` of a manifest without the defaults is no change). Tolerations may change
+    freely here (the apiserver allows additions only): a strategic-merge patch replaces the whole
+    list, and users (and our tests) add tolerations to a waiting pod that way."""
+    new_spec, old_spec = obj.get("spec") or {}, old.get("spec") or {}
+    defaulted = {"spec": copy.deepcopy(new_spec)}
+    _default_pod(defaulted)
+    node_moved = bool(old_spec.get("nodeName")) and new_spec.get("nodeName") != old_spec.get("nodeName")
+    if node_moved or _fixed_part(defaulted["spec"]) != _fixed_part(old_spec):
+        raise Invalid.fields("Pod", old["metadata"]["name"], [("FieldValueForbidden", "spec", POD_UPDATE_FORBIDDEN)])
 
 
 def same_content(a: Obj, b: Obj) -> bool:

@@ -1,8 +1,9 @@
 """Known fields, for `?fieldValidation=Strict|Warn` (what `kubectl create -f` sends: Strict).
 
-Only the levels we know completely are checked (the object's top level, ObjectMeta, and for pods
-PodSpec, Container and ResourceRequirements, as of Kubernetes 1.32); anything below is accepted as
-is. An unknown field is reported the way a real apiserver does: `unknown field "spec.containers[0].foo"`.
+Only the levels we know completely are checked (the object's top level, ObjectMeta; for pods
+PodSpec, its securityContext and tolerations, and in every container ResourceRequirements, ports,
+env, envFrom, volumeMounts and securityContext; for nodes NodeSpec and its taints, as of Kubernetes
+1.32); anything below is accepted as is. An unknown field is reported the way a real apiserver does: `unknown field "spec.containers[0].foo"`.
 """
 
 from __future__ import annotations
@@ -31,6 +32,28 @@ CONTAINER = frozenset({
 })
 EPHEMERAL_CONTAINER = CONTAINER | {"targetContainerName"}
 RESOURCES = frozenset({"limits", "requests", "claims"})
+CONTAINER_PORT = frozenset({"name", "hostPort", "containerPort", "protocol", "hostIP"})
+ENV_VAR = frozenset({"name", "value", "valueFrom"})
+ENV_FROM = frozenset({"prefix", "configMapRef", "secretRef"})
+VOLUME_MOUNT = frozenset({"name", "readOnly", "recursiveReadOnly", "mountPath", "subPath", "mountPropagation",
+                          "subPathExpr"})
+SECURITY_CONTEXT = frozenset({
+    "capabilities", "privileged", "seLinuxOptions", "windowsOptions", "runAsUser", "runAsGroup", "runAsNonRoot",
+    "readOnlyRootFilesystem", "allowPrivilegeEscalation", "procMount", "seccompProfile", "appArmorProfile",
+})
+POD_SECURITY_CONTEXT = frozenset({
+    "seLinuxOptions", "windowsOptions", "runAsUser", "runAsGroup", "runAsNonRoot", "supplementalGroups",
+    "supplementalGroupsPolicy", "fsGroup", "sysctls", "fsGroupChangePolicy", "seccompProfile", "appArmorProfile",
+    "seLinuxChangePolicy",
+})
+TOLERATION = frozenset({"key", "operator", "value", "effect", "tolerationSeconds"})
+NODE_SPEC = frozenset({"podCIDR", "podCIDRs", "providerID", "unschedulable", "taints", "configSource", "externalID"})
+TAINT = frozenset({"key", "value", "effect", "timeAdded"})
+CONTAINER_PARTS: dict[str, tuple[frozenset[str], bool]] = {
+    # field of a Container -> (its known fields, whether it is a list of them)
+    "resources": (RESOURCES, False), "ports": (CONTAINER_PORT, True), "env": (ENV_VAR, True),
+    "envFrom": (ENV_FROM, True), "volumeMounts": (VOLUME_MOUNT, True), "securityContext": (SECURITY_CONTEXT, False),
+}
 TOP = {
     "pods": frozenset({"apiVersion", "kind", "metadata", "spec", "status"}),
     "nodes": frozenset({"apiVersion", "kind", "metadata", "spec", "status"}),
@@ -64,13 +87,33 @@ def unknown_fields(kind_key: str, obj: Any) -> list[str]:
         return out
     _extra(obj, TOP[kind_key], "", out)
     _extra(obj.get("metadata"), OBJECT_META, "metadata", out)
-    if kind_key == "pods" and isinstance(obj.get("spec"), dict):
-        spec = obj["spec"]
+    spec = obj.get("spec")
+    if kind_key == "pods" and isinstance(spec, dict):
         _extra(spec, POD_SPEC, "spec", out)
+        _extra(spec.get("securityContext"), POD_SECURITY_CONTEXT, "spec.securityContext", out)
+        _each(spec.get("tolerations"), TOLERATION, "spec.tolerations", out)
         for group, known in (("initContainers", CONTAINER), ("containers", CONTAINER),
                              ("ephemeralContainers", EPHEMERAL_CONTAINER)):
-            for i, c in enumerate(spec.get(group) or [] if isinstance(spec.get(group), list) else []):
-                _extra(c, known, f"spec.{group}[{i}]", out)
-                if isinstance(c, dict):
-                    _extra(c.get("resources"), RESOURCES, f"spec.{group}[{i}].resources", out)
+            for i, c in enumerate(_items(spec.get(group))):
+                path = f"spec.{group}[{i}]"
+                _extra(c, known, path, out)
+                if not isinstance(c, dict):
+                    continue
+                for part, (fields, is_list) in CONTAINER_PARTS.items():
+                    if is_list:
+                        _each(c.get(part), fields, f"{path}.{part}", out)
+                    else:
+                        _extra(c.get(part), fields, f"{path}.{part}", out)
+    elif kind_key == "nodes" and isinstance(spec, dict):
+        _extra(spec, NODE_SPEC, "spec", out)
+        _each(spec.get("taints"), TAINT, "spec.taints", out)
     return out
+
+
+def _items(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _each(value: Any, known: frozenset[str], path: str, out: list[str]) -> None:
+    for i, item in enumerate(_items(value)):
+        _extra(item, known, f"{path}[{i}]", out)

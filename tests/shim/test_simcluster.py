@@ -701,3 +701,47 @@ def test_kubectl_secrets(cluster: str, tmp_path: Path) -> None:
     out = kubectl(cluster, tmp_path, "create", "-f", "-", stdin=json.dumps(bad))
     assert out.returncode != 0 and "data[k]" in out.stderr
     assert kubectl(cluster, tmp_path, "delete", "secret", "gh").returncode == 0
+
+
+@pytest.mark.parametrize(("field", "where"), [
+    ("ports: [{containerport: 80}]", "spec.containers[0].ports[0].containerport"),
+    ("env: [{name: A, valu: b}]", "spec.containers[0].env[0].valu"),
+    ("volumeMounts: [{name: v, mountpath: /x}]", "spec.containers[0].volumeMounts[0].mountpath"),
+    ("securityContext: {runAsUsr: 1}", "spec.containers[0].securityContext.runAsUsr"),
+])
+def test_kubectl_strict_validation_below_a_container(cluster: str, tmp_path: Path, field: str, where: str) -> None:
+    """Issue 11 item 5: an unknown field below a container is a strict decoding error, as a real
+    apiserver's, not kept."""
+    manifest = ("apiVersion: v1\nkind: Pod\nmetadata:\n  name: strict-below\nspec:\n  containers:\n"
+                f"  - name: c\n    image: nginx\n    {field}\n")
+    out = kubectl(cluster, tmp_path, "create", "-f", "-", stdin=manifest)
+    assert out.returncode != 0
+    assert f'unknown field "{where}"' in out.stderr
+
+
+def test_kubectl_strict_validation_of_tolerations_and_node_spec(cluster: str, tmp_path: Path) -> None:
+    manifest = ("apiVersion: v1\nkind: Pod\nmetadata:\n  name: strict-tol\nspec:\n  tolerations:\n"
+                "  - {key: a, operater: Exists}\n  containers:\n  - name: c\n    image: nginx\n")
+    out = kubectl(cluster, tmp_path, "create", "-f", "-", stdin=manifest)
+    assert out.returncode != 0 and 'unknown field "spec.tolerations[0].operater"' in out.stderr
+    node = "apiVersion: v1\nkind: Node\nmetadata:\n  name: strict-node\nspec:\n  unschedulabel: true\n"
+    out = kubectl(cluster, tmp_path, "create", "-f", "-", stdin=node)
+    assert out.returncode != 0 and 'unknown field "spec.unschedulabel"' in out.stderr
+
+
+def test_pod_updates_follow_the_apiserver_rules(cluster: str, tmp_path: Path) -> None:
+    """Issue 11 item 5: an image change is allowed, any other spec change is a 422 Forbidden, a
+    changed metadata.uid is a 409, and `kubectl replace` of the undefaulted manifest is no change."""
+    manifest = ("apiVersion: v1\nkind: Pod\nmetadata:\n  name: upd\nspec:\n  containers:\n"
+                "  - name: c\n    image: nginx:1\n")
+    assert kubectl(cluster, tmp_path, "create", "-f", "-", stdin=manifest).returncode == 0
+    ok = kubectl(cluster, tmp_path, "replace", "-f", "-", stdin=manifest.replace("nginx:1", "nginx:2"))
+    assert ok.returncode == 0, ok.stderr
+    bad = kubectl(cluster, tmp_path, "patch", "pod", "upd", "-p", '{"spec":{"restartPolicy":"Never"}}')
+    assert bad.returncode != 0 and "Forbidden: pod updates may not change fields" in bad.stderr
+    with httpx.Client(base_url=cluster, timeout=10) as client:
+        pod_now = client.get("/api/v1/namespaces/default/pods/upd").json()
+        pod_now["metadata"]["uid"] = "00000000-0000-0000-0000-000000000000"
+        r = client.put("/api/v1/namespaces/default/pods/upd", json=pod_now)
+        assert r.status_code == 409 and "Precondition failed: UID in precondition" in r.json()["message"]
+    assert kubectl(cluster, tmp_path, "delete", "pod", "upd").returncode == 0
