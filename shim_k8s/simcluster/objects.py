@@ -433,7 +433,7 @@ def prepare_update(resource: Resource, new: Any, old: Obj, subresource: str = ""
             meta.pop(key, None)
     meta.pop("selfLink", None)
     validate(resource, obj)
-    if resource.name == "pods":
+    if resource.name == "pods" and subresource != "status":  # the status keeps the old spec
         _check_pod_update(obj, old)
     elif resource.name == "secrets":
         _default_secret(obj)
