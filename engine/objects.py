@@ -212,7 +212,7 @@ class Queue:
 
     __slots__ = ("name", "path", "parent", "children", "parent_flag", "dynamic", "guaranteed",
                  "max", "max_apps", "properties", "limits", "template", "apps", "allocated",
-                 "pending", "pending_count", "running_apps", "draining", "managed_children_allowed",
+                 "pending", "pending_count", "running_apps", "draining",
                  "order", "share")
 
     def __init__(self, name: str, path: str, parent: "Queue | None", *, leaf: bool,
@@ -235,7 +235,6 @@ class Queue:
         self.pending_count = 0
         self.running_apps = 0
         self.draining = False
-        self.managed_children_allowed = False
         self.order = next(_seq)
         self.share = 0.0
 

@@ -187,7 +187,6 @@ class RingWatcher:
         self._event = trio.Event()
         self.highest = -1
         self.running = False
-        self.wakes = 0
         self._fired = False
         self._samples: collections.deque[tuple[float, int]] = collections.deque(maxlen=16)
 
@@ -202,7 +201,6 @@ class RingWatcher:
         highest = -1 if bounds is None else bounds[1]
         if highest != self.highest:
             self.highest = highest
-            self.wakes += 1
             self._fired = True
             self._event.set()
             self._event = trio.Event()

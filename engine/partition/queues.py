@@ -57,7 +57,6 @@ def _configure(q: Queue, cfg: QueueConfig) -> None:
     q.properties = dict(cfg.properties)
     q.limits = list(cfg.limits)
     q.template = cfg.child_template
-    q.managed_children_allowed = (not cfg.children) if q.parent is None else cfg.parent
     q.update_share()
 
 
@@ -171,7 +170,6 @@ def create_path(part: Partition, path: str) -> Queue:
         if depth == len(names) - 1:
             return _dynamic_leaf(part, parent, names[depth])
         q = Queue(names[depth], f"{parent.path}.{names[depth]}", parent, leaf=False, dynamic=True)
-        q.managed_children_allowed = True
         parent.children[q.name] = q
         part.queues[q.path] = q
         part.emit(QUEUE, ADD, int(Detail.QUEUE_DYNAMIC), q.path, "", "dynamic queue added")
