@@ -89,12 +89,15 @@ class NodeError(MappingError):
 class TaskGroup:
     """One group of the task-groups annotation. `placement_spec`: the group's nodeSelector,
     affinity and tolerations as JSON (a pod-spec fragment, "" if none), which YuniKorn copies
-    onto the group's placeholder pods so they hold nodes the real pods may use."""
+    onto the group's placeholder pods so they hold nodes the real pods may use. `labels`: the
+    group's `labels`, which YuniKorn also puts on its placeholders (so the pod (anti-)affinity
+    terms of other groups see a placeholder as the pod it stands for)."""
 
     name: str
     min_member: int
     min_resource: Resource
     placement_spec: str = ""
+    labels: tuple[tuple[str, str], ...] = ()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -294,11 +297,19 @@ def _task_groups(annotations: Mapping[str, str]) -> tuple[TaskGroup, ...]:
             raise PodError(f"annotation {ANN_TASK_GROUPS}[{i}].minMember must be an integer >= 0")
         res = resource_list(g.get("minResource"), f"annotation {ANN_TASK_GROUPS}[{i}].minResource")
         res["pods"] = 1
-        result.append(TaskGroup(g["name"], member, res, _group_placement(g, i)))
+        result.append(TaskGroup(g["name"], member, res, _group_placement(g, i), _group_labels(g, i)))
     return tuple(result)
 
 
 _PLACEMENT_FIELDS = ("nodeSelector", "affinity", "tolerations")
+
+
+def _group_labels(group: Mapping[str, Any], i: int) -> tuple[tuple[str, str], ...]:
+    raw = group.get("labels") or {}
+    if not isinstance(raw, Mapping) or not all(isinstance(k, str) and isinstance(v, str)
+                                               for k, v in raw.items()):
+        raise PodError(f"annotation {ANN_TASK_GROUPS}[{i}].labels must map strings to strings")
+    return tuple(sorted(raw.items()))
 
 
 def _group_placement(group: Mapping[str, Any], i: int) -> str:

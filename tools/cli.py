@@ -16,6 +16,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "web": ("web.main", "REST and streaming readers (hypercorn, trio workers)"),
     "shim": ("shim_k8s.main", "the Kubernetes shim: list/watch, binding, restart recovery"),
     "sim-cluster": ("shim_k8s.simcluster.main", "a simulated kube-apiserver that kubectl can drive"),
+    "streams": ("shim_k8s.streams.main", "the Streams instance controller: Jobs -> PEs -> pods, gang-scheduled"),
     "export": ("export.main", "copy the event ring and state snapshot to Redis Streams"),
     "ring": ("tools.ring_cmd", "create, inspect and feed shared-memory event rings"),
     "status": ("tools.status_cmd", "processes, ring and engine state of a running ykshm"),

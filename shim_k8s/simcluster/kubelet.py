@@ -4,7 +4,10 @@ A pod that has `spec.nodeName` (set by a binding or at create) and is Pending tu
 `start_delay` seconds (status.phase, conditions, startTime, hostIP, podIP, containerStatuses), if its
 node exists then (or as soon as that node is created); a Running pod with the annotation `ykshm.io/run-seconds: "N"` turns Succeeded N
 seconds later (containers terminated, exit code 0, reason Completed). Without the annotation it
-runs until deleted.
+runs until deleted. The annotation `ykshm.io/exit-code: "C"` makes the containers exit with C
+after `run-seconds` (at once without it): 0 is Succeeded, anything else Failed (reason Error), as
+a kubelet reports a container that exited. `kubectl annotate pod P ykshm.io/exit-code=1` therefore
+fails a running pod now: that is how tests and users make a workload crash.
 
 One task and one timer heap serve every pod; the store listener only pushes timers (it must not
 write to the store from inside a change). A timer that fires for a pod whose uid or phase changed
@@ -28,6 +31,7 @@ from .store import DELETED, Change, Store
 log = logging.getLogger("ykshm.sim-cluster.kubelet")
 
 RUN_SECONDS = "ykshm.io/run-seconds"
+EXIT_CODE = "ykshm.io/exit-code"
 START, FINISH = "start", "finish"
 
 
@@ -107,7 +111,7 @@ class Kubelet:
             self.store.replace("pods", self._running(pod, node))
             self.started += 1
         elif action == FINISH and phase == "Running":
-            self.store.replace("pods", self._succeeded(pod))
+            self.store.replace("pods", self._terminated(pod, _exit_code(pod) or 0))
             self.finished += 1
 
     def _pod_ip(self) -> str:
@@ -134,15 +138,17 @@ class Kubelet:
         ]
         return _with_status(pod, status)
 
-    def _succeeded(self, pod: dict[str, Any]) -> dict[str, Any]:
+    def _terminated(self, pod: dict[str, Any], code: int) -> dict[str, Any]:
         now = objects.now_rfc3339()
         status = dict(pod.get("status") or {})
-        status["phase"] = "Succeeded"
-        status["conditions"] = _conditions(now, ready=False, scheduled=pod, reason="PodCompleted")
+        status["phase"] = "Succeeded" if code == 0 else "Failed"
+        reason = "Completed" if code == 0 else "Error"
+        status["conditions"] = _conditions(now, ready=False, scheduled=pod,
+                                           reason="PodCompleted" if code == 0 else "PodFailed")
         started = status.get("startTime") or now
         status["containerStatuses"] = [
             {**cs, "ready": False, "started": False,
-             "state": {"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": started, "finishedAt": now,
+             "state": {"terminated": {"exitCode": code, "reason": reason, "startedAt": started, "finishedAt": now,
                                       "containerID": cs.get("containerID")}}}
             for cs in status.get("containerStatuses") or []
         ]
@@ -150,14 +156,23 @@ class Kubelet:
 
 
 def _run_seconds(pod: dict[str, Any]) -> float | None:
+    """When a running pod ends: its run-seconds, or 0 when only an exit code is set."""
     raw = (pod["metadata"].get("annotations") or {}).get(RUN_SECONDS)
     if raw is None:
-        return None
+        return 0.0 if _exit_code(pod) is not None else None
     try:
         value = float(raw)
     except ValueError:
         return None
     return value if value >= 0 and math.isfinite(value) else None
+
+
+def _exit_code(pod: dict[str, Any]) -> int | None:
+    raw = (pod["metadata"].get("annotations") or {}).get(EXIT_CODE)
+    try:
+        return None if raw is None else int(raw) & 0xFF
+    except ValueError:
+        return None
 
 
 def _conditions(now: str, ready: bool, scheduled: dict[str, Any], reason: str = "") -> list[dict[str, Any]]:

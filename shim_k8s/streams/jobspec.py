@@ -1,0 +1,197 @@
+"""A Streams `Job` spec, read and checked: what the controller acts on.
+
+The CRD (deploy/crds/job.yaml) already applies the seed's defaults and refuses wrong types, so
+this module checks what a schema cannot say, the seed's *logical errors*: more than one fusion
+kind, more than one threading model, a bundle with both `file` and `github`, a bundle without a
+source. A logical error is reported (Job `Failed`, a condition naming the fields, a Warning
+event), never resolved by a precedence as OpenStreams does.
+
+Where the seed and OpenStreams differ we follow the seed:
+- the Job's `resources` are divided by the PE count for requests *and* limits (OpenStreams
+  divides the limits only);
+- `imagePullPolicy` defaults to `Always` (OpenStreams: IfNotPresent).
+
+PE options come from `spec.processingElement` (the seed's PE table) with the seed's defaults;
+`resources_for_pes` is the seed's four-row table.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from decimal import Decimal
+from typing import Any
+
+from engine.resources import QuantityError, parse_milli, parse_quantity
+
+DEFAULT_PE_REQUESTS = {"cpu": "100m", "memory": "128Mi"}
+DEFAULT_QUEUE = "root.default"
+QUEUE_LABEL = "queue"
+
+# The seed's PE table: option -> default (None = unset).
+PE_DEFAULTS: dict[str, Any] = {
+    "buildType": "debug",
+    "imagePullPolicy": None,          # inherited from the Job
+    "imagePullSecret": None,          # inherited from the Job
+    "sabName": None,                  # inherited from the Job's bundle name
+    "transportSecurityType": "none",
+    "resources": None,
+    "allowPtrace": False,
+    "runWithValgrind": False,
+    "appTraceLevel": None,
+    "runtimeTraceLevel": "INFO",
+    "deleteFailedPod": True,
+    "restartCompletedPod": False,
+    "restartDeletedPod": False,
+    "restartFailedPod": None,         # None: the PE's `restartable` from the ADL
+    "initialProbeDelayInSeconds": 30,
+    "probeFailureThreshold": 1,
+    "probeIntervalInSeconds": 10,
+    "dataPath": None,
+    "dataVolumeClaim": None,
+    "checkpointRepository": None,
+    "appPropertiesSecret": None,
+    "restrictedPropertiesSecret": None,
+}
+
+FUSION_KINDS = ("automatic", "legacy", "manual")
+THREADING_MODELS = ("automatic", "dedicated", "dynamic", "manual")
+
+
+class SpecError(ValueError):
+    """The Job spec cannot be acted on. `fields` names the offending spec fields."""
+
+    def __init__(self, fields: tuple[str, ...], message: str) -> None:
+        super().__init__(message)
+        self.fields = fields
+        self.message = message
+
+
+@dataclasses.dataclass(frozen=True)
+class JobSpec:
+    """What the controller reads from a Job object."""
+
+    namespace: str
+    name: str
+    uid: str
+    bundle: Mapping[str, Any]
+    fusion: Mapping[str, Any]
+    threading_model: Mapping[str, Any]
+    image_pull_policy: str
+    image_pull_secret: str | None
+    pe_options: Mapping[str, Any]
+    submission_timeout: float
+    resources: Mapping[str, Any]
+    queue: str
+
+    @property
+    def app_id(self) -> str:
+        """The YuniKorn application ID of the job's pods: unique across namespaces."""
+        return f"{self.namespace}-{self.name}"
+
+    @property
+    def bundle_name(self) -> str:
+        return str(self.bundle.get("name") or "")
+
+
+def _chosen(options: Mapping[str, Any], keys: tuple[str, ...]) -> list[str]:
+    """The options set to something that asks for them (true, a number, a non-empty map)."""
+    chosen = []
+    for key in keys:
+        value = options.get(key)
+        if value is None or value is False:
+            continue
+        if isinstance(value, Mapping) and not value:
+            continue
+        chosen.append(key)
+    return chosen
+
+
+def _check_exclusive(section: str, options: Mapping[str, Any], keys: tuple[str, ...],
+                     what: str) -> None:
+    chosen = _chosen(options, keys)
+    if len(chosen) > 1:
+        fields = tuple(f"spec.{section}.{k}" for k in chosen)
+        raise SpecError(fields, f"more than one {what} requested: {', '.join(fields)}")
+
+
+def _check_bundle(bundle: Mapping[str, Any]) -> None:
+    if not isinstance(bundle, Mapping) or not bundle.get("name"):
+        raise SpecError(("spec.bundle.name",), "spec.bundle.name is required")
+    if bundle.get("file") and bundle.get("github"):
+        raise SpecError(("spec.bundle.file", "spec.bundle.github"),
+                        "spec.bundle.file and spec.bundle.github are mutually exclusive")
+    if not (bundle.get("file") or bundle.get("github") or bundle.get("http")):
+        raise SpecError(("spec.bundle",), "spec.bundle names no source (file, http or github)")
+
+
+def pe_options(job_pe: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The seed's PE options with defaults; `runWithValgrind` implies debug and ptrace."""
+    options = dict(PE_DEFAULTS)
+    options.update({k: v for k, v in (job_pe or {}).items() if v is not None})
+    if options.get("runWithValgrind"):
+        options["buildType"] = "debug"
+        options["allowPtrace"] = True
+    return options
+
+
+def read_job(job: Mapping[str, Any]) -> JobSpec:
+    """A Job object -> JobSpec; SpecError for the seed's logical errors."""
+    meta = job.get("metadata") or {}
+    spec = job.get("spec") or {}
+    if not isinstance(spec, Mapping):
+        raise SpecError(("spec",), "spec must be an object")
+    bundle = spec.get("bundle") or {}
+    _check_bundle(bundle)
+    fusion = spec.get("fusion") or {}
+    threading = spec.get("threadingModel") or {}
+    _check_exclusive("fusion", fusion, FUSION_KINDS, "kind of fusion")
+    _check_exclusive("threadingModel", threading, THREADING_MODELS, "threading model")
+    manual = fusion.get("manual")
+    if manual is not None and (isinstance(manual, bool) or not isinstance(manual, int) or manual < 1):
+        raise SpecError(("spec.fusion.manual",), f"spec.fusion.manual must be a positive integer, not {manual!r}")
+    resources = spec.get("resources") or {}
+    _check_resources("spec.resources", resources)
+    options = pe_options(spec.get("processingElement"))
+    _check_resources("spec.processingElement.resources", options.get("resources") or {})
+    labels = meta.get("labels") or {}
+    return JobSpec(
+        namespace=str(meta.get("namespace") or "default"), name=str(meta.get("name") or ""),
+        uid=str(meta.get("uid") or ""), bundle=bundle, fusion=fusion, threading_model=threading,
+        image_pull_policy=str(spec.get("imagePullPolicy") or "Always"),
+        image_pull_secret=spec.get("imagePullSecret"), pe_options=options,
+        submission_timeout=float(spec.get("submissionTimeOutInSeconds") or 300),
+        resources=resources, queue=str(labels.get(QUEUE_LABEL) or DEFAULT_QUEUE))
+
+
+def _check_resources(where: str, resources: Mapping[str, Any]) -> None:
+    for part in ("requests", "limits"):
+        for name, value in (resources.get(part) or {}).items():
+            try:
+                parse_milli(value) if name == "cpu" else parse_quantity(value)
+            except QuantityError:
+                raise SpecError((f"{where}.{part}.{name}",),
+                                f"{where}.{part}.{name}: {value!r} is not a quantity") from None
+
+
+def _divide(name: str, value: Any, count: int) -> str:
+    """One resource quantity divided by the PE count, rounded up: CPU in milli-cores, the rest
+    in bytes/units, so a PE never gets 0 of something the job asked for."""
+    if name == "cpu":
+        milli = -(-parse_milli(value) // count)
+        return f"{milli}m"
+    units = Decimal(parse_quantity(value)) / count
+    return str(int(units.to_integral_value(rounding="ROUND_CEILING")))
+
+
+def resources_for_pes(job_resources: Mapping[str, Any], pe_resources: Mapping[str, Any] | None,
+                      pe_count: int) -> dict[str, dict[str, str]]:
+    """The seed's table: the Job's resources divided by the PE count win; else the PE's; else
+    the PE defaults (requests 100m CPU, 128Mi memory, no limits)."""
+    if job_resources.get("requests") or job_resources.get("limits"):
+        return {part: {n: _divide(n, v, max(pe_count, 1)) for n, v in (job_resources.get(part) or {}).items()}
+                for part in ("requests", "limits") if job_resources.get(part)}
+    if pe_resources and (pe_resources.get("requests") or pe_resources.get("limits")):
+        return {part: {n: str(v) for n, v in (pe_resources.get(part) or {}).items()}
+                for part in ("requests", "limits") if pe_resources.get(part)}
+    return {"requests": dict(DEFAULT_PE_REQUESTS)}

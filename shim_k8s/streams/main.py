@@ -1,0 +1,79 @@
+"""`ykshm streams`: run the Streams instance controller.
+
+    ykshm streams --api-server URL | --kubeconfig FILE [--context CTX] [--namespace NS]
+                  [--bundle-dir DIR] [--cache-dir DIR] [--no-operators] [--log-level LEVEL]
+
+`--bundle-dir` is where `bundle.file.path` is resolved (a path may not leave it); `--cache-dir`
+keeps bundles fetched with `pullPolicy: IfNotPresent`. Unless `--no-operators`, it starts one
+`ykshm cr-operator --job NS/NAME` per job with consistent regions and restarts it when it exits.
+The CRDs must be installed (`kubectl apply -f deploy/crds/`); `ykshm run` does that itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+from common.cliutil import Parser, UsageError, run_main
+
+PROG = "ykshm streams"
+
+
+def _run(argv: Sequence[str]) -> int:
+    parser = Parser(prog=PROG, description="The Streams instance controller: Jobs -> PEs -> pods.")
+    src = parser.add_mutually_exclusive_group(required=True)
+    src.add_argument("--api-server", metavar="URL", help="kube-apiserver URL (no auth)")
+    src.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig: server, token, certs")
+    parser.add_argument("--context", help="kubeconfig context (default: current-context)")
+    parser.add_argument("--namespace", help="watch only this namespace (default: all)")
+    parser.add_argument("--bundle-dir", default=".", metavar="DIR",
+                        help="where bundle.file.path is resolved (default: the working directory)")
+    parser.add_argument("--cache-dir", default=os.path.join(os.path.expanduser("~"), ".cache", "ykshm", "bundles"),
+                        metavar="DIR", help="bundle cache for pullPolicy IfNotPresent")
+    parser.add_argument("--no-operators", action="store_true",
+                        help="do not start consistent-region operators")
+    parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    args = parser.parse_args(argv)
+    if not os.path.isdir(args.bundle_dir):
+        raise UsageError(f"--bundle-dir {args.bundle_dir!r}: not a directory")
+
+    import trio  # noqa: PLC0415 - keep `ykshm --help` light
+
+    from ..kubeclient import KubeConfig, KubeConfigError, load_kubeconfig
+    from .controller import Controller, Settings
+
+    logging.basicConfig(level=getattr(logging, args.log_level), stream=sys.stderr,
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    if args.api_server:
+        if not args.api_server.startswith(("http://", "https://")):
+            raise UsageError(f"--api-server {args.api_server!r}: must be an http(s):// URL")
+        kube = KubeConfig(server=args.api_server)
+        source = ["--api-server", args.api_server]
+    else:
+        try:
+            kube = load_kubeconfig(args.kubeconfig, args.context)
+        except KubeConfigError as exc:
+            raise UsageError(str(exc)) from None
+        source = ["--kubeconfig", args.kubeconfig] + (["--context", args.context] if args.context else [])
+    operator_argv = None if args.no_operators else [
+        sys.executable, "-m", "tools.cli", "cr-operator", *source, "--log-level", args.log_level]
+    settings = Settings(bundle_dir=os.path.abspath(args.bundle_dir), cache_dir=args.cache_dir,
+                        namespace=args.namespace, operator_argv=operator_argv)
+
+    async def serve() -> None:
+        async with kube.client() as client:
+            await Controller(client, settings).run()
+
+    trio.run(serve)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return run_main(PROG, _run, list(sys.argv[1:] if argv is None else argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,220 @@
+"""What a running job's PEs and pods should become: pure decisions on the informers' caches.
+
+`plan_job(view)` compares what exists (the job's AADL ConfigMaps, PEs and pods) with the seed's
+rules and returns the steps to take. It does no I/O, so every rule is tested on plain objects;
+`controller` carries the steps out and runs the plan again on the next watch event (level
+triggered: a step lost to a crash or a conflict is simply planned again).
+
+Rules, per fused PE (one AADL ConfigMap `JOB-N-aadl` each):
+- the PE `JOB-N` is missing (deleted while its job lives): re-created if restartable (the
+  seed), else reported once;
+- the ConfigMap's content id differs from the PE's: the PE gets it and a new launch;
+- the pod of the current launch `JOB-N-L` is created once the seed's preconditions hold (AADL
+  ConfigMap exists, every HostPool of the job exists); a pod of an older launch is deleted
+  unless it Failed and `deleteFailedPod` is false (kept for its logs);
+- the current pod Failed / Succeeded / was deleted: `restart.should_restart` decides; a restart
+  bumps the launch count;
+- PE status: phase, launchCount (of the pod observed), contentId, podName, connectivity
+  (Full: its pod and every connected PE's pod Running; Partial: its own only; None otherwise).
+A PE without a ConfigMap (a parallel region narrowed) is deleted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import orjson
+
+from . import objects, restart
+from .objects import LABEL_CONTENT, LABEL_PE, PE_JSON
+
+Obj = dict[str, Any]
+
+
+@dataclasses.dataclass
+class JobView:
+    """The job's objects as the informers see them."""
+
+    job: Obj
+    configmaps: Sequence[Obj]          # the job's AADL ConfigMaps
+    pes: Sequence[Obj]
+    pods: Sequence[Obj]
+    host_pools_expected: int
+    host_pools_present: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+    """One write. `what`: create | update_pe | delete | pe_status | event."""
+
+    what: str
+    obj: Obj
+    status: Obj | None = None
+    reason: str = ""
+    message: str = ""
+    type_: str = "Normal"
+    propagation: str = "Background"
+
+
+def _uid(obj: Mapping[str, Any]) -> str:
+    return obj["metadata"].get("uid", "")
+
+
+def _owned_by(pod: Mapping[str, Any], owner_uid: str) -> bool:
+    return any(ref.get("uid") == owner_uid for ref in pod["metadata"].get("ownerReferences") or ())
+
+
+def _phase(pod: Mapping[str, Any] | None) -> str:
+    return ((pod or {}).get("status") or {}).get("phase") or "Pending"
+
+
+def _launch(pod: Mapping[str, Any]) -> int:
+    try:
+        return int((pod["metadata"].get("labels") or {}).get(objects.LABEL_LAUNCH, "0"))
+    except ValueError:
+        return 0
+
+
+def pe_doc(cm: Mapping[str, Any]) -> dict[str, Any]:
+    return orjson.loads((cm.get("data") or {}).get(PE_JSON) or "{}")
+
+
+def connectivity(index: int, docs: Mapping[int, Mapping[str, Any]],
+                 running: Mapping[int, bool]) -> str:
+    """None / Partial / Full from the PE's own pod and the pods of the PEs it connects to."""
+    if not running.get(index):
+        return "None"
+    peers = docs[index].get("peers") or ()
+    return "Full" if all(running.get(p) for p in peers) else "Partial"
+
+
+def plan_job(view: JobView, *, spec: Any, reported: set[str]) -> list[Step]:
+    """The steps that move the job towards the seed's rules (see the module docstring).
+
+    Only a submitted job is planned, and submission (and re-fusion) create every PE of its
+    ConfigMaps, so a PE missing here was deleted. `reported` holds the one-time events sent.
+    """
+    steps: list[Step] = []
+    job = view.job
+    docs = {int(pe_doc(cm)["index"]): pe_doc(cm) for cm in view.configmaps}
+    content = {int((cm["metadata"].get("labels") or {}).get(LABEL_PE, -1)):
+               (cm["metadata"].get("labels") or {}).get(LABEL_CONTENT, "") for cm in view.configmaps}
+    pes = {int(pe["spec"]["id"]): pe for pe in view.pes}
+    pods_by_pe: dict[int, list[Obj]] = {}
+    for pod in view.pods:
+        try:
+            pods_by_pe.setdefault(int((pod["metadata"].get("labels") or {}).get(LABEL_PE, -1)), []).append(pod)
+        except ValueError:
+            continue
+    groups_json = orjson.dumps(objects.task_groups(spec, list(docs.values()))).decode()
+    running: dict[int, bool] = {}
+    current_pods: dict[int, Obj | None] = {}
+    for index, pe in pes.items():
+        name = objects.pod_name(spec.name, index, int(pe["spec"].get("launchCount") or 1))
+        current = next((p for p in pods_by_pe.get(index, ())
+                        if p["metadata"]["name"] == name and _owned_by(p, _uid(pe))), None)
+        current_pods[index] = current
+        running[index] = current is not None and _phase(current) == "Running" \
+            and not current["metadata"].get("deletionTimestamp")
+    for index, doc in sorted(docs.items()):
+        pe = pes.get(index)
+        pe_name = objects.pe_name(spec.name, index)
+        if pe is None:
+            steps.extend(_missing_pe(spec, job, doc, content[index], pe_name, reported))
+            continue
+        steps.extend(_pe_steps(spec, pe, doc, content[index], current_pods[index],
+                               pods_by_pe.get(index, ()), view, len(docs), groups_json,
+                               connectivity(index, docs, running)))
+    for index, pe in pes.items():
+        if index not in docs:
+            steps.append(Step("delete", pe, reason="Narrowed",
+                              message=f"PE {pe['metadata']['name']} is no longer part of the job"))
+    return steps
+
+
+def _missing_pe(spec: Any, job: Obj, doc: Mapping[str, Any], content_id: str, name: str,
+                reported: set[str]) -> list[Step]:
+    pe = objects.pe_object(spec, job, doc, content_id)
+    if doc.get("restartable", True):
+        return [Step("create", pe), Step("event", job, reason="PERecreated",
+                                         message=f"processing element {name} was deleted and is re-created (restartable)")]
+    if name in reported:
+        return []
+    reported.add(name)
+    return [Step("event", job, reason="PEDeleted", type_="Warning",
+                 message=f"processing element {name} was deleted and is not restartable: not re-created")]
+
+
+def _pe_steps(spec: Any, pe: Obj, doc: Mapping[str, Any], content_id: str, current: Obj | None,
+              pods: Sequence[Obj], view: JobView, pe_count: int, groups_json: str,
+              conn: str) -> list[Step]:
+    steps: list[Step] = []
+    pe_spec = pe["spec"]
+    launch = int(pe_spec.get("launchCount") or 1)
+    status = pe.get("status") or {}
+    if content_id and pe_spec.get("contentId") != content_id:
+        new = {**pe, "spec": {**pe_spec, "contentId": content_id, "launchCount": launch + 1}}
+        return [Step("update_pe", new, reason="ContentChanged",
+                     message=f"content id {pe_spec.get('contentId')} -> {content_id}: launch {launch + 1}")]
+    for pod in pods:
+        if pod is current or pod["metadata"].get("deletionTimestamp"):
+            continue
+        if _launch(pod) < launch or not _owned_by(pod, _uid(pe)):
+            if not restart.keep_old_pod(_phase(pod), pe_spec):
+                steps.append(Step("delete", pod))
+    observed = int(status.get("launchCount") or 0) == launch and status.get("podName")
+    if current is None:
+        if observed and status.get("phase") not in ("Failed", "Succeeded", "Stopped"):
+            return steps + _ended(pe, launch, restart.Outcome.DELETED, "deleted")
+        if observed:
+            return steps + _status(pe, status, phase=status.get("phase"), conn="None")
+        if view.host_pools_present < view.host_pools_expected:
+            return steps + _status(pe, status, phase="Waiting", conn="None",
+                                   message="waiting for the job's host pools")
+        pod = objects.pod_object(spec, pe, doc, pe_count, groups_json)
+        # podName/launchCount enter the status only once the pod is seen, so a pod that
+        # vanishes afterwards is known to have been deleted (not never made)
+        return steps + [Step("create", pod)] + _status(pe, status, phase="Pending", conn="None")
+    phase = _phase(current)
+    if phase in ("Failed", "Succeeded") and status.get("phase") not in ("Failed", "Succeeded"):
+        outcome = restart.Outcome.FAILED if phase == "Failed" else restart.Outcome.SUCCEEDED
+        return steps + _ended(pe, launch, outcome, phase.lower())
+    if phase in ("Failed", "Succeeded"):
+        return steps + _status(pe, status, phase=phase, conn="None")
+    return steps + _status(pe, status, phase=phase, conn=conn, pod_name=current["metadata"]["name"])
+
+
+def _ended(pe: Obj, launch: int, outcome: restart.Outcome, how: str) -> list[Step]:
+    name = pe["metadata"]["name"]
+    if restart.should_restart(outcome, pe["spec"]):
+        new = {**pe, "spec": {**pe["spec"], "launchCount": launch + 1}}
+        return [Step("update_pe", new, reason="Restarting", type_="Warning" if outcome is not restart.Outcome.SUCCEEDED else "Normal",
+                     message=f"pod of {name} launch {launch} {how}: restarting (launch {launch + 1}, "
+                             f"{restart.RESTART_FLAG[outcome]})")]
+    phase = {restart.Outcome.FAILED: "Failed", restart.Outcome.SUCCEEDED: "Succeeded",
+             restart.Outcome.DELETED: "Stopped"}[outcome]
+    status = {**(pe.get("status") or {}), "phase": phase, "connectivity": "None"}
+    return [Step("pe_status", pe, status=status),
+            Step("event", pe, reason="NotRestarted", type_="Warning" if outcome is not restart.Outcome.SUCCEEDED else "Normal",
+                 message=f"pod of {name} launch {launch} {how}; not restarted "
+                         f"({restart.RESTART_FLAG[outcome]} is off)")]
+
+
+def _status(pe: Obj, old: Mapping[str, Any], *, phase: str | None, conn: str,
+            pod_name: str | None = None, message: str | None = None) -> list[Step]:
+    spec = pe["spec"]
+    new = dict(old)
+    new.update({"phase": phase or "Pending", "connectivity": conn,
+                "contentId": spec.get("contentId", "")})
+    if pod_name is not None:
+        new["podName"] = pod_name
+        new["launchCount"] = int(spec.get("launchCount") or 1)
+    if message is not None:
+        new["message"] = message
+    elif "message" in new and phase != "Waiting":
+        del new["message"]
+    if new == dict(old):
+        return []
+    return [Step("pe_status", pe, status=new)]

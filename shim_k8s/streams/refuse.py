@@ -1,0 +1,75 @@
+"""A parallel region's width changed (`kubectl scale stpr/JOB-REGION --replicas=W`): re-fuse.
+
+The seed's time-sensitive backend role. The job's ADL is read back from its ConfigMap
+(`JOB-adl`), fused again with every region's current width and the same PE count rule, and the
+AADL ConfigMaps are brought in line: new PEs' ConfigMaps and PEs are created, removed PEs'
+ConfigMaps deleted (the plan then deletes those PEs), and a changed AADL updates its ConfigMap's
+content id, which gives that PE (and only that PE) a new launch through the plan's content-id
+rule. The region's `status.width` records the width applied.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from . import adl as adl_mod
+from . import kube, objects, submission
+from .jobspec import JobSpec
+from .objects import ADL_XML, LABEL_CONTENT, LABEL_KIND, LABEL_PE
+
+
+async def apply_widths(ctl: Any, key: tuple[str, str], job: dict[str, Any], spec: JobSpec,
+                       regions: list[dict[str, Any]], changed: list[dict[str, Any]]) -> None:
+    configmaps = ctl.objects_of("ConfigMap", key)
+    adl_cm = next((c for c in configmaps
+                   if (c["metadata"].get("labels") or {}).get(LABEL_KIND) == "adl"), None)
+    if adl_cm is None:
+        return
+    app = adl_mod.parse_adl(((adl_cm.get("data") or {}).get(ADL_XML) or "").encode())
+    widths = {r["spec"]["name"]: int(r["spec"]["width"]) for r in regions}
+    nodes = int((job.get("status") or {}).get("fusionNodes") or 1)
+    try:
+        prepared = submission.prepare(app, spec, nodes=nodes, widths=widths)
+    except submission.SUBMISSION_ERRORS as exc:
+        for region in changed:
+            await kube.post_event(ctl.client, region, "WidthRefused", str(getattr(exc, "message", exc)), "Warning")
+        return
+    existing = {int((c["metadata"].get("labels") or {}).get(LABEL_PE, -1)): c for c in configmaps
+                if (c["metadata"].get("labels") or {}).get(LABEL_KIND) == "aadl"}
+    added, replaced = await _write_configmaps(ctl, spec, job, prepared, existing)
+    wanted = {doc["index"] for doc in prepared.docs}
+    removed = [i for i in existing if i not in wanted]
+    for index in removed:
+        cm = existing[index]
+        await kube.delete(ctl.client, "ConfigMap", key[0], cm["metadata"]["name"])
+    await _record(ctl, job, prepared, changed, added, removed, replaced)
+
+
+async def _write_configmaps(ctl: Any, spec: JobSpec, job: Mapping[str, Any], prepared: Any,
+                            existing: Mapping[int, Mapping[str, Any]]) -> tuple[list[int], list[int]]:
+    added, replaced = [], []
+    for doc, aadl, cid in zip(prepared.docs, prepared.aadls, prepared.content_ids):
+        want = objects.aadl_configmap(spec, job, doc, aadl, cid)
+        have = existing.get(doc["index"])
+        if have is None:
+            await kube.create(ctl.client, want)
+            await kube.create(ctl.client, objects.pe_object(spec, job, doc, cid))
+            added.append(doc["index"])
+        elif (have["metadata"].get("labels") or {}).get(LABEL_CONTENT) != cid:
+            updated = {**want, "metadata": {**have["metadata"], "labels": want["metadata"]["labels"]}}
+            await kube.replace(ctl.client, updated)
+            replaced.append(doc["index"])
+    return added, replaced
+
+
+async def _record(ctl: Any, job: Mapping[str, Any], prepared: Any, changed: list[dict[str, Any]],
+                  added: list[int], removed: list[int], replaced: list[int]) -> None:
+    for region in changed:
+        width = region["spec"]["width"]
+        old = (region.get("status") or {}).get("width")
+        await kube.put_status(ctl.client, region, {**(region.get("status") or {}), "width": width})
+        if old is not None:
+            await kube.post_event(ctl.client, region, "Rescaled",
+                                  f"width {old} -> {width}: {len(added)} PEs added, {len(removed)} "
+                                  f"removed, {len(replaced)} replaced")

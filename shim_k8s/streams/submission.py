@@ -1,0 +1,122 @@
+"""Job submission, the seed's "backend": bundle -> ADL -> logical model -> PEs -> AADLs -> objects.
+
+`prepare` does the pure part (parse, fuse, write the AADLs) and is what a width change re-runs;
+`submit` fetches the bundle and creates the job's objects, each idempotently (deterministic names,
+409 = already made), so a controller killed half-way and restarted simply submits again.
+
+The PE count when `fusion.automatic` (the default) is the seed's heuristic: see
+`fusion.pe_count`; the schedulable node count it is bounded by is read from the API at
+submission.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import httpx
+
+from . import aadl as aadl_mod
+from . import bundle as bundle_mod
+from . import adl as adl_mod
+from . import fusion, kube, objects
+from .jobspec import JobSpec
+
+
+@dataclasses.dataclass(frozen=True)
+class Prepared:
+    """A job fused: the model, its PEs, and per PE (document, AADL, content id)."""
+
+    app: Any
+    pes: tuple[Any, ...]
+    docs: tuple[dict[str, Any], ...]
+    aadls: tuple[bytes, ...]
+    content_ids: tuple[str, ...]
+    nodes: int                      # the schedulable node count automatic fusion was bounded by
+
+
+def pe_peers(app: Any, pes: Sequence[Any]) -> dict[int, set[int]]:
+    """PE index -> the other PEs its operators exchange tuples with (for connectivity)."""
+    where = {name: pe.index for pe in pes for name in pe.operators}
+    peers: dict[int, set[int]] = {pe.index: set() for pe in pes}
+    for src, dst in fusion.connections(app, pes):
+        a, b = where.get(src), where.get(dst)
+        if a is not None and b is not None and a != b:
+            peers[a].add(b)
+            peers[b].add(a)
+    return peers
+
+
+def prepare(app: Any, spec: JobSpec, *, nodes: int, widths: Mapping[str, int] | None = None) -> Prepared:
+    """Fuse the application and write one AADL per PE (pure, deterministic)."""
+    fspec = fusion.FusionSpec.from_job(spec.fusion, spec.threading_model)
+    limit = (spec.resources.get("limits") or {}).get("cpu") or \
+        ((spec.pe_options.get("resources") or {}).get("limits") or {}).get("cpu")
+    from engine.resources import parse_milli
+    count = fusion.pe_count(app, fspec, nodes=nodes,
+                            pod_cpu_limit_millis=parse_milli(limit) if limit else None)
+    pes = fusion.fuse(app, count, fspec, widths=dict(widths or {}))
+    peers = pe_peers(app, pes)
+    docs = tuple(objects.pe_document(pe, peers[pe.index]) for pe in pes)
+    aadls = tuple(aadl_mod.aadl_for(app, pe, pes) for pe in pes)
+    return Prepared(app, tuple(pes), docs, aadls, tuple(aadl_mod.content_id(a) for a in aadls), nodes)
+
+
+def desired_objects(spec: JobSpec, job_obj: Mapping[str, Any], prepared: Prepared) -> list[dict[str, Any]]:
+    """Everything a submission creates, in creation order (PEs last but the region objects)."""
+    app = prepared.app
+    out: list[dict[str, Any]] = [objects.adl_configmap(spec, job_obj, app.adl)]
+    out += [objects.host_pool_object(spec, job_obj, pool) for pool in app.host_pools]
+    out += [objects.parallel_region_object(spec, job_obj, region, spec.fusion.get("type"))
+            for region in app.parallel_regions]
+    for doc, aadl, cid in zip(prepared.docs, prepared.aadls, prepared.content_ids):
+        out.append(objects.aadl_configmap(spec, job_obj, doc, aadl, cid))
+    for doc, cid in zip(prepared.docs, prepared.content_ids):
+        out.append(objects.pe_object(spec, job_obj, doc, cid))
+    if app.consistent_regions:
+        for region in app.consistent_regions:
+            members = [d["index"] for d in prepared.docs if region.index in d["consistentRegions"]]
+            out.append(objects.consistent_region_object(spec, job_obj, region, members))
+        out.append(objects.region_operator_object(spec, job_obj, len(app.consistent_regions)))
+    return out
+
+
+async def load(client: httpx.AsyncClient, spec: JobSpec, *, bundle_dir: str, cache_dir: str) -> Any:
+    """Fetch the bundle and parse its ADL (BundleError / AdlError / FetchError on bad input)."""
+    from . import fetch
+
+    async def read_configmap(name: str) -> Mapping[str, Any] | None:
+        return await kube.get(client, "ConfigMap", spec.namespace, name)
+
+    async def read_secret(name: str) -> Mapping[str, Any] | None:
+        return await kube.get(client, "Secret", spec.namespace, name)
+
+    data = await fetch.fetch_bundle(spec.bundle, namespace=spec.namespace, bundle_dir=bundle_dir,
+                                    cache_dir=cache_dir, read_configmap=read_configmap,
+                                    read_secret=read_secret)
+    return adl_mod.parse_adl(bundle_mod.read_bundle(data).adl)
+
+
+async def submit(client: httpx.AsyncClient, job_obj: Mapping[str, Any], spec: JobSpec, *,
+                 bundle_dir: str, cache_dir: str) -> Prepared:
+    """Fetch, fuse and create every object of the job (idempotent)."""
+    app = await load(client, spec, bundle_dir=bundle_dir, cache_dir=cache_dir)
+    nodes = await kube.schedulable_nodes(client)
+    prepared = prepare(app, spec, nodes=max(nodes, 1))
+    for obj in desired_objects(spec, job_obj, prepared):
+        await kube.create(client, obj)
+    return prepared
+
+
+def _submission_errors() -> tuple[type[Exception], ...]:
+    from .adl import AdlError
+    from .bundle import BundleError
+    from .fetch import FetchError
+    from .fusion import LogicalError
+    from .jobspec import SpecError
+    return (AdlError, BundleError, FetchError, LogicalError, SpecError)
+
+
+# What a bad bundle, ADL or spec raises: the job fails with it, the controller carries on.
+SUBMISSION_ERRORS = _submission_errors()
