@@ -1,4 +1,4 @@
-"""`ykshm run`: the embedded default — sim-cluster, engine, shim and web, supervised.
+"""`ykshm run`: the embedded default — sim-cluster, engine, shim, Streams controller and web, supervised.
 
 Each role runs in its own process started as `ykshm <role> ...`, so `ps` shows which is which.
 The supervisor (hypercorn's `run.py` shape):
@@ -308,6 +308,9 @@ def children_for(args, runtime: Path, config: Path) -> list[Child]:
         Child("engine", [*ykshm, "engine", "--config", str(config), "--name", args.name, "--socket", str(sock)]),
         Child("shim", [*ykshm, "shim", "--api-server", api, "--socket", str(sock), "--name", args.name]),
     ]
+    children.append(Child("streams", [*ykshm, "streams", "--api-server", api, "--install-crds",
+                                      "--bundle-dir", str(runtime / "bundles"),
+                                      "--cache-dir", str(runtime / "bundle-cache")]))
     if args.export:
         children.append(Child("export", [*ykshm, "export", "--redis", args.export, "--name", args.name]))
     children.append(Child("web", [*ykshm, "web", "--name", args.name, "--bind", f"127.0.0.1:{args.port}",
@@ -368,6 +371,7 @@ def _run(argv: Sequence[str]) -> int:
     check_no_live_instance(args.name)
     check_export(args.export, args.name)
     runtime = Path(tempfile.mkdtemp(prefix=f"ykshm-{args.name}-"))
+    (runtime / "bundles").mkdir()
     config = Path(args.config).resolve() if args.config else runtime / "ykshm.yaml"
     if not args.config:
         config.write_text(DEFAULT_CONFIG, encoding="utf-8")

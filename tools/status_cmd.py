@@ -32,7 +32,7 @@ from tools import ring_render, shmscan
 from common.cliutil import Failure, Parser, UsageError, run_main
 
 PROG = "ykshm status"
-ROLES = ("run", "engine", "web", "shim", "sim-cluster", "export")
+ROLES = ("run", "engine", "web", "shim", "sim-cluster", "export", "streams", "cr-operator")
 HEARTBEAT_STALE_SECONDS = 10.0
 
 

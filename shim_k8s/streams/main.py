@@ -1,12 +1,14 @@
 """`ykshm streams`: run the Streams instance controller.
 
     ykshm streams --api-server URL | --kubeconfig FILE [--context CTX] [--namespace NS]
-                  [--bundle-dir DIR] [--cache-dir DIR] [--no-operators] [--log-level LEVEL]
+                  [--bundle-dir DIR] [--cache-dir DIR] [--install-crds] [--no-operators]
+                  [--log-level LEVEL]
 
 `--bundle-dir` is where `bundle.file.path` is resolved (a path may not leave it); `--cache-dir`
 keeps bundles fetched with `pullPolicy: IfNotPresent`. Unless `--no-operators`, it starts one
 `ykshm cr-operator --job NS/NAME` per job with consistent regions and restarts it when it exits.
-The CRDs must be installed (`kubectl apply -f deploy/crds/`); `ykshm run` does that itself.
+The CRDs must be installed (`kubectl apply -f deploy/crds/`), or `--install-crds` creates or
+updates them first (what `ykshm run` does).
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ def _run(argv: Sequence[str]) -> int:
                         help="where bundle.file.path is resolved (default: the working directory)")
     parser.add_argument("--cache-dir", default=os.path.join(os.path.expanduser("~"), ".cache", "ykshm", "bundles"),
                         metavar="DIR", help="bundle cache for pullPolicy IfNotPresent")
+    parser.add_argument("--install-crds", action="store_true",
+                        help="create or update the Streams CRDs before starting (ykshm run does)")
     parser.add_argument("--no-operators", action="store_true",
                         help="do not start consistent-region operators")
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
@@ -65,6 +69,9 @@ def _run(argv: Sequence[str]) -> int:
 
     async def serve() -> None:
         async with kube.client() as client:
+            if args.install_crds:
+                from .crds import install
+                await install(client)
             await Controller(client, settings).run()
 
     trio.run(serve)

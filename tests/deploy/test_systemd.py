@@ -17,7 +17,8 @@ ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 UNITS = ["ykshm-engine.service", "ykshm-web.socket", "ykshm-web.service", "ykshm-shim.service",
          "ykshm.target"]
-OPTIONAL_UNITS = ["ykshm-export.service"]  # enabled on its own (it needs a Redis URL)
+OPTIONAL_UNITS = ["ykshm-export.service",   # enabled on its own (it needs a Redis URL)
+                  "ykshm-streams.service"]  # enabled on its own (it needs the CRDs)
 
 
 def unit(name: str) -> dict[str, list[str]]:
@@ -212,3 +213,14 @@ def test_engine_speaks_sd_notify_as_the_unit_expects(ring_name, tmp_path):
     finally:
         _stop(proc)
         sock.close()
+
+
+def test_streams_unit():
+    u = unit("ykshm-streams.service")
+    exec_start = u["Service.ExecStart"][0].split()
+    assert exec_start[:2] == ["/usr/local/bin/ykshm", "streams"]
+    assert "--kubeconfig" in exec_start and "--bundle-dir" in exec_start
+    assert u["Service.Restart"] == ["always"]
+    # its cr-operator children go with it
+    assert u["Service.KillMode"] == ["control-group"]
+    assert u["Unit.PartOf"] == ["ykshm.target"]

@@ -1,0 +1,52 @@
+"""The Streams CustomResourceDefinitions, shipped with the package (`deploy/crds` links here).
+
+`ykshm streams --install-crds` (what `ykshm run` uses) creates or updates them before the
+controller starts watching, and waits until the API serves every kind, as `kubectl apply -f
+deploy/crds/` followed by `kubectl wait --for condition=established` would.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from typing import Any
+
+import httpx
+import trio
+import yaml
+
+from ..kubeclient import check
+
+CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+
+
+def manifests() -> list[dict[str, Any]]:
+    """Every CRD document in the package's `crds/` folder, in file-name order."""
+    folder = resources.files(__package__).joinpath("crds")
+    docs = []
+    for entry in sorted(folder.iterdir(), key=lambda e: e.name):
+        if entry.name.endswith((".yaml", ".yml")):
+            docs.extend(d for d in yaml.safe_load_all(entry.read_text(encoding="utf-8")) if d)
+    return docs
+
+
+async def install(client: httpx.AsyncClient, timeout: float = 30.0) -> list[str]:
+    """Create (or replace) every CRD and wait until its resources are served; their names."""
+    names = []
+    for crd in manifests():
+        name = crd["metadata"]["name"]
+        resp = await client.post(CRD_PATH, json=crd)
+        if resp.status_code == 409:
+            current = check(await client.get(f"{CRD_PATH}/{name}"))
+            crd = {**crd, "metadata": {**crd["metadata"],
+                                       "resourceVersion": current["metadata"]["resourceVersion"]}}
+            resp = await client.put(f"{CRD_PATH}/{name}", json=crd)
+        check(resp)
+        names.append(name)
+    with trio.fail_after(timeout):
+        for crd in manifests():
+            spec = crd["spec"]
+            version = next(v["name"] for v in spec["versions"] if v.get("served", True))
+            path = f"/apis/{spec['group']}/{version}/{spec['names']['plural']}"
+            while (await client.get(path)).status_code != 200:
+                await trio.sleep(0.05)
+    return names
