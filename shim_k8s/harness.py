@@ -80,6 +80,29 @@ def wait_for(cond: Callable[[], Any], timeout: float, what: str, interval: float
         time.sleep(interval)
 
 
+class Kubectl:
+    """The real `kubectl` against a cluster URL, with no kubeconfig of the user's."""
+
+    def __init__(self, server: str, home: str) -> None:
+        path = shutil.which("kubectl")
+        assert path is not None, "kubectl is part of the base image and required by this test"
+        self.base = [path, "--server", server]
+        self.env = {**os.environ, "KUBECONFIG": os.path.join(home, "none")}
+        self.home = home
+
+    def run(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+        return subprocess.run([*self.base, *args], capture_output=True, text=True, env=self.env,
+                              timeout=60, input=stdin)
+
+    def __call__(self, *args: str, stdin: str | None = None) -> str:
+        out = self.run(*args, stdin=stdin)
+        assert out.returncode == 0, (args, out.stderr)
+        return out.stdout
+
+    def json(self, *args: str) -> Any:
+        return orjson.loads(self(*args, "-o", "json"))
+
+
 class Proc:
     def __init__(self, role: str, args: list[str], log_dir: str, env: Mapping[str, str] | None = None,
                  stdout_pipe: bool = False) -> None:
@@ -145,6 +168,7 @@ class Cluster:
         self.sim: Proc | None = None
         self.engine: Proc | None = None
         self.shim: Proc | None = None
+        self.streams: Proc | None = None
         self.url = ""
         self.api: httpx.Client | None = None
         self.engines_started = 0
@@ -192,6 +216,23 @@ class Cluster:
         except HarnessError as exc:
             raise HarnessError(f"{exc}; engine log: {self.engine.tail()}") from None
 
+    def start_streams(self, bundle_dir: str, extra: Iterable[str] = (), timeout: float = 30) -> Proc:
+        """`ykshm streams` against this sim-cluster (installing the CRDs), ready once the
+        Streams kinds are served."""
+        self.streams = Proc("streams", ["streams", "--api-server", self.url, "--install-crds",
+                                        "--bundle-dir", bundle_dir,
+                                        "--cache-dir", os.path.join(self.tmp, "bundle-cache"),
+                                        *extra], self.log_dir)
+        assert self.api is not None
+
+        def ready() -> bool:
+            if not self.streams.alive():
+                raise HarnessError(f"streams exited: {self.streams.tail()}")
+            return self.api.get("/apis/streams.ibm.com/v1/streamsjobs").status_code == 200
+
+        wait_for(ready, timeout, "the Streams CRDs served")
+        return self.streams
+
     def start_shim(self, wait_state: str | None = "Running", timeout: float = 30,
                    extra: Iterable[str] = (), kubeconfig: bool = False) -> None:
         try:
@@ -215,7 +256,7 @@ class Cluster:
         self.engine.stop(signal.SIGKILL)
 
     def close(self) -> None:
-        for proc in (self.shim, self.engine, self.sim):
+        for proc in (self.streams, self.shim, self.engine, self.sim):
             if proc is not None:
                 proc.stop()
         if self.api is not None:

@@ -7,11 +7,10 @@ A real sim-cluster, engine and shim (shim_k8s.harness); nodes are labelled and t
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 
 import orjson
 
+from shim_k8s import harness
 from shim_k8s.harness import wait_for
 
 
@@ -53,20 +52,7 @@ BAD = """\
 """
 
 
-class Kubectl:
-    def __init__(self, server: str, home: str) -> None:
-        path = shutil.which("kubectl")
-        assert path is not None, "kubectl is part of the base image and required by this test"
-        self.base = [path, "--server", server]
-        self.env = {**os.environ, "KUBECONFIG": os.path.join(home, "none")}
-        self.home = home
-
-    def __call__(self, *args: str) -> str:
-        out = subprocess.run([*self.base, *args], capture_output=True, text=True, env=self.env,
-                             timeout=60)
-        assert out.returncode == 0, (args, out.stderr)
-        return out.stdout
-
+class Kubectl(harness.Kubectl):
     def create(self, name: str, spec_extra: str) -> None:
         path = os.path.join(self.home, f"{name}.yaml")
         with open(path, "w", encoding="utf-8") as f:

@@ -1,0 +1,123 @@
+"""The Streams controller end to end, driven by kubectl as a user would.
+
+Real processes (shim_k8s.harness): sim-cluster, engine, shim and `ykshm streams`; bundles are
+`.sab` files the compiler's way (shim_k8s.streams.appgen) in the controller's bundle directory.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+from shim_k8s.harness import Cluster, Kubectl, wait_for
+from shim_k8s.streams import appgen
+
+JOB = """\
+apiVersion: streams.ibm.com/v1
+kind: Job
+metadata:
+  name: {name}
+spec:
+  bundle:
+    name: {bundle}
+    file: {{path: {bundle}}}
+  fusion: {fusion}
+  processingElement: {pe}
+"""
+
+
+@pytest.fixture
+def streams_cluster(ring_name, tmp_path):
+    bundles = tmp_path / "bundles"
+    bundles.mkdir()
+    c = Cluster(ring_name, nodes=4)
+    try:
+        c.start_all()
+        c.start_streams(str(bundles), extra=["--no-operators"])
+        yield c, Kubectl(c.url, str(tmp_path)), bundles
+    finally:
+        c.close()
+
+
+def submit(k: Kubectl, name: str, bundle: str, fusion: str = "{manual: 3}", pe: str = "{}") -> None:
+    k("create", "-f", "-", stdin=JOB.format(name=name, bundle=bundle, fusion=fusion, pe=pe))
+
+
+def pods_of(k: Kubectl, job: str) -> dict[str, dict]:
+    items = k.json("get", "pods", "-l", f"streams.ibm.com/job={job}")["items"]
+    return {p["metadata"]["name"]: p for p in items}
+
+
+def running(k: Kubectl, job: str, names: set[str]) -> dict[str, dict]:
+    pods = pods_of(k, job)
+    ok = set(pods) == names and all(p["status"].get("phase") == "Running" for p in pods.values())
+    return pods if ok else {}
+
+
+def job_status(k: Kubectl, name: str) -> dict:
+    return k.json("get", "stj", name).get("status") or {}
+
+
+def test_job_runs_as_one_gang_restarts_by_policy_and_is_deleted_whole(streams_cluster):
+    c, k, bundles = streams_cluster
+    (bundles / "pipe.sab").write_bytes(appgen.make_sab(appgen.pipeline_adl(operators=6)))
+    submit(k, "pipe", "pipe.sab")
+    pods = wait_for(lambda: running(k, "pipe", {"pipe-0-1", "pipe-1-1", "pipe-2-1"}), 60,
+                    "three PE pods Running")
+    # scheduled by ykshm, as one application with one task group per PE
+    assert {p["spec"]["schedulerName"] for p in pods.values()} == {"yunikorn"}
+    assert {p["spec"].get("nodeName") for p in pods.values()} and all(
+        p["spec"].get("nodeName") for p in pods.values())
+    apps = {a["applicationID"]: a for a in c.applications()}
+    assert "default-pipe" in apps
+    wait_for(lambda: job_status(k, "pipe").get("phase") == "Running", 30, "the job Running")
+    pes = k.json("get", "stp", "-l", "streams.ibm.com/job=pipe")["items"]
+    assert sorted(pe["metadata"]["name"] for pe in pes) == ["pipe-0", "pipe-1", "pipe-2"]
+    assert {pe["status"]["connectivity"] for pe in pes} == {"Full"}
+    table = k("get", "stj", "pipe")
+    assert "Running" in table and "STATUS" in table
+
+    # a PE pod fails: restartable (the ADL says so, restartFailedPod unset) -> a new launch
+    k("annotate", "pod", "pipe-1-1", "ykshm.io/exit-code=1")
+    wait_for(lambda: running(k, "pipe", {"pipe-0-1", "pipe-1-2", "pipe-2-1"}), 30,
+             "pipe-1's second launch Running and the failed pod gone")
+    pe1 = k.json("get", "stp", "pipe-1")
+    assert pe1["spec"]["launchCount"] == 2
+    events = k.json("get", "events", "--field-selector", "involvedObject.name=pipe-1")["items"]
+    assert any(e["reason"] == "Restarting" for e in events)
+
+    # kubectl delete stj removes everything through ownerReferences
+    k("delete", "stj", "pipe")
+    wait_for(lambda: not pods_of(k, "pipe") and not k.json("get", "stp")["items"], 30,
+             "the job's PEs and pods gone")
+    assert not k.json("get", "configmaps", "-l", "streams.ibm.com/job=pipe")["items"]
+
+
+def test_bad_bundle_fails_that_job_only_and_kill_9_duplicates_nothing(streams_cluster):
+    c, k, bundles = streams_cluster
+    (bundles / "bad.sab").write_bytes(b"this is not a zip")
+    (bundles / "good.sab").write_bytes(appgen.make_sab(appgen.pipeline_adl(operators=4)))
+    submit(k, "bad", "bad.sab")
+    submit(k, "good", "good.sab", fusion="{legacy: true}")
+    status = wait_for(lambda: (s := job_status(k, "bad")).get("phase") == "Failed" and s, 30,
+                      "the bad job Failed")
+    assert "zip" in status["message"]
+    assert status["conditions"][0]["status"] == "False"
+    warnings = k.json("get", "events", "--field-selector", "involvedObject.name=bad,type=Warning")["items"]
+    assert warnings and "zip" in warnings[0]["message"]
+    names = {f"good-{i}-1" for i in range(4)}                 # legacy: one PE per operator
+    wait_for(lambda: running(k, "good", names), 60, "the good job's four pods Running")
+
+    # kill -9 the controller and start it again: it resynchronises and makes nothing twice
+    assert c.streams is not None
+    c.streams.stop(signal.SIGKILL)
+    k("annotate", "pod", "good-2-1", "ykshm.io/exit-code=3")
+    c.start_streams(str(bundles), extra=["--no-operators"])
+    wait_for(lambda: running(k, "good", {"good-0-1", "good-1-1", "good-2-2", "good-3-1"}), 30,
+             "the failure seen after the restart, one new launch")
+    assert len(k.json("get", "stp", "-l", "streams.ibm.com/job=good")["items"]) == 4
+    cms = k.json("get", "configmaps", "-l", "streams.ibm.com/job=good")["items"]
+    assert len(cms) == 5                                     # 4 AADLs + the ADL
+    assert os.path.exists(bundles / "good.sab")
