@@ -83,6 +83,7 @@ class JobSpec:
     submission_timeout: float
     resources: Mapping[str, Any]
     queue: str
+    submission_values: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     @property
     def app_id(self) -> str:
@@ -161,7 +162,8 @@ def read_job(job: Mapping[str, Any]) -> JobSpec:
         image_pull_policy=str(spec.get("imagePullPolicy") or "Always"),
         image_pull_secret=spec.get("imagePullSecret"), pe_options=options,
         submission_timeout=float(spec.get("submissionTimeOutInSeconds") or 300),
-        resources=resources, queue=str(labels.get(QUEUE_LABEL) or DEFAULT_QUEUE))
+        resources=resources, queue=str(labels.get(QUEUE_LABEL) or DEFAULT_QUEUE),
+        submission_values={str(k): str(v) for k, v in (spec.get("submissionTimeValues") or {}).items()})
 
 
 def _check_resources(where: str, resources: Mapping[str, Any]) -> None:

@@ -1,8 +1,8 @@
 """A parallel region's width changed (`kubectl scale stpr/JOB-REGION --replicas=W`): re-fuse.
 
 The seed's time-sensitive backend role. The job's ADL is read back from its ConfigMap
-(`JOB-adl`), fused again with every region's current width and the same PE count rule, and the
-AADL ConfigMaps are brought in line: new PEs' ConfigMaps and PEs are created, removed PEs'
+(`JOB-adl`) and re-fused with every region's current width by `fusion.refuse`, which keeps every
+PE that can stay as it was; the AADL ConfigMaps are brought in line: new PEs' ConfigMaps and PEs are created, removed PEs'
 ConfigMaps deleted (the plan then deletes those PEs), and a changed AADL updates its ConfigMap's
 content id, which gives that PE (and only that PE) a new launch through the plan's content-id
 rule. The region's `status.width` records the width applied.
@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from . import adl as adl_mod
-from . import kube, objects, submission
+from . import kube, objects, reconcile, submission
 from .jobspec import JobSpec
 from .objects import ADL_XML, LABEL_CONTENT, LABEL_KIND, LABEL_PE
 
@@ -26,11 +26,14 @@ async def apply_widths(ctl: Any, key: tuple[str, str], job: dict[str, Any], spec
                    if (c["metadata"].get("labels") or {}).get(LABEL_KIND) == "adl"), None)
     if adl_cm is None:
         return
-    app = adl_mod.parse_adl(((adl_cm.get("data") or {}).get(ADL_XML) or "").encode())
+    app = adl_mod.parse_adl(((adl_cm.get("data") or {}).get(ADL_XML) or "").encode(),
+                            submission_values=spec.submission_values)
     widths = {r["spec"]["name"]: int(r["spec"]["width"]) for r in regions}
     nodes = int((job.get("status") or {}).get("fusionNodes") or 1)
+    current = [reconcile.pe_doc(c) for c in configmaps
+               if (c["metadata"].get("labels") or {}).get(LABEL_KIND) == "aadl"]
     try:
-        prepared = submission.prepare(app, spec, nodes=nodes, widths=widths)
+        prepared = submission.prepare_widths(app, spec, current, nodes=nodes, widths=widths)
     except submission.SUBMISSION_ERRORS as exc:
         for region in changed:
             await kube.post_event(ctl.client, region, "WidthRefused", str(getattr(exc, "message", exc)), "Warning")

@@ -17,11 +17,14 @@ from typing import Any
 
 import httpx
 
+from engine.resources import parse_milli
+
 from . import aadl as aadl_mod
 from . import bundle as bundle_mod
 from . import adl as adl_mod
 from . import fusion, kube, objects
-from .jobspec import JobSpec
+from .errors import StreamsError
+from .jobspec import JobSpec, SpecError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,31 +39,57 @@ class Prepared:
     nodes: int                      # the schedulable node count automatic fusion was bounded by
 
 
-def pe_peers(app: Any, pes: Sequence[Any]) -> dict[int, set[int]]:
+def pe_peers(pes: Sequence[Any]) -> dict[int, set[int]]:
     """PE index -> the other PEs its operators exchange tuples with (for connectivity)."""
-    where = {name: pe.index for pe in pes for name in pe.operators}
+    where = aadl_mod.pe_of(pes)
     peers: dict[int, set[int]] = {pe.index: set() for pe in pes}
-    for src, dst in fusion.connections(app, pes):
-        a, b = where.get(src), where.get(dst)
-        if a is not None and b is not None and a != b:
-            peers[a].add(b)
-            peers[b].add(a)
+    for pe in pes:
+        for op in pe.members:
+            for port in op.outputs:
+                for ref in port.connections:
+                    other = where.get(ref.operator)
+                    if other is not None and other != pe.index:
+                        peers[pe.index].add(other)
+                        peers[other].add(pe.index)
     return peers
 
 
-def prepare(app: Any, spec: JobSpec, *, nodes: int, widths: Mapping[str, int] | None = None) -> Prepared:
-    """Fuse the application and write one AADL per PE (pure, deterministic)."""
-    fspec = fusion.FusionSpec.from_job(spec.fusion, spec.threading_model)
+def _pod_cpu_limit(spec: JobSpec) -> int | None:
     limit = (spec.resources.get("limits") or {}).get("cpu") or \
         ((spec.pe_options.get("resources") or {}).get("limits") or {}).get("cpu")
-    from engine.resources import parse_milli
-    count = fusion.pe_count(app, fspec, nodes=nodes,
-                            pod_cpu_limit_millis=parse_milli(limit) if limit else None)
-    pes = fusion.fuse(app, count, fspec, widths=dict(widths or {}))
-    peers = pe_peers(app, pes)
+    return parse_milli(limit) if limit else None
+
+
+def _prepared(app: Any, spec: JobSpec, pes: tuple[Any, ...], nodes: int) -> Prepared:
+    peers = pe_peers(pes)
     docs = tuple(objects.pe_document(pe, peers[pe.index]) for pe in pes)
-    aadls = tuple(aadl_mod.aadl_for(app, pe, pes) for pe in pes)
-    return Prepared(app, tuple(pes), docs, aadls, tuple(aadl_mod.content_id(a) for a in aadls), nodes)
+    texts = aadl_mod.aadls(app, pes, job=spec.name)
+    aadls = tuple(texts[pe.index] for pe in pes)
+    return Prepared(app, pes, docs, aadls, tuple(aadl_mod.content_id(a) for a in aadls), nodes)
+
+
+def prepare(app: Any, spec: JobSpec, *, nodes: int) -> Prepared:
+    """Fuse the application and write one AADL per PE (pure, deterministic)."""
+    fspec = fusion.FusionSpec.from_job(spec.fusion, spec.threading_model)
+    count = fusion.pe_count(app, fspec, nodes=nodes, pod_cpu_limit_millis=_pod_cpu_limit(spec))
+    return _prepared(app, spec, fusion.fuse(app, count, fspec), nodes)
+
+
+def prepare_widths(app: Any, spec: JobSpec, current: Sequence[Mapping[str, Any]], *, nodes: int,
+                   widths: Mapping[str, int]) -> Prepared:
+    """Re-fuse for new parallel-region widths, keeping every PE that can stay as it was
+    (`fusion.refuse`), so only the PEs a width change touches get a new content id."""
+    fspec = fusion.FusionSpec.from_job(spec.fusion, spec.threading_model)
+    kept = tuple(_Fused(int(d["index"]), tuple(d["operators"])) for d in current)
+    return _prepared(app, spec, fusion.refuse(app, kept, fspec, widths=dict(widths)), nodes)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Fused:
+    """What `fusion.refuse` reads of a PE fused before: its index and operators."""
+
+    index: int
+    operators: tuple[str, ...]
 
 
 def desired_objects(spec: JobSpec, job_obj: Mapping[str, Any], prepared: Prepared) -> list[dict[str, Any]]:
@@ -95,7 +124,7 @@ async def load(client: httpx.AsyncClient, spec: JobSpec, *, bundle_dir: str, cac
     data = await fetch.fetch_bundle(spec.bundle, namespace=spec.namespace, bundle_dir=bundle_dir,
                                     cache_dir=cache_dir, read_configmap=read_configmap,
                                     read_secret=read_secret)
-    return adl_mod.parse_adl(bundle_mod.read_bundle(data).adl)
+    return adl_mod.parse_adl(bundle_mod.read_bundle(data).adl, submission_values=spec.submission_values)
 
 
 async def submit(client: httpx.AsyncClient, job_obj: Mapping[str, Any], spec: JobSpec, *,
@@ -109,14 +138,5 @@ async def submit(client: httpx.AsyncClient, job_obj: Mapping[str, Any], spec: Jo
     return prepared
 
 
-def _submission_errors() -> tuple[type[Exception], ...]:
-    from .adl import AdlError
-    from .bundle import BundleError
-    from .fetch import FetchError
-    from .fusion import LogicalError
-    from .jobspec import SpecError
-    return (AdlError, BundleError, FetchError, LogicalError, SpecError)
-
-
 # What a bad bundle, ADL or spec raises: the job fails with it, the controller carries on.
-SUBMISSION_ERRORS = _submission_errors()
+SUBMISSION_ERRORS = (StreamsError, SpecError)
