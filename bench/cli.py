@@ -17,6 +17,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "web": ("bench.web_bench", "REST batch latency, streams, isolation from stalled clients"),
     "export": ("bench.export_bench", "Redis Streams export: throughput, lag, engine cost, replica reads, memory"),
     "retention": ("bench.retention_bench", "memory per finished application kept for the retention time"),
+    "streams": ("bench.streams_bench", "Streams controller: job -> PE pods Running, PE restart, fusion"),
     "e2e": ("bench.e2e_bench", "end-to-end pods/s and recovery with sim-cluster, shim and engine"),
 }
 
