@@ -79,7 +79,7 @@ def _queue_dao(part: Partition, q: Queue) -> dict[str, Any]:
         "maxResource": dict(q.max) if q.parent is not None else dict(part.capacity),
         "guaranteedResource": dict(q.guaranteed),
         "allocatedResource": resources.strip_zero(q.allocated),
-        "preemptingResource": {},
+        "preemptingResource": resources.strip_zero(q.preempting),
         "headroom": headroom,
         "isLeaf": q.is_leaf,
         "isManaged": not q.dynamic,
@@ -126,7 +126,7 @@ def _partition_info(part: Partition, cluster_id: str, started_nano: int) -> dict
         "totalContainers": sum(len(a.allocations) for a in part.apps.values()),
         "state": "Active",
         "lastStateTransitionTime": started_nano,
-        "preemptionEnabled": True,
+        "preemptionEnabled": part.preemption_enabled,
         "quotaPreemptionEnabled": False,
     }
 
