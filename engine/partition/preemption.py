@@ -29,8 +29,10 @@ Whom (`find_victims`)
 - Order on a node: pods that allow preemption first (annotation
   `yunikorn.apache.org/allow-preemption: "false"` = last), then lower priority, then newest.
 - A victim is taken only if, for every queue on its path and every resource of the queue's
-  guarantee the victim holds, the queue keeps at least its guarantee (the ask counted where it
-  will run). YuniKorn checks only the victim's leaf; ykshm checks the whole path.
+  guarantee the victim holds, the queue keeps at least its guarantee (its own, and what it
+  inherits from its parents'; the ask counted where it will run). YuniKorn checks only the
+  victim's leaf, and lets a queue above its guarantee in one resource lose another below it;
+  ykshm checks the whole path, resource by resource.
 - Node: every usable node the ask's placement admits (labels, taints: `engine.predicates`, no
   callback to the shim) that is not reserved for another application's ask (the ask takes over
   a reservation of its own application's). Per node YuniKorn's two passes
@@ -134,7 +136,8 @@ class Snap:
     (the smallest on its path) and min(guarantee, max) (max: the smallest on the path, root's =
     the partition's capacity). Changed freely while choosing; the queue itself never is."""
 
-    __slots__ = ("queue", "parent", "used", "guaranteed", "absolute", "leaf", "path", "_max")
+    __slots__ = ("queue", "parent", "used", "guaranteed", "absolute", "leaf", "path", "_max",
+                 "keep")
 
     def __init__(self, queue: Queue, parent: Snap | None, capacity: Mapping[str, int]) -> None:
         self.queue = queue
@@ -152,6 +155,13 @@ class Snap:
             maximum = _min_permissive(parent._max, queue.max)
         self._max = maximum
         self.absolute = _min_permissive(self.guaranteed, maximum)
+        keep = dict(self.guaranteed)
+        for name, value in queue.guaranteed.items():
+            if value > keep.get(name, 0):
+                keep[name] = value
+        self.keep = keep
+        """What a victim may not take this queue below: its own guarantee, and what it
+        inherits from its parents' (YuniKorn's effective guarantee)."""
         self.path: list[Snap] = [self] + (parent.path if parent is not None else [])
 
     def within(self) -> bool:
@@ -189,7 +199,7 @@ def _keeps_guarantee(path: list[Snap], res: Mapping[str, int]) -> bool:
     """After taking `res` away (already applied): every queue on the path still has at least
     its guarantee of each resource `res` holds."""
     for snap in path:
-        guaranteed = snap.guaranteed
+        guaranteed = snap.keep
         if not guaranteed:
             continue
         used = snap.used

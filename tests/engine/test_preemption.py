@@ -324,3 +324,70 @@ def test_a_released_victim_of_another_kind_also_clears_preempting():
     assert h.part.queues["root.parent.child1"].preempting.get("first", 0) == 0
     h.cycle()
     assert h.allocated()["ask3"] == "node1"
+
+
+# --- the property ------------------------------------------------------------------------------
+
+from hypothesis import event, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+LEAVES = ("root.p0.l0", "root.p0.l1", "root.p1.l2", "root.p1.l3")
+GUARANTEE = st.one_of(st.none(), st.none(), st.integers(0, 20))
+
+
+def _tree(g: list) -> dict:
+    def leaf(i):
+        return q(f"l{i}", g[2 + i])
+    return config(q("p0", g[0], None, leaf(0), leaf(1)), q("p1", g[1], None, leaf(2), leaf(3)))
+
+
+@settings(max_examples=400, deadline=None)
+@given(guarantees=st.lists(GUARANTEE, min_size=6, max_size=6),
+       node_caps=st.lists(st.integers(6, 12), min_size=1, max_size=2),
+       running=st.lists(st.tuples(st.integers(0, 3), st.integers(2, 6), st.integers(-5, 5),
+                                  st.booleans()), min_size=6, max_size=14),
+       ask=st.tuples(st.integers(0, 3), st.integers(3, 8), st.integers(0, 10)),
+       ask_guarantee=st.integers(1, 20))
+def test_no_queue_on_a_victims_path_ends_below_its_guarantee_because_of_it(
+        guarantees, node_caps, running, ask, ask_guarantee):
+    """Random trees, guarantees, pods and an ask whose leaf has a guarantee: whatever is
+    preempted, a queue on a victim's path that ends below its guarantee lost nothing (the ask
+    counted on its own path), and no victim outranks the ask."""
+    if guarantees[2 + ask[0]] is None:
+        guarantees[2 + ask[0]] = ask_guarantee
+    h = Harness(_tree(guarantees))
+    for i, cap in enumerate(node_caps):
+        h.nodes(f"n{i}", cap={"first": cap, "pods": 20})
+    for i, (leaf, size, priority, self_ok) in enumerate(running):
+        app = f"run-{leaf}"
+        if app not in h.part.apps:
+            h.app(app, queue=LEAVES[leaf])
+        h.asks(app, f"r{i}", resource=first(size), priority=priority,
+               preemption=MAY_PREEMPT if self_ok else NOT_A_VICTIM)
+        h.cycle()
+        if f"r{i}" in h.part.apps[app].asks:
+            h.release_ask(app, f"r{i}")   # did not fit: only running pods stay
+    leaf, size, priority = ask
+    h.app("asker", queue=LEAVES[leaf])
+    h.asks("asker", "ask", resource=first(size), priority=priority, preemption=MAY_PREEMPT)
+    h.cycle()
+    before = {path: dict(queue.allocated) for path, queue in h.part.queues.items()}
+    wait(h)
+    victims = [a for app in h.part.apps.values() for a in app.allocations.values()
+               if a.preempted]
+    if not victims:
+        return
+    ask_paths = {".".join(LEAVES[leaf].split(".")[:n]) for n in (1, 2, 3)}
+    event("victims")
+    for victim in victims:
+        assert victim.priority <= priority
+        vq = h.part.apps[victim.app_id].queue
+        for queue in vq.ancestors():
+            taken = sum(v.resource["first"] for v in victims
+                        if (h.part.apps[v.app_id].queue.path + ".").startswith(queue.path + "."))
+            after = before[queue.path].get("first", 0) - taken + (
+                size if queue.path in ask_paths else 0)
+            g = queue.guaranteed.get("first")
+            if g is not None and after < g:
+                # below its guarantee after: only if preemption took nothing from it
+                assert after >= before[queue.path].get("first", 0), (queue.path, after, g)
