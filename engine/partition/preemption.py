@@ -55,7 +55,7 @@ Usage in the checks is `allocated - preempting`: victims already chosen count as
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from engine.config import PREEMPTION_DELAY_NS, parse_duration_ns
@@ -324,24 +324,9 @@ class Search:
         by_node: dict[str, list[Allocation]] = {}
         for alloc in self.candidates:
             by_node.setdefault(alloc.node_id, []).append(alloc)
-        for allocs in by_node.values():
-            allocs.sort(key=victim_order)
         _add(self.ask_snap.path, ask.resource, 1)
         try:
-            best: tuple[int, str, Node, list[Allocation]] | None = None
-            app_id = self.app.app_id
-            for node in self.part.index:
-                if node.reserved_for is not None and node.reserved_for[0] != app_id:
-                    continue  # reserved for another application's ask
-                if best is not None and best[0] == 0:
-                    if node.node_id > best[1]:
-                        continue
-                found = self._on_node(node, by_node.get(node.node_id, ()))
-                if found is None:
-                    continue
-                score, victims = found
-                if best is None or (score, node.node_id) < best[:2]:
-                    best = (score, node.node_id, node, victims)
+            best = self._best_node(by_node)
             if best is None:
                 return None
             node, victims = best[2], best[3]
@@ -353,19 +338,48 @@ class Search:
         finally:
             _add(self.ask_snap.path, ask.resource, -1)
 
-    def _on_node(self, node: Node, allocs: Iterable[Allocation]) -> tuple[int, list] | None:
-        """(score, victims) for one node, or None: YuniKorn's calculateVictimsByNode (two
-        passes), with the node predicates evaluated here."""
+    def _best_node(self, by_node: dict[str, list[Allocation]]
+                   ) -> tuple[int, str, Node, list[Allocation]] | None:
+        """The lowest (score, node ID): a node where the ask fits as it is scores 0 (its queue's
+        max was what blocked it); else the fewest victims, a refusing victim only if needed.
+        Nodes are tried in ID order, so the first with one willing victim ends the search."""
         ask = self.ask
-        if (node.taints or ask.placement is not None) and not node.admits(ask.placement):
-            return None
-        need = ask.resource
+        need, placement = ask.resource, ask.placement
+        app_id = self.app.app_id
+        usable = []
+        for node in self.part.index:
+            if node.reserved_for is not None and node.reserved_for[0] != app_id:
+                continue  # reserved for another application's ask
+            if (node.taints or placement is not None) and not node.admits(placement):
+                continue  # the node predicates, evaluated here (no callback to the shim)
+            if _fits(need, node.available):
+                usable.append(node)
+        if usable:
+            node = min(usable, key=lambda n: n.node_id)
+            return 0, node.node_id, node, []
+        best: tuple[int, str, Node, list[Allocation]] | None = None
+        nodes_by_id = self.part.nodes
+        for node_id in sorted(by_node):
+            node = nodes_by_id.get(node_id)
+            if node is None or node.index_pos < 0:
+                continue
+            if node.reserved_for is not None and node.reserved_for[0] != app_id:
+                continue
+            if (node.taints or placement is not None) and not node.admits(placement):
+                continue
+            found = self._on_node(node, by_node[node_id])
+            if found is not None and (best is None or found[0] < best[0]):
+                best = (found[0], node_id, node, found[1])
+                if found[0] == 1:
+                    break  # one victim that allows it: nothing can do better
+        return best
+
+    def _on_node(self, node: Node, allocs: list[Allocation]) -> tuple[int, list] | None:
+        """(score, victims) for one node the ask does not fit as it is, or None: YuniKorn's
+        calculateVictimsByNode (two passes)."""
+        need = self.ask.resource
         free = dict(node.available)
-        if _fits(need, free):
-            return 0, []
-        allocs = list(allocs)
-        if not allocs:
-            return None
+        allocs = sorted(allocs, key=victim_order)
         room = dict(free)
         for alloc in allocs:
             for name, value in alloc.resource.items():
