@@ -35,7 +35,7 @@ Whom (`find_victims`)
   ykshm checks the whole path, resource by resource.
 - Node: every usable node the ask's placement admits (labels, taints: `engine.predicates`, no
   callback to the shim) that is not reserved for another application's ask (the ask takes over
-  a reservation of its own application's). Per node YuniKorn's two passes
+  a plain reservation of its own application's, never one an ask preempted for). Per node YuniKorn's two passes
   choose the victims that shrink the node's shortfall; the best node has the fewest victims,
   no `allow-preemption: false` pod among them if possible, then the smallest node ID. More
   victims (anywhere) are added while the ask's queue path is still above its guarantee.
@@ -345,11 +345,10 @@ class Search:
         Nodes are tried in ID order, so the first with one willing victim ends the search."""
         ask = self.ask
         need, placement = ask.resource, ask.placement
-        app_id = self.app.app_id
         usable = []
         for node in self.part.index:
-            if node.reserved_for is not None and node.reserved_for[0] != app_id:
-                continue  # reserved for another application's ask
+            if not self._may_use(node):
+                continue  # reserved for another's ask
             if (node.taints or placement is not None) and not node.admits(placement):
                 continue  # the node predicates, evaluated here (no callback to the shim)
             if _fits(need, node.available):
@@ -361,9 +360,7 @@ class Search:
         nodes_by_id = self.part.nodes
         for node_id in sorted(by_node):
             node = nodes_by_id.get(node_id)
-            if node is None or node.index_pos < 0:
-                continue
-            if node.reserved_for is not None and node.reserved_for[0] != app_id:
+            if node is None or node.index_pos < 0 or not self._may_use(node):
                 continue
             if (node.taints or placement is not None) and not node.admits(placement):
                 continue
@@ -373,6 +370,17 @@ class Search:
                 if found[0] == 1:
                     break  # one victim that allows it: nothing can do better
         return best
+
+    def _may_use(self, node: Node) -> bool:
+        """Free, reserved for this ask, or held by a plain reservation of another ask of the
+        same application (never by one that preempted for it: that room is on its way)."""
+        holder = node.reserved_for
+        if holder is None or holder[1] == self.ask.key:
+            return True
+        if holder[0] != self.app.app_id:
+            return False
+        other = self.app.asks.get(holder[1])
+        return other is None or not other.triggered_preemption
 
     def _on_node(self, node: Node, allocs: list[Allocation]) -> tuple[int, list] | None:
         """(score, victims) for one node the ask does not fit as it is, or None: YuniKorn's

@@ -391,3 +391,21 @@ def test_no_queue_on_a_victims_path_ends_below_its_guarantee_because_of_it(
             if g is not None and after < g:
                 # below its guarantee after: only if preemption took nothing from it
                 assert after >= before[queue.path].get("first", 0), (queue.path, after, g)
+
+
+def test_a_second_ask_never_takes_the_node_an_ask_preempted_for():
+    h = Harness(config(q("a"), q("b", 10)))
+    h.nodes("node1", "node2", cap={"first": 10, "pods": 5})
+    run(h, "app1", "root.a", "x1", "x2", "x3", "x4")
+    h.app("app2", queue="root.b")
+    h.asks("app2", "ask1", resource=first(5), priority=2, preemption=MAY_PREEMPT)
+    wait(h)
+    first_victims = preempted(h)
+    node1 = reserved(h, "ask1")
+    assert len(first_victims) == 1 and node1 is not None
+    h.asks("app2", "ask2", resource=first(5), priority=1, preemption=MAY_PREEMPT)
+    wait(h)
+    assert reserved(h, "ask1") == node1
+    second = [v for v in preempted(h) if v not in first_victims]
+    assert len(second) == 1 and reserved(h, "ask2") not in (None, node1)
+    assert h.allocated()[second[0]] == reserved(h, "ask2")
