@@ -409,3 +409,39 @@ def test_a_second_ask_never_takes_the_node_an_ask_preempted_for():
     second = [v for v in preempted(h) if v not in first_victims]
     assert len(second) == 1 and reserved(h, "ask2") not in (None, node1)
     assert h.allocated()[second[0]] == reserved(h, "ask2")
+
+
+# --- SI -----------------------------------------------------------------------------------------
+
+def test_preemption_policy_round_trips_and_bad_values_name_the_field():
+    from engine.si.protocol import ProtocolError
+
+    ask = messages.AllocationAsk("k", "app", resource_ask=first(1), priority=-3,
+                                 preemption_policy=NOT_A_VICTIM)
+    msg = messages.AllocationRequest("rm", asks=(ask,)).to_si()
+    assert msg["asks"][0]["preemptionPolicy"] == {"allowPreemptSelf": False,
+                                                  "allowPreemptOther": True}
+    assert messages.parse(msg).asks[0] == ask
+    bare = messages.AllocationRequest("rm", asks=(messages.AllocationAsk("k", "app"),)).to_si()
+    assert "preemptionPolicy" not in bare["asks"][0]
+    assert messages.parse(bare).asks[0].preemption_policy is None
+    msg["asks"][0]["preemptionPolicy"] = {"allowPreemptSelf": "no"}
+    with pytest.raises(ProtocolError, match=r"asks\[0\]\.preemptionPolicy\.allowPreemptSelf"):
+        messages.parse(msg)
+    msg["asks"][0]["preemptionPolicy"] = []
+    with pytest.raises(ProtocolError, match=r"asks\[0\]\.preemptionPolicy must be dict"):
+        messages.parse(msg)
+
+
+def test_recovered_allocations_keep_their_policy_as_victims():
+    h = Harness(config(q("a"), q("b", 5)))
+    h.nodes("node1", cap={"first": 10, "pods": 5})
+    h.app("app1", queue="root.a")
+    h.handle(messages.AllocationRequest("rm-1", allocations=tuple(
+        messages.ExistingAllocation(key, "app1", "node1", resource_per_alloc=first(5),
+                                    preemption_policy=policy)
+        for key, policy in (("allows", MAY_PREEMPT), ("refuses", NOT_A_VICTIM)))))
+    h.app("app2", queue="root.b")
+    h.asks("app2", "ask", resource=first(5), preemption=MAY_PREEMPT)
+    wait(h)
+    assert preempted(h) == ["allows"]
