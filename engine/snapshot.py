@@ -21,6 +21,7 @@ from typing import Any
 from engine import config_doc, placement, resources
 from engine.objects import Queue
 from engine.partition import Partition, queues
+from engine.partition.preemption import MIN_PRIORITY, queue_priority
 
 
 def _package_version() -> str:
@@ -71,6 +72,12 @@ def _queue_dao(part: Partition, q: Queue) -> dict[str, Any]:
             abs_used[name] = (value * 100) // base[name]
     props = q.properties
     preemption_policy = props.get("preemption.policy", "default")
+    children = [_queue_dao(part, c) for c in q.children.values()]
+    if q.is_leaf:  # an application's priority: its highest pending ask's (YuniKorn)
+        highest = max((app.pending[0].priority for app in q.apps.values() if app.pending),
+                      default=MIN_PRIORITY)
+    else:
+        highest = max((c["currentPriority"] for c in children), default=MIN_PRIORITY)
     dao: dict[str, Any] = {
         "queuename": q.path,
         "status": "Draining" if q.draining else "Active",
@@ -86,12 +93,12 @@ def _queue_dao(part: Partition, q: Queue) -> dict[str, Any]:
         "properties": dict(props),
         "parent": q.parent.path if q.parent else "",
         "template": _template_dao(q),
-        "children": [_queue_dao(part, c) for c in q.children.values()],
+        "children": children,
         "childNames": [c.path for c in q.children.values()],
         "absUsedCapacity": abs_used,
         "maxRunningApps": q.max_apps,
         "runningApps": q.running_apps,
-        "currentPriority": 0,
+        "currentPriority": queue_priority(q, highest),
         "allocatingAcceptedApps": [a.app_id for a in q.apps.values()
                                    if a.fsm.state.value == "Accepted"],
         "sortingPolicy": props.get("application.sort.policy", "fifo") if q.is_leaf else "",

@@ -101,6 +101,21 @@ def _priority_policy(q: Queue) -> tuple[bool, int]:
             int(q.properties.get("priority.offset", "0")))
 
 
+MIN_PRIORITY, MAX_PRIORITY = -2**31, 2**31 - 1
+
+
+def queue_priority(q: Queue, highest: int) -> int:
+    """YuniKorn's priorityValueByPolicy: what a queue whose highest priority inside is
+    `highest` shows as its currentPriority (fence: its offset; else highest + offset, clamped
+    to int32; nothing inside: the minimum)."""
+    if highest == MIN_PRIORITY:
+        return highest
+    is_fence, offset = _priority_policy(q)
+    if is_fence:
+        return offset
+    return max(MIN_PRIORITY, min(MAX_PRIORITY, highest + offset))
+
+
 # --- when --------------------------------------------------------------------------------------
 
 def wanted(part: Partition, app: Application, ask: Ask) -> bool:

@@ -445,3 +445,26 @@ def test_recovered_allocations_keep_their_policy_as_victims():
     h.asks("app2", "ask", resource=first(5), preemption=MAY_PREEMPT)
     wait(h)
     assert preempted(h) == ["allows"]
+
+
+def test_queue_current_priority_over_rest_applies_offsets_and_fences():
+    from engine import snapshot
+
+    h = Harness(config(q("p", None, None, q("l1", priority_offset="10"),
+                         q("l2", priority_policy="fence", priority_offset="-7")),
+                       q("idle")))
+    h.app("a1", queue="root.p.l1")
+    h.asks("a1", "x", resource=first(1), priority=5)
+    h.asks("a1", "y", resource=first(1), priority=100)
+    h.app("a2", queue="root.p.l2")
+    h.asks("a2", "z", resource=first(1), priority=1000)
+
+    def current(dao, out):
+        out[dao["queuename"]] = dao["currentPriority"]
+        for child in dao.get("children", []):
+            current(child, out)
+        return out
+
+    got = current(snapshot.build(h.sched)["queues"]["default"], {})
+    assert got == {"root": 110, "root.p": 110, "root.p.l1": 110, "root.p.l2": -7,
+                   "root.idle": -2**31}
