@@ -237,7 +237,7 @@ class Search:
         self.ask = ask
         self.snaps: dict[str, Snap] = {}
         self.candidates: list[Allocation] = []
-        self.path_of: dict[str, list[Snap]] = {}  # victim key -> its queue path's snapshots
+        self.paths: dict[str, list[Snap]] = {}  # application -> its queue path's snapshots
         leaf = app.queue
         assert leaf is not None
         self.ask_snap = self._snap(leaf)
@@ -296,18 +296,21 @@ class Search:
                               for name, value in guaranteed.items()):
             return  # within its guarantee
         wanted_names = [name for name, value in self.ask.resource.items() if value > 0]
-        path = snap.path
+        candidates = self.candidates
         for app in q.apps.values():
+            if not app.allocations:
+                continue
+            self.paths[app.app_id] = snap.path
             for alloc in app.allocations.values():
                 if alloc.preempted or alloc.replacing:
                     continue
                 if not fenced and alloc.priority > priority:
                     continue
                 res = alloc.resource
-                if not any(res.get(name, 0) > 0 for name in wanted_names):
-                    continue
-                self.candidates.append(alloc)
-                self.path_of[alloc.key] = path
+                for name in wanted_names:
+                    if res.get(name, 0) > 0:
+                        candidates.append(alloc)
+                        break
 
     # --- the gate ------------------------------------------------------------------------------
 
@@ -321,14 +324,14 @@ class Search:
             if self.ask_snap.within():
                 return True
             for alloc in self.candidates:
-                _add(self.path_of[alloc.key], alloc.resource, -1)
+                _add(self.paths[alloc.app_id], alloc.resource, -1)
                 taken.append(alloc)
                 if self.ask_snap.within():
                     return True
             return False
         finally:
             for alloc in taken:
-                _add(self.path_of[alloc.key], alloc.resource, 1)
+                _add(self.paths[alloc.app_id], alloc.resource, 1)
             _add(ask_path, self.ask.resource, -1)
 
     # --- the node ------------------------------------------------------------------------------
@@ -409,13 +412,13 @@ class Search:
                 room[name] = room.get(name, 0) + value
         if not _fits(need, room):
             return None
-        path_of = self.path_of
+        paths = self.paths
         # first pass: which victims shrink the shortfall (head) and which do not (tail)
         head: list[Allocation] = []
         tail: list[Allocation] = []
         applied: list[Allocation] = []
         for alloc in allocs:
-            path, res = path_of[alloc.key], alloc.resource
+            path, res = paths[alloc.app_id], alloc.resource
             _add(path, res, -1)
             if not _keeps_guarantee(path, res):
                 _add(path, res, 1)
@@ -429,13 +432,13 @@ class Search:
                 _add(path, res, 1)
                 tail.append(alloc)
         for alloc in applied:
-            _add(path_of[alloc.key], alloc.resource, 1)
+            _add(paths[alloc.app_id], alloc.resource, 1)
         # second pass: in that order, the victims that keep the guarantees, until the ask fits
         free = dict(node.available)
         results: list[Allocation] = []
         index = -1
         for alloc in head + tail:
-            path, res = path_of[alloc.key], alloc.resource
+            path, res = paths[alloc.app_id], alloc.resource
             _add(path, res, -1)
             if not _keeps_guarantee(path, res):
                 _add(path, res, 1)
@@ -447,7 +450,7 @@ class Search:
                 index = len(results) - 1
                 break
         for alloc in results:
-            _add(path_of[alloc.key], alloc.resource, 1)
+            _add(paths[alloc.app_id], alloc.resource, 1)
         if index < 0:
             return None
         victims = results[:index + 1]
@@ -459,19 +462,21 @@ class Search:
     def _additional(self, victims: list[Allocation]) -> list[Allocation] | None:
         """More victims (any node) while the ask's queue path is above its guarantee; None if
         it cannot get within."""
-        path_of = self.path_of
+        paths = self.paths
         for alloc in victims:
-            _add(path_of[alloc.key], alloc.resource, -1)
+            _add(paths[alloc.app_id], alloc.resource, -1)
         chosen = {alloc.key for alloc in victims}
         extra: list[Allocation] = []
         try:
             ask_snap = self.ask_snap
+            if ask_snap.within():
+                return extra  # the usual case: the node's victims were enough
             rest = sorted((a for a in self.candidates if a.key not in chosen), key=victim_order)
             for alloc in rest:
                 if ask_snap.within():
                     break
                 before = ask_snap.shortfall()
-                path, res = path_of[alloc.key], alloc.resource
+                path, res = paths[alloc.app_id], alloc.resource
                 _add(path, res, -1)
                 if _keeps_guarantee(path, res) and ask_snap.shortfall() < before:
                     extra.append(alloc)
@@ -480,7 +485,7 @@ class Search:
             return extra if ask_snap.within() else None
         finally:
             for alloc in victims + extra:
-                _add(path_of[alloc.key], alloc.resource, 1)
+                _add(paths[alloc.app_id], alloc.resource, 1)
 
 
 def victim_order(alloc: Allocation) -> tuple[bool, int, int]:
