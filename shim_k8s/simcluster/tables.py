@@ -6,7 +6,7 @@ NOMINATED NODE, READINESS GATES at priority 1 for `-o wide`). Rows carry the obj
 (None), so kubectl can add the NAMESPACE column and labels itself.
 
 A custom resource's table is NAME plus its CRD's `additionalPrinterColumns` (each a JSONPath; a
-`date` column shows an age, a missing value an empty cell that kubectl prints as `<none>`), or
+`date` column shows an age, a missing value a null cell that kubectl prints empty), or
 NAME and AGE when the CRD declares none, as the apiextensions-apiserver's table convertor does.
 """
 
