@@ -92,6 +92,11 @@ def _validate_meta(resource: Resource, meta: Obj, causes: list[Cause]) -> None:
         if not ok:
             what = "a lowercase RFC 1123 label" if resource.name == "namespaces" else "a lowercase RFC 1123 subdomain"
             causes.append(invalid("metadata.name", name, f"must be {what} (lowercase alphanumerics, '-' or '.')"))
+    _validate_owner_refs(meta.get("ownerReferences"), causes)
+    finalizers = meta.get("finalizers")
+    if finalizers is not None and (not isinstance(finalizers, list)
+                                   or not all(isinstance(f, str) and f for f in finalizers)):
+        causes.append(invalid("metadata.finalizers", "", "must be a list of non-empty strings"))
     for which in ("labels", "annotations"):
         values = meta.get(which)
         if values is None:
@@ -109,6 +114,29 @@ def _validate_meta(resource: Resource, meta: Obj, causes: list[Cause]) -> None:
             elif which == "labels" and (len(value) > 63 or not _LABEL_VALUE.match(value)):
                 causes.append(invalid(f"{field}", value, "a valid label must be an empty string or consist of "
                                       "alphanumeric characters, '-', '_' or '.' (at most 63)"))
+
+
+def _validate_owner_refs(refs: Any, causes: list[Cause]) -> None:
+    """ownerReferences: apiVersion, kind, name and uid set; at most one controller."""
+    field = "metadata.ownerReferences"
+    if refs is None:
+        return
+    if not isinstance(refs, list):
+        causes.append(invalid(field, "", "must be a list of owner references"))
+        return
+    controllers = []
+    for ref in refs:
+        if not isinstance(ref, dict):
+            causes.append(invalid(field, "", "must be an object"))
+            continue
+        for key, what in (("apiVersion", "version"), ("kind", "kind"), ("name", "name"), ("uid", "uid")):
+            if not ref.get(key) or not isinstance(ref[key], str):
+                causes.append(invalid(f"{field}.{key}", ref.get(key) or "", f"{what} must not be empty"))
+        if ref.get("controller") is True:
+            controllers.append(f"{ref.get('kind')}/{ref.get('name')}")
+    if len(controllers) > 1:
+        causes.append(invalid(field, "", "Only one reference can have Controller set to true. Found \"true\" in "
+                                         f"references for {' and '.join(controllers)}"))
 
 
 def _quantity(field: str, name: str, value: Any, causes: list[Cause]) -> int | None:
