@@ -268,6 +268,15 @@ def _condition(ctype: str, status: str, reason: str, message: str, old: list[Obj
     return {"type": ctype, "status": status, "lastTransitionTime": since, "reason": reason, "message": message}
 
 
+def terminating(crd: Obj) -> Obj:
+    """The status of a CRD whose deletion started: its conditions plus Terminating."""
+    status = dict(crd.get("status") or {})
+    old = status.get("conditions") or []
+    status["conditions"] = [c for c in old if c.get("type") != "Terminating"] + [_condition(
+        "Terminating", "True", "InstanceDeletionInProgress", "CustomResource deletion is in progress", old)]
+    return status
+
+
 def status_for(crd: Obj, conflict: tuple[str, str] | None) -> Obj:
     """The status the apiextensions controllers converge to: accepted names and conditions."""
     spec = crd["spec"]
@@ -280,9 +289,6 @@ def status_for(crd: Obj, conflict: tuple[str, str] | None) -> Obj:
     else:
         conditions.append(_condition("NamesAccepted", "False", conflict[0], conflict[1], old))
         conditions.append(_condition("Established", "False", "NotAccepted", "not all names are accepted", old))
-    if crd["metadata"].get("deletionTimestamp"):
-        conditions.append(_condition("Terminating", "True", "InstanceDeletionInProgress",
-                                     "CustomResource deletion is in progress", old))
     accepted = {k: v for k, v in spec["names"].items() if v} if conflict is None else \
         (crd.get("status") or {}).get("acceptedNames") or {"plural": "", "kind": ""}
     storage = [v["name"] for v in spec["versions"] if v.get("storage")]

@@ -165,7 +165,7 @@ class Collector:
                 changes["generation"] = int(obj["metadata"]["generation"]) + 1
         new = _with_meta(obj, **changes)
         if res is CRDS:
-            new["status"] = crd.status_for(new, None)
+            new["status"] = crd.terminating(new)
         return self.store.replace(res.bucket, new), False
 
     def remove(self, res: Resource, obj: Obj) -> Obj:

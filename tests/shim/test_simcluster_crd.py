@@ -314,20 +314,32 @@ async def test_crd_lifecycle_watch_openapi_and_cleanup(cluster: str, tmp_path: P
         base = "/apis/test.example/v1/namespaces/default/probes"
         for i in range(3):
             assert (await client.post(base, json={"metadata": {"name": f"p{i}"}, "spec": {"jobName": "j"}})).status_code == 201
+        held = {"metadata": {"name": "held", "finalizers": ["test.ykshm.io/hold"]}, "spec": {"jobName": "j"}}
+        assert (await client.post(base, json=held)).status_code == 201
+        crd_url = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/probes.test.example"
         async with client.stream("GET", base, params={"watch": "1", "resourceVersion": "0"}) as watch:
             lines = watch.aiter_lines()
-            added = await next_events(lines, 3)
-            assert [e["type"] for e in added] == ["ADDED"] * 3
-            r = await client.delete("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/probes.test.example")
+            added = await next_events(lines, 4)
+            assert [e["type"] for e in added] == ["ADDED"] * 4
+            r = await client.delete(crd_url)
             assert r.status_code == 200
             assert r.json()["metadata"]["deletionTimestamp"]  # kept until its objects are gone
-            deleted = await next_events(lines, 3)
-            assert sorted((e["type"], e["object"]["metadata"]["name"]) for e in deleted) == [
-                ("DELETED", "p0"), ("DELETED", "p1"), ("DELETED", "p2")]
-        for _ in range(100):
-            if (await client.get("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/probes.test.example")).status_code == 404:
-                break
-            await trio.sleep(0.02)
+            assert {c["type"]: c["status"] for c in r.json()["status"]["conditions"]} == {
+                "NamesAccepted": "True", "Established": "True", "Terminating": "True"}
+            events = await next_events(lines, 4)
+            assert sorted((e["type"], e["object"]["metadata"]["name"]) for e in events) == [
+                ("DELETED", "p0"), ("DELETED", "p1"), ("DELETED", "p2"), ("MODIFIED", "held")]
+            r = await client.post(base, json={"metadata": {"name": "late"}, "spec": {"jobName": "j"}})
+            assert r.status_code == 405 and "terminating" in r.json()["message"]
+            assert (await client.get(crd_url)).status_code == 200  # the held object holds its CRD
+            merge = {"content-type": "application/merge-patch+json"}
+            r = await client.patch(f"{base}/held", headers=merge, content=json.dumps({"metadata": {"finalizers": None}}))
+            assert r.status_code == 200
+            (gone,) = await next_events(lines, 1)
+            assert (gone["type"], gone["object"]["metadata"]["name"]) == ("DELETED", "held")
+        with trio.fail_after(5):
+            while (await client.get(crd_url)).status_code != 404:
+                await trio.sleep(0.02)
         assert (await client.get(base)).status_code == 404
         assert (await client.get("/apis/test.example/v1")).status_code == 404
         assert "apis/test.example/v1" not in (await client.get("/openapi/v3")).json()["paths"]

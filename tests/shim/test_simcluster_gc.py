@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -17,6 +17,7 @@ import yaml
 
 from shim_k8s.simcluster import protobuf
 from tests.shim.test_simcluster import ROOT, kubectl, start_cluster, stop_cluster
+from tests.shim.test_simcluster_crd import next_events
 
 STREAMS = "/apis/streams.ibm.com/v1/namespaces"
 
@@ -89,16 +90,6 @@ async def wait_gone(cluster: str, home: Path, job: str, ns: str = "default") -> 
     with trio.fail_after(5):
         while any(get(cluster, home, kind, name.format(job), ns) is not None for kind, name in CHAIN):
             await trio.sleep(0.05)
-
-
-async def next_events(lines: AsyncIterator[str], count: int) -> list[dict]:
-    events: list[dict] = []
-    with trio.fail_after(5):
-        while len(events) < count:
-            line = await lines.__anext__()
-            if line.strip():
-                events.append(json.loads(line))
-    return events
 
 
 # -- the three cascades -----------------------------------------------------------------------------
