@@ -114,11 +114,6 @@ BINDINGS = Resource("bindings", "binding", "Binding", "", "v1", True, verbs=("cr
 
 SERVED: tuple[Resource, ...] = (PODS, NODES, NAMESPACES, CONFIGMAPS, SECRETS, EVENTS, NEW_EVENTS, CRDS)
 
-# (group, version) -> {plural: Resource}
-BY_GROUP_VERSION: dict[tuple[str, str], dict[str, Resource]] = {}
-for _r in SERVED + (BINDINGS,):
-    BY_GROUP_VERSION.setdefault((_r.group, _r.version), {})[_r.name] = _r
-
 BUCKETS: tuple[str, ...] = tuple(dict.fromkeys(r.bucket for r in SERVED))
 
 

@@ -156,6 +156,10 @@ def test_create_applies_defaults_and_shows_printer_columns(cluster: str, tmp_pat
                            "fusion": {"manual": 3}, "imagePullPolicy": "Always", "submissionTimeOutInSeconds": 300,
                            "transportCertificateValidityInDays": 30}
     assert obj["metadata"]["generation"] == 1
+    ok(kubectl(cluster, tmp_path, "patch", "stj", "apps", "--type=json",  # defaults apply on updates too
+               "-p", '[{"op":"remove","path":"/spec/imagePullPolicy"},{"op":"remove","path":"/spec/bundle/pullPolicy"}]'))
+    again = json.loads(ok(kubectl(cluster, tmp_path, "get", "stj", "apps", "-o", "json")))
+    assert again["spec"] == obj["spec"] and again["metadata"]["resourceVersion"] == obj["metadata"]["resourceVersion"]
     pe = {"apiVersion": "streams.ibm.com/v1", "kind": "ProcessingElement", "metadata": {"name": "apps-0"},
           "spec": {"jobName": "apps", "id": 0}}
     ok(kubectl(cluster, tmp_path, "create", "-f", manifest(tmp_path, pe)))
