@@ -93,6 +93,11 @@ class Collector:
             return None
         return res, obj
 
+    @property
+    def idle(self) -> bool:
+        """True when nothing waits to be looked at."""
+        return not self._queue
+
     def dependents(self, uid: str) -> set[str]:
         return set(self._dependents.get(uid, ()))
 

@@ -14,8 +14,13 @@ import httpx
 import pytest
 import trio
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from shim_k8s.simcluster import protobuf
+from shim_k8s.simcluster.api import Api
+from shim_k8s.simcluster.resources import BUCKETS, CONFIGMAPS, NAMESPACES
+from shim_k8s.simcluster.store import Store
 from tests.shim.test_simcluster import ROOT, kubectl, start_cluster, stop_cluster
 from tests.shim.test_simcluster_crd import next_events
 
@@ -251,3 +256,43 @@ def test_protobuf_delete_options_carry_the_policy() -> None:
     body = protobuf.MAGIC + field(1, field(1, b"v1") + field(2, b"DeleteOptions")) + field(2, options)
     assert protobuf.decode_delete_options(body) == {"propagationPolicy": "Foreground", "orphanDependents": True,
                                                     "dryRun": ["All"]}
+
+
+# -- the collector against a model, in process ------------------------------------------------------
+
+@settings(max_examples=80, deadline=None)
+@given(owners=st.lists(st.lists(st.integers(0, 30), max_size=3), min_size=1, max_size=12),
+       target=st.integers(0, 11), policy=st.sampled_from(["Background", "Foreground", "Orphan"]))
+async def test_collector_matches_the_model_on_random_owner_graphs(owners: list[list[int]], target: int,
+                                                                  policy: str) -> None:
+    """Objects 0..n-1, each owned by some earlier ones; delete one: Orphan removes it alone and its
+    dependents forget it; Background and Foreground remove it and, transitively, every object all
+    of whose owners are removed; survivors keep references to surviving owners only."""
+    api = Api(Store(BUCKETS))
+    api.create_object(NAMESPACES, "", {"metadata": {"name": "default"}})
+    target %= len(owners)
+    graph = [sorted({o % i for o in os}) if i else [] for i, os in enumerate(owners)]
+    uids: list[str] = []
+    for i, parents in enumerate(graph):
+        refs = [{"apiVersion": "v1", "kind": "ConfigMap", "name": f"o{p}", "uid": uids[p], "blockOwnerDeletion": True}
+                for p in parents]
+        uids.append(api.create_object(CONFIGMAPS, "default",
+                                      {"metadata": {"name": f"o{i}", "ownerReferences": refs}})["metadata"]["uid"])
+    api.gc.process()
+    api.delete_object(CONFIGMAPS, "default", f"o{target}", policy)
+    for _ in range(100):
+        api.gc.process()
+        if api.gc.idle:
+            break
+    assert api.gc.idle
+    removed = {target}
+    if policy != "Orphan":
+        for i, parents in enumerate(graph):
+            if parents and all(p in removed for p in parents):
+                removed.add(i)
+    left = {int(o["metadata"]["name"][1:]): o for o in api.store.list("configmaps", "default")[0]}
+    assert set(left) == set(range(len(graph))) - removed
+    for i, obj in left.items():
+        assert "deletionTimestamp" not in obj["metadata"]
+        kept = [r["name"] for r in obj["metadata"].get("ownerReferences") or []]
+        assert kept == [f"o{p}" for p in graph[i] if p not in removed]
