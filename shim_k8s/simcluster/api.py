@@ -101,6 +101,7 @@ class Api:
         for r in self.registry.served:
             store.add_bucket(r.bucket)
         self.gc = gc.Collector(store, self.registry)
+        self.gc.on_crd_removed = self._resync_crds
         self._openapi_generation = -1
         self._v2_pb = discovery.openapi_v2_protobuf()
         self.requests = 0
@@ -370,6 +371,12 @@ class Api:
             return obj
         stored = self.store.create(res.bucket, obj)
         return self._sync_crd(stored) if res is CRDS else stored
+
+    def _resync_crds(self) -> None:
+        """A CRD went: those refused for its names may now be accepted."""
+        for obj in self.store.list(CRDS.bucket)[0]:
+            if not self.registry.custom(obj["metadata"]["name"]):
+                self._sync_crd(obj)
 
     def _sync_crd(self, obj: Obj) -> Obj:
         """Serve what a CRD defines (or why not, in its status): at once, as if established."""

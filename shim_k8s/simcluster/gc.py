@@ -29,6 +29,7 @@ Rules:
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import trio
@@ -80,6 +81,7 @@ class Collector:
         self._queue: dict[str, None] = {}  # an ordered set of uids
         self._wake = trio.Event()
         self.collected = 0
+        self.on_crd_removed: Callable[[], None] | None = None  # the API re-checks refused CRD names
         store.listeners.append(self._on_change)
 
     # -- reads -------------------------------------------------------------------------------
@@ -323,4 +325,6 @@ class Collector:
         current = self.store.get(CRDS.bucket, "", name)
         if current is not None and current["metadata"].get("uid") == obj["metadata"]["uid"]:
             self._drop_finalizer(CRDS, current, crd.CLEANUP_FINALIZER)
+            if self.on_crd_removed is not None:
+                self.on_crd_removed()
 

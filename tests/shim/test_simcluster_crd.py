@@ -133,6 +133,10 @@ def test_a_crd_is_served_at_once_and_its_names_are_exclusive(cluster: str, tmp_p
     names = {c["type"]: (c["status"], c["reason"]) for c in status["conditions"]}
     assert names == {"NamesAccepted": ("False", "ShortNamesConflict"), "Established": ("False", "NotAccepted")}
     assert "gadgets" not in ok(kubectl(cluster, tmp_path, "api-resources", "--api-group", "example.com"))
+    ok(kubectl(cluster, tmp_path, "delete", "crd", "widgets.example.com"))  # its names are free again
+    ok(kubectl(cluster, tmp_path, "wait", "--for=condition=Established", "crd/gadgets.example.com", "--timeout=5s"))
+    assert "gadgets" in ok(kubectl(cluster, tmp_path, "api-resources", "--api-group", "example.com"))
+    assert kubectl(cluster, tmp_path, "get", "widgets").returncode == 1
 
 
 def test_an_invalid_crd_is_refused_naming_the_fields(cluster: str, tmp_path: Path) -> None:
