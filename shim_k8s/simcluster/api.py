@@ -29,9 +29,9 @@ import yaml
 
 from . import crd, discovery, eventconv, gc, objects, protobuf, scale, schema, structural, tables
 from .errors import (AlreadyExists, ApiError, BadRequest, Conflict, Expired, Forbidden, InternalError, Invalid,
-                     MethodNotAllowed, NotFound, TooLargeVersion, status_object, success_status)
+                     MethodNotAllowed, NotFound, TooLargeVersion, UnsupportedMedia, status_object, success_status)
 from .httpserver import Request, Response, StreamResponse
-from .patch import apply_patch
+from .patch import MERGE, STRATEGIC, apply_patch
 from .resources import BINDINGS, CRDS, EVENTS, NAMESPACES, NEW_EVENTS, PODS, Registry, Resource
 from .selectors import Matcher, parse_field_selector, parse_label_selector
 from .store import Change, Store
@@ -457,11 +457,21 @@ class Api:
         warnings = self._field_validation(req, res, body)
         return self._store_update(req, res, name, body, old, sub, warnings)
 
+    def _patch_type(self, req: Request, res: Resource, default: str) -> str:
+        """The PATCH media type; a custom resource has no strategic merge (415, as the apiserver)."""
+        ctype = req.header("content-type", default)
+        if res.custom is not None and ctype.split(";", 1)[0].strip().lower() == STRATEGIC:
+            raise UnsupportedMedia("the body of the request was in an unknown format - accepted media types include: "
+                                   "application/json-patch+json, application/merge-patch+json, "
+                                   "application/apply-patch+yaml")
+        return ctype
+
     def _patch(self, req: Request, res: Resource, ns: str, name: str, sub: str) -> Response:
         old = self._must_get(res, ns, name)
+        ctype = self._patch_type(req, res, STRATEGIC)
         patch = self._decode(req, res)
         base = copy.deepcopy(self._out(res, old))
-        merged = apply_patch(req.header("content-type", "application/strategic-merge-patch+json"), base, patch)
+        merged = apply_patch(ctype, base, patch)
         if not isinstance(merged, dict):
             raise BadRequest("the patch does not produce an object")
         # field names are checked on the object the patch produces, as the apiserver does: patch
@@ -550,8 +560,7 @@ class Api:
         if req.method == "PUT":
             body = self._decode(req, res)
         elif req.method == "PATCH":
-            body = apply_patch(req.header("content-type", "application/merge-patch+json"), copy.deepcopy(current),
-                               self._decode(req, res))
+            body = apply_patch(self._patch_type(req, res, MERGE), copy.deepcopy(current), self._decode(req, res))
         else:
             raise MethodNotAllowed("the server does not allow this method on the requested resource")
         new = scale.scaled(res, obj, body)

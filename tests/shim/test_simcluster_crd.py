@@ -251,6 +251,9 @@ async def test_status_subresource_splits_writes(cluster: str) -> None:
         r = await client.patch(base, headers=merge,
                                content=json.dumps({"status": {"phase": "Hacked"}, "spec": {"width": 4}}))
         assert (r.json()["spec"]["width"], r.json()["status"]["phase"], r.json()["metadata"]["generation"]) == (4, "Running", 2)
+        r = await client.patch(base, headers={"content-type": "application/strategic-merge-patch+json"},
+                               content=json.dumps({"spec": {"width": 5}}))
+        assert r.status_code == 415  # custom resources have no strategic merge, as on a real apiserver
         current = (await client.get(base)).json()
         current["status"] = {"phase": "Stopped", "width": "wide"}
         r = await client.put(f"{base}/status", json=current)
