@@ -355,7 +355,7 @@ class Api:
         if res.custom is not None:
             owner = self.store.get(CRDS.bucket, "", res.custom.crd)
             if owner is not None and owner["metadata"].get("deletionTimestamp"):
-                raise MethodNotAllowed(f"create not allowed while custom resource definition is terminating")
+                raise MethodNotAllowed("create not allowed while custom resource definition is terminating")
         generated = isinstance(body, dict) and not (body.get("metadata") or {}).get("name")
         for _attempt in range(8):
             obj = objects.prepare_create(res, copy.deepcopy(body) if generated else body, namespace,

@@ -179,7 +179,7 @@ def validate_crd(obj: Obj, causes: list[Cause]) -> None:
     if isinstance(names, dict) and names.get("plural") and group:
         want = f"{names['plural']}.{group}"
         if obj["metadata"].get("name") != want:
-            causes.append(_bad("metadata.name", obj["metadata"].get("name"), f'must be spec.names.plural+"."+spec.group'))
+            causes.append(_bad("metadata.name", obj["metadata"].get("name"), 'must be spec.names.plural+"."+spec.group'))
 
 
 def validate_crd_update(new: Obj, old: Obj, causes: list[Cause]) -> None:
@@ -192,13 +192,15 @@ def validate_crd_update(new: Obj, old: Obj, causes: list[Cause]) -> None:
 
 # -- defaults -----------------------------------------------------------------------------------
 
-def default_crd(obj: Obj, creating: bool) -> None:
+def default_crd(obj: Obj, keep_finalizer: bool) -> None:
+    """singular, listKind, conversion; and the cleanup finalizer on every CRD not being deleted
+    (the apiextensions finalizer controller puts it back if an update took it away)."""
     spec = obj["spec"]
     names = spec["names"]
     names.setdefault("singular", names["kind"].lower())
     names.setdefault("listKind", f"{names['kind']}List")
     spec.setdefault("conversion", {"strategy": "None"})
-    if creating:
+    if keep_finalizer:
         finalizers = obj["metadata"].setdefault("finalizers", [])
         if CLEANUP_FINALIZER not in finalizers:
             finalizers.append(CLEANUP_FINALIZER)

@@ -425,7 +425,7 @@ def prepare_create(resource: Resource, body: Any, namespace: str, node_cpu: str 
         obj.pop("status", None)
     validate(resource, obj)
     if resource is CRDS:
-        crd.default_crd(obj, creating=True)
+        crd.default_crd(obj, keep_finalizer=True)
     if resource is CRDS or resource.custom is not None:
         meta["generation"] = 1
     meta["uid"] = str(uuid.uuid4())
@@ -496,7 +496,7 @@ def prepare_update(resource: Resource, new: Any, old: Obj, subresource: str = ""
         crd.validate_crd_update(obj, old, causes)
         if causes:
             raise Invalid.fields(resource.kind, old_meta["name"], causes, resource.group)
-        crd.default_crd(obj, creating=False)
+        crd.default_crd(obj, keep_finalizer=not old_meta.get("deletionTimestamp"))
     if "generation" in old_meta and _spec_changed(resource, obj, old):
         meta["generation"] = int(old_meta["generation"]) + 1
     return obj

@@ -130,10 +130,6 @@ class Store:
             for watcher in list(b.watchers):
                 watcher.close()
 
-    def uid_of(self, bucket: str, namespace: str, name: str) -> str | None:
-        obj = self.get(bucket, namespace, name)
-        return obj["metadata"].get("uid") if obj is not None else None
-
     def count(self, bucket: str) -> int:
         return len(self._buckets[bucket].objects)
 
