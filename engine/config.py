@@ -228,6 +228,8 @@ class PartitionConfig:
     placement_rules: tuple[Any, ...] = ()
     """`engine.placement.Rule`s in order; empty: YuniKorn's implicit `provided create:false`."""
     node_sort_policy: str = "fair"
+    preemption_enabled: bool = True
+    """`preemption.enabled` (YuniKorn's default: true): whether asks may preempt at all."""
 
 
 @dataclasses.dataclass(slots=True)
@@ -308,16 +310,82 @@ def _max_applications(key: str, raw: Mapping[str, Any]) -> int:
     return 0 if value is None else parse_uint32(f"{key}.maxapplications", value)
 
 
+PREEMPTION_POLICIES = ("default", "fence", "disabled")
+PRIORITY_POLICIES = ("default", "fence")
+PREEMPTION_DELAY_NS = 30 * 1_000_000_000
+"""A queue's default `preemption.delay` (YuniKorn: 30s)."""
+
+_DURATION_UNITS = {"ns": 1, "us": 1_000, "\u00b5s": 1_000, "\u03bcs": 1_000, "ms": 1_000_000,
+                   "s": 1_000_000_000, "m": 60_000_000_000, "h": 3_600_000_000_000}
+_DURATION_PART = _re.compile(r"([0-9]*(?:\.[0-9]*)?)([a-z\u00b5\u03bc]+)")
+
+
+def parse_duration_ns(key: str, value: object) -> int:
+    """A Go `time.ParseDuration` string ("30s", "1m30s", "1.5h", "0") as nanoseconds.
+
+    Only what Go accepts is accepted (a sign, then one or more number+unit parts; units ns, us,
+    ms, s, m, h; "0" alone needs no unit); anything else is a ConfigError naming key and value."""
+    text = value if isinstance(value, str) else None
+    if text is None or not text:
+        raise ConfigError(key, value, "not a duration (use Go syntax: 30s, 1m30s, 1.5h)")
+    body = text.lstrip("+-")
+    sign = -1 if text.startswith("-") else 1
+    if len(text) - len(body) > 1:
+        raise ConfigError(key, value, "not a duration (use Go syntax: 30s, 1m30s, 1.5h)")
+    if body == "0":
+        return 0
+    total = 0.0
+    pos = 0
+    while pos < len(body):
+        match = _DURATION_PART.match(body, pos)
+        if match is None or match.group(1) in ("", ".") or match.group(2) not in _DURATION_UNITS:
+            raise ConfigError(key, value, "not a duration (use Go syntax: 30s, 1m30s, 1.5h)")
+        total += float(match.group(1)) * _DURATION_UNITS[match.group(2)]
+        pos = match.end()
+    if not body or total >= 2**63:
+        raise ConfigError(key, value, "not a duration (use Go syntax: 30s, 1m30s, 1.5h)")
+    return sign * int(total)
+
+
+def _parse_int32(key: str, value: object) -> int:
+    """A signed 32-bit decimal integer, as Go's strconv.ParseInt(s, 10, 32)."""
+    text = str(value) if not isinstance(value, bool) else ""
+    digits = text[1:] if text[:1] in ("+", "-") else text
+    if not digits.isascii() or not digits.isdigit():
+        raise ConfigError(key, value, "not a 32-bit integer")
+    number = int(text)
+    if not -2**31 <= number < 2**31:
+        raise ConfigError(key, value, "out of range for a 32-bit integer")
+    return number
+
+
+def _check_choice(key: str, value: str | None, choices: tuple[str, ...]) -> None:
+    if value is not None and value not in choices:
+        raise ConfigError(key, value, f"must be one of {', '.join(choices)}")
+
+
 def _parse_properties(key: str, raw: object) -> dict[str, str]:
     raw = _mapping(key, raw)
     props: dict[str, str] = {}
     for name, value in raw.items():
         if name not in _PROPERTY_KEYS:
             raise ConfigError(f"{key}.{name}", value, "unknown key")
-        props[str(name)] = str(value)
+        if value is None or isinstance(value, (dict, list)):
+            raise ConfigError(f"{key}.{name}", value, "must be a single value")
+        props[str(name)] = value if isinstance(value, str) else (
+            str(value).lower() if isinstance(value, bool) else str(value))
     policy = props.get("application.sort.policy")
     if policy is not None and policy not in SORT_POLICIES:
         raise ConfigError(f"{key}.application.sort.policy", policy, "must be fifo or fair")
+    _check_choice(f"{key}.preemption.policy", props.get("preemption.policy"), PREEMPTION_POLICIES)
+    _check_choice(f"{key}.priority.policy", props.get("priority.policy"), PRIORITY_POLICIES)
+    if "priority.offset" in props:
+        _parse_int32(f"{key}.priority.offset", props["priority.offset"])
+    if "preemption.delay" in props:
+        delay = parse_duration_ns(f"{key}.preemption.delay", props["preemption.delay"])
+        if delay <= 0:
+            raise ConfigError(f"{key}.preemption.delay", props["preemption.delay"],
+                              "must be a positive duration")
     return props
 
 
@@ -435,7 +503,24 @@ def _parse_partition(key: str, raw: object) -> PartitionConfig:
     from engine.placement import parse_rules  # placement imports this module's ConfigError
 
     rules = parse_rules(f"{key}.placementrules", raw.get("placementrules"))
-    return PartitionConfig(name=name, root=root, placement_rules=rules, node_sort_policy=policy)
+    return PartitionConfig(name=name, root=root, placement_rules=rules, node_sort_policy=policy,
+                           preemption_enabled=_preemption_enabled(f"{key}.preemption",
+                                                                  raw.get("preemption")))
+
+
+def _preemption_enabled(key: str, raw: object) -> bool:
+    """A partition's `preemption: {enabled}` (default true). YuniKorn's
+    `quotapreemptionenabled` is accepted only as false: quota-change preemption is not built,
+    and a config that asks for it must not load and then silently do nothing."""
+    raw = _mapping(key, raw)
+    _check_keys(key, raw, {"enabled", "quotapreemptionenabled"})
+    if raw.get("quotapreemptionenabled") is not None and parse_bool(
+            f"{key}.quotapreemptionenabled", raw["quotapreemptionenabled"]):
+        raise ConfigError(f"{key}.quotapreemptionenabled", raw["quotapreemptionenabled"],
+                          "quota-change preemption is not supported by ykshm")
+    if raw.get("enabled") is None:
+        return True
+    return parse_bool(f"{key}.enabled", raw["enabled"])
 
 
 def parse_config(data: Mapping[str, Any]) -> EngineConfig:

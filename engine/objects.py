@@ -62,7 +62,9 @@ class Ask:
     """
 
     __slots__ = ("key", "app_id", "resource", "priority", "create_time", "seq", "placeholder",
-                 "task_group", "tags", "placement", "shape", "reserved_node", "reported", "rm_id")
+                 "task_group", "tags", "placement", "shape", "reserved_node", "reported", "rm_id",
+                 "allow_preempt_self", "allow_preempt_other", "queued_ns", "preempt_checked_ns",
+                 "triggered_preemption")
 
     def __init__(self, key: str, app_id: str, resource: dict[str, int], priority: int = 0,
                  placeholder: bool = False, task_group: str = "", tags: dict | None = None,
@@ -82,6 +84,13 @@ class Ask:
         self.reserved_node: str | None = None
         self.reported: set[str] = set()  # request-event reasons already sent for this ask
         self.rm_id = rm_id
+        # preemption (engine.partition.preemption): the pod's policy, when it started waiting
+        # (monotonic ns), when it last looked for victims, and whether it already preempted
+        self.allow_preempt_self = True
+        self.allow_preempt_other = False
+        self.queued_ns = 0
+        self.preempt_checked_ns: int | None = None
+        self.triggered_preemption = False
 
     def set_placement(self, placement: Placement | None, tag: str | None) -> None:
         """A new placement (and its tag) for this pending ask; its shape follows."""
@@ -103,7 +112,8 @@ class Allocation:
     """Resources bound on a node for one ask (or recovered from the RM)."""
 
     __slots__ = ("key", "app_id", "partition", "node_id", "resource", "placeholder",
-                 "task_group", "priority", "create_time", "recovered", "replacing", "tags", "_dao")
+                 "task_group", "priority", "create_time", "recovered", "replacing", "tags", "_dao",
+                 "allow_preempt_self", "preempted")
 
     def __init__(self, key: str, app_id: str, partition: str, node_id: str,
                  resource: dict[str, int], placeholder: bool = False, task_group: str = "",
@@ -123,6 +133,10 @@ class Allocation:
         self.tags = tags or {}
         """The ask's tags (kubernetes.io/meta/namespace, .../podName...): the UI names pods by them."""
         self._dao: dict[str, Any] | None = None
+        self.allow_preempt_self = True
+        """False: the pod asked not to be a preemption victim (considered last)."""
+        self.preempted = False
+        """Chosen as a victim and released to the shim; booked until the shim confirms."""
 
     def dao(self) -> dict[str, Any]:
         """AllocationDAOInfo (computed once: an allocation never changes)."""
@@ -213,7 +227,7 @@ class Queue:
     __slots__ = ("name", "path", "parent", "children", "parent_flag", "dynamic", "guaranteed",
                  "max", "max_apps", "properties", "limits", "template", "apps", "allocated",
                  "pending", "pending_count", "running_apps", "draining",
-                 "order", "share")
+                 "order", "share", "preempting")
 
     def __init__(self, name: str, path: str, parent: "Queue | None", *, leaf: bool,
                  dynamic: bool = False) -> None:
@@ -237,6 +251,8 @@ class Queue:
         self.draining = False
         self.order = next(_seq)
         self.share = 0.0
+        self.preempting: dict[str, int] = {}
+        """Usage of preemption victims not yet released by the shim (counts in `allocated`)."""
 
     @property
     def is_leaf(self) -> bool:

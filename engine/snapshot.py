@@ -21,6 +21,7 @@ from typing import Any
 from engine import config_doc, placement, resources
 from engine.objects import Queue
 from engine.partition import Partition, queues
+from engine.partition.preemption import MIN_PRIORITY, queue_priority
 
 
 def _package_version() -> str:
@@ -71,6 +72,12 @@ def _queue_dao(part: Partition, q: Queue) -> dict[str, Any]:
             abs_used[name] = (value * 100) // base[name]
     props = q.properties
     preemption_policy = props.get("preemption.policy", "default")
+    children = [_queue_dao(part, c) for c in q.children.values()]
+    if q.is_leaf:  # an application's priority: its highest pending ask's (YuniKorn)
+        highest = max((app.pending[0].priority for app in q.apps.values() if app.pending),
+                      default=MIN_PRIORITY)
+    else:
+        highest = max((c["currentPriority"] for c in children), default=MIN_PRIORITY)
     dao: dict[str, Any] = {
         "queuename": q.path,
         "status": "Draining" if q.draining else "Active",
@@ -79,19 +86,19 @@ def _queue_dao(part: Partition, q: Queue) -> dict[str, Any]:
         "maxResource": dict(q.max) if q.parent is not None else dict(part.capacity),
         "guaranteedResource": dict(q.guaranteed),
         "allocatedResource": resources.strip_zero(q.allocated),
-        "preemptingResource": {},
+        "preemptingResource": resources.strip_zero(q.preempting),
         "headroom": headroom,
         "isLeaf": q.is_leaf,
         "isManaged": not q.dynamic,
         "properties": dict(props),
         "parent": q.parent.path if q.parent else "",
         "template": _template_dao(q),
-        "children": [_queue_dao(part, c) for c in q.children.values()],
+        "children": children,
         "childNames": [c.path for c in q.children.values()],
         "absUsedCapacity": abs_used,
         "maxRunningApps": q.max_apps,
         "runningApps": q.running_apps,
-        "currentPriority": 0,
+        "currentPriority": queue_priority(q, highest),
         "allocatingAcceptedApps": [a.app_id for a in q.apps.values()
                                    if a.fsm.state.value == "Accepted"],
         "sortingPolicy": props.get("application.sort.policy", "fifo") if q.is_leaf else "",
@@ -126,7 +133,7 @@ def _partition_info(part: Partition, cluster_id: str, started_nano: int) -> dict
         "totalContainers": sum(len(a.allocations) for a in part.apps.values()),
         "state": "Active",
         "lastStateTransitionTime": started_nano,
-        "preemptionEnabled": True,
+        "preemptionEnabled": part.preemption_enabled,
         "quotaPreemptionEnabled": False,
     }
 

@@ -151,14 +151,16 @@ class Cluster:
     def __init__(self, name: str, *, nodes: int = 0, watch_history: int | None = None,
                  kubelet_delay: float = 0.05, request_events: bool = True,
                  log_dir: str | None = None, sim_args: Iterable[str] = (),
-                 bookmark_interval: float | None = None) -> None:
+                 bookmark_interval: float | None = None,
+                 engine_config: str | None = None) -> None:
         self.name = name
         self.tmp = tempfile.mkdtemp(prefix=f"ykshm-{name}-")
         self.log_dir = log_dir or self.tmp
         self.socket = os.path.join(self.tmp, "engine.sock")
         self.config = os.path.join(self.tmp, "queues.yaml")
-        with open(self.config, "w") as f:
-            f.write(ENGINE_CONFIG.format(request_events="true" if request_events else "false"))
+        with open(self.config, "w") as f:  # `engine_config`: a whole queues.yaml of the test's
+            f.write(engine_config if engine_config is not None else ENGINE_CONFIG.format(
+                request_events="true" if request_events else "false"))
         self.status_file = status_path(name)
         self.nodes = nodes
         self.watch_history = watch_history

@@ -24,6 +24,11 @@ Pods
   (docs/CONTRACTS.md): canonical compact JSON (sorted keys, lists in the pod's order, only the
   fields the contract names, toleration operator defaulted to `Equal`), "" when the pod has none.
   Checked as the apiserver would, so the engine never sees a tag it must reject.
+- Preemption (`preemption_of`): `spec.priority` (the apiserver resolves `priorityClassName` into
+  it) is the ask's priority; the annotation `yunikorn.apache.org/allow-preemption` set to a
+  false value (Go's ParseBool: "false", "0", "f", ...) makes the pod a victim of last resort
+  (SI allowPreemptSelf false; any other value, or none, allows it, as YuniKorn); a pod whose
+  `spec.preemptionPolicy` is `Never` may not preempt others (allowPreemptOther false).
 
 A pod we cannot map raises `PodError` whose message is the reason the shim posts as a Kubernetes
 Event on the pod; the pod is skipped and nothing else is affected.
@@ -61,6 +66,7 @@ ANN_TASK_GROUP_NAME = "yunikorn.apache.org/task-group-name"
 ANN_TASK_GROUPS = "yunikorn.apache.org/task-groups"
 ANN_SCHED_POLICY = "yunikorn.apache.org/schedulingPolicyParameters"
 ANN_PLACEHOLDER = "yunikorn.apache.org/placeholder"
+ANN_ALLOW_PREEMPTION = "yunikorn.apache.org/allow-preemption"
 LABEL_APP_ID = "applicationId"
 LABEL_SPARK_APP = "spark-app-selector"
 LABEL_QUEUE = "queue"
@@ -120,6 +126,8 @@ class PodInfo:
     gang_style: str          # "" | "Soft" | "Hard"
     placeholder_timeout_s: int
     placement: str           # the ykshm.io/placement tag, "" when the pod has no constraint
+    allow_preempt_self: bool = True    # may be a preemption victim (annotation not false)
+    allow_preempt_other: bool = True   # may preempt others (spec.preemptionPolicy not Never)
 
     @property
     def finished(self) -> bool:
@@ -393,6 +401,7 @@ def pod_info(pod: Mapping[str, Any], prev: PodInfo | None = None) -> PodInfo:
     priority = spec.get("priority") or 0
     if not isinstance(priority, int) or isinstance(priority, bool):
         raise PodError("spec.priority must be an integer")
+    allow_self, allow_other = preemption_of(annotations, spec)
     return PodInfo(
         uid=pod_uid(pod),
         namespace=str(meta.get("namespace") or "default"),
@@ -412,7 +421,18 @@ def pod_info(pod: Mapping[str, Any], prev: PodInfo | None = None) -> PodInfo:
         gang_style=style,
         placeholder_timeout_s=timeout,
         placement=placement_of(spec),
+        allow_preempt_self=allow_self,
+        allow_preempt_other=allow_other,
     )
+
+
+_GO_FALSE = frozenset({"0", "f", "F", "FALSE", "false", "False"})
+
+
+def preemption_of(annotations: Mapping[str, str], spec: Mapping[str, Any]) -> tuple[bool, bool]:
+    """(allow_preempt_self, allow_preempt_other) of a pod (see the module docstring)."""
+    allow_self = str(annotations.get(ANN_ALLOW_PREEMPTION, "true")) not in _GO_FALSE
+    return allow_self, spec.get("preemptionPolicy") != "Never"
 
 
 def node_info(node: Mapping[str, Any]) -> NodeInfo:

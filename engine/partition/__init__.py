@@ -9,12 +9,14 @@
     allocations  booking and unbooking allocations everywhere, RM releases, recovery
     nodes        nodes (add/update/drain/remove), reservations, `NodeIndex` (fast node choice)
     cycle        the allocation cycle: pick an app, find a node, enforce limits, why asks wait
+    preemption   YuniKorn's preemption: when an ask may preempt, which victims, on which node
     outbox       messages for the shims per rmID until the scheduler flushes them
     eventcodes   the event record/change type ints the partition emits
 
 Each module is functions of a `Partition` (no module keeps state of its own). Where a rule
 lives: a queue's maxapplications -> `queues.room_for_running_app`, called by `cycle.can_run`;
-a queue's max resources -> `queues.fits`; the node choice -> `nodes.NodeIndex.find`.
+a queue's max resources -> `queues.fits`; the node choice -> `nodes.NodeIndex.find`; which pods
+an ask preempts -> `preemption.Search`.
 """
 
 from engine.partition.coordinator import Partition

@@ -15,6 +15,7 @@ from engine.app_state import AppEvent, AppState
 from engine.objects import Allocation, Application, Node
 from engine.partition import apps, asks
 from engine.partition.eventcodes import ADD, APP, NODE, REMOVE
+from engine.si.requests import DEFAULT_PREEMPTION
 from shm.events import EventChangeDetail as Detail
 
 if TYPE_CHECKING:
@@ -35,10 +36,12 @@ _APP_ALLOC, _NODE_ALLOC = int(Detail.APP_ALLOC), int(Detail.NODE_ALLOC)  # per a
 
 def book(part: Partition, app: Application, key: str, res: dict[str, int], node: Node, *,
          placeholder: bool, task_group: str, priority: int, recovered: bool = False,
-         notify: bool = True, tags: dict[str, str] | None = None) -> Allocation:
+         notify: bool = True, tags: dict[str, str] | None = None,
+         preempt_self: bool = True) -> Allocation:
     """Book an allocation everywhere and emit its events (no checks: callers did them)."""
     alloc = Allocation(key, app.app_id, part.name, node.node_id, res, placeholder,
                        task_group, priority, recovered, create_time=part.wall_clock(), tags=tags)
+    alloc.allow_preempt_self = preempt_self
     node.allocations[key] = alloc
     node.ver += 1
     nalloc, navail = node.allocated, node.available
@@ -117,11 +120,16 @@ def remove(part: Partition, app: Application, alloc: Allocation, detail: int, *,
     for name, value in res.items():
         aalloc[name] = aalloc.get(name, 0) - value
     last = not app.allocations and not replacing
+    preempted = alloc.preempted
     q = app.queue
     while q is not None:
         qa = q.allocated
         for name, value in res.items():
             qa[name] = qa.get(name, 0) - value
+        if preempted:
+            qp = q.preempting
+            for name, value in res.items():
+                qp[name] = qp.get(name, 0) - value
         if last and app.counted_running:
             q.running_apps -= 1
         if q.guaranteed:
@@ -174,7 +182,9 @@ def add_existing(part: Partition, request: ExistingAllocation) -> str | None:
     part.ugm.increase(app.queue.path, app.app_id, res, app.ugi, force=True)
     if request.placeholder:
         apps.count_placeholder(app, request.task_group_name, res)
+    policy = request.preemption_policy or DEFAULT_PREEMPTION
     book(part, app, key, res, node, placeholder=request.placeholder,
          task_group=request.task_group_name, priority=request.priority, recovered=True,
-         notify=False, tags=dict(request.allocation_tags))
+         notify=False, tags=dict(request.allocation_tags),
+         preempt_self=policy.allow_preempt_self)
     return None

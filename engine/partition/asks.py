@@ -15,6 +15,7 @@ from engine.objects import Application, Ask
 from engine.partition import apps, nodes
 from engine.partition.eventcodes import ADD, APP, REMOVE
 from engine.predicates import PLACEMENT_TAG, parse_placement
+from engine.si.requests import DEFAULT_PREEMPTION
 from shm.events import EventChangeDetail as Detail
 
 if TYPE_CHECKING:
@@ -43,6 +44,10 @@ def add(part: Partition, rm_id: str, request: AllocationAsk) -> str | None:
     ask = Ask(key, app.app_id, res, request.priority, request.placeholder,
               request.task_group_name, tags, create_time=part.wall_clock(), rm_id=rm_id,
               placement=placement)
+    policy = request.preemption_policy or DEFAULT_PREEMPTION
+    ask.allow_preempt_self = policy.allow_preempt_self
+    ask.allow_preempt_other = policy.allow_preempt_other
+    ask.queued_ns = part.clock()
     app.asks[key] = ask
     app.pending.add(ask)
     app.ver += 1

@@ -44,6 +44,9 @@ class Partition:
         self.timers = Timers(clock)
         self.node_sort_policy = config.node_sort_policy
         self.placement_rules = config.placement_rules
+        self.preemption_enabled = config.preemption_enabled
+        self.preemptions = 0
+        """Preemption decisions made (each released one or more victims)."""
         self.queues: dict[str, Queue] = {}
         self.apps: dict[str, Application] = {}
         self.terminated: dict[str, Application] = {}
@@ -62,6 +65,7 @@ class Partition:
         """Apply a changed queue configuration (SIGHUP reload); emits the QUEUE SET rows."""
         queues.update_config(self, config)
         self.placement_rules = config.placement_rules
+        self.preemption_enabled = config.preemption_enabled
 
     def place_app(self, app: Application) -> tuple[Queue | None, str]:
         """The leaf for `app`: the configured placement rules, else `place(app.queue_name)`."""

@@ -18,7 +18,9 @@ Node placement (`engine.predicates`): wherever a node is chosen -- first fit, re
 placeholder replacement -- it must admit the ask (labels and taints). A placeholder whose node
 does not admit the real ask is not replaced; the ask is scheduled like one without placeholder.
 
-An ask that cannot be allocated is told why through a request event, once per ask and reason.
+An ask that cannot be allocated is told why through a request event, once per ask and reason,
+and may preempt (`engine.partition.preemption`): when no node has room for it, its queue's max
+refuses it, or its reserved node does not free up.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from typing import TYPE_CHECKING
 from engine import resources
 from engine.app_state import SCHEDULABLE_STATES
 from engine.objects import Allocation, Application, Ask, Node, Queue
-from engine.partition import allocations, asks, nodes, queues
+from engine.partition import allocations, asks, nodes, preemption, queues
 from engine.predicates import rejection
 from shm.events import EventChangeDetail as Detail
 
@@ -119,6 +121,9 @@ def _try_app(part: Partition, app: Application, failed: set) -> bool:
             failed.add(ask.shape)
             if not queues.fits(q, ask.resource):
                 _report_queue(part, app, ask)
+                _maybe_preempt(part, app, ask)
+                continue
+            if _maybe_preempt(part, app, ask):
                 continue
             # one reservation per application; a node to reserve is looked for once
             # per ask (until a placement change or a lost reservation allows another try)
@@ -138,11 +143,17 @@ def _try_app(part: Partition, app: Application, failed: set) -> bool:
         failed.add(ask.shape)
         if why == "queue":
             _report_queue(part, app, ask)
+            _maybe_preempt(part, app, ask)
         elif why == "user" and part.sink.requests_enabled:
             reason = part.ugm.why_not(q.path, app.app_id, ask.resource, app.ugi)
             _report(part, ask, "user", f"Request '{ask.key}' exceeds the user/group limit "
                                        f"in queue '{q.path}': {reason or 'limit reached'}")
     return False
+
+
+def _maybe_preempt(part: Partition, app: Application, ask: Ask) -> bool:
+    """An ask that cannot be placed may free room by preemption (engine.partition.preemption)."""
+    return preemption.wanted(part, app, ask) and preemption.try_preempt(part, app, ask)
 
 
 def can_run(part: Partition, app: Application) -> bool:
@@ -168,7 +179,8 @@ def commit(part: Partition, app: Application, ask: Ask, node: Node) -> str | Non
         return "user"
     asks.take(part, app, ask)
     allocations.book(part, app, ask.key, res, node, placeholder=ask.placeholder,
-                     task_group=ask.task_group, priority=ask.priority, tags=ask.tags)
+                     task_group=ask.task_group, priority=ask.priority, tags=ask.tags,
+                     preempt_self=ask.allow_preempt_self)
     if part.sink.requests_enabled:
         part.sink.request(ask.key, app.app_id, f"Successfully allocated on node {node.node_id}")
     return None
@@ -191,6 +203,8 @@ def _try_reserved(part: Partition) -> int:
         elif not resources.fits(ask.resource, resources.sub(node.capacity, node.occupied)):
             nodes.unreserve(part, ask)  # the node shrank: it can never hold the ask
             ask.reported.discard("reserve")
+        else:  # a reserved node that does not free up may be freed by preemption
+            _maybe_preempt(part, app, ask)
     return made
 
 
@@ -240,7 +254,8 @@ def _try_replace(part: Partition, app: Application, ask: Ask) -> bool | None:
     part.ugm.increase(app.queue.path, app.app_id, ask.resource, app.ugi, force=True)
     asks.take(part, app, ask)
     allocations.book(part, app, ask.key, ask.resource, node, placeholder=False,
-                     task_group=ask.task_group, priority=ask.priority, tags=ask.tags)
+                     task_group=ask.task_group, priority=ask.priority, tags=ask.tags,
+                     preempt_self=ask.allow_preempt_self)
     if part.sink.requests_enabled:  # a gang member is told where it went, like any other pod
         part.sink.request(ask.key, app.app_id, f"Successfully allocated on node {node.node_id}")
     if data is not None:

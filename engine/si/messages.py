@@ -14,9 +14,9 @@ Each field of the wire format is spelled once, in a `to_si()` and its reader.
 from engine.si.parse import parse
 from engine.si.requests import (AddApplication, AllocationAsk, AllocationRelease,
                                 AllocationRequest, ApplicationRequest, AskRelease,
-                                ExistingAllocation, NodeChange, NodeRequest,
-                                RegisterResourceManager, RemoveApplication, ShimMessage,
-                                UserGroupInfo)
+                                DEFAULT_PREEMPTION, ExistingAllocation, NodeChange,
+                                NodeRequest, PreemptionPolicy, RegisterResourceManager,
+                                RemoveApplication, ShimMessage, UserGroupInfo)
 from engine.si.responses import (Ack, AllocationResponse, ApplicationResponse, EngineMessage,
                                  Error, EventRecord, EventRecords, NewAllocation, NodeResponse,
                                  RegisterResourceManagerResponse, RejectedAllocation,
@@ -24,6 +24,7 @@ from engine.si.responses import (Ack, AllocationResponse, ApplicationResponse, E
                                  read_engine)
 
 __all__ = [
+    "DEFAULT_PREEMPTION", "PreemptionPolicy",
     "Ack", "AddApplication", "AllocationAsk", "AllocationRelease", "AllocationRequest",
     "AllocationResponse", "ApplicationRequest", "ApplicationResponse", "AskRelease",
     "EngineMessage", "Error", "EventRecord", "EventRecords", "ExistingAllocation",

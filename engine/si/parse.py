@@ -15,7 +15,7 @@ from engine.si.protocol import (APPLICATION_REQUEST, GANG_HARD, GANG_SOFT, NODE_
                                 TERMINATION_TYPES, ProtocolError)
 from engine.si.requests import (AddApplication, AllocationAsk, AllocationRelease,
                                 AllocationRequest, ApplicationRequest, AskRelease,
-                                ExistingAllocation, NodeChange, NodeRequest,
+                                ExistingAllocation, NodeChange, NodeRequest, PreemptionPolicy,
                                 RegisterResourceManager, RemoveApplication, ShimMessage,
                                 UserGroupInfo)
 
@@ -194,7 +194,19 @@ def _ask(f: _Fields) -> AllocationAsk:
     task_group = f.text("taskGroupName")
     partition = f.text("partitionName")
     tags = f.need("allocationTags", dict, required=False) or {}
-    return AllocationAsk(key, app_id, partition, res, priority, placeholder, task_group, tags)
+    return AllocationAsk(key, app_id, partition, res, priority, placeholder, task_group, tags,
+                         _preemption_policy(f))
+
+
+def _preemption_policy(f: _Fields) -> PreemptionPolicy | None:
+    """`preemptionPolicy: {allowPreemptSelf, allowPreemptOther}` (booleans, absent = false, as
+    in protobuf); None when not sent at all."""
+    raw = f.need("preemptionPolicy", dict, required=False)
+    if raw is None:
+        return None
+    pf = f.at(raw, f"{f.where}.preemptionPolicy")
+    return PreemptionPolicy(pf.need("allowPreemptSelf", bool, required=False) or False,
+                            pf.need("allowPreemptOther", bool, required=False) or False)
 
 
 def _existing(f: _Fields) -> ExistingAllocation:
@@ -208,7 +220,7 @@ def _existing(f: _Fields) -> ExistingAllocation:
     partition = f.text("partitionName")
     tags = f.need("allocationTags", dict, required=False) or {}
     return ExistingAllocation(key, app_id, node_id, partition, res, placeholder, task_group,
-                              priority, tags)
+                              priority, tags, _preemption_policy(f))
 
 
 def _release(f: _Fields) -> AllocationRelease:

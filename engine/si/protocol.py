@@ -28,11 +28,13 @@ Shim -> engine (`SHIM_MESSAGES`)
   occupiedResource}]}`, action in `NODE_ACTIONS`. Recovery creates nodes with CREATE_DRAIN (not
   schedulable), adds existing allocations, then DRAIN_TO_SCHEDULABLE.
 - `AllocationRequest {rmID, asks: [{allocationKey, applicationID, partitionName, resourceAsk,
-  priority, placeholder, taskGroupName, allocationTags}], allocations: [{allocationKey,
-  applicationID, partitionName, nodeID, resourcePerAlloc, placeholder, taskGroupName, priority}],
+  priority, placeholder, taskGroupName, allocationTags, preemptionPolicy}], allocations:
+  [{allocationKey, applicationID, partitionName, nodeID, resourcePerAlloc, placeholder,
+  taskGroupName, priority, preemptionPolicy}],
   releases: {allocationsToRelease: [{partitionName, applicationID, allocationKey,
   terminationType, message}], allocationAsksToRelease: [{partitionName, applicationID,
-  allocationKey, message}]}}`. `allocations` are existing (already bound) allocations, accepted
+  allocationKey, message}]}}`. `preemptionPolicy` = `{allowPreemptSelf, allowPreemptOther}`
+  (booleans); not sent = YuniKorn's nil policy (self true, other false). `allocations` are existing (already bound) allocations, accepted
   even above queue max (recovery). terminationType in `TERMINATION_TYPES`.
 
 Engine -> shim (`ENGINE_MESSAGES`)

@@ -110,6 +110,24 @@ class NodeChange(FrozenMessage):
         return out
 
 
+class PreemptionPolicy(FrozenMessage):
+    """SI PreemptionPolicy of an ask or allocation: may it be preempted (`allow_preempt_self`,
+    the pod annotation yunikorn.apache.org/allow-preemption), may it preempt others
+    (`allow_preempt_other`, the pod's preemptionPolicy is not Never). Not sent at all means
+    YuniKorn's defaults: self true, other false (`engine.si.requests.DEFAULT_PREEMPTION`)."""
+
+    allow_preempt_self: bool = False
+    allow_preempt_other: bool = False
+
+    def to_si(self) -> dict[str, Any]:
+        return {"allowPreemptSelf": self.allow_preempt_self,
+                "allowPreemptOther": self.allow_preempt_other}
+
+
+DEFAULT_PREEMPTION = PreemptionPolicy(allow_preempt_self=True, allow_preempt_other=False)
+"""What an ask or allocation sent without `preemptionPolicy` gets (YuniKorn's nil policy)."""
+
+
 class AllocationAsk(FrozenMessage):
     """AllocationRequest.asks[]: a pending request for one allocation (a pod)."""
 
@@ -121,13 +139,17 @@ class AllocationAsk(FrozenMessage):
     placeholder: bool = False
     task_group_name: str = ""
     allocation_tags: Mapping[str, Any] = msgspec.field(default_factory=dict)
+    preemption_policy: PreemptionPolicy | None = None
 
     def to_si(self) -> dict[str, Any]:
-        return {"allocationKey": self.allocation_key, "applicationID": self.application_id,
-                "partitionName": self.partition_name,
-                "resourceAsk": resources.to_si(self.resource_ask), "priority": self.priority,
-                "placeholder": self.placeholder, "taskGroupName": self.task_group_name,
-                "allocationTags": dict(self.allocation_tags)}
+        out = {"allocationKey": self.allocation_key, "applicationID": self.application_id,
+               "partitionName": self.partition_name,
+               "resourceAsk": resources.to_si(self.resource_ask), "priority": self.priority,
+               "placeholder": self.placeholder, "taskGroupName": self.task_group_name,
+               "allocationTags": dict(self.allocation_tags)}
+        if self.preemption_policy is not None:
+            out["preemptionPolicy"] = self.preemption_policy.to_si()
+        return out
 
 
 class ExistingAllocation(FrozenMessage):
@@ -142,13 +164,17 @@ class ExistingAllocation(FrozenMessage):
     task_group_name: str = ""
     priority: int = 0
     allocation_tags: Mapping[str, Any] = msgspec.field(default_factory=dict)
+    preemption_policy: PreemptionPolicy | None = None
 
     def to_si(self) -> dict[str, Any]:
-        return {"allocationKey": self.allocation_key, "applicationID": self.application_id,
-                "partitionName": self.partition_name, "nodeID": self.node_id,
-                "resourcePerAlloc": resources.to_si(self.resource_per_alloc),
-                "placeholder": self.placeholder, "taskGroupName": self.task_group_name,
-                "priority": self.priority, "allocationTags": dict(self.allocation_tags)}
+        out = {"allocationKey": self.allocation_key, "applicationID": self.application_id,
+               "partitionName": self.partition_name, "nodeID": self.node_id,
+               "resourcePerAlloc": resources.to_si(self.resource_per_alloc),
+               "placeholder": self.placeholder, "taskGroupName": self.task_group_name,
+               "priority": self.priority, "allocationTags": dict(self.allocation_tags)}
+        if self.preemption_policy is not None:
+            out["preemptionPolicy"] = self.preemption_policy.to_si()
+        return out
 
 
 class AllocationRelease(FrozenMessage):

@@ -43,7 +43,8 @@ Modules (one concept each; each is functions of a `ShimCore`)
     registration  registration and recovery: connection, RegisterResourceManager, Acks
     tasks         applications and tasks: pods -> applications, asks, existing allocations
     nodes         nodes: CREATE/UPDATE/drain/DECOMISSION, other schedulers' occupation
-    binding       allocations -> bindings, binding results, releases and rejections
+    binding       allocations -> bindings, binding results, releases (preemption victims
+                  deleted, their end confirmed) and rejections
     placeholders  gang scheduling: placeholder pods, Reserving until they are placed
     batch         the SI messages of one `take()`, in the order the engine needs
     actions       `Actions`, `Bind`, `KubeEvent`: what the driver carries out

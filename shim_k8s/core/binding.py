@@ -58,7 +58,8 @@ def on_bind_result(core: ShimCore, bind: Bind, ok: bool, conflict: bool = False,
 
 def on_allocation_response(core: ShimCore, message: messages.AllocationResponse) -> None:
     """New allocations are bound; engine-side releases delete preempted, replaced and timed-out
-    pods; released or rejected asks are told to their pods."""
+    pods (a preempted pod's end is confirmed to the engine); released or rejected asks are
+    told to their pods."""
     for new in message.new:
         uid, app, node = new.allocation_key, new.application_id, new.node_id
         core.e_asks.pop(uid, None)
@@ -80,13 +81,15 @@ def on_allocation_response(core: ShimCore, message: messages.AllocationResponse)
             placeholders.gang_progress(core, info.app_id)
     for released in message.released:
         uid = released.allocation_key
-        alloc = core.e_allocs.pop(uid, None)
         term = released.termination_type
+        if term == si.TERMINATION_PREEMPTED:
+            _preempted(core, uid, released.message)
+            continue
+        alloc = core.e_allocs.pop(uid, None)
         if alloc is not None:
             core.batch.touched_apps.add(alloc.app_id)
         info = core.pods.get(uid)
-        if info is not None and term in (si.TERMINATION_PREEMPTED,
-                                          si.TERMINATION_PLACEHOLDER_REPLACED,
+        if info is not None and term in (si.TERMINATION_PLACEHOLDER_REPLACED,
                                           si.TERMINATION_TIMEOUT):
             core.actions.deletes.append((info.namespace, info.name))
         if info is not None and info.placeholder:
@@ -125,3 +128,22 @@ def on_allocation_response(core: ShimCore, message: messages.AllocationResponse)
         if info is not None:
             core.actions.events.append(KubeEvent(
                 "Pod", info.namespace, info.name, uid, "AskRejected", reason, "Warning"))
+
+
+def _preempted(core: ShimCore, uid: str, message: str) -> None:
+    """A preemption victim: the engine keeps its allocation until the pod is gone. The pod is
+    deleted (with a `Preempted` event on it, as kube-scheduler posts on its victims), and its
+    end -- the watch's DELETED, or finishing first -- is confirmed to the engine as
+    PREEMPTED_BY_SCHEDULER (`tasks.release_alloc`). A pod already gone is confirmed at once."""
+    alloc = core.e_allocs.get(uid)
+    info = core.pods.get(uid)
+    if alloc is None:
+        return
+    alloc.termination = si.TERMINATION_PREEMPTED
+    if info is None or info.finished:
+        tasks.release_alloc(core, uid, "pod already gone")
+        return
+    core.actions.deletes.append((info.namespace, info.name))
+    core.actions.events.append(KubeEvent(
+        "Pod", info.namespace, info.name, uid, "Preempted",
+        f"Preempted by the scheduler: {message or 'preempting allocations'}"))

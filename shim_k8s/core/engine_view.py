@@ -23,3 +23,5 @@ class EngineAllocation:
 
     app_id: str
     node: str
+    termination: str = ""
+    """PREEMPTED_BY_SCHEDULER once the engine preempted it: the pod's end confirms that type."""

@@ -128,7 +128,8 @@ def release_alloc(core: ShimCore, uid: str, message: str) -> None:
     alloc = core.e_allocs.pop(uid, None)
     if alloc is not None:
         core.batch.releases.append(messages.AllocationRelease(
-            alloc.app_id, uid, core.partition, si.TERMINATION_STOPPED_BY_RM, message))
+            alloc.app_id, uid, core.partition, alloc.termination or si.TERMINATION_STOPPED_BY_RM,
+            message))
         core.batch.touched_apps.add(alloc.app_id)
 
 
@@ -201,7 +202,7 @@ def reconcile_pod(core: ShimCore, uid: str) -> None:
             core.e_allocs[uid] = EngineAllocation(info.app_id, node)
             core.batch.allocations.append(messages.ExistingAllocation(
                 uid, info.app_id, node, core.partition, info.resource, info.placeholder,
-                info.task_group, info.priority, meta_tags(info)))
+                info.task_group, info.priority, meta_tags(info), preemption_policy(info)))
         # else: held until the node is known to the engine (orphan adoption)
         core.dirty.discard(uid)
         return
@@ -242,7 +243,13 @@ def _ask_message(core: ShimCore, uid: str, info: PodInfo) -> messages.Allocation
     if info.placement:
         tags[PLACEMENT_TAG] = info.placement
     return messages.AllocationAsk(uid, info.app_id, core.partition, info.resource,
-                                  info.priority, info.placeholder, info.task_group, tags)
+                                  info.priority, info.placeholder, info.task_group, tags,
+                                  preemption_policy(info))
+
+
+def preemption_policy(info: PodInfo) -> messages.PreemptionPolicy:
+    """SI PreemptionPolicy of a pod, as YuniKorn's shim sends it on every ask and allocation."""
+    return messages.PreemptionPolicy(info.allow_preempt_self, info.allow_preempt_other)
 
 
 FINISHED_APP_STATES = frozenset({"Completed", "Failed", "Expired", "Rejected"})

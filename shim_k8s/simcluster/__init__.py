@@ -2,7 +2,12 @@
 
 Modules (one concept each):
 
-- `resources`  the served API resources, as data (discovery, routing and storage read it)
+- `resources`  the served API resources, as data, and the per-server `Registry` CRDs add to
+- `crd`        CustomResourceDefinitions: validation, defaults, the resources they define, conditions
+- `structural` a CRD's structural schema: pruning, defaulting, validation (422 causes naming the field)
+- `jsonpath`   the simple JSONPath of printer columns and scale paths
+- `scale`      the /scale sub-resource: an autoscaling/v1 Scale over a CRD's replicas paths
+- `gc`         deletion: finalizers, deletionTimestamp, propagation policies, the garbage collector
 - `store`      objects, the global resourceVersion, bounded change history, watchers
 - `api`        routing and verbs: list/watch, create/get/update/patch/delete, binding, status
 - `objects`    defaults, system metadata and validation (422 causes naming the field)

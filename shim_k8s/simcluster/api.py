@@ -6,7 +6,9 @@ each request sees and makes a consistent set of changes (trio runs one task at a
 
 Paths: `/api/v1/{res}`, `/api/v1/{res}/{name}[/{sub}]` (cluster-scoped), `/api/v1/namespaces/{ns}/
 {res}[/{name}[/{sub}]]`, the same under `/apis/{group}/{version}`, legacy `/api/v1/watch/...`, plus
-`/version`, `/healthz`, discovery and OpenAPI (see discovery.py).
+`/version`, `/healthz`, discovery and OpenAPI (see discovery.py). What is served is the `Registry`:
+the built-ins plus the resources of every established CRD (`crd.py`), added on the CRD's creation
+and removed when its deletion is finished; deletion and garbage collection are `gc.Collector`'s.
 """
 
 from __future__ import annotations
@@ -25,12 +27,12 @@ import orjson
 import trio
 import yaml
 
-from . import discovery, eventconv, objects, protobuf, schema, tables
-from .errors import (AlreadyExists, ApiError, BadRequest, Conflict, Expired, Forbidden, InternalError, Invalid, MethodNotAllowed,
-                     NotFound, TooLargeVersion, status_object, success_status)
+from . import crd, discovery, eventconv, gc, objects, protobuf, scale, schema, structural, tables
+from .errors import (AlreadyExists, ApiError, BadRequest, Conflict, Expired, Forbidden, InternalError, Invalid,
+                     MethodNotAllowed, NotFound, TooLargeVersion, UnsupportedMedia, status_object, success_status)
 from .httpserver import Request, Response, StreamResponse
-from .patch import apply_patch
-from .resources import BINDINGS, BY_GROUP_VERSION, EVENTS, NAMESPACES, NEW_EVENTS, PODS, SERVED, Resource
+from .patch import MERGE, STRATEGIC, apply_patch
+from .resources import BINDINGS, CRDS, EVENTS, NAMESPACES, NEW_EVENTS, PODS, Registry, Resource
 from .selectors import Matcher, parse_field_selector, parse_label_selector
 from .store import Change, Store
 
@@ -95,8 +97,12 @@ class Api:
         self.bookmark_interval = bookmark_interval
         self.node_cpu = node_cpu
         self.node_memory = node_memory
-        self._v3_index, self._v3_docs = discovery.openapi_v3_index()
-        self._v2_json = orjson.dumps(discovery.openapi_v2_doc())
+        self.registry = Registry()
+        for r in self.registry.served:
+            store.add_bucket(r.bucket)
+        self.gc = gc.Collector(store, self.registry)
+        self.gc.on_crd_removed = self._resync_crds
+        self._openapi_generation = -1
         self._v2_pb = discovery.openapi_v2_protobuf()
         self.requests = 0
         self.fresh_wait = 3.0
@@ -115,8 +121,10 @@ class Api:
     async def _route(self, req: Request) -> Response | StreamResponse:
         segs = [s for s in req.path.split("/") if s]
         if not segs:
-            return _json(200, {"paths": ["/api", "/api/v1", "/apis", "/apis/events.k8s.io", "/apis/events.k8s.io/v1",
-                                         "/healthz", "/livez", "/openapi/v2", "/openapi/v3", "/readyz", "/version"]})
+            groups = sorted({f"/apis/{g}" for g, _ in self.registry.by_group_version if g}
+                            | {f"/apis/{g}/{v}" for g, v in self.registry.by_group_version if g})
+            return _json(200, {"paths": ["/api", "/api/v1", "/apis", *groups, "/healthz", "/livez", "/openapi/v2",
+                                         "/openapi/v3", "/readyz", "/version"]})
         head = segs[0]
         if head in ("healthz", "livez", "readyz"):
             return Response(200, b"ok", "text/plain; charset=utf-8")
@@ -130,15 +138,15 @@ class Api:
             if segs[1] != "v1":
                 raise NotFound.path()
             if len(segs) == 2:
-                return self._discovery(req, discovery.resource_list("", "v1"))
+                return self._discovery(req, discovery.resource_list(self.registry, "", "v1"))
             return await self._resource(req, "", "v1", segs[2:])
         if head == "apis":
             if len(segs) == 1:
-                return self._discovery(req, discovery.api_group_list())
+                return self._discovery(req, discovery.api_group_list(self.registry))
             if len(segs) == 2:
-                return self._discovery(req, discovery.api_group(segs[1]))
+                return self._discovery(req, discovery.api_group(self.registry, segs[1]))
             if len(segs) == 3:
-                return self._discovery(req, discovery.resource_list(segs[1], segs[2]))
+                return self._discovery(req, discovery.resource_list(self.registry, segs[1], segs[2]))
             return await self._resource(req, segs[1], segs[2], segs[3:])
         raise NotFound.path()
 
@@ -149,9 +157,18 @@ class Api:
             raise MethodNotAllowed("the server does not allow this method on the requested resource")
         return _json(200, doc)
 
+    def _refresh_openapi(self) -> None:
+        """Rebuild the OpenAPI documents when the served resources changed (a CRD came or went)."""
+        if self._openapi_generation == self.registry.generation:
+            return
+        self._v3_index, self._v3_docs = discovery.openapi_v3_index(self.registry)
+        self._v2_json = orjson.dumps(discovery.openapi_v2_doc(self.registry))
+        self._openapi_generation = self.registry.generation
+
     def _openapi(self, req: Request, segs: list[str]) -> Response:
         if req.method not in ("GET", "HEAD"):
             raise MethodNotAllowed("the server does not allow this method on the requested resource")
+        self._refresh_openapi()
         if segs == ["v2"]:
             if "protobuf" in req.header("accept"):
                 return Response(200, self._v2_pb, "application/com.github.proto-openapi.spec.v2.v1.0+protobuf")
@@ -166,7 +183,7 @@ class Api:
 
     # -- resource routing -------------------------------------------------------------------
     async def _resource(self, req: Request, group: str, version: str, segs: list[str]) -> Response | StreamResponse:
-        table = BY_GROUP_VERSION.get((group, version))
+        table = self.registry.lookup(group, version)
         if table is None:
             raise NotFound.path()
         watch = False
@@ -217,6 +234,8 @@ class Api:
         if method in ("GET", "HEAD") and sub == "log":
             self._must_get(res, ns, name)
             return Response(200, b"", "text/plain")  # a simulated container writes no logs
+        if sub == "scale":
+            return self._scale(req, res, ns, name)
         if method in ("GET", "HEAD") and sub in ("", "status"):
             return self._get(req, res, ns, name)
         if method == "PUT" and sub in ("", "status"):
@@ -333,6 +352,10 @@ class Api:
         res, body = self._store_resource(res, body)
         if res.namespaced:
             self._ensure_namespace(namespace)
+        if res.custom is not None:
+            owner = self.store.get(CRDS.bucket, "", res.custom.crd)
+            if owner is not None and owner["metadata"].get("deletionTimestamp"):
+                raise MethodNotAllowed("create not allowed while custom resource definition is terminating")
         generated = isinstance(body, dict) and not (body.get("metadata") or {}).get("name")
         for _attempt in range(8):
             obj = objects.prepare_create(res, copy.deepcopy(body) if generated else body, namespace,
@@ -346,7 +369,30 @@ class Api:
             raise AlreadyExists.object(res.name, obj["metadata"]["name"], res.group)
         if dry_run:
             return obj
-        return self.store.create(res.bucket, obj)
+        stored = self.store.create(res.bucket, obj)
+        return self._sync_crd(stored) if res is CRDS else stored
+
+    def _resync_crds(self) -> None:
+        """A CRD went: those refused for its names may now be accepted."""
+        for obj in self.store.list(CRDS.bucket)[0]:
+            if not self.registry.custom(obj["metadata"]["name"]):
+                self._sync_crd(obj)
+
+    def _sync_crd(self, obj: Obj) -> Obj:
+        """Serve what a CRD defines (or why not, in its status): at once, as if established."""
+        if obj["metadata"].get("deletionTimestamp"):
+            return obj
+        name = obj["metadata"]["name"]
+        conflict = crd.name_conflict(obj, self.registry.served)
+        resources = crd.resources_for(obj) if conflict is None else ()
+        if conflict is None:
+            self.store.add_bucket(crd.bucket_of(obj))
+            self.registry.set_custom(name, resources)
+        new = dict(obj)
+        new["status"] = crd.status_for(obj, conflict)
+        if new["status"] == obj.get("status"):
+            return obj
+        return self.store.replace(CRDS.bucket, new)
 
     def _field_validation(self, req: Request, res: Resource, body: Any) -> list[tuple[str, str]]:
         """fieldValidation=Strict: unknown fields are a 400; Warn (the default): Warning headers."""
@@ -356,7 +402,13 @@ class Api:
                              '"Ignore", "Strict", "Warn"')
         if mode == "Ignore":
             return []
-        unknown = schema.unknown_fields("events.k8s.io" if res is NEW_EVENTS else res.bucket, body)
+        if res.custom is not None:
+            unknown: list[str] = []
+            structural.prune(res.custom.schema, body, unknown)
+            if isinstance(body, dict) and isinstance(body.get("metadata"), dict):
+                unknown += [f"metadata.{k}" for k in body["metadata"] if k not in schema.OBJECT_META]
+        else:
+            unknown = schema.unknown_fields("events.k8s.io" if res is NEW_EVENTS else res.bucket, body)
         if not unknown:
             return []
         if mode == "Strict":
@@ -389,8 +441,12 @@ class Api:
             stored = new
         elif objects.same_content(new, old):
             stored = old  # a no-op update does not bump the resourceVersion
+        elif self.gc.finish_if_done(sres, new):
+            stored = new  # its last finalizer went: removed
         else:
             stored = self.store.replace(sres.bucket, new)
+            if sres is CRDS and sub == "":
+                stored = self._sync_crd(stored)
         response = _json(200, self._out(res, stored))
         response.headers.extend(warnings)
         return response
@@ -401,11 +457,21 @@ class Api:
         warnings = self._field_validation(req, res, body)
         return self._store_update(req, res, name, body, old, sub, warnings)
 
+    def _patch_type(self, req: Request, res: Resource, default: str) -> str:
+        """The PATCH media type; a custom resource has no strategic merge (415, as the apiserver)."""
+        ctype = req.header("content-type", default)
+        if res.custom is not None and ctype.split(";", 1)[0].strip().lower() == STRATEGIC:
+            raise UnsupportedMedia("the body of the request was in an unknown format - accepted media types include: "
+                                   "application/json-patch+json, application/merge-patch+json, "
+                                   "application/apply-patch+yaml")
+        return ctype
+
     def _patch(self, req: Request, res: Resource, ns: str, name: str, sub: str) -> Response:
         old = self._must_get(res, ns, name)
+        ctype = self._patch_type(req, res, STRATEGIC)
         patch = self._decode(req, res)
         base = copy.deepcopy(self._out(res, old))
-        merged = apply_patch(req.header("content-type", "application/strategic-merge-patch+json"), base, patch)
+        merged = apply_patch(ctype, base, patch)
         if not isinstance(merged, dict):
             raise BadRequest("the patch does not produce an object")
         # field names are checked on the object the patch produces, as the apiserver does: patch
@@ -414,37 +480,39 @@ class Api:
         return self._store_update(req, res, name, merged, old, sub, warnings)
 
     def _delete_options(self, req: Request) -> Obj:
-        """DeleteOptions from the body or the query; the grace period is accepted and ignored."""
-        policy = req.param("propagationPolicy")
-        if policy and policy not in ("Orphan", "Background", "Foreground"):
+        """DeleteOptions from the body or the query (the body wins), with `propagationPolicy`
+        resolved (the deprecated `orphanDependents: true` is Orphan); the grace period is ignored."""
+        _int_param(req, "gracePeriodSeconds")
+        opts: Obj = {}
+        if req.body.strip():
+            if req.header("content-type").startswith(protobuf.MEDIA):
+                opts = protobuf.decode_delete_options(req.body)
+            else:
+                try:
+                    opts = orjson.loads(req.body)
+                except orjson.JSONDecodeError as exc:
+                    raise BadRequest("the object provided is unrecognized (must be of type DeleteOptions): "
+                                     f"{exc}") from None
+                if not isinstance(opts, dict):
+                    raise BadRequest("the object provided is unrecognized (must be of type DeleteOptions)")
+        policy = opts.get("propagationPolicy") or req.param("propagationPolicy") or None
+        orphan = opts.get("orphanDependents")
+        if orphan is None and req.param("orphanDependents"):
+            orphan = _truthy(req.param("orphanDependents"))
+        if policy is None and orphan is not None:
+            policy = "Orphan" if orphan else "Background"
+        if policy is not None and policy not in gc.POLICIES:
             raise BadRequest(f'propagationPolicy: Unsupported value: "{policy}": supported values: '
                              '"Orphan", "Background", "Foreground"')
-        _int_param(req, "gracePeriodSeconds")
-        if not req.body.strip():
-            return {}
-        if req.header("content-type").startswith(protobuf.MEDIA):
-            return {}  # a typed client's DeleteOptions: grace period and policy do not matter here
-        try:
-            opts = orjson.loads(req.body)
-        except orjson.JSONDecodeError as exc:
-            raise BadRequest(f"the object provided is unrecognized (must be of type DeleteOptions): {exc}") from None
-        if not isinstance(opts, dict):
-            raise BadRequest("the object provided is unrecognized (must be of type DeleteOptions)")
-        policy = opts.get("propagationPolicy") or req.param("propagationPolicy")
-        if policy and policy not in ("Orphan", "Background", "Foreground"):
-            raise BadRequest(f'propagationPolicy: Unsupported value: "{policy}"')
+        opts["propagationPolicy"] = policy
         return opts
 
-    def delete_object(self, res: Resource, ns: str, name: str) -> Obj:
-        if res is NAMESPACES:
-            if name in PROTECTED_NAMESPACES:
-                raise Forbidden(f'namespaces "{name}" is forbidden: this namespace may not be deleted',
-                                {"name": name, "kind": "namespaces"})
-            for bucket_res in SERVED:
-                if bucket_res.namespaced and bucket_res.store == "":
-                    for obj in self.store.list(bucket_res.bucket, name)[0]:
-                        self.store.delete(bucket_res.bucket, name, obj["metadata"]["name"])
-        return self.store.delete(res.bucket, ns, name)
+    def delete_object(self, res: Resource, ns: str, name: str, policy: str | None = None) -> tuple[Obj, bool]:
+        """DELETE one object: (its last state, whether it is gone) — it stays while finalizers remain."""
+        if res is NAMESPACES and name in PROTECTED_NAMESPACES:
+            raise Forbidden(f'namespaces "{name}" is forbidden: this namespace may not be deleted',
+                            {"name": name, "kind": "namespaces"})
+        return self.gc.delete(res, self._must_get(res, ns, name), policy)
 
     def _delete(self, req: Request, res: Resource, ns: str, name: str) -> Response:
         old = self._must_get(res, ns, name)
@@ -458,13 +526,13 @@ class Api:
                                                   f"{pre['resourceVersion']}, ResourceVersion in object meta: "
                                                   f"{old['metadata']['resourceVersion']}", res.group)
         if req.param("dryRun") == "All" or opts.get("dryRun") == ["All"]:
-            return _json(200, self._deleted(res, old))
-        return _json(200, self._deleted(res, self.delete_object(res, ns, name)))
+            return _json(200, self._deleted(res, old, True))
+        return _json(200, self._deleted(res, *self.delete_object(res, ns, name, opts["propagationPolicy"])))
 
-    def _deleted(self, res: Resource, obj: Obj) -> Obj:
-        """DELETE's answer: the object for pods and namespaces (their registries return it), a
-        Status for every other kind (the generic registry's)."""
-        if res.kind in ("Pod", "Namespace"):
+    def _deleted(self, res: Resource, obj: Obj, gone: bool) -> Obj:
+        """DELETE's answer: the object for pods and namespaces (their registries return it) and for
+        an object that stays (finalizers), a Status for every other kind (the generic registry's)."""
+        if res.kind in ("Pod", "Namespace") or not gone:
             return self._out(res, obj)
         details = {"name": obj["metadata"]["name"], "kind": res.name, "uid": obj["metadata"].get("uid", "")}
         if res.group:
@@ -474,13 +542,32 @@ class Api:
     def _delete_collection(self, req: Request, res: Resource, namespace: str | None) -> Response:
         if "deletecollection" not in res.verbs:
             raise MethodNotAllowed("the server does not allow this method on the requested resource")
-        self._delete_options(req)
+        policy = self._delete_options(req)["propagationPolicy"]
         label, fields = self._selectors(req, res)
         items, _, _ = self.store.list(res.bucket, namespace, label, fields)
-        deleted = [self.delete_object(res, o["metadata"].get("namespace", ""), o["metadata"]["name"]) for o in items]
+        deleted = [self.delete_object(res, o["metadata"].get("namespace", ""), o["metadata"]["name"], policy)[0]
+                   for o in items]
         return _json(200, {"kind": f"{res.kind}List", "apiVersion": res.api_version,
                            "metadata": {"resourceVersion": str(self.store.rv)},
                            "items": [self._out(res, o) for o in deleted]})
+
+    def _scale(self, req: Request, res: Resource, ns: str, name: str) -> Response:
+        """GET/PUT/PATCH .../{name}/scale: an autoscaling/v1 Scale (see scale.py)."""
+        obj = self._must_get(res, ns, name)
+        current = scale.to_scale(res, obj)
+        if req.method in ("GET", "HEAD"):
+            return _json(200, current)
+        if req.method == "PUT":
+            body = self._decode(req, res)
+        elif req.method == "PATCH":
+            body = apply_patch(self._patch_type(req, res, MERGE), copy.deepcopy(current), self._decode(req, res))
+        else:
+            raise MethodNotAllowed("the server does not allow this method on the requested resource")
+        new = scale.scaled(res, obj, body)
+        new["metadata"].pop("resourceVersion", None)  # checked against the Scale's, above
+        response = self._store_update(req, res, name, new, obj, "", [])
+        stored = orjson.loads(response.body)
+        return _json(200, scale.to_scale(res, stored))
 
     def bind(self, ns: str, pod_name: str, body: Any) -> Obj:
         """POST pods/{name}/binding: set spec.nodeName once; 409 when the pod is already bound."""

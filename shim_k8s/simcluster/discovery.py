@@ -1,4 +1,4 @@
-"""Discovery and OpenAPI documents, built from `resources.SERVED`.
+"""Discovery and OpenAPI documents, built from a `resources.Registry` (built-ins and CRDs).
 
 kubectl with its defaults needs: `/api`, `/apis` (it asks for aggregated discovery
 `apidiscovery.k8s.io/v2` but accepts the plain `APIVersions`/`APIGroupList` when the response's
@@ -8,6 +8,11 @@ looks up the PATCH operation of the object's group/version/kind and, when it dec
 `fieldValidation` query parameter, leaves validation to the server (`?fieldValidation=Strict`).
 `/openapi/v2` is served too (JSON, or a minimal protobuf `openapi_v2.Document` when asked for
 protobuf, as kubectl's discovery client does).
+
+A CRD's resource is described by its own `openAPIV3Schema` (what `kubectl explain` walks), under
+the name the apiextensions-apiserver gives it (`com.ibm.streams.v1.Job`); its `/scale` sub-resource
+is listed with group `autoscaling`, version `v1`, kind `Scale`, which kubectl's scale client needs
+to find the Scale's version.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from typing import Any
 
 import orjson
 
-from .resources import BY_GROUP_VERSION, SERVED, Resource
+from .resources import Registry, Resource
 
 K8S_VERSION = {"major": "1", "minor": "32", "gitVersion": "v1.32.0-ykshm-sim", "gitCommit": "0" * 40,
                "gitTreeState": "clean", "buildDate": "2026-01-01T00:00:00Z", "goVersion": "go1.23.0",
@@ -29,24 +34,24 @@ def api_versions(server: str) -> dict[str, Any]:
             "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": server}]}
 
 
-def _groups() -> dict[str, list[str]]:
+def _groups(reg: Registry) -> dict[str, list[str]]:
     groups: dict[str, list[str]] = {}
-    for (group, version) in BY_GROUP_VERSION:
+    for (group, version) in reg.by_group_version:
         if group:
             groups.setdefault(group, []).append(version)
     return groups
 
 
-def api_group(group: str) -> dict[str, Any] | None:
-    versions = _groups().get(group)
+def api_group(reg: Registry, group: str) -> dict[str, Any] | None:
+    versions = _groups(reg).get(group)
     if not versions:
         return None
     gvs = [{"groupVersion": f"{group}/{v}", "version": v} for v in versions]
     return {"kind": "APIGroup", "apiVersion": "v1", "name": group, "versions": gvs, "preferredVersion": gvs[0]}
 
 
-def api_group_list() -> dict[str, Any]:
-    groups = [api_group(g) for g in _groups()]
+def api_group_list(reg: Registry) -> dict[str, Any]:
+    groups = [api_group(reg, g) for g in _groups(reg)]
     return {"kind": "APIGroupList", "apiVersion": "v1",
             "groups": [{k: v for k, v in g.items() if k not in ("kind", "apiVersion")} for g in groups if g]}
 
@@ -59,8 +64,8 @@ def _verbs_for(r: Resource, sub: str) -> list[str]:
     return list(r.verbs)
 
 
-def resource_list(group: str, version: str) -> dict[str, Any] | None:
-    table = BY_GROUP_VERSION.get((group, version))
+def resource_list(reg: Registry, group: str, version: str) -> dict[str, Any] | None:
+    table = reg.lookup(group, version)
     if table is None:
         return None
     items: list[dict[str, Any]] = []
@@ -75,8 +80,11 @@ def resource_list(group: str, version: str) -> dict[str, Any] | None:
         items.append(entry)
         for sub in r.subresources:
             kind = "Binding" if sub == "binding" else r.kind
-            items.append({"name": f"{r.name}/{sub}", "singularName": "", "namespaced": r.namespaced, "kind": kind,
-                          "verbs": _verbs_for(r, sub)})
+            sub_entry: dict[str, Any] = {"name": f"{r.name}/{sub}", "singularName": "", "namespaced": r.namespaced,
+                                         "kind": kind, "verbs": _verbs_for(r, sub)}
+            if sub == "scale":
+                sub_entry.update(group="autoscaling", version="v1", kind="Scale")
+            items.append(sub_entry)
     gv = f"{group}/{version}" if group else version
     return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": items}
 
@@ -91,6 +99,8 @@ def _gvk(r: Resource) -> dict[str, str]:
 
 
 def _schema_name(r: Resource) -> str:
+    if r.custom is not None:
+        return ".".join(reversed(r.group.split("."))) + f".{r.version}.{r.kind}"
     group = "core" if not r.group else r.group.split(".")[0]
     return f"io.k8s.api.{group}.{r.version}.{r.kind}"
 
@@ -136,9 +146,34 @@ def _paths(resources: list[Resource], v3: bool) -> dict[str, Any]:
     return paths
 
 
+_OBJECT_META = {
+    "description": "Standard object's metadata. More info: "
+                   "https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata",
+    "type": "object", "x-kubernetes-preserve-unknown-fields": True,
+}
+_API_VERSION = {"description": "APIVersion defines the versioned schema of this representation of an object.",
+                "type": "string"}
+_KIND = {"description": "Kind is a string value representing the REST resource this object represents.",
+         "type": "string"}
+
+
+def _custom_schema(r: Resource) -> dict[str, Any]:
+    """A CRD version's openAPIV3Schema with the apiserver's apiVersion/kind/metadata and the GVK."""
+    assert r.custom is not None
+    doc = dict(r.custom.schema)
+    props = dict(doc.get("properties") or {})
+    props["apiVersion"], props["kind"], props["metadata"] = _API_VERSION, _KIND, _OBJECT_META
+    doc["properties"] = props
+    doc["x-kubernetes-group-version-kind"] = [_gvk(r)]
+    return doc
+
+
 def _schemas(resources: list[Resource]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for r in resources:
+        if r.custom is not None:
+            out[_schema_name(r)] = _custom_schema(r)
+            continue
         out[_schema_name(r)] = {
             "description": f"{r.kind} (ykshm sim-cluster: the schema is not enforced beyond server-side validation)",
             "type": "object",
@@ -153,11 +188,11 @@ def _schemas(resources: list[Resource]) -> dict[str, Any]:
     return out
 
 
-def openapi_v3_doc(group: str, version: str) -> dict[str, Any] | None:
-    table = BY_GROUP_VERSION.get((group, version))
+def openapi_v3_doc(reg: Registry, group: str, version: str) -> dict[str, Any] | None:
+    table = reg.lookup(group, version)
     if table is None:
         return None
-    resources = [r for r in table.values() if r in SERVED]
+    resources = [r for r in table.values() if r in reg.served]
     return {
         "openapi": "3.0.0",
         "info": {"title": "Kubernetes", "version": K8S_VERSION["gitVersion"]},
@@ -170,12 +205,12 @@ def _gv_path(group: str, version: str) -> str:
     return f"apis/{group}/{version}" if group else f"api/{version}"
 
 
-def openapi_v3_index() -> tuple[dict[str, Any], dict[str, bytes]]:
+def openapi_v3_index(reg: Registry) -> tuple[dict[str, Any], dict[str, bytes]]:
     """The /openapi/v3 root and the encoded group-version documents by path ("api/v1")."""
     docs: dict[str, bytes] = {}
     paths: dict[str, Any] = {}
-    for group, version in BY_GROUP_VERSION:
-        doc = openapi_v3_doc(group, version)
+    for group, version in reg.by_group_version:
+        doc = openapi_v3_doc(reg, group, version)
         if doc is None:
             continue
         data = orjson.dumps(doc)
@@ -186,8 +221,8 @@ def openapi_v3_index() -> tuple[dict[str, Any], dict[str, bytes]]:
     return {"paths": paths}, docs
 
 
-def openapi_v2_doc() -> dict[str, Any]:
-    resources = list(SERVED)
+def openapi_v2_doc(reg: Registry) -> dict[str, Any]:
+    resources = list(reg.served)
     return {
         "swagger": "2.0",
         "info": {"title": "Kubernetes", "version": K8S_VERSION["gitVersion"]},

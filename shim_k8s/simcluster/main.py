@@ -124,6 +124,7 @@ async def serve(args, apps: list[workload.App] | None) -> None:
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with trio.open_nursery() as nursery:
             await nursery.start(kubelet.run)
+            await nursery.start(api.gc.run)
             await nursery.start(api.run_event_expiry, args.event_ttl)
             await nursery.start(server.serve, listeners)
             print(f"sim-cluster listening on http://{host}:{port}", flush=True)

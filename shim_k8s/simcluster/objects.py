@@ -4,6 +4,11 @@
 causes name every bad field (`spec.containers[0].resources.requests[cpu]`), `BadRequest` (400) for a
 body that is not the expected kind. Quantities are checked with `engine.resources.parse_quantity` /
 `parse_milli`, the same parser the shim and engine use, so an object we accept is one they accept.
+
+A custom resource (its Resource has a `custom` part) is pruned, defaulted and validated against its
+CRD's structural schema (see `structural`); with a status sub-resource its status is dropped on
+create. Custom resources and CRDs carry `metadata.generation`: 1 at creation, +1 on every update
+that changes more than metadata (and status, when that is a sub-resource).
 """
 
 from __future__ import annotations
@@ -19,8 +24,9 @@ from typing import Any
 
 from engine.resources import QuantityError, parse_milli, parse_quantity
 
+from . import crd, structural
 from .errors import BadRequest, Conflict, Invalid
-from .resources import Resource
+from .resources import CRDS, Resource
 
 Obj = dict[str, Any]
 Cause = tuple[str, str, str]  # (reason, field, message)
@@ -86,6 +92,11 @@ def _validate_meta(resource: Resource, meta: Obj, causes: list[Cause]) -> None:
         if not ok:
             what = "a lowercase RFC 1123 label" if resource.name == "namespaces" else "a lowercase RFC 1123 subdomain"
             causes.append(invalid("metadata.name", name, f"must be {what} (lowercase alphanumerics, '-' or '.')"))
+    _validate_owner_refs(meta.get("ownerReferences"), causes)
+    finalizers = meta.get("finalizers")
+    if finalizers is not None and (not isinstance(finalizers, list)
+                                   or not all(isinstance(f, str) and f for f in finalizers)):
+        causes.append(invalid("metadata.finalizers", "", "must be a list of non-empty strings"))
     for which in ("labels", "annotations"):
         values = meta.get(which)
         if values is None:
@@ -103,6 +114,29 @@ def _validate_meta(resource: Resource, meta: Obj, causes: list[Cause]) -> None:
             elif which == "labels" and (len(value) > 63 or not _LABEL_VALUE.match(value)):
                 causes.append(invalid(f"{field}", value, "a valid label must be an empty string or consist of "
                                       "alphanumeric characters, '-', '_' or '.' (at most 63)"))
+
+
+def _validate_owner_refs(refs: Any, causes: list[Cause]) -> None:
+    """ownerReferences: apiVersion, kind, name and uid set; at most one controller."""
+    field = "metadata.ownerReferences"
+    if refs is None:
+        return
+    if not isinstance(refs, list):
+        causes.append(invalid(field, "", "must be a list of owner references"))
+        return
+    controllers = []
+    for ref in refs:
+        if not isinstance(ref, dict):
+            causes.append(invalid(field, "", "must be an object"))
+            continue
+        for key, what in (("apiVersion", "version"), ("kind", "kind"), ("name", "name"), ("uid", "uid")):
+            if not ref.get(key) or not isinstance(ref[key], str):
+                causes.append(invalid(f"{field}.{key}", ref.get(key) or "", f"{what} must not be empty"))
+        if ref.get("controller") is True:
+            controllers.append(f"{ref.get('kind')}/{ref.get('name')}")
+    if len(controllers) > 1:
+        causes.append(invalid(field, "", "Only one reference can have Controller set to true. Found \"true\" in "
+                                         f"references for {' and '.join(controllers)}"))
 
 
 def _quantity(field: str, name: str, value: Any, causes: list[Cause]) -> int | None:
@@ -250,6 +284,10 @@ def validate(resource: Resource, obj: Obj) -> None:
         _validate_configmap(obj, causes)
     elif resource.name == "secrets":
         _validate_secret(obj, causes)
+    elif resource is CRDS:
+        crd.validate_crd(obj, causes)
+    elif resource.custom is not None:
+        structural.validate(resource.custom.schema, obj, "", causes)
     if causes:
         raise Invalid.fields(resource.kind, str(meta.get("name") or ""), causes, resource.group)
 
@@ -378,7 +416,18 @@ def prepare_create(resource: Resource, body: Any, namespace: str, node_cpu: str 
         meta["name"] = generate_name(meta["generateName"])
     for key in _SYSTEM_META:
         meta.pop(key, None)
+    if resource.custom is not None:
+        obj = _schema_defaults(resource, obj)
+        if resource.has_status:
+            obj.pop("status", None)
+        meta = obj["metadata"]
+    if resource is CRDS:
+        obj.pop("status", None)
     validate(resource, obj)
+    if resource is CRDS:
+        crd.default_crd(obj, keep_finalizer=True)
+    if resource is CRDS or resource.custom is not None:
+        meta["generation"] = 1
     meta["uid"] = str(uuid.uuid4())
     meta["creationTimestamp"] = now_rfc3339()
     if resource.name == "pods":
@@ -426,18 +475,56 @@ def prepare_update(resource: Resource, new: Any, old: Obj, subresource: str = ""
     meta["name"] = old_meta["name"]
     if resource.namespaced:
         meta["namespace"] = old_meta["namespace"]
-    for key in ("uid", "creationTimestamp", "deletionTimestamp", "generateName"):
+    for key in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generateName",
+                "generation"):
         if key in old_meta:
             meta[key] = old_meta[key]
         else:
             meta.pop(key, None)
     meta.pop("selfLink", None)
+    if resource.custom is not None:
+        obj = _schema_defaults(resource, obj)
+        meta = obj["metadata"]
+    _check_finalizers(resource, meta, old_meta)
     validate(resource, obj)
     if resource.name == "pods" and subresource != "status":  # the status keeps the old spec
         _check_pod_update(obj, old)
     elif resource.name == "secrets":
         _default_secret(obj)
+    elif resource is CRDS:
+        causes: list[Cause] = []
+        crd.validate_crd_update(obj, old, causes)
+        if causes:
+            raise Invalid.fields(resource.kind, old_meta["name"], causes, resource.group)
+        crd.default_crd(obj, keep_finalizer=not old_meta.get("deletionTimestamp"))
+    if "generation" in old_meta and _spec_changed(resource, obj, old):
+        meta["generation"] = int(old_meta["generation"]) + 1
     return obj
+
+
+def _schema_defaults(resource: Resource, obj: Obj) -> Obj:
+    """A custom resource pruned to its schema, then defaulted (the apiserver's decoding order)."""
+    assert resource.custom is not None
+    pruned = structural.prune(resource.custom.schema, obj)
+    return structural.apply_defaults(resource.custom.schema, pruned)
+
+
+def _spec_changed(resource: Resource, new: Obj, old: Obj) -> bool:
+    skip = ("metadata", "status") if resource.has_status else ("metadata",)
+    return {k: v for k, v in new.items() if k not in skip} != {k: v for k, v in old.items() if k not in skip}
+
+
+def _check_finalizers(resource: Resource, meta: Obj, old_meta: Obj) -> None:
+    """An object being deleted may lose finalizers but gain none (the apiserver's rule)."""
+    if not old_meta.get("deletionTimestamp"):
+        return
+    added = [f for f in meta.get("finalizers") or [] if f not in (old_meta.get("finalizers") or [])]
+    if added:
+        shown = ", ".join(f'"{f}"' for f in added)
+        raise Invalid.fields(resource.kind, old_meta["name"], [(
+            "FieldValueForbidden", "metadata.finalizers",
+            f"Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers "
+            f"[]string{{{shown}}}")], resource.group)
 
 
 POD_UPDATE_FORBIDDEN = (

@@ -4,8 +4,8 @@ kubectl's typed clients (`kubectl create namespace`, `kubectl create configmap`,
 deletes) send `application/vnd.kubernetes.protobuf` bodies: the magic `k8s\\0` and a
 `runtime.Unknown{typeMeta{apiVersion, kind}, raw}` envelope around the object's own message. We
 decode Namespace, ConfigMap and Secret (ObjectMeta: name, generateName, namespace, labels, annotations,
-finalizers) into the JSON form; any other kind is `UnsupportedMedia` (415). Responses are JSON,
-which kubectl also accepts.
+finalizers) into the JSON form, and DeleteOptions (a typed client's `--cascade`); any other kind is
+`UnsupportedMedia` (415). Responses are JSON, which kubectl also accepts.
 """
 
 from __future__ import annotations
@@ -153,3 +153,26 @@ def decode(body: bytes) -> dict[str, Any]:
                                f"{api_version} {kind}; send application/json")
     obj = decoder(fields((envelope.get(2) or [b""])[-1]))
     return {"apiVersion": api_version, "kind": kind, **obj}
+
+
+def decode_delete_options(body: bytes) -> dict[str, Any]:
+    """meta/v1 DeleteOptions: gracePeriodSeconds 1, preconditions 2 {uid 1, resourceVersion 2},
+    orphanDependents 3, propagationPolicy 4, dryRun 5 (repeated)."""
+    if not body.startswith(MAGIC):
+        raise BadRequest("protobuf body: missing the k8s\\0 prefix")
+    envelope = fields(body[len(MAGIC):])
+    f = fields((envelope.get(2) or [b""])[-1])
+    opts: dict[str, Any] = {}
+    if f.get(1):
+        opts["gracePeriodSeconds"] = f[1][-1]
+    if f.get(2):
+        pre = fields(f[2][-1])
+        opts["preconditions"] = {k: v for k, v in (("uid", _str(pre, 1)), ("resourceVersion", _str(pre, 2))) if v}
+    if f.get(3):
+        opts["orphanDependents"] = bool(f[3][-1])
+    policy = _str(f, 4)
+    if policy:
+        opts["propagationPolicy"] = policy
+    if f.get(5):
+        opts["dryRun"] = _strings(f, 5)
+    return opts

@@ -2,11 +2,17 @@
 
 Discovery documents, the OpenAPI documents, routing and the store all read this table, so a
 resource added here is listed by `kubectl api-resources`, routable and watchable at once.
+
+The built-in resources are constants (`SERVED`); a running server keeps them in a `Registry`, to
+which each established CustomResourceDefinition adds one `Resource` per served version (with a
+`Custom` part: its schema, printer columns and scale paths) and from which its deletion removes them.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
 VERBS_ALL = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
 _BASE_FIELDS = frozenset({"metadata.name", "metadata.namespace"})
@@ -29,6 +35,7 @@ class Resource:
     has_status: bool = False  # main-resource writes keep status, the status subresource keeps the rest
     store: str = ""  # the store bucket (events.k8s.io/v1 events share core/v1 events); default name
     verbs: tuple[str, ...] = VERBS_ALL
+    custom: Custom | None = field(default=None, compare=False)  # set for resources a CRD defines
 
     @property
     def api_version(self) -> str:
@@ -41,6 +48,37 @@ class Resource:
     @property
     def prefix(self) -> str:
         return f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+
+
+@dataclass(frozen=True)
+class PrinterColumn:
+    """One `additionalPrinterColumns` entry of a CRD version."""
+
+    name: str
+    type: str  # integer, number, string, boolean, date
+    json_path: str
+    format: str = ""
+    description: str = ""
+    priority: int = 0
+
+
+@dataclass(frozen=True)
+class ScalePaths:
+    """`subresources.scale` of a CRD version: where the replicas and the selector live."""
+
+    spec_replicas: str  # .spec.width
+    status_replicas: str  # .status.width
+    label_selector: str | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class Custom:
+    """What a CRD version adds to its Resource: the CRD's name, schema, columns and scale paths."""
+
+    crd: str
+    schema: Mapping[str, Any]
+    columns: tuple[PrinterColumn, ...] = ()
+    scale: ScalePaths | None = None
 
 
 POD_FIELDS = _BASE_FIELDS | {
@@ -69,13 +107,46 @@ SECRETS = Resource("secrets", "secret", "Secret", "", "v1", True, (), (), (), _B
 EVENTS = Resource("events", "event", "Event", "", "v1", True, ("ev",), (), (), EVENT_FIELDS)
 NEW_EVENTS = Resource("events", "event", "Event", "events.k8s.io", "v1", True, (), (), (), NEW_EVENT_FIELDS,
                       store="events")
+CRDS = Resource("customresourcedefinitions", "customresourcedefinition", "CustomResourceDefinition",
+                "apiextensions.k8s.io", "v1", False, ("crd", "crds"), ("api-extensions",), ("status",),
+                has_status=True)
 BINDINGS = Resource("bindings", "binding", "Binding", "", "v1", True, verbs=("create",))
 
-SERVED: tuple[Resource, ...] = (PODS, NODES, NAMESPACES, CONFIGMAPS, SECRETS, EVENTS, NEW_EVENTS)
-
-# (group, version) -> {plural: Resource}
-BY_GROUP_VERSION: dict[tuple[str, str], dict[str, Resource]] = {}
-for _r in SERVED + (BINDINGS,):
-    BY_GROUP_VERSION.setdefault((_r.group, _r.version), {})[_r.name] = _r
+SERVED: tuple[Resource, ...] = (PODS, NODES, NAMESPACES, CONFIGMAPS, SECRETS, EVENTS, NEW_EVENTS, CRDS)
 
 BUCKETS: tuple[str, ...] = tuple(dict.fromkeys(r.bucket for r in SERVED))
+
+
+class Registry:
+    """The resources one server serves: the built-ins plus those of its CRDs (by CRD name)."""
+
+    def __init__(self, base: Iterable[Resource] = SERVED, extra: Iterable[Resource] = (BINDINGS,)) -> None:
+        self._base = tuple(base)
+        self._extra = tuple(extra)
+        self._custom: dict[str, tuple[Resource, ...]] = {}
+        self.generation = 0  # bumped on every change: cached discovery/OpenAPI documents compare it
+        self._rebuild()
+
+    def _rebuild(self) -> None:
+        self.served: tuple[Resource, ...] = self._base + tuple(r for rs in self._custom.values() for r in rs)
+        self.by_group_version: dict[tuple[str, str], dict[str, Resource]] = {}
+        for r in self.served + self._extra:
+            self.by_group_version.setdefault((r.group, r.version), {})[r.name] = r
+        self.by_bucket: dict[str, Resource] = {}
+        for r in self.served:
+            self.by_bucket.setdefault(r.bucket, r)
+        self.generation += 1
+
+    def lookup(self, group: str, version: str) -> dict[str, Resource] | None:
+        return self.by_group_version.get((group, version))
+
+    def custom(self, crd: str) -> tuple[Resource, ...]:
+        return self._custom.get(crd, ())
+
+    def set_custom(self, crd: str, resources: tuple[Resource, ...]) -> None:
+        """Serve `resources` for the CRD `crd` (replacing what it served before; () stops serving)."""
+        if resources:
+            self._custom[crd] = resources
+        else:
+            self._custom.pop(crd, None)
+        self._rebuild()

@@ -116,6 +116,20 @@ class Store:
     def get(self, bucket: str, namespace: str, name: str) -> Obj | None:
         return self._buckets[bucket].objects.get((namespace, name))
 
+    def has_bucket(self, bucket: str) -> bool:
+        return bucket in self._buckets
+
+    def add_bucket(self, bucket: str) -> None:
+        """A new kind of object (a CRD was established); no-op when it exists."""
+        self._buckets.setdefault(bucket, _Bucket())
+
+    def drop_bucket(self, bucket: str) -> None:
+        """Stop storing a kind (its CRD is gone): its watchers' streams end; the caller emptied it."""
+        b = self._buckets.pop(bucket, None)
+        if b is not None:
+            for watcher in list(b.watchers):
+                watcher.close()
+
     def count(self, bucket: str) -> int:
         return len(self._buckets[bucket].objects)
 
@@ -207,15 +221,17 @@ class Store:
         self._emit(Change(rv, MODIFIED, bucket, obj, prev))
         return obj
 
-    def delete(self, bucket: str, namespace: str, name: str) -> Obj:
-        """Remove an object and emit DELETED with its last state at the deletion's version."""
+    def delete(self, bucket: str, namespace: str, name: str, last_state: Obj | None = None) -> Obj:
+        """Remove an object and emit DELETED with its last state at the deletion's version
+        (`last_state`: the update that removed it, e.g. its last finalizer taken away)."""
         key = (namespace, name)
         b = self._buckets[bucket]
         old = b.objects.pop(key)
         i = bisect.bisect_left(b.keys, key)
         del b.keys[i]
-        last = dict(old)
-        last["metadata"] = dict(old["metadata"])
+        source = last_state if last_state is not None else old
+        last = dict(source)
+        last["metadata"] = dict(source["metadata"])
         rv = self._stamp(last)
         self._emit(Change(rv, DELETED, bucket, last))
         return last
@@ -254,7 +270,9 @@ class Store:
         return initial, watcher
 
     def unwatch(self, watcher: Watcher) -> None:
-        self._buckets[watcher.bucket].watchers.discard(watcher)
+        b = self._buckets.get(watcher.bucket)
+        if b is not None:
+            b.watchers.discard(watcher)
         watcher.close()
 
     def watcher_count(self) -> int:

@@ -4,15 +4,21 @@ Columns follow the real apiserver's printers (pods: NAME READY STATUS RESTARTS A
 NOMINATED NODE, READINESS GATES at priority 1 for `-o wide`). Rows carry the object as
 `PartialObjectMetadata` (includeObject=Metadata, the default), the whole object (Object) or nothing
 (None), so kubectl can add the NAMESPACE column and labels itself.
+
+A custom resource's table is NAME plus its CRD's `additionalPrinterColumns` (each a JSONPath; a
+`date` column shows an age, a missing value a null cell that kubectl prints empty), or
+NAME and AGE when the CRD declares none, as the apiextensions-apiserver's table convertor does.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from .resources import Resource
+from . import jsonpath
+from .resources import PrinterColumn, Resource
 
 Obj = dict[str, Any]
 Column = tuple[str, str, str, int]  # name, type, format, priority
@@ -146,6 +152,40 @@ def _secret_row(secret: Obj) -> list[Any]:
             age(secret["metadata"].get("creationTimestamp"))]
 
 
+def _crd_row(crd: Obj) -> list[Any]:
+    return [crd["metadata"]["name"], crd["metadata"].get("creationTimestamp", "")]
+
+
+def _cell(column: PrinterColumn, obj: Obj) -> Any:
+    """One printer-column cell, typed as the apiextensions table convertor types it."""
+    found = jsonpath.find(obj, column.json_path)
+    if not found or found[0] is None:
+        return None
+    value = found[0]
+    kind = column.type
+    if kind == "string":
+        return value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
+    if kind == "integer" and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return int(value)
+    if kind == "number" and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return value
+    if kind == "boolean" and isinstance(value, bool):
+        return value
+    if kind == "date" and isinstance(value, str):
+        return age(value) if _parse_time(value) else "<invalid>"
+    return None
+
+
+def _custom_table(resource: Resource) -> tuple[list[Column], Callable[[Obj], list[Any]]]:
+    assert resource.custom is not None
+    columns = resource.custom.columns
+    if not columns:
+        return [_NAME, _AGE], _default_row
+    defs: list[Column] = [_NAME] + [(c.name, c.type if c.type != "date" else "string", c.format, c.priority)
+                                    for c in columns]
+    return defs, lambda obj: [obj["metadata"]["name"], *(_cell(c, obj) for c in columns)]
+
+
 def _default_row(obj: Obj) -> list[Any]:
     return [obj["metadata"]["name"], age(obj["metadata"].get("creationTimestamp"))]
 
@@ -166,6 +206,7 @@ TABLES: dict[str, tuple[list[Column], Callable[[Obj], list[Any]]]] = {
     "namespaces": ([_NAME, ("Status", "string", "", 0), _AGE], _namespace_row),
     "configmaps": ([_NAME, ("Data", "integer", "", 0), _AGE], _configmap_row),
     "secrets": ([_NAME, ("Type", "string", "", 0), ("Data", "integer", "", 0), _AGE], _secret_row),
+    "customresourcedefinitions": ([_NAME, ("Created At", "date", "", 0)], _crd_row),
 }
 
 
@@ -176,7 +217,10 @@ def wants_table(accept: str) -> bool:
 def table(resource: Resource, objects: Iterable[Obj], include: str = "Metadata",
           list_meta: dict[str, Any] | None = None, columns: bool = True) -> Obj:
     """A meta.k8s.io/v1 Table of the objects (events in their core/v1 form)."""
-    cols, row_fn = TABLES.get(resource.bucket, ([_NAME, _AGE], _default_row))
+    if resource.custom is not None:
+        cols, row_fn = _custom_table(resource)
+    else:
+        cols, row_fn = TABLES.get(resource.bucket, ([_NAME, _AGE], _default_row))
     rows = []
     for obj in objects:
         row: Obj = {"cells": row_fn(obj)}

@@ -82,11 +82,13 @@ class Harness:
 
     def asks(self, app_id: str, *keys: str, resource: dict[str, int] | None = None,
              priority: int = 0, placeholder: bool = False, task_group: str = "",
-             tags: dict[str, str] | None = None):
+             tags: dict[str, str] | None = None,
+             preemption: messages.PreemptionPolicy | None = None):
         return self.handle(messages.AllocationRequest(RM, asks=tuple(
             messages.AllocationAsk(k, app_id, resource_ask=resource or res(), priority=priority,
                                    placeholder=placeholder, task_group_name=task_group,
-                                   allocation_tags=tags or {}) for k in keys)))
+                                   allocation_tags=tags or {}, preemption_policy=preemption)
+            for k in keys)))
 
     def release(self, app_id: str, key: str, termination: str = "STOPPED_BY_RM"):
         return self.handle(messages.AllocationRequest(RM, allocations_to_release=(
