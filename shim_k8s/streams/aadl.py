@@ -14,7 +14,8 @@ The bytes are deterministic: elements and attributes in a fixed order, UTF-8, es
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+import re
+from collections.abc import Iterable, Mapping
 
 from .model import Application, Operator, Pe, Port
 
@@ -23,9 +24,12 @@ _ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;",
                           "\r": "&#13;", "\t": "&#9;"})
 
 
+_SPECIAL = re.compile('[&<>"\n\r\t]').search
+
+
 def _q(value: object) -> str:
-    text = str(value)
-    return '"' + (text.translate(_ESCAPES) if any(c in text for c in '&<>"\n\r\t') else text) + '"'
+    text = value if isinstance(value, str) else str(value)
+    return '"' + (text.translate(_ESCAPES) if _SPECIAL(text) else text) + '"'
 
 
 def _b(flag: bool) -> str:
@@ -75,10 +79,33 @@ def aadl_for(app: Application, pe: Pe, pes: tuple[Pe, ...], *, job: str = "",
     return "".join(out).encode()
 
 
-def aadls(app: Application, pes: tuple[Pe, ...], *, job: str = "") -> dict[int, bytes]:
-    """The AADL of every PE, by PE index."""
+def aadls(app: Application, pes: tuple[Pe, ...], *, job: str = "",
+          previous: tuple[tuple[Pe, ...], Mapping[int, bytes]] | None = None) -> dict[int, bytes]:
+    """The AADL of every PE, by PE index.
+
+    `previous` = (the PEs before a re-fusion, their AADLs by index) lets a PE equal to its old self
+    (same members, ports, connections) whose peers are all still in the PEs the old AADL named
+    keep its bytes without rebuilding them: the time-sensitive path after `fusion.refuse`."""
     where = pe_of(pes)
-    return {pe.index: aadl_for(app, pe, pes, job=job, where=where) for pe in pes}
+    old_pes = {pe.index: pe for pe in previous[0]} if previous else {}
+    old_where = pe_of(previous[0]) if previous else {}
+    out = {}
+    for pe in pes:
+        old = old_pes.get(pe.index)
+        if old is not None and pe.index in previous[1] and old == pe and _peers_stay(pe, where, old_where):
+            out[pe.index] = previous[1][pe.index]
+        else:
+            out[pe.index] = aadl_for(app, pe, pes, job=job, where=where)
+    return out
+
+
+def _peers_stay(pe: Pe, where: dict[str, int], old_where: dict[str, int]) -> bool:
+    for op in pe.members:
+        for port in op.inputs + op.outputs:
+            for ref in port.connections:
+                if where.get(ref.operator) != old_where.get(ref.operator):
+                    return False
+    return True
 
 
 def _operator(out: list[str], op: Operator, pe_index: int, where: dict[str, int]) -> None:

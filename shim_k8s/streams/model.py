@@ -143,9 +143,12 @@ class Application:
     consistent_regions: tuple[ConsistentRegionSpec, ...]
     adl: bytes = field(default=b"", repr=False)
     _by_name: dict[str, Operator] = field(init=False, repr=False, compare=False, hash=False)
+    derived: dict = field(init=False, repr=False, compare=False, hash=False)
+    """Values computed from this (immutable) application once, e.g. `topology`'s operator order."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_by_name", {op.name: op for op in self.operators})
+        object.__setattr__(self, "derived", {})
 
     def operator(self, name: str) -> Operator:
         """The logical operator named `name` (KeyError if none)."""

@@ -41,7 +41,16 @@ def resolve_widths(app: Application, widths: Mapping[str, int] | None = None) ->
 
 
 def topological_order(app: Application) -> dict[str, int]:
-    """Operator name -> position: sources first, ties (and cycles) broken by ADL index."""
+    """Operator name -> position: sources first, ties (and cycles) broken by ADL index.
+
+    Computed once per application (kept in `app.derived`): re-fusion is the time-sensitive path."""
+    order = app.derived.get("order")
+    if order is None:
+        order = app.derived["order"] = _topological_order(app)
+    return order
+
+
+def _topological_order(app: Application) -> dict[str, int]:
     indegree = {op.name: 0 for op in app.operators}
     for op in app.operators:
         for port in op.outputs:
