@@ -202,7 +202,7 @@ def _compatible(a: _Bin, b: _Bin) -> bool:
 
 def _merge(a: _Bin, b: _Bin, *, adjacent: bool) -> _Bin:
     positions = a.positions + b.positions if adjacent else sorted(a.positions + b.positions)
-    channels = {**a.channels, **b.channels} if a.channels or b.channels else None
+    channels = {**(a.channels or {}), **(b.channels or {})} if a.channels or b.channels else None
     return _Bin(positions, a.exloc | b.exloc, a.host_exloc | b.host_exloc,
                 a.pool if a.pool is not None else b.pool, a.host if a.host is not None else b.host,
                 channels, False)
