@@ -11,6 +11,7 @@ import io
 import tarfile
 import zipfile
 from dataclasses import dataclass, field
+from xml.sax.saxutils import escape
 from xml.sax.saxutils import quoteattr as q
 
 NS = "http://www.ibm.com/xmlns/prod/streams/application/v4200"
@@ -102,7 +103,7 @@ def _primitive(op: Op, index: int, index_of: dict[str, int], ins: dict, outs: di
     res += [f"<exLocation exlocId={q(c)}/>" for c in op.host_exloc]
     iso = ' isolation="true"' if op.host_isolation else ""
     parts.append(f"<resources{iso}>{''.join(res)}</resources><runtimeConstants/>")
-    parts.append(f'<sharedObject class={q(op.name)}><wrapper>none</wrapper><uri>bin/{op.name}.so</uri>'
+    parts.append(f'<sharedObject class={q(op.name)}><wrapper>none</wrapper><uri>bin/{escape(op.name)}.so</uri>'
                  "</sharedObject>")
     if op.coloc or op.exloc or op.isolation:
         iso = ' isolation="true"' if op.isolation else ""
