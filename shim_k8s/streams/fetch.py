@@ -253,8 +253,11 @@ async def _download(url: str, headers: dict[str, str], context: ssl.SSLContext |
                 return b"".join(chunks)
     except httpx.HTTPError as exc:
         tls = _tls_failure(exc)
+        if isinstance(tls, ssl.SSLCertVerificationError):
+            raise FetchError(f"GET {url}: TLS failure: certificate verify failed "
+                             f"({tls.verify_message or tls})") from None
         if tls is not None:
-            raise FetchError(f"GET {url}: TLS failure: {getattr(tls, 'verify_message', None) or tls}") from None
+            raise FetchError(f"GET {url}: TLS failure: {tls}") from None
         raise FetchError(f"GET {url}: {type(exc).__name__}: {exc}") from None
 
 
