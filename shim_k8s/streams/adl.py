@@ -37,7 +37,7 @@ import defusedxml.ElementTree as DET
 from defusedxml import DefusedXmlException
 
 from .errors import AdlError
-from .model import (Application, ConsistentRegionSpec, HostPool, Operator, ParallelRegion, Port,
+from .model import (MAX_WIDTH, Application, ConsistentRegionSpec, HostPool, Operator, ParallelRegion, Port,
                     PortRef)
 
 NS_PREFIX = "http://www.ibm.com/xmlns/prod/streams/application"
@@ -618,4 +618,6 @@ class _Parser:
             raise AdlError(f"{where}: width {raw!r} is not an integer") from None
         if width < 1:
             raise AdlError(f"{where}: width {width} must be at least 1")
+        if width > MAX_WIDTH:
+            raise AdlError(f"{where}: width {width} is over the limit of {MAX_WIDTH}")
         return width, parameter

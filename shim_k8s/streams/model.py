@@ -15,6 +15,10 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 
+MAX_WIDTH = 10_000
+"""The widest parallel region accepted (ADL or /scale): a typo must not replicate into exhaustion."""
+
+
 @dataclass(frozen=True, slots=True)
 class PortRef:
     """One end of a stream connection: an operator (by name) and its port index."""

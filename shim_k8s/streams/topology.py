@@ -24,19 +24,33 @@ import itertools
 from collections.abc import Mapping
 
 from .errors import LogicalError
-from .model import Application, Operator, Port, PortRef
+from .model import MAX_WIDTH, Application, Operator, Port, PortRef
+
+
+MAX_OPERATORS = 1_000_000
+"""The most physical operators a fusion makes: nested regions multiply their widths."""
 
 
 def resolve_widths(app: Application, widths: Mapping[str, int] | None = None) -> dict[str, int]:
-    """The ADL's widths with `widths` applied; an unknown region or a width < 1 -> LogicalError."""
+    """The ADL's widths with `widths` applied; an unknown region or a width outside
+    1..MAX_WIDTH -> LogicalError; more than MAX_OPERATORS physical operators -> LogicalError."""
     out = {r.name: r.width for r in app.parallel_regions}
     for name, width in (widths or {}).items():
         field = f"widths.{name}"
         if name not in out:
             raise LogicalError((field,), f"application {app.name} has no parallel region {name!r}")
-        if isinstance(width, bool) or not isinstance(width, int) or width < 1:
-            raise LogicalError((field,), f"width {width!r} must be an integer >= 1")
+        if isinstance(width, bool) or not isinstance(width, int) or not 1 <= width <= MAX_WIDTH:
+            raise LogicalError((field,), f"width {width!r} must be an integer from 1 to {MAX_WIDTH}")
         out[name] = width
+    total = 0
+    for op in app.operators:
+        copies = 1
+        for region in op.regions:
+            copies *= out[region]
+        total += copies
+    if total > MAX_OPERATORS:
+        raise LogicalError(tuple(f"widths.{r}" for r in sorted(out)) or ("widths",),
+                           f"the widths make {total} operators, over the limit of {MAX_OPERATORS}")
     return out
 
 
