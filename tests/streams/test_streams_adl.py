@@ -172,6 +172,7 @@ def replace(doc: bytes, old: str, new: str) -> bytes:
     (lambda d: replace(d, 'membershipMode="shared"', 'membershipMode="open"'), "membershipMode='open'"),
     (lambda d: replace(d, 'portIndex="0" portKind="input"', 'portIndex="5" portKind="input"'),
      "input port 5 of 'op1', which does not exist"),
+    (lambda d: adl([]), "holds no primitiveOperInstance"),
 ])
 def test_an_adl_that_is_not_the_schema_is_an_error_naming_what(mutate, message):
     with pytest.raises(AdlError, match=message):

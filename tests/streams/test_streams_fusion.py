@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pathlib
+
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
@@ -198,6 +200,25 @@ def test_widths_name_a_region_and_are_at_least_one():
     with pytest.raises(LogicalError, match="widths.R"):
         fuse(app, 2, spec, widths={"R": 0})
     assert [op.name for op in expand(app, {"R": 3})] == ["op0", "op1[0]", "op1[1]", "op1[2]", "op2"]
+
+
+def test_the_compilers_parallel_adl_replicates_channels_as_the_compiler_names_them():
+    app = parse_adl((pathlib.Path(__file__).parent / "data" / "apps.parallel.Parallel.adl").read_bytes())
+    ops = {op.name: op for op in expand(app, {"Result.Region1": 2, "Result.Region2": 2})}
+    assert sorted(ops) == ["Result.Region1[0]", "Result.Region1[1]", "Result.Region2[0]", "Result.Region2[1]",
+                           "Result.Region3[0]", "Sink", "Source"]
+    # the splitter feeds every channel; two regions in a row connect all to all; the merger gathers
+    assert [r.operator for r in ops["Source"].outputs[0].connections] == ["Result.Region1[0]", "Result.Region1[1]"]
+    assert [r.operator for r in ops["Result.Region1[1]"].outputs[0].connections] == [
+        "Result.Region2[0]", "Result.Region2[1]"]
+    assert [r.operator for r in ops["Result.Region3[0]"].inputs[0].connections] == [
+        "Result.Region2[0]", "Result.Region2[1]"]
+    assert (ops["Result.Region1[1]"].parallel_region, ops["Result.Region1[1]"].channel) == ("Result.Region1", 1)
+    pes = fuse(app, 4, FusionSpec.from_job({"manual": 4, "type": "channelExlocation"}),
+               widths={"Result.Region1": 2, "Result.Region2": 2})
+    assert len(pes) == 4
+    for pe in pes:
+        assert not {"Result.Region1[0]", "Result.Region1[1]"} <= set(pe.operators)
 
 
 def test_adl_conflicts_inside_a_unit_are_named():
