@@ -3,7 +3,8 @@
 A mutation removes an element or attribute, sets an attribute to an odd value, duplicates an
 element, or damages the bytes; the result goes through parse -> PE count -> fuse -> AADLs ->
 refuse with other widths. Each step may refuse the input with AdlError / LogicalError (BundleError
-for a bundle), nothing else may escape.
+for a bundle), nothing else may escape. Random Job `fusion` / `threadingModel` / `bundle` values
+likewise give a LogicalError naming a field, or a spec.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from shim_k8s.streams.aadl import aadls
 from shim_k8s.streams.adl import parse_adl
 from shim_k8s.streams.bundle import read_bundle
 from shim_k8s.streams.errors import AdlError, BundleError, LogicalError
+from shim_k8s.streams.fetch import parse_bundle_spec
 from shim_k8s.streams.fusion import FusionSpec, fuse, pe_count, refuse
 from streams_adl import Op, Region, Stv, adl, sab
 
@@ -121,3 +123,24 @@ def test_bundle_mutations_raise_only_bundle_errors(base, cut, junk, drop):
         parse_adl(bundle.adl)
     except AdlError:
         pass
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-3, 5) | st.sampled_from(
+        ["", "x", "manual", "Always", "IfNotPresent", "channelIsolation", "https://h/repos/u/r/contents/a.sab",
+         "ftp://h/a", "../a", "a.sab"]),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(
+        ["name", "manual", "automatic", "legacy", "type", "dynamic", "dedicated", "threadCount", "elastic",
+         "file", "http", "github", "url", "path", "secret", "pullPolicy", "certificationAuthority",
+         "configMapName", "subPath", "other"]), inner, max_size=4),
+    max_leaves=12)
+
+
+@settings(max_examples=400, deadline=None)
+@given(fusion=JSON, threading=JSON, bundle=JSON)
+def test_random_job_specs_raise_only_logical_errors(fusion, threading, bundle):
+    for check in (lambda: FusionSpec.from_job(fusion, threading), lambda: parse_bundle_spec(bundle)):
+        try:
+            check()
+        except LogicalError as err:
+            assert err.fields and all(f.split(".")[0] in ("fusion", "threadingModel", "bundle") for f in err.fields)
