@@ -4,7 +4,8 @@ Targets (issue 13): parse + fuse + every AADL and content id for a 10,000-operat
 re-fusion for a parallel-region width change (refuse + the AADLs and content ids of every PE)
 <= 100 ms. The ADL is generated in the schema of the compiler's (nested composites, composite
 ports, one parallel composite region), fused into 100 PEs with channelIsolation. Each figure is
-the best of a few rounds (a shared machine's noise is not the code's cost).
+the best of a few rounds (a shared machine's noise is not the code's cost); the process CPU time is
+printed next to the wall time, the target is judged on the wall time.
 
     python -m bench.streams_fusion [--operators N] [--pes N] [--rounds N]
 """
@@ -134,17 +135,20 @@ def _rescale(app, spec, fused, docs, width: int):
 
 def measure(operators: int, pes: int, rounds: int) -> dict[str, float]:
     adl = synthetic_adl(operators)
-    best_submit = best_refuse = float("inf")
+    best_submit = best_refuse = cpu_submit = cpu_refuse = float("inf")
     for _ in range(rounds):
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         app, spec, fused, docs, ids = _submit(adl, pes)
         best_submit = min(best_submit, time.perf_counter() - start)
-        start = time.perf_counter()
+        cpu_submit = min(cpu_submit, time.process_time() - cpu)
+        start, cpu = time.perf_counter(), time.process_time()
         refused, new_ids = _rescale(app, spec, fused, docs, 6)
         best_refuse = min(best_refuse, time.perf_counter() - start)
+        cpu_refuse = min(cpu_refuse, time.process_time() - cpu)
     changed = sum(1 for i, cid in new_ids.items() if cid is not None and ids.get(i) != cid)
     return {"operators": len(app.operators), "pes": len(fused), "refused_pes": len(refused),
-            "changed": changed, "submit_s": best_submit, "refuse_s": best_refuse}
+            "changed": changed, "submit_s": best_submit, "refuse_s": best_refuse, "submit_cpu_s": cpu_submit,
+            "refuse_cpu_s": cpu_refuse}
 
 
 def _body(argv: Sequence[str]) -> int:
@@ -158,10 +162,11 @@ def _body(argv: Sequence[str]) -> int:
     r = measure(args.operators, args.pes, args.rounds)
     ok_submit, ok_refuse = r["submit_s"] <= 1.0, r["refuse_s"] <= 0.1
     print(f"fusion: {r['operators']:,} operators -> {r['pes']} PEs, parse + fuse + AADLs + content ids "
-          f"{r['submit_s'] * 1000:.0f} ms (target <= 1000 ms: {'ok' if ok_submit else 'MISSED'})")
+          f"{r['submit_s'] * 1000:.0f} ms (cpu {r['submit_cpu_s'] * 1000:.0f} ms; target <= 1000 ms: "
+          f"{'ok' if ok_submit else 'MISSED'})")
     print(f"re-fusion: width 4 -> 6 -> {r['refused_pes']} PEs ({r['changed']} with a new content id), "
-          f"refuse + AADLs + content ids {r['refuse_s'] * 1000:.1f} ms "
-          f"(target <= 100 ms: {'ok' if ok_refuse else 'MISSED'})")
+          f"refuse + AADLs + content ids {r['refuse_s'] * 1000:.1f} ms (cpu {r['refuse_cpu_s'] * 1000:.1f} ms; "
+          f"target <= 100 ms: {'ok' if ok_refuse else 'MISSED'})")
     return 0 if ok_submit and ok_refuse else 1
 
 

@@ -32,7 +32,6 @@ parser: defusedxml's Python-level handlers would cost ~0.3 s of the 1 s budget f
 
 from __future__ import annotations
 
-import dataclasses
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping
@@ -44,6 +43,7 @@ from .errors import AdlError
 from .model import (MAX_WIDTH, Application, ConsistentRegionSpec, HostPool, Operator, ParallelRegion, Port,
                     PortRef)
 
+MAX_NESTING = 200
 NS_PREFIX = "http://www.ibm.com/xmlns/prod/streams/application"
 SPL_DEFAULTS = {"drainTimeout": 180.0, "resetTimeout": 180.0, "maxConsecutiveResetAttempts": 5}
 TRIGGERS = ("periodic", "operatorDriven")
@@ -78,16 +78,6 @@ def _no_dtd(xml: bytes) -> bool:
         return False
     match = _ENCODING.match(body)
     return match is None or match.group(1).lower() in (b"utf-8", b"utf8", b"us-ascii", b"ascii")
-
-
-def _with_inputs(op: Operator, inputs: tuple[Port, ...]) -> Operator:
-    """`dataclasses.replace(op, inputs=...)`, without its per-call introspection (10,000 times)."""
-    fields = {name: getattr(op, name) for name in _OPERATOR_FIELDS}
-    fields["inputs"] = inputs
-    return Operator(**fields)
-
-
-_OPERATOR_FIELDS = tuple(f.name for f in dataclasses.fields(Operator))
 
 
 # -- attribute helpers: every failure names the element and attribute ---------------------------
@@ -173,6 +163,7 @@ class _Parser:
         self.composite_consistent: list[tuple[int, ET.Element]] = []
         self.stv: dict[int, ET.Element] = {}
         self.op_regions: dict[str, list[int]] = {}         # operator -> its consistent regions
+        self.entries: dict[int, list[tuple[str, bool, bool]]] = {}  # region -> (operator, start, trigger)
         self.pending_consistent: list[tuple[str, dict[str, str]]] = []
         self.names_seen: set[str] = set()
 
@@ -207,46 +198,39 @@ class _Parser:
             depth = self.depth[region[1]]
             for member in region[2]:
                 region_of.setdefault(member, []).append((depth, region[0].name))
-        names = {i: n for i, n in self.primitive_names.items()}
-        entries: dict[int, list[tuple[str, bool, bool]]] = {}
-        params: dict[int, dict[str, str]] = {}
+        outputs, incoming = self.all_outputs()
         operators = []
         for index in sorted(self.primitives):
-            el = self.primitives[index]
             chain = tuple(n for _, n in sorted(region_of.get(index, ())))
-            operators.append(self.operator(el, index, names, pools, chain, entries, params))
-        operators = self.with_incoming(operators)
+            operators.append(self.operator(self.primitives[index], index, pools, chain, outputs[index], incoming))
+        inputs_of = {op.name: len(op.inputs) for op in operators}
+        for (target, port), sources in incoming.items():
+            if port >= inputs_of[target]:
+                raise AdlError(f"primitiveOperInstance {sources[0].operator!r} output port {sources[0].port}: "
+                               f"connects to input port {port} of {target!r}, which does not exist")
         for comp_index, ann in self.composite_consistent:
             values = self.annotation_values(ann, f"compositeOperInstance {self.composite_names[comp_index]!r}")
             for member in self.below.get(comp_index, ()):
-                self.pending_consistent.append((names[member], values))
+                self.pending_consistent.append((self.primitive_names[member], values))
         return Application(
             name=name, operators=tuple(operators), host_pools=tuple(pools.values()),
             parallel_regions=tuple(r[0] for _, r in sorted(regions.items())),
-            consistent_regions=self.consistent_regions(entries, params), adl=self.xml)
+            consistent_regions=self.consistent_regions(), adl=self.xml)
 
-    @staticmethod
-    def with_incoming(operators: list[Operator]) -> list[Operator]:
-        """Input ports get their connections from the output ports that feed them (one truth)."""
+    def all_outputs(self) -> tuple[dict[int, tuple[Port, ...]], dict[tuple[str, int], list[PortRef]]]:
+        """Every operator's output ports, and what feeds each input port: input connections are
+        derived from the output ones (one truth), before any operator is built."""
+        outputs: dict[int, tuple[Port, ...]] = {}
         incoming: dict[tuple[str, int], list[PortRef]] = {}
-        inputs_of = {op.name: len(op.inputs) for op in operators}
-        for op in operators:
-            for port in op.outputs:
+        tag = self.tags["outputPorts"]
+        for index, el in self.primitives.items():
+            name = self.primitive_names[index]
+            found = el.find(tag)
+            ports = outputs[index] = self.ports(found, name, "output", {}) if found is not None else ()
+            for port in ports:
                 for ref in port.connections:
-                    if ref.port >= inputs_of[ref.operator]:
-                        raise AdlError(f"primitiveOperInstance {op.name!r} output port {port.index}: "
-                                       f"connects to input port {ref.port} of {ref.operator!r}, "
-                                       "which does not exist")
-                    incoming.setdefault((ref.operator, ref.port), []).append(PortRef(op.name, port.index))
-        out = []
-        for op in operators:
-            if op.inputs:
-                inputs = tuple(Port(p.index, p.name, tuple(incoming.get((op.name, p.index), ())), p.threaded,
-                                    p.congestion_policy, p.queue_size, p.stream_name, p.is_control)
-                               for p in op.inputs)
-                op = _with_inputs(op, inputs)
-            out.append(op)
-        return out
+                    incoming.setdefault((ref.operator, ref.port), []).append(PortRef(name, port.index))
+        return outputs, incoming
 
     def host_pools(self, app_el: ET.Element, where: str) -> dict[int, HostPool]:
         pools: dict[int, HostPool] = {}
@@ -281,6 +265,8 @@ class _Parser:
         where = "compositeOperInstance"
         index = _int(el, "index", where)
         name = _req(el, "name", f"{where} {index}")
+        if depth > MAX_NESTING:
+            raise AdlError(f"{where} {name!r}: composites nested deeper than {MAX_NESTING}")
         self.claim(index, f"{where} {name!r}")
         self.composites[index], self.composite_names[index] = el, name
         self.depth[index] = depth
@@ -316,16 +302,15 @@ class _Parser:
 
     # -- one primitive operator ----------------------------------------------------------------
 
-    def operator(self, el: ET.Element, index: int, names: dict[int, str], pools: dict[int, HostPool],
-                 chain: tuple[str, ...], entries: dict, params: dict) -> Operator:
-        name = names[index]
+    def operator(self, el: ET.Element, index: int, pools: dict[int, HostPool], chain: tuple[str, ...],
+                 outputs: tuple[Port, ...], incoming: dict[tuple[str, int], list[PortRef]]) -> Operator:
+        name = self.primitive_names[index]
         where = f"primitiveOperInstance {name!r}"
         definition = _int(el, "definitionIndex", where)
         kind = self.definitions.get(definition)
         if kind is None:
             raise AdlError(f"{where}: definitionIndex={definition} names no primitiveOperDefinition")
         inputs: tuple[Port, ...] = ()
-        outputs: tuple[Port, ...] = ()
         pool_index = in_pool = host = None
         coloc = exloc = host_coloc = host_exloc = _EMPTY
         isolation = host_isolation = False
@@ -335,9 +320,7 @@ class _Parser:
         for child in el:
             tag = child.tag
             if tag == t["inputPorts"]:
-                inputs = self.ports(child, where, "input")
-            elif tag == t["outputPorts"]:
-                outputs = self.ports(child, where, "output")
+                inputs = self.ports(child, name, "input", incoming)
             elif tag == t["resources"]:
                 saw_resources = True
                 for res in child:
@@ -355,7 +338,7 @@ class _Parser:
                 coloc, exloc = self.locations(child, where)
                 isolation = _bool(child, "isolation", where, False)
             elif tag == t["splAnnotation"]:
-                self.annotation(child, name, where, entries, params)
+                self.annotation(child, name, where)
             elif tag == t["sharedObject"]:
                 uri = child.find(t["uri"])
                 shared_object = uri.text if uri is not None else None
@@ -387,15 +370,22 @@ class _Parser:
                 ex.append(_req(child, "exlocId", where))
         return (frozenset(co) if co else _EMPTY), (frozenset(ex) if ex else _EMPTY)
 
-    def ports(self, el: ET.Element, where: str, kind: str) -> tuple[Port, ...]:
+    def ports(self, el: ET.Element, owner: str, kind: str,
+              incoming: dict[tuple[str, int], list[PortRef]]) -> tuple[Port, ...]:
         ports = []
         t = self.tags
+        where = f"primitiveOperInstance {owner!r}"
+        pw = f"{where} {kind} port"
+        port_tag, threaded_tag, connections_tag = t["port"], t["threadedPort"], t["connections"]
         for port_el in el:
-            if port_el.tag != t["port"]:
+            if port_el.tag != port_tag:
                 continue
-            pw = f"{where} {kind} port"
-            index = _int(port_el, "index", pw)
-            threaded = port_el.find(t["threadedPort"])
+            raw = port_el.get("index")
+            if raw is not None and raw.isascii() and raw.isdigit():
+                index = int(raw)
+            else:
+                index = _int(port_el, "index", pw)
+            threaded = port_el.find(threaded_tag) if kind == "input" else None
             policy = queue = None
             if threaded is not None:
                 policy = _req(threaded, "congestionPolicy", f"{pw} {index} threadedPort")
@@ -404,8 +394,10 @@ class _Parser:
                                    "wait|dropFirst|dropLast")
                 queue = _int(threaded, "queueSize", f"{pw} {index}", required=False)
             connections: tuple[PortRef, ...] = ()
-            if kind == "output":
-                conns = port_el.find(t["connections"])
+            if kind == "input":
+                connections = tuple(incoming.get((owner, index), ()))
+            else:
+                conns = port_el.find(connections_tag)
                 if conns is not None:
                     refs: list[PortRef] = []
                     for c in conns:
@@ -464,13 +456,13 @@ class _Parser:
             values[key] = text
         return values
 
-    def annotation(self, el: ET.Element, name: str, where: str, entries: dict, params: dict) -> None:
+    def annotation(self, el: ET.Element, name: str, where: str) -> None:
         tag = el.get("tag")
         if tag == "consistentRegionEntry":
             values = self.annotation_values(el, where)
             index = self.region_index(values, where)
             self.op_regions.setdefault(name, []).append(index)
-            entries.setdefault(index, []).append((
+            self.entries.setdefault(index, []).append((
                 name, _text_bool(values.get("isStartOfRegion", "false"), f"{where} isStartOfRegion"),
                 _text_bool(values.get("isTriggerOperator", "false"), f"{where} isTriggerOperator")))
         elif tag == "consistent":
@@ -489,7 +481,9 @@ class _Parser:
             raise AdlError(f"{where}: consistent region index {raw!r} is negative")
         return index
 
-    def consistent_regions(self, entries: dict, params: dict) -> tuple[ConsistentRegionSpec, ...]:
+    def consistent_regions(self) -> tuple[ConsistentRegionSpec, ...]:
+        entries: dict[int, list[tuple[str, bool, bool]]] = self.entries
+        params: dict[int, dict[str, str]] = {}
         # The compiler's internal `consistentRegion` annotations name their region: they win.
         internal: dict[int, dict[str, str]] = {}
         for ann in self.root.iter(self.q + "splAnnotation"):

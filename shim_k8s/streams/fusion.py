@@ -238,6 +238,11 @@ def _units(ops: tuple[Operator, ...], spec: FusionSpec, *, separate_channels: bo
 
 
 def _unit(ops, positions: list[int], isolate_channels: bool, track_channels: bool) -> _Bin:
+    if len(positions) == 1:  # most operators: nothing can conflict inside the unit
+        op = ops[positions[0]]
+        channels = dict(op.channels) if track_channels else None
+        return _Bin(positions, op.exloc, op.host_exloc, op.pool_index, op.host_location, channels,
+                    op.isolation or (isolate_channels and bool(op.channels)))
     members = [ops[i] for i in positions]
     channel_unit = isolate_channels and any(op.channels for op in members)
 

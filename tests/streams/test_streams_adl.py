@@ -186,3 +186,18 @@ def test_entity_expansion_is_refused():
         parse_adl(bomb)
     utf16 = pipeline(2).decode().replace('encoding="UTF-8"', 'encoding="UTF-16"').encode("utf-16")
     assert parse_adl(utf16).name == "t::Main"  # another encoding goes through defusedxml, still parsed
+
+
+def nested(depth: int) -> bytes:
+    doc = pipeline(2).decode()
+    start = doc.index("<primitiveOperInstance")
+    end = doc.index("</compositeOperInstance></compositeOperInstances>")
+    opening = "".join(f'<compositeOperInstance definitionIndex="1" endLine="1" index="{100 + i}" name="c{i}" '
+                      'sourceIndex="0" startLine="1">' for i in range(depth))
+    return (doc[:start] + opening + doc[start:end] + "</compositeOperInstance>" * depth + doc[end:]).encode()
+
+
+def test_deep_composites_parse_up_to_a_limit():
+    assert [op.name for op in parse_adl(nested(50)).operators] == ["op0", "op1"]
+    with pytest.raises(AdlError, match="nested deeper than 200"):
+        parse_adl(nested(2000))  # not a RecursionError
