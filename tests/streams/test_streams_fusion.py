@@ -291,3 +291,18 @@ def test_refuse_under_no_channel_influence_gives_new_channels_their_own_pes():
     assert set(grown[3].operators) == {"W[3].a", "W[3].b"}
     check = {n for pe in grown for n in pe.operators}
     assert check == {op.name for op in expand(app, {"W": 4})}
+
+
+def test_nested_regions_multiply_and_connect_channel_to_channel():
+    ops = [Op("src", inputs=0), Op("W.x", composite="W"), Op("W.y", composite="W"), Op("sink", outputs=0)]
+    app = parse_adl(adl(ops, [("src", 0, "W.x", 0), ("W.x", 0, "W.y", 0), ("W.y", 0, "sink", 0)],
+                        regions=[Region("W", "W", width=2), Region("W.x", "W.x", width=3)]))
+    physical = {op.name: op for op in expand(app)}
+    xs = sorted(n for n in physical if ".x" in n)
+    assert xs == [f"W[{i}].x[{j}]" for i in range(2) for j in range(3)]
+    assert [r.operator for r in physical["src"].outputs[0].connections] == xs        # fan out to all 6
+    assert [r.operator for r in physical["W[1].x[2]"].outputs[0].connections] == ["W[1].y"]  # same W channel
+    assert [r.operator for r in physical["W[0].y"].inputs[0].connections] == [f"W[0].x[{j}]" for j in range(3)]
+    assert physical["W[1].x[2]"].channels == (("W", 1), ("W.x", 2))
+    pes = fuse(app, 3, FusionSpec.from_job({"manual": 3, "type": "channelIsolation"}))
+    assert [(pe.parallel_region, pe.channel) for pe in pes] == [(None, None), ("W", 0), ("W", 1)]
