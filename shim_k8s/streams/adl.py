@@ -535,7 +535,7 @@ class _Parser:
         if trigger == "periodic" and period is None:
             raise AdlError(f"{where}: a periodic trigger needs a period")
         return ConsistentRegionSpec(
-            index=index, trigger=trigger, period=period if trigger == "periodic" else None,
+            index=index, trigger=trigger, period=period if trigger == "periodic" else 0.0,
             drain_timeout=number("drainTimeout", float, SPL_DEFAULTS["drainTimeout"]),
             reset_timeout=number("resetTimeout", float, SPL_DEFAULTS["resetTimeout"]),
             max_consecutive_reset_attempts=number("maxConsecutiveResetAttempts", int,

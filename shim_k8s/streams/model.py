@@ -122,12 +122,12 @@ Trigger = Literal["periodic", "operatorDriven"]
 class ConsistentRegionSpec:
     """A consistent region: its trigger and timeouts (SPL defaults 180 s / 180 s / 5) and members.
 
-    `period` is set for a periodic trigger only.
+    `period` (seconds) is that of a periodic trigger; 0.0 for an operator-driven one.
     """
 
     index: int
     trigger: Trigger
-    period: float | None = None
+    period: float = 0.0
     drain_timeout: float = 180.0
     reset_timeout: float = 180.0
     max_consecutive_reset_attempts: int = 5

@@ -47,7 +47,7 @@ def test_submission_time_values_set_widths_by_name_or_qualified_name():
 def test_the_compilers_consistent_region_adl():
     app = parse_adl(fixture("apps.consistent.ConsistentRegion"))
     (region,) = app.consistent_regions
-    assert (region.index, region.trigger, region.period) == (0, "operatorDriven", None)
+    assert (region.index, region.trigger, region.period) == (0, "operatorDriven", 0.0)
     assert (region.drain_timeout, region.reset_timeout, region.max_consecutive_reset_attempts) == (180.0, 180.0, 5)
     assert region.start_operators == ("Beat",) and region.trigger_operators == ("Beat",)
     assert region.operators == ("Beat", "Marker", "WriteA")
