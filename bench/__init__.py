@@ -12,4 +12,5 @@
     preempt_bench `bench preempt`: one preemption decision with 5,000 nodes and 50,000 pods
     e2e_bench     sim-cluster + shim + engine: pods/s and restart recovery
     streams_bench `bench streams`: a Streams job's PE pods Running, PE restarts (+ streams_fusion)
+    streams_fusion  Streams backend: parse + fuse + AADLs of a 10,000-operator ADL, re-fusion for /scale
 """

@@ -11,6 +11,7 @@
     kubeclient  a small Kubernetes API client on httpx: list/watch, bind, events
     harness     real sim-cluster + engine + shim subprocesses for end-to-end tests and bench e2e
     simcluster/ `ykshm sim-cluster`: a simulated kube-apiserver (see its map)
+    streams/    IBM Streams: bundles, ADL -> logical model, fusion into PEs, AADL, bundle fetching
 
 The shim speaks SI through `engine.si.protocol` and shares the engine's pure helpers for
 resources (`engine.resources`) and placement (`engine.predicates`), nothing of its state.

@@ -1,0 +1,278 @@
+"""Fetching a Job's bundle: `file`, `http` (optional CA from a ConfigMap), `github` (token from a Secret).
+
+The Job's `bundle` (the seed's table):
+
+    name        mandatory: the bundle's name (with no source, a file of that name in the bundle dir)
+    pullPolicy  IfNotPresent (default): a bundle in the local cache (keyed by the source) is used;
+                Always: fetched on every submission (the cache is refreshed)
+    file        {path}: a path under the controller's bundle directory (escaping it is an error)
+    http        {url, certificationAuthority: {configMapName, subPath}}: the CA PEM is read from
+                that key of that ConfigMap (in the Job's namespace) and TLS is verified against it
+                alone; without it, against the system's roots
+    github      {url, secret}: a GitHub API v3 contents URL
+                (`https://api.HOST/repos/USER/REPO/contents/PATH.sab`), fetched with
+                `Accept: application/vnd.github.v3.raw` and, with a `secret`, `Authorization:
+                token <the Secret's "token" key>`
+
+The seed makes `file` and `github` mutually exclusive; we make every pair of sources exclusive (two
+sources with no rule to choose is the same logical error, and the seed resolves none by
+precedence; OpenStreams silently took file > github > http). Spec errors are `LogicalError`s naming
+the fields (`parse_bundle_spec`, no I/O: the controller can check a Job before fetching anything);
+fetch failures (404, TLS, not a zip, missing ConfigMap/Secret/key, unreadable file) are
+`FetchError`s naming what and where. The cache is written atomically (temp file + rename), so a
+crash never leaves half a bundle to be served later.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import re
+import ssl
+import tempfile
+import zipfile
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import httpx
+import trio
+
+from .errors import FetchError, LogicalError
+
+ReadConfigMap = Callable[[str, str], Awaitable[Mapping[str, str] | None]]
+"""(namespace, name) -> the ConfigMap's `data`, or None when there is no such ConfigMap."""
+ReadSecret = Callable[[str, str], Awaitable[Mapping[str, bytes | str] | None]]
+"""(namespace, name) -> the Secret's data, base64-decoded, or None when there is no such Secret."""
+
+PULL_POLICIES = ("IfNotPresent", "Always")
+SOURCES = ("file", "http", "github")
+GITHUB_CONTENTS = re.compile(r"^/repos/[^/]+/[^/]+/contents/.+")
+MAX_BYTES = 1 << 30
+
+
+@dataclass(frozen=True, slots=True)
+class BundleSpec:
+    """A validated Job `bundle`: exactly one source (`kind`) and what it needs."""
+
+    name: str
+    pull_policy: str
+    kind: str
+    path: str | None = None
+    url: str | None = None
+    ca_config_map: str | None = None
+    ca_sub_path: str | None = None
+    secret: str | None = None
+
+    def cache_key(self) -> str:
+        """The cache file's name: a hash of everything that says where the bytes come from."""
+        ident = "\0".join(str(x) for x in (self.kind, self.name, self.path, self.url, self.ca_config_map,
+                                            self.ca_sub_path, self.secret))
+        return hashlib.sha256(ident.encode()).hexdigest()[:32]
+
+
+def _string(spec: Mapping, key: str, field: str, *, required: bool) -> str | None:
+    value = spec.get(key)
+    if value is None:
+        if required:
+            raise LogicalError((f"{field}.{key}",), "is required")
+        return None
+    if not isinstance(value, str) or not value:
+        raise LogicalError((f"{field}.{key}",), f"must be a non-empty string, not {value!r}")
+    return value
+
+
+def _section(spec: Mapping, key: str, field: str) -> Mapping:
+    value = spec.get(key)
+    if not isinstance(value, Mapping):
+        raise LogicalError((f"{field}.{key}",), f"must be an object, not {type(value).__name__}")
+    return value
+
+
+def _url(value: str, field: str) -> str:
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise LogicalError((field,), f"{value!r} is not an http(s) URL")
+    return value
+
+
+def parse_bundle_spec(bundle: Mapping | None) -> BundleSpec:
+    """Validate a Job's `bundle`; LogicalError names the fields."""
+    if not isinstance(bundle, Mapping):
+        raise LogicalError(("bundle",), "is required (an object with at least a name)")
+    name = _string(bundle, "name", "bundle", required=True)
+    if "/" in name or name in (".", ".."):
+        raise LogicalError(("bundle.name",), f"{name!r} must be a file name, not a path")
+    policy = bundle.get("pullPolicy", "IfNotPresent")
+    if policy not in PULL_POLICIES:
+        raise LogicalError(("bundle.pullPolicy",), f"{policy!r} is not IfNotPresent or Always")
+    given = [k for k in SOURCES if bundle.get(k) is not None]
+    if len(given) > 1:
+        raise LogicalError(tuple(f"bundle.{k}" for k in given), "more than one bundle source; they are "
+                           "mutually exclusive")
+    if not given:
+        return BundleSpec(name=name, pull_policy=policy, kind="file", path=name)
+    kind = given[0]
+    section = _section(bundle, kind, "bundle")
+    if kind == "file":
+        return BundleSpec(name=name, pull_policy=policy, kind="file",
+                          path=_string(section, "path", "bundle.file", required=True))
+    url = _url(_string(section, "url", f"bundle.{kind}", required=True), f"bundle.{kind}.url")
+    if kind == "http":
+        ca = section.get("certificationAuthority")
+        config_map = sub_path = None
+        if ca is not None:
+            ca = _section(section, "certificationAuthority", "bundle.http")
+            field = "bundle.http.certificationAuthority"
+            config_map = _string(ca, "configMapName", field, required=True)
+            sub_path = _string(ca, "subPath", field, required=True)
+        return BundleSpec(name=name, pull_policy=policy, kind="http", url=url, ca_config_map=config_map,
+                          ca_sub_path=sub_path)
+    secret = _string(section, "secret", "bundle.github", required=False)
+    if secret is not None and not GITHUB_CONTENTS.match(urlsplit(url).path):
+        raise LogicalError(("bundle.github.url",), f"{url!r} is not a GitHub API v3 contents URL "
+                           "(https://api.HOST/repos/USER/REPO/contents/PATH.sab)")
+    return BundleSpec(name=name, pull_policy=policy, kind="github", url=url, secret=secret)
+
+
+async def fetch_bundle(bundle: Mapping | BundleSpec, *, namespace: str, bundle_dir: str | os.PathLike,
+                       cache_dir: str | os.PathLike, read_configmap: ReadConfigMap, read_secret: ReadSecret,
+                       ssl_context: ssl.SSLContext | None = None, timeout: float = 60.0,
+                       max_bytes: int = MAX_BYTES) -> bytes:
+    """The bundle's bytes (a zip), from its source or the cache (module docstring).
+
+    `ssl_context` verifies a source with no CA of its own (default: the system's roots)."""
+    spec = bundle if isinstance(bundle, BundleSpec) else parse_bundle_spec(bundle)
+    if spec.kind == "file":
+        return await _read_file(spec, Path(bundle_dir), max_bytes)
+    cached = trio.Path(cache_dir) / f"{spec.cache_key()}.sab"
+    if spec.pull_policy == "IfNotPresent" and await cached.is_file():
+        data = await cached.read_bytes()
+        if _is_zip(data):
+            return data
+    if spec.kind == "http":
+        context = await _ca_context(spec, namespace, read_configmap) if spec.ca_config_map else ssl_context
+        headers: dict[str, str] = {}
+    else:
+        context = ssl_context
+        headers = {"Accept": "application/vnd.github.v3.raw"}
+        if spec.secret:
+            headers["Authorization"] = f"token {await _token(spec, namespace, read_secret)}"
+    data = await _download(spec.url, headers, context, timeout, max_bytes)
+    if not _is_zip(data):
+        raise FetchError(f"bundle {spec.name!r} from {spec.url} is not a zip archive (a .sab is one)")
+    await trio.to_thread.run_sync(_write_atomically, Path(cache_dir), Path(str(cached)), data)
+    return data
+
+
+def _is_zip(data: bytes) -> bool:
+    return zipfile.is_zipfile(io.BytesIO(data))
+
+
+async def _read_file(spec: BundleSpec, bundle_dir: Path, max_bytes: int) -> bytes:
+    root = await trio.to_thread.run_sync(os.path.realpath, bundle_dir)
+    target = await trio.to_thread.run_sync(os.path.realpath, os.path.join(root, spec.path))
+    field = "bundle.file.path" if spec.path != spec.name else "bundle.name"
+    if os.path.commonpath([root, target]) != root:
+        raise FetchError(f"bundle file {spec.path!r} ({field}) is outside the bundle directory {root}")
+    try:
+        size = (await trio.Path(target).stat()).st_size
+        if size > max_bytes:
+            raise FetchError(f"bundle file {target} is {size} bytes, over the {max_bytes} limit")
+        data = await trio.Path(target).read_bytes()
+    except FileNotFoundError:
+        raise FetchError(f"bundle file {target} ({field}) does not exist") from None
+    except IsADirectoryError:
+        raise FetchError(f"bundle file {target} ({field}) is a directory") from None
+    except OSError as exc:
+        raise FetchError(f"bundle file {target} ({field}) cannot be read: {exc.strerror}") from None
+    if not _is_zip(data):
+        raise FetchError(f"bundle file {target} is not a zip archive (a .sab is one)")
+    return data
+
+
+async def _ca_context(spec: BundleSpec, namespace: str, read_configmap: ReadConfigMap) -> ssl.SSLContext:
+    where = f"ConfigMap {namespace}/{spec.ca_config_map} (bundle.http.certificationAuthority)"
+    data = await read_configmap(namespace, spec.ca_config_map)
+    if data is None:
+        raise FetchError(f"{where} does not exist")
+    pem = data.get(spec.ca_sub_path)
+    if not pem:
+        raise FetchError(f"{where} has no key {spec.ca_sub_path!r} (subPath)")
+    try:
+        return ssl.create_default_context(cadata=pem if isinstance(pem, str) else pem.decode())
+    except (ssl.SSLError, ValueError, UnicodeDecodeError) as exc:
+        raise FetchError(f"{where} key {spec.ca_sub_path!r} is not a PEM certificate: {exc}") from None
+
+
+async def _token(spec: BundleSpec, namespace: str, read_secret: ReadSecret) -> str:
+    where = f"Secret {namespace}/{spec.secret} (bundle.github.secret)"
+    data = await read_secret(namespace, spec.secret)
+    if data is None:
+        raise FetchError(f"{where} does not exist")
+    token = data.get("token")
+    if token is None:
+        raise FetchError(f"{where} has no 'token' key")
+    try:
+        text = token.decode() if isinstance(token, bytes) else str(token)
+    except UnicodeDecodeError:
+        raise FetchError(f"{where} key 'token' is not text") from None
+    text = text.strip()
+    if not text or any(c in text for c in "\r\n\0"):
+        raise FetchError(f"{where} key 'token' is empty or not a single line")
+    return text
+
+
+def _tls_failure(exc: BaseException) -> ssl.SSLError | None:
+    seen = exc
+    while seen is not None:
+        if isinstance(seen, ssl.SSLError):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+async def _download(url: str, headers: dict[str, str], context: ssl.SSLContext | None, timeout: float,
+                    max_bytes: int) -> bytes:
+    verify: ssl.SSLContext | bool = context if context is not None else True
+    try:
+        async with httpx.AsyncClient(verify=verify, timeout=timeout, follow_redirects=True,
+                                     trust_env=False) as client:
+            async with client.stream("GET", url, headers=headers) as response:
+                if response.status_code != 200:
+                    raise FetchError(f"GET {url}: HTTP {response.status_code} "
+                                     f"{response.reason_phrase or ''}".rstrip())
+                chunks, size = [], 0
+                async for chunk in response.aiter_bytes():
+                    size += len(chunk)
+                    if size > max_bytes:
+                        raise FetchError(f"GET {url}: the bundle is over the {max_bytes} byte limit")
+                    chunks.append(chunk)
+                return b"".join(chunks)
+    except httpx.HTTPError as exc:
+        tls = _tls_failure(exc)
+        if isinstance(tls, ssl.SSLCertVerificationError):
+            raise FetchError(f"GET {url}: TLS failure: certificate verify failed "
+                             f"({tls.verify_message or tls})") from None
+        if tls is not None:
+            raise FetchError(f"GET {url}: TLS failure: {tls}") from None
+        raise FetchError(f"GET {url}: {type(exc).__name__}: {exc}") from None
+
+
+def _write_atomically(directory: Path, target: Path, data: bytes) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".fetch-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise

@@ -1,0 +1,203 @@
+"""Bundle fetching against a real HTTPS server on 127.0.0.1 (a subprocess with a trustme CA)."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import ssl
+import subprocess
+import sys
+from dataclasses import dataclass
+
+import pytest
+import trustme
+
+from shim_k8s.streams.errors import FetchError, LogicalError
+from shim_k8s.streams.fetch import fetch_bundle, parse_bundle_spec
+from streams_adl import pipeline, sab
+
+SERVER = pathlib.Path(__file__).parent / "https_server.py"
+
+
+@dataclass
+class Server:
+    port: int
+    root: pathlib.Path
+    ca: trustme.CA
+
+    def url(self, path: str) -> str:
+        return f"https://127.0.0.1:{self.port}{path}"
+
+
+@pytest.fixture
+def server(tmp_path):
+    ca = trustme.CA()
+    cert = ca.issue_cert("127.0.0.1")
+    chain, key = tmp_path / "chain.pem", tmp_path / "key.pem"
+    cert.private_key_and_cert_chain_pem.write_to_path(str(chain))
+    cert.private_key_pem.write_to_path(str(key))
+    root = tmp_path / "served"
+    root.mkdir()
+    proc = subprocess.Popen([sys.executable, str(SERVER), str(chain), str(key), str(root)],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(proc.stdout.readline())
+        yield Server(port, root, ca)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        proc.stdout.close()
+
+
+class Cluster:
+    """The controller's view of ConfigMaps and Secrets, as the fetch callbacks read them."""
+
+    def __init__(self) -> None:
+        self.config_maps: dict[tuple[str, str], dict[str, str]] = {}
+        self.secrets: dict[tuple[str, str], dict[str, bytes]] = {}
+
+    async def read_configmap(self, namespace: str, name: str):
+        return self.config_maps.get((namespace, name))
+
+    async def read_secret(self, namespace: str, name: str):
+        return self.secrets.get((namespace, name))
+
+
+@pytest.fixture
+def cluster():
+    return Cluster()
+
+
+async def fetch(spec, cluster, tmp_path, **kw):
+    return await fetch_bundle(spec, namespace="ns", bundle_dir=tmp_path / "bundles", cache_dir=tmp_path / "cache",
+                              read_configmap=cluster.read_configmap, read_secret=cluster.read_secret, **kw)
+
+
+def http_spec(server, name="app.sab", **extra):
+    return {"name": name, "http": {"url": server.url(f"/files/{name}"),
+                                   "certificationAuthority": {"configMapName": "ca", "subPath": "ca.pem"}},
+            **extra}
+
+
+async def test_http_with_a_ca_from_a_configmap_fetches_and_caches(server, cluster, tmp_path):
+    bundle = sab(pipeline(3))
+    (server.root / "app.sab").write_bytes(bundle)
+    cluster.config_maps[("ns", "ca")] = {"ca.pem": server.ca.cert_pem.bytes().decode()}
+    assert await fetch(http_spec(server), cluster, tmp_path) == bundle
+    # IfNotPresent (the default): the cached copy is used even though the server's changed
+    newer = sab(pipeline(4))
+    (server.root / "app.sab").write_bytes(newer)
+    assert await fetch(http_spec(server), cluster, tmp_path) == bundle
+    # Always: fetched again (and the cache refreshed)
+    assert await fetch(http_spec(server, pullPolicy="Always"), cluster, tmp_path) == newer
+    assert await fetch(http_spec(server), cluster, tmp_path) == newer
+    assert [p.name for p in (tmp_path / "cache").iterdir() if p.name.startswith(".")] == []  # no temp left
+
+
+async def test_a_404_names_the_url(server, cluster, tmp_path):
+    cluster.config_maps[("ns", "ca")] = {"ca.pem": server.ca.cert_pem.bytes().decode()}
+    with pytest.raises(FetchError, match=r"GET https://127\.0\.0\.1:\d+/files/app\.sab: HTTP 404"):
+        await fetch(http_spec(server), cluster, tmp_path)
+
+
+async def test_a_certificate_from_another_ca_is_a_tls_failure(server, cluster, tmp_path):
+    (server.root / "app.sab").write_bytes(sab(pipeline(2)))
+    cluster.config_maps[("ns", "ca")] = {"ca.pem": trustme.CA().cert_pem.bytes().decode()}
+    with pytest.raises(FetchError, match="TLS failure: certificate verify failed"):
+        await fetch(http_spec(server), cluster, tmp_path)
+    # no CA at all: the system's roots do not know the test CA either
+    plain = {"name": "app.sab", "http": {"url": server.url("/files/app.sab")}}
+    with pytest.raises(FetchError, match="TLS failure"):
+        await fetch(plain, cluster, tmp_path)
+    assert not (tmp_path / "cache").exists()
+
+
+async def test_a_missing_configmap_or_key_is_named(server, cluster, tmp_path):
+    with pytest.raises(FetchError, match="ConfigMap ns/ca .* does not exist"):
+        await fetch(http_spec(server), cluster, tmp_path)
+    cluster.config_maps[("ns", "ca")] = {"other.pem": "x"}
+    with pytest.raises(FetchError, match="ConfigMap ns/ca .* has no key 'ca.pem'"):
+        await fetch(http_spec(server), cluster, tmp_path)
+    cluster.config_maps[("ns", "ca")] = {"ca.pem": "-----BEGIN CERTIFICATE-----\nnope\n-----END CERTIFICATE-----\n"}
+    with pytest.raises(FetchError, match="key 'ca.pem' is not a PEM certificate"):
+        await fetch(http_spec(server), cluster, tmp_path)
+
+
+async def test_what_is_served_must_be_a_zip_and_is_not_cached_otherwise(server, cluster, tmp_path):
+    (server.root / "app.sab").write_bytes(b"<html>an error page</html>")
+    cluster.config_maps[("ns", "ca")] = {"ca.pem": server.ca.cert_pem.bytes().decode()}
+    with pytest.raises(FetchError, match="bundle 'app.sab' from https://.* is not a zip archive"):
+        await fetch(http_spec(server), cluster, tmp_path)
+    assert not (tmp_path / "cache").exists()
+
+
+def github_spec(server, secret="gh"):
+    spec = {"url": server.url("/repos/me/apps/contents/app.sab")}
+    if secret:
+        spec["secret"] = secret
+    return {"name": "app.sab", "github": spec, "pullPolicy": "Always"}
+
+
+async def test_github_sends_the_token_of_the_secret_and_asks_for_raw_content(server, cluster, tmp_path):
+    bundle = sab(pipeline(2))
+    (server.root / "app.sab").write_bytes(bundle)
+    (server.root / ".token").write_text("s3cret")
+    ctx = ssl.create_default_context()
+    server.ca.configure_trust(ctx)
+    cluster.secrets[("ns", "gh")] = {"token": b"s3cret\n"}
+    assert await fetch(github_spec(server), cluster, tmp_path, ssl_context=ctx) == bundle
+    cluster.secrets[("ns", "gh")] = {"token": b"wrong"}
+    with pytest.raises(FetchError, match="HTTP 401"):
+        await fetch(github_spec(server), cluster, tmp_path, ssl_context=ctx)
+    with pytest.raises(FetchError, match="HTTP 401"):  # no secret: no Authorization header
+        await fetch(github_spec(server, secret=None), cluster, tmp_path, ssl_context=ctx)
+
+
+async def test_a_secret_without_token_is_named(server, cluster, tmp_path):
+    cluster.secrets[("ns", "gh")] = {"password": b"x"}
+    with pytest.raises(FetchError, match=r"Secret ns/gh \(bundle.github.secret\) has no 'token' key"):
+        await fetch(github_spec(server), cluster, tmp_path)
+    cluster.secrets.clear()
+    with pytest.raises(FetchError, match=r"Secret ns/gh \(bundle.github.secret\) does not exist"):
+        await fetch(github_spec(server), cluster, tmp_path)
+
+
+async def test_file_sources_stay_inside_the_bundle_directory(cluster, tmp_path):
+    bundles = tmp_path / "bundles"
+    (bundles / "team").mkdir(parents=True)
+    bundle = sab(pipeline(2))
+    (bundles / "team" / "app.sab").write_bytes(bundle)
+    (tmp_path / "secret.sab").write_bytes(bundle)
+    assert await fetch({"name": "app.sab", "file": {"path": "team/app.sab"}}, cluster, tmp_path) == bundle
+    assert await fetch({"name": "app.sab", "file": {"path": str(bundles / "team" / "app.sab")}},
+                       cluster, tmp_path) == bundle
+    with pytest.raises(FetchError, match="outside the bundle directory"):
+        await fetch({"name": "x.sab", "file": {"path": "../secret.sab"}}, cluster, tmp_path)
+    os.symlink(tmp_path / "secret.sab", bundles / "link.sab")
+    with pytest.raises(FetchError, match="outside the bundle directory"):
+        await fetch({"name": "link.sab"}, cluster, tmp_path)  # no source: the name, in the directory
+    with pytest.raises(FetchError, match=r"team/gone.sab \(bundle.file.path\) does not exist"):
+        await fetch({"name": "x.sab", "file": {"path": "team/gone.sab"}}, cluster, tmp_path)
+    (bundles / "junk.sab").write_bytes(b"junk")
+    with pytest.raises(FetchError, match="junk.sab is not a zip archive"):
+        await fetch({"name": "junk.sab"}, cluster, tmp_path)
+
+
+@pytest.mark.parametrize("bundle, fields", [
+    ({"name": "a.sab", "file": {"path": "a.sab"}, "github": {"url": "https://api.github.com/repos/u/r/contents/a"}},
+     ("bundle.file", "bundle.github")),
+    ({"name": "a.sab", "file": {"path": "a"}, "http": {"url": "https://x/a.sab"}}, ("bundle.file", "bundle.http")),
+    ({"file": {"path": "a"}}, ("bundle.name",)),
+    (None, ("bundle",)),
+    ({"name": "a.sab", "pullPolicy": "Sometimes"}, ("bundle.pullPolicy",)),
+    ({"name": "a.sab", "http": {"url": "ftp://x/a.sab"}}, ("bundle.http.url",)),
+    ({"name": "a.sab", "http": {"url": "https://x/a", "certificationAuthority": {"configMapName": "c"}}},
+     ("bundle.http.certificationAuthority.subPath",)),
+    ({"name": "a.sab", "github": {"url": "https://github.com/u/r/blob/a.sab", "secret": "s"}},
+     ("bundle.github.url",)),
+    ({"name": "../a.sab"}, ("bundle.name",)),
+])
+def test_spec_contradictions_are_logical_errors_naming_the_fields(bundle, fields):
+    with pytest.raises(LogicalError) as err:
+        parse_bundle_spec(bundle)
+    assert err.value.fields == fields
