@@ -10,5 +10,20 @@
     aadl        one deterministic AADL document per PE, and its content id
     fetch       bundle sources (file, http + CA from a ConfigMap, github + token from a Secret), cache
 
-Pure modules (all but fetch) do no I/O and know nothing of Kubernetes.
+The instance controller (`ykshm streams`):
+
+    main        `ykshm streams` command line -> controller
+    controller  the process under trio: informers, the reconcile loop, submissions, Job status
+    jobspec     a Job's spec read and checked (the seed's logical errors), PE options, resources table
+    submission  fetch -> bundle -> ADL -> fuse -> AADLs -> the job's objects (idempotent)
+    refuse      a parallel region's width changed (/scale): re-fuse, only touched PEs relaunch
+    reconcile   the pure plan: PEs, pods by launch count, restarts, connectivity, PE status
+    restart     the seed's restart policy table, as data
+    objects     the job's Kubernetes objects with deterministic names (PE pods: gang, placement)
+    kube        where each kind lives, idempotent writes, events
+    crds        the packaged CRDs (crds/*.yaml, linked from deploy/crds) and `--install-crds`
+    operators   one supervised `ykshm cr-operator` process per job with consistent regions
+    appgen      ADL and .sab files in the compiler's format, for tests, the bench and the demo
+
+Pure modules (all but fetch, controller, submission, refuse, kube, crds, operators) do no I/O.
 """
