@@ -77,9 +77,11 @@ def _operator(i: int, n: int, *, restartable: bool, coloc: str | None, region: R
 
 def pipeline_adl(name: str = "apps.gen::Pipeline", operators: int = 4, *,
                  regions: tuple[Region, ...] = (), restartable: bool = True,
-                 coloc_every: int = 0, pool_tags: tuple[str, ...] = ()) -> bytes:
+                 coloc_every: int = 0, pool_tags: tuple[str, ...] = (),
+                 parallel: tuple[int, int] | None = None) -> bytes:
     """An ADL of a pipeline of `operators` operators. `coloc_every=k` puts each run of k
-    operators in one partition colocation group; `pool_tags` makes host pool 0 a tagged pool."""
+    operators in one partition colocation group; `pool_tags` makes host pool 0 a tagged pool;
+    `parallel=(i, width)` makes operator i a parallel region `Op{i}` of that width."""
     ops = []
     for i in range(operators):
         region = next((r for r in regions if r.first <= i <= r.last), None)
@@ -97,6 +99,13 @@ def pipeline_adl(name: str = "apps.gen::Pipeline", operators: int = 4, *,
         f'<value key="resetTimeout" type="float64">{r.reset_timeout}</value>'
         f'<value key="maxConsecutiveResetAttempts" type="int32">{r.max_attempts}</value></splAnnotation>'
         for k, r in enumerate(regions))
+    parallel_xml = ""
+    if parallel is not None:
+        at, width = parallel
+        parallel_xml = (f'<parallelRegions><parallelRegion index="0" name="Op{at}">'
+                        f'<parallelOperator operIndex="{at}"><splitter iportIndex="0" kind="RoundRobin"/>'
+                        f'</parallelOperator><parallelWidth><constantWidth>{width}</constantWidth>'
+                        f'</parallelWidth></parallelRegion></parallelRegions>')
     short = name.replace("::", ".")
     doc = f"""<?xml version="1.0" encoding="UTF-8" standalone="no" ?>
 <applicationSet xmlns="{NS}" name="{name}.appset" xmlns:tt="http://www.ibm.com/xmlns/prod/streams/spl/tupleType" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance">
@@ -124,6 +133,7 @@ def pipeline_adl(name: str = "apps.gen::Pipeline", operators: int = 4, *,
       <toolkit index="0" name="gen" uri="file:///gen" version="1.0.0"/>
       <toolkit index="1" name="spl" uri="file:///spl" version="1.4.0"/>
     </toolkits>
+    {parallel_xml}
   </splApplication>
 </applicationSet>
 """

@@ -121,3 +121,51 @@ def test_bad_bundle_fails_that_job_only_and_kill_9_duplicates_nothing(streams_cl
     cms = k.json("get", "configmaps", "-l", "streams.ibm.com/job=good")["items"]
     assert len(cms) == 5                                     # 4 AADLs + the ADL
     assert os.path.exists(bundles / "good.sab")
+
+
+def test_scale_a_parallel_region_and_recreate_a_deleted_pe(streams_cluster):
+    c, k, bundles = streams_cluster
+    (bundles / "par.sab").write_bytes(appgen.make_sab(appgen.pipeline_adl(operators=5, parallel=(2, 2))))
+    submit(k, "par", "par.sab", fusion="{manual: 3, type: channelIsolation}")
+    wait_for(lambda: running(k, "par", {"par-0-1", "par-1-1", "par-2-1"}), 60, "three PE pods Running")
+    region = wait_for(lambda: (r := k.json("get", "stpr", "par-op2")).get("status", {}).get("width") == 2 and r,
+                      30, "the region's width recorded")
+    assert region["spec"]["width"] == 2
+    before = {pe["metadata"]["name"]: pe["spec"]["contentId"]
+              for pe in k.json("get", "stp", "-l", "streams.ibm.com/job=par")["items"]}
+
+    k("scale", "stpr/par-op2", "--replicas=3")
+    wait_for(lambda: {"par-3-1", "par-1-1", "par-2-1"} <= set(running(k, "par", set(pods_of(k, "par"))) or {}),
+             60, "a fourth PE for the new channel, channels 0 and 1 untouched")
+    after = {pe["metadata"]["name"]: pe for pe in k.json("get", "stp", "-l", "streams.ibm.com/job=par")["items"]}
+    assert sorted(after) == ["par-0", "par-1", "par-2", "par-3"]
+    assert after["par-1"]["spec"]["contentId"] == before["par-1"]       # channel 0: same operators
+    assert after["par-2"]["spec"]["contentId"] == before["par-2"]
+    assert after["par-1"]["spec"]["launchCount"] == 1
+    assert k.json("get", "stpr", "par-op2")["status"]["width"] == 3
+
+    k("scale", "stpr/par-op2", "--replicas=1")
+    wait_for(lambda: sorted(pe["metadata"]["name"] for pe in
+                            k.json("get", "stp", "-l", "streams.ibm.com/job=par")["items"]) == ["par-0", "par-1"],
+             60, "channels 1 and 2 removed")
+
+    # a PE deleted by a user while its job lives comes back (restartable)
+    k("delete", "stp", "par-1")
+    wait_for(lambda: any(p.startswith("par-1-") and ph["status"].get("phase") == "Running"
+                         for p, ph in pods_of(k, "par").items()) and
+             k.run("get", "stp", "par-1").returncode == 0, 60, "par-1 re-created with a running pod")
+
+
+def test_logical_error_is_reported_not_resolved(streams_cluster):
+    c, k, bundles = streams_cluster
+    (bundles / "x.sab").write_bytes(appgen.make_sab(appgen.pipeline_adl(operators=3)))
+    submit(k, "two", "x.sab", fusion="{manual: 2, legacy: true}")
+    status = wait_for(lambda: (s := job_status(k, "two")).get("phase") == "Failed" and s, 30,
+                      "the job Failed")
+    assert "spec.fusion.legacy" in status["message"] and "spec.fusion.manual" in status["message"]
+    assert not k.json("get", "stp", "-l", "streams.ibm.com/job=two")["items"]
+    described = k("describe", "stj", "two")
+    assert "InvalidSpec" in described and "spec.fusion.manual" in described
+    # fixing the spec submits it again
+    k("patch", "stj", "two", "--type=merge", "-p", '{"spec": {"fusion": {"legacy": null}}}')
+    wait_for(lambda: running(k, "two", {"two-0-1", "two-1-1"}), 60, "the fixed job's two PEs Running")
