@@ -1,0 +1,243 @@
+"""The consistent-region operator of one job under trio: one queue and one task per region.
+
+Why one task per region: OpenStreams' state machine takes one event at a time and, after a change,
+waits until the ConsistentRegion's new status is visible before the next event (the seed's
+consistency rule); regions are independent, so each gets its own queue and a slow write in one
+never delays another.
+
+Per event, in order (`_RegionTask.process`):
+1. A `Recheck` (monitors: a PE or pod of the region changed) becomes `RegionUpdate` with the health
+   the health source answers now; a forced `ResetRequest` gets the current health the same way.
+2. `Region.handle` (fsm.py). A refusal (RegionError) goes back to the caller; nothing changed.
+3. `ClearBoard` and `CancelTimers` act at once (a PE never reads a notification of an abandoned
+   round; a cancelled timer never fires).
+4. `StatusChanged`: `await status_writer(index, status_doc)`, which returns when the write is
+   visible (for Kubernetes: when the ConsistentRegion watch has seen the new resourceVersion).
+5. Then the notifications are posted (board + UDP), timers armed, metrics set, and the caller of
+   `submit` gets its answer: a 200 from the REST API means the report is persisted.
+
+Timers carry the region's timer sequence number; a timer that fires after a cancel is stale and
+the FSM ignores it, so a race between a cancel and an expiry cannot act twice.
+
+Start (`run`): when `restarted` (the ConsistentRegionOperator's hasStarted was already true), every
+region first takes `OperatorRestarted` (STARTED, unhealthy; its status written) before any other
+event, so the next healthy update resets it. Then each region rechecks its health once.
+
+Resource handling
+    `run` owns a nursery: one task per region, each with a nursery for its timers, plus the UDP
+    socket, closed when `run` returns.
+
+Error handling
+    A refused event is answered to its caller and the region goes on. An exception from the status
+    writer or the health source ends `run` (the whole operator): the writer is expected to retry
+    what is transient itself; what it cannot fix is a reason to exit and be restarted by the
+    supervisor (`ykshm streams`), after which hasStarted forces the regions through a reset.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import time
+from collections.abc import Awaitable, Callable, Iterable
+
+import trio
+
+from .board import Notification, NotificationBoard
+from .errors import RegionError, UnknownRegion
+from .fsm import (Action, ArmTimer, CancelTimers, ClearBoard, Event, MetricSamples, Notify,
+                  OperatorRestarted, Region, RegionUpdate, ResetRequest, StatusChanged, Timeout)
+from .metrics import RegionMetrics
+from .udp import AddressBook, UdpNotifier
+
+log = logging.getLogger("ykshm.cr-operator")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Health:
+    """What the health source says of a region: healthy (every PE exists with connectivity Full and
+    its current pod Running), unhealthy, or None (a PE or pod is missing: unknown, ignored);
+    clean_start False when a PE of the region was relaunched (launchCount > 1)."""
+
+    healthy: bool | None
+    clean_start: bool = True
+
+
+StatusWriter = Callable[[int, dict], Awaitable[None]]
+"""(region index, status document) -> returns once the written status is visible."""
+
+HealthSource = Callable[[int], Awaitable[Health]]
+"""region index -> its health now."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Recheck:
+    """A PE or pod of the region changed: ask the health source and feed the answer to the FSM."""
+
+
+class _Reply:
+    """Where `submit` waits for the outcome of its event."""
+
+    __slots__ = ("done", "actions", "error")
+
+    def __init__(self) -> None:
+        self.done = trio.Event()
+        self.actions: list[Action] = []
+        self.error: RegionError | None = None
+
+
+class RegionOperator:
+    """The operator of one job: its regions, board, metrics, and the tasks that drive them."""
+
+    def __init__(self, job: str, regions: Iterable[Region], *, status_writer: StatusWriter,
+                 health_source: HealthSource, addresses: AddressBook | None = None,
+                 restarted: bool = False, clock_ms: Callable[[], float] | None = None) -> None:
+        self.job = job
+        self.regions = {r.index: r for r in regions}
+        self.status_writer = status_writer
+        self.health_source = health_source
+        self.addresses = addresses
+        self.restarted = restarted
+        self.clock_ms = clock_ms or (lambda: time.time() * 1000.0)
+        self.board = NotificationBoard()
+        self.metrics = RegionMetrics(job)
+        self._udp: UdpNotifier | None = None
+        self._tasks = {index: _RegionTask(self, region) for index, region in self.regions.items()}
+        for region in self.regions.values():
+            self.metrics.update(region.index, zip_metrics(region))
+
+    def region(self, index: int) -> Region:
+        try:
+            return self.regions[index]
+        except KeyError:
+            raise UnknownRegion(f"job {self.job} has no consistent region {index}",
+                                region=index) from None
+
+    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """Drive every region until cancelled; `started` once restart statuses are written."""
+        if self.addresses is not None:
+            self._udp = UdpNotifier(self.addresses)
+        try:
+            if self.restarted:
+                for task in self._tasks.values():
+                    await task.process(OperatorRestarted(), None)
+            async with trio.open_nursery() as nursery:
+                for task in self._tasks.values():
+                    nursery.start_soon(task.run)
+                    task.post(Recheck())
+                task_status.started(self)
+        finally:
+            if self._udp is not None:
+                self._udp.close()
+
+    async def submit(self, index: int, event: Event) -> list[Action]:
+        """Queue an event behind the region's others and wait for its outcome (raises RegionError)."""
+        task = self._task(index)
+        reply = _Reply()
+        task.post(event, reply)
+        await reply.done.wait()
+        if reply.error is not None:
+            raise reply.error
+        return reply.actions
+
+    def post(self, index: int, event: Event | Recheck) -> None:
+        """Queue an event without waiting (monitors: `post(index, Recheck())`)."""
+        self._task(index).post(event)
+
+    def recheck_all(self, indexes: Iterable[int]) -> None:
+        """A PE or pod changed: recheck every region it belongs to."""
+        for index in indexes:
+            self.post(index, Recheck())
+
+    def _task(self, index: int) -> "_RegionTask":
+        self.region(index)
+        return self._tasks[index]
+
+    async def _notify(self, region: Region, action: Notify) -> None:
+        notification = Notification(action.kind.value, action.message)
+        self.board.post(action.pes, region.index, notification)
+        if self._udp is not None:
+            for pe in action.pes:
+                await self._udp.send(pe, region.index, notification)
+
+
+def zip_metrics(region: Region) -> tuple[tuple[str, float], ...]:
+    from .fsm import METRIC_NAMES
+
+    return tuple(zip(METRIC_NAMES, region.metric_values()))
+
+
+class _RegionTask:
+    """One region's queue, the task draining it, and its armed timers."""
+
+    def __init__(self, operator: RegionOperator, region: Region) -> None:
+        self.operator = operator
+        self.region = region
+        self._send, self._receive = trio.open_memory_channel(math.inf)
+        self._armed: list[trio.CancelScope] = []
+        self._timers: trio.Nursery | None = None
+
+    def post(self, event, reply: _Reply | None = None) -> None:
+        self._send.send_nowait((event, reply))
+
+    async def run(self) -> None:
+        async with trio.open_nursery() as timers:
+            self._timers = timers
+            async for event, reply in self._receive:
+                await self.process(event, reply)
+
+    async def process(self, event, reply: _Reply | None) -> None:
+        op = self.operator
+        index = self.region.index
+        if isinstance(event, Recheck):
+            health = await op.health_source(index)
+            event = RegionUpdate(health.healthy, health.clean_start)
+        elif isinstance(event, ResetRequest) and event.force:
+            health = await op.health_source(index)
+            event = ResetRequest(True, bool(health.healthy))
+        try:
+            actions = self.region.handle(event, op.clock_ms())
+        except RegionError as exc:
+            if reply is None:
+                log.warning("cr-operator: job %s region %s: %s", op.job, index, exc)
+            else:
+                reply.error = exc
+                reply.done.set()
+            return
+        await self._carry_out(actions)
+        if reply is not None:
+            reply.actions = actions
+            reply.done.set()
+
+    async def _carry_out(self, actions: list[Action]) -> None:
+        op = self.operator
+        for action in actions:
+            if isinstance(action, ClearBoard):
+                op.board.clear(action.pes, self.region.index)
+            elif isinstance(action, CancelTimers):
+                for scope in self._armed:
+                    scope.cancel()
+                self._armed.clear()
+        if actions and isinstance(actions[0], StatusChanged):
+            await op.status_writer(self.region.index, self.region.status_doc())
+        for action in actions:
+            if isinstance(action, Notify):
+                await op._notify(self.region, action)
+            elif isinstance(action, ArmTimer):
+                self._arm(action)
+            elif isinstance(action, MetricSamples):
+                op.metrics.update(self.region.index, action.values)
+
+    def _arm(self, arm: ArmTimer) -> None:
+        scope = trio.CancelScope()
+        self._armed.append(scope)
+        if self._timers is None:  # before run(): the restart step arms nothing, but be safe
+            raise RuntimeError("a timer was armed before the region task runs")
+        self._timers.start_soon(self._fire, scope, arm)
+
+    async def _fire(self, scope: trio.CancelScope, arm: ArmTimer) -> None:
+        with scope:
+            await trio.sleep(arm.seconds)
+            self._armed.remove(scope)
+            self.post(Timeout(arm.kind, arm.timer_seq))
