@@ -5,16 +5,25 @@ waits until the ConsistentRegion's new status is visible before the next event (
 consistency rule); regions are independent, so each gets its own queue and a slow write in one
 never delays another.
 
-Per event, in order (`_RegionTask.process`):
+Per batch of events, in order (`_RegionTask.process`):
 1. A `Recheck` (monitors: a PE or pod of the region changed) becomes `RegionUpdate` with the health
    the health source answers now; a forced `ResetRequest` gets the current health the same way.
-2. `Region.handle` (fsm.py). A refusal (RegionError) goes back to the caller; nothing changed.
+2. `Region.handle` (fsm.py), event after event. A refusal (RegionError) changes nothing.
 3. `ClearBoard` and `CancelTimers` act at once (a PE never reads a notification of an abandoned
    round; a cancelled timer never fires).
-4. `StatusChanged`: `await status_writer(index, status_doc)`, which returns when the write is
-   visible (for Kubernetes: when the ConsistentRegion watch has seen the new resourceVersion).
-5. Then the notifications are posted (board + UDP), timers armed, metrics set, and the caller of
-   `submit` gets its answer: a 200 from the REST API means the report is persisted.
+4. If any event changed the region: `await status_writer(index, status_doc)`, which returns when
+   the write is visible (for Kubernetes: when the ConsistentRegion watch has seen the new
+   resourceVersion). No event is taken while a write is in flight.
+5. Then the notifications are posted (board + UDP), timers armed, metrics set, and every caller of
+   `submit` gets its answer: a 2xx from the REST API means the report is persisted.
+
+Coalescing (`coalesce=True`, the default): a batch is the event taken plus every event already
+queued behind it (up to MAX_BATCH), applied one at a time in order to the in-memory region, under
+ONE status write. What the seed's rule protects still holds: OpenStreams waits for the write
+because its next event reads the region back from the informer cache; ours reads the in-memory
+region, and nothing leaves the operator (notification, answer, timer) before the status that
+includes it is visible. A 100-PE drain costs a few writes instead of 100 round trips to the
+apiserver. `coalesce=False` writes after every event, the seed to the letter.
 
 Timers carry the region's timer sequence number; a timer that fires after a cancel is stale and
 the FSM ignores it, so a race between a cancel and an expiry cannot act twice.
@@ -52,6 +61,9 @@ from .metrics import RegionMetrics
 from .udp import AddressBook, UdpNotifier
 
 log = logging.getLogger("ykshm.cr-operator")
+
+MAX_BATCH = 1024
+"""Most events applied under one status write (coalescing, see the module docstring)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -92,13 +104,15 @@ class RegionOperator:
 
     def __init__(self, job: str, regions: Iterable[Region], *, status_writer: StatusWriter,
                  health_source: HealthSource, addresses: AddressBook | None = None,
-                 restarted: bool = False, clock_ms: Callable[[], float] | None = None) -> None:
+                 restarted: bool = False, clock_ms: Callable[[], float] | None = None,
+                 coalesce: bool = True) -> None:
         self.job = job
         self.regions = {r.index: r for r in regions}
         self.status_writer = status_writer
         self.health_source = health_source
         self.addresses = addresses
         self.restarted = restarted
+        self.coalesce = coalesce
         self.clock_ms = clock_ms or (lambda: time.time() * 1000.0)
         self.board = NotificationBoard()
         self.metrics = RegionMetrics(job)
@@ -121,7 +135,7 @@ class RegionOperator:
         try:
             if self.restarted:
                 for task in self._tasks.values():
-                    await task.process(OperatorRestarted(), None)
+                    await task.process([(OperatorRestarted(), None)])
             async with trio.open_nursery() as nursery:
                 for task in self._tasks.values():
                     nursery.start_soon(task.run)
@@ -183,50 +197,74 @@ class _RegionTask:
     async def run(self) -> None:
         async with trio.open_nursery() as timers:
             self._timers = timers
-            async for event, reply in self._receive:
-                await self.process(event, reply)
+            async for item in self._receive:
+                batch = [item]
+                while self.operator.coalesce and len(batch) < MAX_BATCH:
+                    try:
+                        batch.append(self._receive.receive_nowait())
+                    except trio.WouldBlock:
+                        break
+                await self.process(batch)
 
-    async def process(self, event, reply: _Reply | None) -> None:
+    async def process(self, batch: list[tuple]) -> None:
+        """Apply the events in order, write the status once if any changed it, then carry out
+        what waits for a visible status and answer every caller (refusals included)."""
         op = self.operator
-        index = self.region.index
-        if isinstance(event, Recheck):
-            health = await op.health_source(index)
-            event = RegionUpdate(health.healthy, health.clean_start)
-        elif isinstance(event, ResetRequest) and event.force:
-            health = await op.health_source(index)
-            event = ResetRequest(True, bool(health.healthy))
-        try:
-            actions = self.region.handle(event, op.clock_ms())
-        except RegionError as exc:
-            if reply is None:
-                log.warning("cr-operator: job %s region %s: %s", op.job, index, exc)
-            else:
-                reply.error = exc
-                reply.done.set()
-            return
-        await self._carry_out(actions)
-        if reply is not None:
-            reply.actions = actions
+        region = self.region
+        deferred: list[Action] = []
+        answers: list[tuple[_Reply, list[Action], RegionError | None]] = []
+        changed = False
+        for event, reply in batch:
+            event = await self._with_health(event)
+            try:
+                actions = region.handle(event, op.clock_ms())
+            except RegionError as exc:
+                if reply is None:
+                    log.warning("cr-operator: job %s region %s: %s", op.job, region.index, exc)
+                else:
+                    answers.append((reply, [], exc))
+                continue
+            for action in actions:
+                if isinstance(action, StatusChanged):
+                    changed = True
+                elif isinstance(action, CancelTimers):
+                    self._cancel_timers()
+                else:
+                    if isinstance(action, ClearBoard):  # at once, and again in order below
+                        op.board.clear(action.pes, region.index)
+                    deferred.append(action)
+            if reply is not None:
+                answers.append((reply, actions, None))
+        if changed:
+            await op.status_writer(region.index, region.status_doc())
+        for action in deferred:
+            if isinstance(action, Notify):
+                op._notify(region, action)
+            elif isinstance(action, ArmTimer):
+                if action.timer_seq >= region.timer_seq:  # not cancelled later in the batch
+                    self._arm(action)
+            elif isinstance(action, ClearBoard):
+                op.board.clear(action.pes, region.index)
+            elif isinstance(action, MetricSamples):
+                op.metrics.update(region.index, action.values)
+        for reply, actions, error in answers:
+            reply.actions, reply.error = actions, error
             reply.done.set()
 
-    async def _carry_out(self, actions: list[Action]) -> None:
-        op = self.operator
-        for action in actions:
-            if isinstance(action, ClearBoard):
-                op.board.clear(action.pes, self.region.index)
-            elif isinstance(action, CancelTimers):
-                for scope in self._armed:
-                    scope.cancel()
-                self._armed.clear()
-        if actions and isinstance(actions[0], StatusChanged):
-            await op.status_writer(self.region.index, self.region.status_doc())
-        for action in actions:
-            if isinstance(action, Notify):
-                op._notify(self.region, action)
-            elif isinstance(action, ArmTimer):
-                self._arm(action)
-            elif isinstance(action, MetricSamples):
-                op.metrics.update(self.region.index, action.values)
+    async def _with_health(self, event):
+        index = self.region.index
+        if isinstance(event, Recheck):
+            health = await self.operator.health_source(index)
+            return RegionUpdate(health.healthy, health.clean_start)
+        if isinstance(event, ResetRequest) and event.force:
+            health = await self.operator.health_source(index)
+            return ResetRequest(True, bool(health.healthy))
+        return event
+
+    def _cancel_timers(self) -> None:
+        for scope in self._armed:
+            scope.cancel()
+        self._armed.clear()
 
     def _arm(self, arm: ArmTimer) -> None:
         scope = trio.CancelScope()

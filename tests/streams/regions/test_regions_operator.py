@@ -287,3 +287,57 @@ async def test_notifications_go_out_as_udp_datagrams():
     finally:
         for sock in receivers.values():
             sock.close()
+
+
+@pytest.mark.parametrize("coalesce,extra_writes", [(True, 1), (False, 2)])
+async def test_events_queued_behind_a_write_share_the_next_one(autojump_clock, coalesce,
+                                                                 extra_writes):
+    store, health = FakeStore(), FakeHealth()
+    async with trio.open_nursery() as nursery:
+        op = await start(nursery, store, health, [Region(make_spec())], coalesce=coalesce)
+        await trio.sleep(5.1)
+        store.hold()
+        answered = []
+
+        async def report(pe):
+            await op.submit(0, Checkpoint(pe, 1))
+            answered.append(pe)
+
+        nursery.start_soon(report, 1)
+        await trio.testing.wait_all_tasks_blocked()  # PE 1's write is in flight
+        nursery.start_soon(report, 2)
+        nursery.start_soon(report, 3)
+        await trio.testing.wait_all_tasks_blocked()
+        writes = store.writes
+        gate = store.gate
+        store.gate = None
+        gate.set()
+        await trio.testing.wait_all_tasks_blocked()
+        assert sorted(answered) == [1, 2, 3]
+        assert store.writes == writes + 1 + extra_writes
+        assert store.status[0]["state"] == "PROCESSING"
+        assert board_of(op) == ("resumeSubmission", "seqId=2;retId=0;pendCkpt=0")
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_notification_then_unhealthy_in_one_batch_leaves_the_board_clear(autojump_clock):
+    store, health = FakeStore(), FakeHealth()
+    async with trio.open_nursery() as nursery:
+        op = await start(nursery, store, health, [Region(make_spec())])
+        await trio.sleep(5.1)
+        await checkpoint_all(op, 1, pes=(1, 2))
+        store.hold()
+        op.post(0, Checkpoint(3, 1))  # taken alone: its write is held
+        await trio.testing.wait_all_tasks_blocked()
+        op.post(0, ResetRequest())  # -> RESETTING, triggerReset ...
+        health.value = Health(False)
+        op.recheck_all([0])  # ... -> UNHEALTHY, board cleared: both in the next batch
+        writes = store.writes
+        gate = store.gate
+        store.gate = None
+        gate.set()
+        await trio.testing.wait_all_tasks_blocked()
+        assert store.writes == writes + 2
+        assert store.status[0]["state"] == "UNHEALTHY"
+        assert board_of(op) is None  # triggerReset posted after the write, then cleared in order
+        nursery.cancel_scope.cancel()
