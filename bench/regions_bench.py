@@ -38,7 +38,8 @@ def _serve(pes: int, period: float, ports: dict[str, int]) -> None:
     import trio
 
     from shim_k8s.streams.regions.fsm import Region, RegionSpec
-    from shim_k8s.streams.regions.operator import Health, RegionOperator
+    from shim_k8s.streams.regions.health import Health
+    from shim_k8s.streams.regions.operator import RegionOperator
     from shim_k8s.streams.regions.rest import serve
 
     async def write(index, doc):

@@ -4,6 +4,7 @@
     fsm        the region state machine (OpenStreams' rules, transitions as data), pure: events in,
                actions out; `Region`, `RegionSpec`, `RegionState`
     docs       ConsistentRegion spec/status documents <-> `Region` (the operator-restart round trip)
+    health     the health rule (every PE Full, its current pod Running; missing -> unknown), pure
     board      the notification board: the latest notification per PE per region, for polling
     udp        each notification as a UDP datagram to the PE's address, when it has one
     metrics    the 8 Prometheus metrics per job and region, on the operator's own CollectorRegistry

@@ -57,6 +57,7 @@ from .board import Notification, NotificationBoard
 from .errors import RegionError, UnknownRegion
 from .fsm import (Action, ArmTimer, CancelTimers, ClearBoard, Event, MetricSamples, Notify,
                   OperatorRestarted, Region, RegionUpdate, ResetRequest, StatusChanged, Timeout)
+from .health import Health
 from .metrics import RegionMetrics
 from .udp import AddressBook, UdpNotifier
 
@@ -66,21 +67,11 @@ MAX_BATCH = 1024
 """Most events applied under one status write (coalescing, see the module docstring)."""
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Health:
-    """What the health source says of a region: healthy (every PE exists with connectivity Full and
-    its current pod Running), unhealthy, or None (a PE or pod is missing: unknown, ignored);
-    clean_start False when a PE of the region was relaunched (launchCount > 1)."""
-
-    healthy: bool | None
-    clean_start: bool = True
-
-
 StatusWriter = Callable[[int, dict], Awaitable[None]]
 """(region index, status document) -> returns once the written status is visible."""
 
 HealthSource = Callable[[int], Awaitable[Health]]
-"""region index -> its health now."""
+"""region index -> its health now (health.region_health computes it from the PEs and pods)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

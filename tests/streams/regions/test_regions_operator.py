@@ -12,7 +12,8 @@ import trio.testing
 
 from shim_k8s.streams.regions import errors
 from shim_k8s.streams.regions.fsm import Checkpoint, Region, RegionSpec, ResetDone, ResetRequest
-from shim_k8s.streams.regions.operator import Health, RegionOperator
+from shim_k8s.streams.regions.health import Health
+from shim_k8s.streams.regions.operator import RegionOperator
 
 PES = (1, 2, 3)
 

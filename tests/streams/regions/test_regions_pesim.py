@@ -6,7 +6,8 @@ from __future__ import annotations
 import trio
 
 from shim_k8s.streams.regions.fsm import Region, RegionSpec
-from shim_k8s.streams.regions.operator import Health, RegionOperator
+from shim_k8s.streams.regions.health import Health
+from shim_k8s.streams.regions.operator import RegionOperator
 from shim_k8s.streams.regions.pesim import PeSimulator, parse_message
 from shim_k8s.streams.regions.rest import serve
 

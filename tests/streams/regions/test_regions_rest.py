@@ -11,7 +11,8 @@ import trio
 import trio.testing
 
 from shim_k8s.streams.regions.fsm import Region, RegionSpec, Timeout, TimerKind
-from shim_k8s.streams.regions.operator import Health, RegionOperator
+from shim_k8s.streams.regions.health import Health
+from shim_k8s.streams.regions.operator import RegionOperator
 from shim_k8s.streams.regions.rest import BASE, serve
 
 PES = (1, 2, 3)
