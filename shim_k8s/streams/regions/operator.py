@@ -267,5 +267,7 @@ class _RegionTask:
     async def _fire(self, scope: trio.CancelScope, arm: ArmTimer) -> None:
         with scope:
             await trio.sleep(arm.seconds)
-            self._armed.remove(scope)
+            # a cancel may land between the expiry and this line: the seq makes it stale then
+            if scope in self._armed:
+                self._armed.remove(scope)
             self.post(Timeout(arm.kind, arm.timer_seq))

@@ -160,6 +160,18 @@ def test_periodic_drain_round_with_every_field():
     assert values["average_drain_time_milliseconds"] == 30.0  # (25 + 35) / 2
 
 
+def test_average_drain_time_is_over_the_last_ten_drains():
+    region = healthy_region(pes=frozenset({7}))
+    now = 0.0
+    for duration in range(1, 13):
+        region.handle(Timeout(TimerKind.DRAIN_PERIOD, region.timer_seq), now)
+        now += duration
+        actions = region.handle(Checkpoint(7, region.current_seq), now)
+    values = dict(next(a for a in actions if isinstance(a, MetricSamples)).values)
+    assert values["average_drain_time_milliseconds"] == sum(range(3, 13)) / 10
+    assert region.status_doc()["metrics"]["drainSamples"] == [float(d) for d in range(3, 13)]
+
+
 def test_blocking_checkpoints_resume_with_a_pending_checkpoint_then_drained():
     region = healthy_region()
     region.handle(Timeout(TimerKind.DRAIN_PERIOD, 0))
