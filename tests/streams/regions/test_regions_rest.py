@@ -6,14 +6,17 @@ from __future__ import annotations
 from contextlib import asynccontextmanager
 
 import httpx
+import orjson
 import pytest
 import trio
 import trio.testing
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from shim_k8s.streams.regions.fsm import Region, RegionSpec, Timeout, TimerKind
 from shim_k8s.streams.regions.health import Health
 from shim_k8s.streams.regions.operator import RegionOperator
-from shim_k8s.streams.regions.rest import BASE, serve
+from shim_k8s.streams.regions.rest import BASE, RegionApi, serve
 
 PES = (1, 2, 3)
 
@@ -191,3 +194,72 @@ async def test_a_quoted_sequence_id_is_taken_too(body):
         await settle()
         r = await client.put(BASE + "/region/0/pe/1/checkpoint", content=body)
         assert r.status_code == 204
+
+
+# -- fuzz: whatever a client sends, a JSON answer from the documented set, never a 500 ---------------
+
+PATHS = st.one_of(
+    st.sampled_from(["/region/0/pe/1/checkpoint", "/region/0/pe/2/blockingcheckpoint",
+                     "/region/0/pe/3/reset", "/region/0/drain", "/region/0/reset",
+                     "/region/1/drain", "/pe/1", "/pe/1/region/0", "/region/0/state"]),
+    st.builds(lambda a, b: f"/region/{a}/pe/{b}/checkpoint",
+              st.sampled_from(["0", "-1", "x", "99999999999999999999", "%20", ""]),
+              st.sampled_from(["1", "0", "abc", "1e3", "٣"])))
+BODIES = st.one_of(
+    st.binary(max_size=40),
+    st.sampled_from([b"1", b"-5", b'"1"', b"null", b"[]", b"{}", b'{"progress":[]}',
+                     b'{"progress":{"seqId":null,"resetAttempt":"0"}}',
+                     b'{"progress":{"seqId":true,"resetAttempt":"0"}}',
+                     b'{"progress":{"seqId":"0","resetAttempt":"0"}}',
+                     b'{"request":{"seqId":"1","operator":5}}',
+                     b'{"request":{"seqId":"1","operator":"Beacon"}}',
+                     b'{"request":{"force":1}}', b'{"request":{"force":"TRUE"}}']),
+    st.dictionaries(st.sampled_from(["progress", "request"]), st.dictionaries(
+        st.sampled_from(["seqId", "resetAttempt", "operator", "force"]),
+        st.one_of(st.text(max_size=5), st.integers(-2, 3), st.booleans(), st.none())), max_size=2
+    ).map(orjson.dumps))
+
+
+async def call(app, method, path, body):
+    sent = []
+    received = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def receive():
+        return received.pop(0) if received else {"type": "http.disconnect"}
+
+    async def send(message):
+        sent.append(message)
+
+    scope = {"type": "http", "method": method, "path": BASE + path, "headers": [],
+             "query_string": b""}
+    await app(scope, receive, send)
+    return sent[0]["status"], sent[1]["body"]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                   HealthCheck.function_scoped_fixture])
+@given(requests=st.lists(st.tuples(st.sampled_from(["GET", "PUT", "POST"]), PATHS, BODIES),
+                         min_size=1, max_size=6))
+async def test_fuzz_only_documented_answers(requests):
+    store = Store()
+    op = RegionOperator("ns/job", [periodic(), driven()], status_writer=store.write,
+                        health_source=healthy)
+    app = RegionApi(op)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(op.run)
+        await trio.testing.wait_all_tasks_blocked()
+        drain_period(op)
+        await trio.testing.wait_all_tasks_blocked()
+        for method, path, body in requests:
+            status, answer = await call(app, method, path, body)
+            assert status in (200, 204, 400, 404, 405, 409), (method, path, body, answer)
+            if status >= 400:
+                doc = orjson.loads(answer)
+                assert doc["status_code"] == status and doc["reason"] and doc["message"]
+        # the region still works: a full round completes
+        region = op.region(0)
+        if region.state.name == "DRAINING":
+            for pe in PES:
+                await call(app, "PUT", f"/region/0/pe/{pe}/checkpoint", str(region.current_seq).encode())
+            assert region.state.name == "PROCESSING"
+        nursery.cancel_scope.cancel()
