@@ -73,7 +73,7 @@ async def _measure(args) -> dict:
     from shim_k8s.streams.regions.pesim import PeSimulator
 
     pes = range(1, args.pes + 1)
-    sim = PeSimulator("http://placeholder:0", 0, pes, listen="udp", raw=True)
+    sim = PeSimulator("http://placeholder:0", {0: pes}, listen="udp", raw=True)
     await sim.open_sockets()
     ports = {str(pe): addr[1] for pe, addr in sim.addresses().items()}
     child = subprocess.Popen([sys.executable, "-m", "bench.regions_bench", "--serve", json.dumps(ports),

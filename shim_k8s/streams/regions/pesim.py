@@ -1,4 +1,4 @@
-"""A PE simulator: plays the PEs of one consistent region against the operator's REST API.
+"""A PE simulator: plays the PEs of a job's consistent regions against the operator's REST API.
 
 What a Streams PE runtime does for consistent regions, reduced to the protocol: it learns of
 notifications by UDP datagram (`listen="udp"`, one socket per PE on 127.0.0.1, whose addresses the
@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import socket
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 import httpx
 import orjson
@@ -100,17 +100,19 @@ class RawHttp:
 
 
 class PeSimulator:
-    """N PEs of one region; `run` until cancelled. `failing` may be changed while running."""
+    """The PEs of a job's regions ({region: PEs}); `run` until cancelled. Each PE has one UDP
+    socket (or one poll loop on GET /pe/{peId}) for all its regions, as a real PE has one
+    listener. `failing` (PE ids) may be changed while running."""
 
-    def __init__(self, base_url: str, region: int, pes: Iterable[int], *, listen: str = "udp",
+    def __init__(self, base_url: str, regions: Mapping[int, Iterable[int]], *, listen: str = "udp",
                  poll_interval: float = 0.05, blocking: bool = False,
                  failing: Iterable[int] = (), client: httpx.AsyncClient | None = None,
                  raw: bool = False) -> None:
         if listen not in ("udp", "poll"):
             raise ValueError(f"listen must be udp or poll, not {listen!r}")
         self.base_url = base_url.rstrip("/")
-        self.region = region
-        self.pes = tuple(pes)
+        self.regions = {r: tuple(pes) for r, pes in regions.items()}
+        self.pes = tuple(sorted({pe for pes in self.regions.values() for pe in pes}))
         self.listen = listen
         self.poll_interval = poll_interval
         self.blocking = blocking
@@ -124,8 +126,8 @@ class PeSimulator:
         self.changed = trio.Event()
         self._client = client
         self._sockets: dict[int, trio.socket.SocketType] = {}
-        self._last: dict[int, tuple[str, str]] = {}
-        self._drained_seq: dict[int, int] = {}
+        self._last: dict[tuple[int, int], tuple[str, str]] = {}
+        self._drained_seq: dict[tuple[int, int], int] = {}
 
     def addresses(self) -> dict[int, tuple[str, int]]:
         """PE id -> its UDP address (after `open_sockets`): what the operator's AddressBook returns."""
@@ -166,11 +168,12 @@ class PeSimulator:
             data = await sock.recv(65536)
             try:
                 doc = orjson.loads(data)
-                note = doc[str(self.region)]
-                kind, message = note["type"], note["message"]
-            except (orjson.JSONDecodeError, KeyError, TypeError):
-                continue  # another region's notification, or garbage
-            await self._on(client, pe, kind, message)
+                notes = [(int(r), n["type"], n["message"]) for r, n in doc.items()]
+            except (orjson.JSONDecodeError, AttributeError, KeyError, TypeError, ValueError):
+                continue  # not a notification
+            for region, kind, message in notes:
+                if pe in self.regions.get(region, ()):
+                    await self._on(client, pe, region, kind, message)
 
     async def _request(self, client: httpx.AsyncClient, pe: int, method: str, path: str,
                        body: bytes = b"") -> tuple[int, bytes]:
@@ -180,33 +183,37 @@ class PeSimulator:
         return r.status_code, r.content
 
     async def _poll(self, client: httpx.AsyncClient, pe: int) -> None:
-        path = f"{BASE}/pe/{pe}/region/{self.region}"
+        path = f"{BASE}/pe/{pe}"
         while True:
             status, body = await self._request(client, pe, "GET", path)
             if status == 200:
-                note = orjson.loads(body)
-                if (note["type"], note["message"]) != self._last.get(pe):
-                    await self._on(client, pe, note["type"], note["message"])
+                for region, note in sorted(orjson.loads(body).items()):
+                    region = int(region)
+                    if pe in self.regions.get(region, ()) and \
+                            (note["type"], note["message"]) != self._last.get((pe, region)):
+                        await self._on(client, pe, region, note["type"], note["message"])
             await trio.sleep(self.poll_interval)
 
-    async def _on(self, client: httpx.AsyncClient, pe: int, kind: str, message: str) -> None:
-        self._last[pe] = (kind, message)
-        self.seen.append(Seen(trio.current_time(), pe, self.region, kind, message))
+    async def _on(self, client: httpx.AsyncClient, pe: int, region: int, kind: str,
+                  message: str) -> None:
+        self._last[(pe, region)] = (kind, message)
+        self.seen.append(Seen(trio.current_time(), pe, region, kind, message))
         self.changed.set()
         self.changed = trio.Event()
         if pe in self.failing:
             return
         values = parse_message(message)
-        prefix = f"{BASE}/region/{self.region}/pe/{pe}"
+        prefix = f"{BASE}/region/{region}/pe/{pe}"
         if kind == "triggerDrain":
             seq = values["seqId"]
             if self.blocking:
-                self._drained_seq[pe] = seq
+                self._drained_seq[(pe, region)] = seq
                 await self._put(client, pe, f"{prefix}/blockingcheckpoint", content=str(seq).encode())
             else:
                 await self._put(client, pe, f"{prefix}/checkpoint", content=str(seq).encode())
-        elif kind == "resumeSubmission" and values.get("pendCkpt") == 1 and pe in self._drained_seq:
-            seq = self._drained_seq.pop(pe)
+        elif kind == "resumeSubmission" and values.get("pendCkpt") == 1 and \
+                (pe, region) in self._drained_seq:
+            seq = self._drained_seq.pop((pe, region))
             await self._put(client, pe, f"{prefix}/checkpoint", content=str(seq).encode())
         elif kind == "triggerReset":
             body = {"progress": {"seqId": str(values["seqId"]),
@@ -220,14 +227,19 @@ class PeSimulator:
             self.errors.append((pe, path, status, text))
             log.info("pe-sim: PE %s: %s answered %s %s", pe, path, status, text)
 
-    async def wait_for(self, kind: str, message: str | None = None, pes: Iterable[int] | None = None) -> float:
-        """Until every PE (of `pes`) has seen a notification of this kind (and message);
-        the time the last of them saw it."""
-        want = set(self.pes if pes is None else pes)
+    async def wait_for(self, kind: str, message: str | None = None, pes: Iterable[int] | None = None,
+                       region: int | None = None) -> float:
+        """Until every PE (of `pes`, default all of the region's or the job's) has seen a
+        notification of this kind (and message) in `region` (default any); the time the last of
+        them saw it."""
+        if pes is None:
+            pes = self.regions[region] if region is not None else self.pes
+        want = set(pes)
         while True:
             times = {}
             for s in self.seen:
-                if s.type == kind and (message is None or s.message == message) and s.pe in want:
+                if s.type == kind and (message is None or s.message == message) and s.pe in want \
+                        and (region is None or s.region == region):
                     times[s.pe] = s.at
             if set(times) == want:
                 return max(times.values())

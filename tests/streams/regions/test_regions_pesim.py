@@ -50,7 +50,7 @@ async def run_scenario(listen: str, **sim_kw):
     with trio.fail_after(20):
         async with trio.open_nursery() as nursery:
             url = await nursery.start(serve, op)
-            sim = PeSimulator(url, 0, PES, listen=listen, poll_interval=0.01, **sim_kw)
+            sim = PeSimulator(url, {0: PES}, listen=listen, poll_interval=0.01, **sim_kw)
             sim_holder["sim"] = sim
             if listen == "udp":
                 await sim.open_sockets()
@@ -84,3 +84,25 @@ async def test_polling_pes_with_blocking_checkpoints():
     assert "CHECKPOINT_PENDING" in states
     kinds = {s.type for s in sim.seen}
     assert {"triggerDrain", "resumeSubmission", "drained", "triggerReset"} <= kinds
+
+
+async def test_a_pe_in_two_regions_answers_both_on_one_socket():
+    store = Store()
+    regions = {0: (10, 11, 12), 1: (12, 13)}
+    holder = {}
+    op = RegionOperator(
+        "ns/job", [Region(RegionSpec(i, period=0.05, pes=frozenset(p))) for i, p in regions.items()],
+        status_writer=store.write, health_source=healthy,
+        addresses=lambda pe: holder["sim"].addresses().get(pe))
+    with trio.fail_after(20):
+        async with trio.open_nursery() as nursery:
+            url = await nursery.start(serve, op)
+            sim = holder["sim"] = PeSimulator(url, regions)
+            await sim.open_sockets()
+            assert len(sim.addresses()) == 4
+            await nursery.start(sim.run)
+            await sim.wait_for("resumeSubmission", "seqId=3;retId=1;pendCkpt=0", region=0)
+            await sim.wait_for("resumeSubmission", "seqId=3;retId=1;pendCkpt=0", region=1)
+            nursery.cancel_scope.cancel()
+    assert sim.errors == []
+    assert {s.region for s in sim.seen if s.pe == 12} == {0, 1}
