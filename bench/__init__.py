@@ -11,4 +11,5 @@
     retention_bench  `bench retention`: bytes per finished application the engine keeps
     e2e_bench     sim-cluster + shim + engine: pods/s and restart recovery
     regions_bench `bench regions`: drain round trip of a 100-PE consistent region (cr-operator + PE sim)
+    regions_fleet `bench regions --jobs 50`: 50 jobs x 4 regions at once, a failure, CPU per drain
 """

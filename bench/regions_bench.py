@@ -1,5 +1,7 @@
 """`ykshm bench regions`: drain round trip of a 100-PE periodic consistent region over loopback.
 
+`--jobs N` runs the fleet benchmark instead (bench/regions_fleet.py): N jobs x 4 regions at once.
+
 One process serves the operator (its REST API on hypercorn, status writes to memory, UDP
 notifications), another plays the 100 PEs (pesim: one UDP socket per PE, checkpoint PUTs over
 HTTP/1.1 keep-alive). A round is timed from the moment the first PE receives triggerDrain to the
@@ -26,9 +28,18 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="ykshm bench regions", description=__doc__.splitlines()[0])
     p.add_argument("--pes", type=int, default=100, help="PEs in the region (default 100)")
     p.add_argument("--rounds", type=int, default=100, help="timed drain rounds (default 100)")
-    p.add_argument("--period", type=float, default=0.05, help="drain period in seconds (0.05)")
+    p.add_argument("--period", type=float, default=None,
+                   help="drain period in seconds (0.05; 0.2 with --jobs)")
     p.add_argument("--warmup", type=int, default=5, help="untimed rounds first (default 5)")
     p.add_argument("--serve", help=argparse.SUPPRESS)  # internal: JSON {pe: port} of the PEs
+    fleet = p.add_argument_group("many jobs at once (bench/regions_fleet.py)")
+    fleet.add_argument("--jobs", type=int, default=0, help="run the fleet benchmark with N jobs")
+    fleet.add_argument("--regions", type=int, default=4, help="regions per job (default 4)")
+    fleet.add_argument("--region-pes", type=int, default=2, help="PEs per region (default 2)")
+    fleet.add_argument("--fail-at", type=float, default=2.0, help="seconds before the failure (2)")
+    fleet.add_argument("--fail-for", type=float, default=1.0, help="seconds unhealthy (1)")
+    fleet.add_argument("--duration", type=float, default=6.0, help="seconds in all (6)")
+    p.add_argument("--serve-fleet", help=argparse.SUPPRESS)  # internal: the spec on stdin
     return p
 
 
@@ -123,6 +134,16 @@ def _percentile(values: list[float], q: float) -> float:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.serve_fleet is not None or args.jobs:
+        from bench import regions_fleet
+
+        if args.serve_fleet is None:
+            args.period = 0.2 if args.period is None else args.period
+            return regions_fleet.run(args)
+        spec = json.loads(sys.stdin.readline())
+        regions_fleet.serve_fleet(**spec)
+        return 0
+    args.period = 0.05 if args.period is None else args.period
     if args.serve is not None:
         _serve(args.pes, args.period, json.loads(args.serve))
         return 0
