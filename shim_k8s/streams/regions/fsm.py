@@ -57,6 +57,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 from collections.abc import Iterable, Mapping
+from types import MappingProxyType
 
 from .errors import (DuplicateReport, InvalidRequest, NotExpected, SequenceMismatch,
                      UnknownOperator, UnknownPE)
@@ -442,12 +443,13 @@ class Region:
         return self.spec.index
 
     @property
-    def pe_to_completion(self) -> dict[int, PeStatus]:
-        """peToCompletion: each PE's progress this round (a PE not in it counts as None)."""
-        return self._progress
+    def pe_to_completion(self) -> Mapping[int, PeStatus]:
+        """peToCompletion: each PE's progress this round (a PE not in it counts as None);
+        read-only: it changes through events (and the counts kept beside it must follow)."""
+        return MappingProxyType(self._progress)
 
     @pe_to_completion.setter
-    def pe_to_completion(self, value: dict[int, PeStatus]) -> None:
+    def pe_to_completion(self, value: Mapping[int, PeStatus]) -> None:
         self._progress = dict(value)
         self._counts = dict.fromkeys(PeStatus, 0)
         for status in self._progress.values():
@@ -479,13 +481,8 @@ class Region:
         actions, self._actions = self._actions, []
         if self._fingerprint() != before:
             actions.insert(0, StatusChanged())
-            actions.append(MetricSamples(tuple(zip(METRIC_NAMES, self.metric_values()))))
+            actions.append(MetricSamples(self.metric_samples()))
         return actions
-
-    def step_for(self, event: Event) -> Step | None:
-        """The step `handle` would run for this event (None: ignored); raises as `handle` does."""
-        trigger = self._classify(event)
-        return None if trigger is None else TRANSITIONS[self.state].get(trigger)
 
     # -- classification: every guard, every refusal -------------------------------------------------
 
@@ -750,6 +747,10 @@ class Region:
                 self._progress_version, len(self.metrics.drain_samples),
                 len(self.metrics.reset_samples), self.metrics.last_consistent_state_time,
                 self.metrics.last_reset_time)
+
+    def metric_samples(self) -> tuple[tuple[str, float], ...]:
+        """(name, value) of the 8 metrics."""
+        return tuple(zip(METRIC_NAMES, self.metric_values()))
 
     def metric_values(self) -> tuple[float, ...]:
         """The 8 metrics, in METRIC_NAMES order."""

@@ -110,7 +110,7 @@ class RegionOperator:
         self._udp: UdpNotifier | None = None
         self._tasks = {index: _RegionTask(self, region) for index, region in self.regions.items()}
         for region in self.regions.values():
-            self.metrics.update(region.index, zip_metrics(region))
+            self.metrics.update(region.index, region.metric_samples())
 
     def region(self, index: int) -> Region:
         try:
@@ -164,12 +164,6 @@ class RegionOperator:
         self.board.post(action.pes, region.index, notification)
         if self._udp is not None:
             self._udp.send(action.pes, region.index, notification)
-
-
-def zip_metrics(region: Region) -> tuple[tuple[str, float], ...]:
-    from .fsm import METRIC_NAMES
-
-    return tuple(zip(METRIC_NAMES, region.metric_values()))
 
 
 class _RegionTask:
