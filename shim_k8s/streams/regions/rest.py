@@ -69,16 +69,30 @@ class Answer:
 Handler = Callable[["RegionApi", dict, bytes], Awaitable[Answer]]
 
 
+LONG_MIN, LONG_MAX = -(1 << 63), (1 << 63) - 1
+
+
 def _int(name: str, value: Any) -> int:
-    """An id or sequence number: an integer, or a string holding one (as Java's parseLong)."""
+    """An id or sequence number: an integer, or a string holding one, within a Java long (as
+    Long.parseLong takes it)."""
+    number = None
     if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if isinstance(value, str):
+        number = value
+    elif isinstance(value, str):
         text = value.strip()
         digits = text[1:] if text[:1] == "-" else text
-        if digits.isascii() and digits.isdigit():
-            return int(text)
-    raise InvalidRequest(f"{name} must be an integer, not {value!r}", field=name)
+        if digits.isascii() and digits.isdigit() and len(digits) <= 20:
+            number = int(text)
+    if number is None:
+        raise InvalidRequest(f"{name} must be an integer, not {_shown(value)}", field=name)
+    if not LONG_MIN <= number <= LONG_MAX:
+        raise InvalidRequest(f"{name} is out of range: {number}", field=name)
+    return number
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 64 else text[:61] + "..."
 
 
 def _json_object(body: bytes, key: str) -> dict:
@@ -272,12 +286,20 @@ class RegionApi:
             body = await _read_body(scope, receive)
             return await handler(self, params, body)
         except RegionError as exc:
-            return Answer(exc.status, orjson.dumps(exc.as_json()))
+            return Answer(exc.status, _error_body(exc))
         except Exception:
             log.exception("cr-operator: bug while answering %s %s", scope["method"], scope["path"])
             body = {"status_code": 500, "message": "internal server error",
                     "description": "internal server error", "reason": "internal"}
             return Answer(500, orjson.dumps(body))
+
+
+def _error_body(exc: RegionError) -> bytes:
+    try:
+        return orjson.dumps(exc.as_json())
+    except TypeError:  # a context value JSON cannot carry: the message still says it all
+        return orjson.dumps({"status_code": exc.status, "message": exc.message,
+                             "description": exc.message, "reason": exc.reason})
 
 
 async def _read_body(scope: dict, receive) -> bytes:

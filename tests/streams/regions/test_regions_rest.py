@@ -139,6 +139,8 @@ REFUSALS = [
     ("PUT", "/region/0/pe/1/checkpoint", b"", 400, "invalidRequest", "seqId"),
     ("PUT", "/region/0/pe/one/checkpoint", b"1", 400, "invalidRequest", "peId"),
     ("PUT", "/region/x/pe/1/checkpoint", b"1", 400, "invalidRequest", "regionId"),
+    ("PUT", "/region/99999999999999999999/pe/1/checkpoint", b"1", 400, "invalidRequest", "range"),
+    ("PUT", "/region/0/pe/1/checkpoint", b"9223372036854775808", 400, "invalidRequest", "range"),
     ("PUT", "/region/0/pe/1/checkpoint", b"2", 409, "sequenceMismatch", "seqId 1"),
     ("PUT", "/region/0/pe/1/checkpoint", b"1", 409, "duplicateReport", "already"),
     ("PUT", "/region/0/pe/99/checkpoint", b"1", 404, "unknownPE", "99"),
