@@ -13,4 +13,6 @@
     e2e_bench     sim-cluster + shim + engine: pods/s and restart recovery
     streams_bench `bench streams`: a Streams job's PE pods Running, PE restarts (+ streams_fusion)
     streams_fusion  Streams backend: parse + fuse + AADLs of a 10,000-operator ADL, re-fusion for /scale
+    regions_bench `bench regions`: drain round trip of a 100-PE consistent region (cr-operator + PE sim)
+    regions_fleet `bench regions --jobs 50`: 50 jobs x 4 regions at once, a failure, CPU per drain
 """

@@ -26,4 +26,8 @@ The instance controller (`ykshm streams`):
     appgen      ADL and .sab files in the compiler's format, for tests, the bench and the demo
 
 Pure modules (all but fetch, controller, submission, refuse, kube, crds, operators) do no I/O.
+
+Consistent regions (`ykshm cr-operator`, one per job):
+
+    regions/    the consistent-region operator: state machine, notifications, REST, metrics (see its map)
 """

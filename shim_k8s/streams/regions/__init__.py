@@ -1,0 +1,18 @@
+"""shim_k8s.streams.regions: the consistent-region operator of one Streams job (`ykshm cr-operator`).
+
+    errors     why a region refuses a request: RegionError -> 400 / 404 / 409, raised before any change
+    fsm        the region state machine (OpenStreams' rules, transitions as data), pure: events in,
+               actions out; `Region`, `RegionSpec`, `RegionState`
+    docs       ConsistentRegion spec/status documents <-> `Region` (the operator-restart round trip)
+    health     the health rule (every PE Full, its current pod Running; missing -> unknown), pure
+    board      the notification board: the latest notification per PE per region, for polling
+    udp        each notification as a UDP datagram to the PE's address, when it has one
+    metrics    the 8 Prometheus metrics per job and region, on the operator's own CollectorRegistry
+    operator   the operator core under trio: one queue and task per region, timers, the status
+               writer and health source it is given (Kubernetes ones are wired by the caller)
+    rest       the ASGI app under /api/consistentregion (hypercorn, trio worker) and /metrics
+    pesim      a PE simulator client (httpx under trio): plays a region's PEs against the REST API
+
+Kubernetes is not imported here: the caller supplies the status writer, the health source and the
+PE addresses (see operator.py), so everything is tested in-process with fakes and trio's MockClock.
+"""

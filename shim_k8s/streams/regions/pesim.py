@@ -1,0 +1,246 @@
+"""A PE simulator: plays the PEs of a job's consistent regions against the operator's REST API.
+
+What a Streams PE runtime does for consistent regions, reduced to the protocol: it learns of
+notifications by UDP datagram (`listen="udp"`, one socket per PE on 127.0.0.1, whose addresses the
+operator is given) or by polling `GET /pe/{peId}` (`listen="poll"`), and answers
+- triggerDrain "seqId=N"   -> PUT .../pe/{pe}/checkpoint with body N (or first a
+  /blockingcheckpoint, then the full checkpoint once resumeSubmission says pendCkpt=1),
+- triggerReset "seqId=N;resetAttempt=M" -> PUT .../pe/{pe}/reset {"progress": {"seqId", "resetAttempt"}},
+and records every notification it saw with the time it saw it (`seen`), for tests and the bench.
+A PE in `failing` stays silent (its region's drain or reset then times out), as a stuck PE would.
+
+Used by the end-to-end tests over real hypercorn, by `bench/regions_bench.py`, and (wired to
+Kubernetes by the caller) by `ykshm pe-sim`. httpx under trio; every task in the `run` nursery.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import socket
+from collections.abc import Iterable, Mapping
+
+import httpx
+import orjson
+import trio
+
+log = logging.getLogger("ykshm.pe-sim")
+
+BASE = "/api/consistentregion"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Seen:
+    """One notification as a PE saw it; `at` is trio.current_time()."""
+
+    at: float
+    pe: int
+    region: int
+    type: str
+    message: str
+
+
+def parse_message(message: str) -> dict[str, int]:
+    """"seqId=3;retId=1;pendCkpt=0" -> {"seqId": 3, "retId": 1, "pendCkpt": 0}."""
+    out = {}
+    for part in message.split(";"):
+        key, _, value = part.partition("=")
+        if key and value.lstrip("-").isdigit():
+            out[key] = int(value)
+    return out
+
+
+class RawHttp:
+    """A minimal HTTP/1.1 keep-alive client, one connection per PE, for the benchmark: a real PE
+    runtime (C++, libcurl) costs next to nothing per request, httpx under trio costs milliseconds on
+    a loaded machine, which would measure the client instead of the operator. Content-Length
+    bodies only (what the operator's hypercorn sends); same `put`/`get` shape as httpx's answers."""
+
+    def __init__(self, base_url: str) -> None:
+        host_port = base_url.split("://", 1)[1].split("/", 1)[0]
+        host, _, port = host_port.rpartition(":")
+        self.host, self.port = host, int(port)
+        self._streams: dict[int, trio.SocketStream] = {}
+        self._buffers: dict[int, bytes] = {}
+
+    async def request(self, pe: int, method: str, path: str, body: bytes = b"") -> tuple[int, bytes]:
+        stream = self._streams.get(pe)
+        if stream is None:
+            stream = self._streams[pe] = await trio.open_tcp_stream(self.host, self.port)
+            self._buffers[pe] = b""
+        head = (f"{method} {path} HTTP/1.1\r\nHost: {self.host}\r\n"
+                f"Content-Length: {len(body)}\r\n\r\n").encode("ascii")
+        await stream.send_all(head + body)
+        buf = self._buffers[pe]
+        while b"\r\n\r\n" not in buf:
+            buf += await self._receive(stream)
+        head_bytes, _, buf = buf.partition(b"\r\n\r\n")
+        lines = head_bytes.split(b"\r\n")
+        status = int(lines[0].split(b" ", 2)[1])
+        length = 0
+        for line in lines[1:]:
+            name, _, value = line.partition(b":")
+            if name.strip().lower() == b"content-length":
+                length = int(value)
+        while len(buf) < length:
+            buf += await self._receive(stream)
+        self._buffers[pe] = buf[length:]
+        return status, buf[:length]
+
+    @staticmethod
+    async def _receive(stream: trio.SocketStream) -> bytes:
+        data = await stream.receive_some(65536)
+        if not data:
+            raise ConnectionError("the operator closed the connection")
+        return data
+
+    async def aclose(self) -> None:
+        for stream in self._streams.values():
+            await stream.aclose()
+
+
+class PeSimulator:
+    """The PEs of a job's regions ({region: PEs}); `run` until cancelled. Each PE has one UDP
+    socket (or one poll loop on GET /pe/{peId}) for all its regions, as a real PE has one
+    listener. `failing` (PE ids) may be changed while running."""
+
+    def __init__(self, base_url: str, regions: Mapping[int, Iterable[int]], *, listen: str = "udp",
+                 poll_interval: float = 0.05, blocking: bool = False,
+                 failing: Iterable[int] = (), client: httpx.AsyncClient | None = None,
+                 raw: bool = False) -> None:
+        if listen not in ("udp", "poll"):
+            raise ValueError(f"listen must be udp or poll, not {listen!r}")
+        self.base_url = base_url.rstrip("/")
+        self.regions = {r: tuple(pes) for r, pes in regions.items()}
+        self.pes = tuple(sorted({pe for pes in self.regions.values() for pe in pes}))
+        self.listen = listen
+        self.poll_interval = poll_interval
+        self.blocking = blocking
+        self.failing = set(failing)
+        self.raw = raw
+        """Use RawHttp instead of httpx (the benchmark)."""
+        self._raw: RawHttp | None = None
+        self.seen: list[Seen] = []
+        self.errors: list[tuple[int, str, int, str]] = []
+        """(pe, path, HTTP status, body) of every report the operator refused."""
+        self.changed = trio.Event()
+        self._client = client
+        self._sockets: dict[int, trio.socket.SocketType] = {}
+        self._last: dict[tuple[int, int], tuple[str, str]] = {}
+        self._drained_seq: dict[tuple[int, int], int] = {}
+
+    def addresses(self) -> dict[int, tuple[str, int]]:
+        """PE id -> its UDP address (after `open_sockets`): what the operator's AddressBook returns."""
+        return {pe: sock.getsockname() for pe, sock in self._sockets.items()}
+
+    async def open_sockets(self) -> None:
+        for pe in self.pes:
+            sock = trio.socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            await sock.bind(("127.0.0.1", 0))
+            self._sockets[pe] = sock
+
+    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        owned = self._client is None
+        client = self._client or httpx.AsyncClient(
+            limits=httpx.Limits(max_connections=len(self.pes), max_keepalive_connections=len(self.pes)),
+            timeout=30.0)
+        if self.raw:
+            self._raw = RawHttp(self.base_url)
+        try:
+            if self.listen == "udp" and not self._sockets:
+                await self.open_sockets()
+            async with trio.open_nursery() as nursery:
+                for pe in self.pes:
+                    listener = self._listen_udp if self.listen == "udp" else self._poll
+                    nursery.start_soon(listener, client, pe)
+                task_status.started(self)
+        finally:
+            for sock in self._sockets.values():
+                sock.close()
+            if owned:
+                await client.aclose()
+            if self._raw is not None:
+                await self._raw.aclose()
+
+    async def _listen_udp(self, client: httpx.AsyncClient, pe: int) -> None:
+        sock = self._sockets[pe]
+        while True:
+            data = await sock.recv(65536)
+            try:
+                doc = orjson.loads(data)
+                notes = [(int(r), n["type"], n["message"]) for r, n in doc.items()]
+            except (orjson.JSONDecodeError, AttributeError, KeyError, TypeError, ValueError):
+                continue  # not a notification
+            for region, kind, message in notes:
+                if pe in self.regions.get(region, ()):
+                    await self._on(client, pe, region, kind, message)
+
+    async def _request(self, client: httpx.AsyncClient, pe: int, method: str, path: str,
+                       body: bytes = b"") -> tuple[int, bytes]:
+        if self._raw is not None:
+            return await self._raw.request(pe, method, path, body)
+        r = await client.request(method, self.base_url + path, content=body)
+        return r.status_code, r.content
+
+    async def _poll(self, client: httpx.AsyncClient, pe: int) -> None:
+        path = f"{BASE}/pe/{pe}"
+        while True:
+            status, body = await self._request(client, pe, "GET", path)
+            if status == 200:
+                for region, note in sorted(orjson.loads(body).items()):
+                    region = int(region)
+                    if pe in self.regions.get(region, ()) and \
+                            (note["type"], note["message"]) != self._last.get((pe, region)):
+                        await self._on(client, pe, region, note["type"], note["message"])
+            await trio.sleep(self.poll_interval)
+
+    async def _on(self, client: httpx.AsyncClient, pe: int, region: int, kind: str,
+                  message: str) -> None:
+        self._last[(pe, region)] = (kind, message)
+        self.seen.append(Seen(trio.current_time(), pe, region, kind, message))
+        self.changed.set()
+        self.changed = trio.Event()
+        if pe in self.failing:
+            return
+        values = parse_message(message)
+        prefix = f"{BASE}/region/{region}/pe/{pe}"
+        if kind == "triggerDrain":
+            seq = values["seqId"]
+            if self.blocking:
+                self._drained_seq[(pe, region)] = seq
+                await self._put(client, pe, f"{prefix}/blockingcheckpoint", content=str(seq).encode())
+            else:
+                await self._put(client, pe, f"{prefix}/checkpoint", content=str(seq).encode())
+        elif kind == "resumeSubmission" and values.get("pendCkpt") == 1 and \
+                (pe, region) in self._drained_seq:
+            seq = self._drained_seq.pop((pe, region))
+            await self._put(client, pe, f"{prefix}/checkpoint", content=str(seq).encode())
+        elif kind == "triggerReset":
+            body = {"progress": {"seqId": str(values["seqId"]),
+                                 "resetAttempt": str(values["resetAttempt"])}}
+            await self._put(client, pe, f"{prefix}/reset", content=orjson.dumps(body))
+
+    async def _put(self, client: httpx.AsyncClient, pe: int, path: str, content: bytes) -> None:
+        status, body = await self._request(client, pe, "PUT", path, content)
+        if status >= 300:
+            text = body.decode("utf-8", "replace")
+            self.errors.append((pe, path, status, text))
+            log.info("pe-sim: PE %s: %s answered %s %s", pe, path, status, text)
+
+    async def wait_for(self, kind: str, message: str | None = None, pes: Iterable[int] | None = None,
+                       region: int | None = None) -> float:
+        """Until every PE (of `pes`, default all of the region's or the job's) has seen a
+        notification of this kind (and message) in `region` (default any); the time the last of
+        them saw it."""
+        if pes is None:
+            pes = self.regions[region] if region is not None else self.pes
+        want = set(pes)
+        while True:
+            times = {}
+            for s in self.seen:
+                if s.type == kind and (message is None or s.message == message) and s.pe in want \
+                        and (region is None or s.region == region):
+                    times[s.pe] = s.at
+            if set(times) == want:
+                return max(times.values())
+            await self.changed.wait()

@@ -1,0 +1,353 @@
+"""The operator's REST API (ASGI, served by hypercorn with the trio worker) and its /metrics.
+
+Base path `/api/consistentregion`, the routes and bodies the real Streams PE runtime uses
+(OpenStreams ConsistentRegionService, K8SPlatform.cpp):
+
+    GET /pe/{peId}                                   {"<region>": {type, message}, ...}; 404 if none
+    GET /pe/{peId}/region/{r}                        {type, message}; 404 if none
+    GET /region/{r}/state                            "PROCESSING" (a JSON string)
+    GET /region/{r}/lastcompletedseqid|trigger|period|draintimeout|resettimeout|
+        maxconsecutiveresetattempts                  the value as JSON
+    PUT /region/{r}/pe/{pe}/checkpoint               body: the bare sequence id as text, e.g. `3`
+    PUT /region/{r}/pe/{pe}/blockingcheckpoint       same
+    PUT /region/{r}/pe/{pe}/reset                    {"progress": {"seqId": "N", "resetAttempt": "M"}}
+    PUT /region/{r}/drain                            {"request": {"seqId": "N", "operator": "name"}}
+    PUT /region/{r}/reset                            {"request": {"force": "true"|"false"}}
+    GET /metrics                                     Prometheus text (metrics.py), outside the base
+
+Values in bodies are strings as the PE runtime sends them; JSON numbers (and booleans for force)
+are accepted too. A PUT answers 204 (JAX-RS `void`, as OpenStreams) once the region has taken the
+report and its new status is visible (operator.py), so a 2xx means "recorded". Refusals are
+answered with the status of the error (errors.py) and the JSON body
+`{"status_code", "message", "description", "reason", ...context}`: 400 a malformed body or id
+(OpenStreams: a 500 from IllegalArgumentException), 404 an unknown route, region, PE or operator,
+405 a wrong method, 409 a report that does not fit the round (OpenStreams: a dead state machine),
+413 a body over 64 KiB. Any other exception is logged and answered 500 without details.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import orjson
+import trio
+from hypercorn.config import Config
+from hypercorn.trio import serve as hypercorn_serve
+
+from . import metrics as metrics_mod
+from .errors import InvalidRequest, NotFound, RegionError
+from .fsm import Checkpoint, DrainRequest, ResetDone, ResetRequest
+from .operator import RegionOperator
+
+log = logging.getLogger("ykshm.cr-operator")
+
+BASE = "/api/consistentregion"
+MAX_BODY = 65536
+JSON = b"application/json"
+
+
+class MethodNotAllowed(RegionError):
+    status = 405
+    reason = "methodNotAllowed"
+
+
+class PayloadTooLarge(RegionError):
+    status = 413
+    reason = "payloadTooLarge"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Answer:
+    status: int
+    body: bytes = b""
+    content_type: bytes = JSON
+
+
+Handler = Callable[["RegionApi", dict, bytes], Awaitable[Answer]]
+
+
+LONG_MIN, LONG_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def _int(name: str, value: Any) -> int:
+    """An id or sequence number: an integer, or a string holding one, within a Java long (as
+    Long.parseLong takes it)."""
+    number = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    elif isinstance(value, str):
+        text = value.strip()
+        digits = text[1:] if text[:1] == "-" else text
+        if digits.isascii() and digits.isdigit() and len(digits) <= 20:
+            number = int(text)
+    if number is None:
+        raise InvalidRequest(f"{name} must be an integer, not {_shown(value)}", field=name)
+    if not LONG_MIN <= number <= LONG_MAX:
+        raise InvalidRequest(f"{name} is out of range: {number}", field=name)
+    return number
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 64 else text[:61] + "..."
+
+
+def _json_object(body: bytes, key: str) -> dict:
+    """`body[key]` of a JSON object body; names what is missing or malformed."""
+    try:
+        doc = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        raise InvalidRequest(f"the body must be a JSON object with a {key!r} object",
+                             field=key) from None
+    if not isinstance(doc, dict) or not isinstance(doc.get(key), dict):
+        raise InvalidRequest(f"the body must be a JSON object with a {key!r} object", field=key)
+    return doc[key]
+
+
+def _required(data: dict, key: str, prefix: str) -> Any:
+    if key not in data or data[key] is None:
+        raise InvalidRequest(f"{prefix}.{key} is missing", field=f"{prefix}.{key}")
+    return data[key]
+
+
+def _bool(name: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise InvalidRequest(f"{name} must be true or false, not {value!r}", field=name)
+
+
+def _bare_seq(body: bytes) -> int:
+    try:
+        text = body.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        raise InvalidRequest("the body must be the sequence id as text", field="seqId") from None
+    if len(text) >= 2 and text[0] == text[-1] == '"':
+        text = text[1:-1]
+    return _int("seqId", text)
+
+
+def _json(value: Any) -> Answer:
+    return Answer(200, orjson.dumps(value))
+
+
+# -- handlers ---------------------------------------------------------------------------------------
+
+async def _pe_notifications(api: "RegionApi", p: dict, body: bytes) -> Answer:
+    pe = _int("peId", p["peId"])
+    found = api.operator.board.for_pe(pe)
+    if found is None:
+        raise NotFound(f"no notification for PE {pe}", pe=pe)
+    return _json({str(r): n.as_json() for r, n in sorted(found.items())})
+
+
+async def _pe_region_notification(api: "RegionApi", p: dict, body: bytes) -> Answer:
+    pe, region = _int("peId", p["peId"]), _int("regionId", p["regionId"])
+    found = api.operator.board.get(pe, region)
+    if found is None:
+        raise NotFound(f"no notification for PE {pe} in region {region}", pe=pe, region=region)
+    return _json(found.as_json())
+
+
+_READ_ONLY = {
+    "state": lambda r: r.state.name,
+    "lastcompletedseqid": lambda r: r.last_completed_seq,
+    "trigger": lambda r: r.spec.trigger,
+    "period": lambda r: float(r.spec.period),
+    "draintimeout": lambda r: float(r.spec.drain_timeout),
+    "resettimeout": lambda r: float(r.spec.reset_timeout),
+    "maxconsecutiveresetattempts": lambda r: r.spec.max_attempts,
+}
+
+
+async def _region_value(api: "RegionApi", p: dict, body: bytes) -> Answer:
+    getter = _READ_ONLY.get(p["field"])
+    if getter is None:
+        raise NotFound(f"no endpoint at {BASE}/region/{p['regionId']}/{p['field']}")
+    return _json(getter(api.operator.region(_int("regionId", p["regionId"]))))
+
+
+async def _submit(api: "RegionApi", region: str, event) -> Answer:
+    await api.operator.submit(_int("regionId", region), event)
+    return Answer(204)
+
+
+async def _checkpoint(api: "RegionApi", p: dict, body: bytes) -> Answer:
+    event = Checkpoint(_int("peId", p["peId"]), _bare_seq(body), blocking=False)
+    return await _submit(api, p["regionId"], event)
+
+
+async def _blocking_checkpoint(api: "RegionApi", p: dict, body: bytes) -> Answer:
+    event = Checkpoint(_int("peId", p["peId"]), _bare_seq(body), blocking=True)
+    return await _submit(api, p["regionId"], event)
+
+
+async def _pe_reset(api: "RegionApi", p: dict, body: bytes) -> Answer:
+    progress = _json_object(body, "progress")
+    seq = _int("progress.seqId", _required(progress, "seqId", "progress"))
+    attempt = _int("progress.resetAttempt", _required(progress, "resetAttempt", "progress"))
+    return await _submit(api, p["regionId"], ResetDone(_int("peId", p["peId"]), seq, attempt))
+
+
+async def _drain(api: "RegionApi", p: dict, body: bytes) -> Answer:
+    request = _json_object(body, "request")
+    seq = _int("request.seqId", _required(request, "seqId", "request"))
+    operator = _required(request, "operator", "request")
+    if not isinstance(operator, str) or not operator:
+        raise InvalidRequest(f"request.operator must be an operator name, not {operator!r}",
+                             field="request.operator")
+    return await _submit(api, p["regionId"], DrainRequest(seq, operator))
+
+
+async def _region_reset(api: "RegionApi", p: dict, body: bytes) -> Answer:
+    request = _json_object(body, "request")
+    force = _bool("request.force", request.get("force", False))
+    return await _submit(api, p["regionId"], ResetRequest(force))
+
+
+async def _metrics(api: "RegionApi", p: dict, body: bytes) -> Answer:
+    return Answer(200, api.operator.metrics.render(), metrics_mod.CONTENT_TYPE.encode("ascii"))
+
+
+ROUTES: list[tuple[str, str, Handler]] = [
+    ("GET", BASE + "/pe/{peId}", _pe_notifications),
+    ("GET", BASE + "/pe/{peId}/region/{regionId}", _pe_region_notification),
+    ("GET", BASE + "/region/{regionId}/{field}", _region_value),
+    ("PUT", BASE + "/region/{regionId}/pe/{peId}/checkpoint", _checkpoint),
+    ("PUT", BASE + "/region/{regionId}/pe/{peId}/blockingcheckpoint", _blocking_checkpoint),
+    ("PUT", BASE + "/region/{regionId}/pe/{peId}/reset", _pe_reset),
+    ("PUT", BASE + "/region/{regionId}/drain", _drain),
+    ("PUT", BASE + "/region/{regionId}/reset", _region_reset),
+    ("GET", "/metrics", _metrics),
+]
+"""(method, path template, handler); the first route whose template and method match wins."""
+
+_COMPILED = [(m, tuple(t.strip("/").split("/")), h) for m, t, h in ROUTES]
+
+
+def resolve(method: str, path: str) -> tuple[Handler, dict[str, str]]:
+    """The handler and path parameters, or NotFound / MethodNotAllowed (naming what is allowed)."""
+    segments = path.rstrip("/").strip("/").split("/")
+    allowed: list[str] = []
+    for route_method, parts, handler in _COMPILED:
+        if len(parts) != len(segments):
+            continue
+        params = {}
+        for part, segment in zip(parts, segments):
+            if part.startswith("{"):
+                if not segment:
+                    break
+                params[part[1:-1]] = segment
+            elif part != segment:
+                break
+        else:
+            if method == route_method or (method == "HEAD" and route_method == "GET"):
+                return handler, params
+            allowed.append(route_method)
+    if allowed:
+        raise MethodNotAllowed(f"method {method} is not allowed for {path}", allow=allowed)
+    raise NotFound(f"no endpoint at {path}")
+
+
+class RegionApi:
+    """The ASGI application of one operator."""
+
+    def __init__(self, operator: RegionOperator) -> None:
+        self.operator = operator
+
+    async def __call__(self, scope: dict, receive, send) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+        elif scope["type"] == "http":
+            answer = await self._answer(scope, receive)
+            headers = [(b"content-type", answer.content_type),
+                       (b"content-length", str(len(answer.body)).encode("ascii"))]
+            if answer.status == 204:
+                headers = []
+            await send({"type": "http.response.start", "status": answer.status, "headers": headers})
+            await send({"type": "http.response.body", "body": answer.body, "more_body": False})
+
+    async def _lifespan(self, receive, send) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    async def _answer(self, scope: dict, receive) -> Answer:
+        try:
+            handler, params = resolve(scope["method"], scope["path"])
+            body = await _read_body(scope, receive)
+            return await handler(self, params, body)
+        except RegionError as exc:
+            return Answer(exc.status, _error_body(exc))
+        except Exception:
+            log.exception("cr-operator: bug while answering %s %s", scope["method"], scope["path"])
+            body = {"status_code": 500, "message": "internal server error",
+                    "description": "internal server error", "reason": "internal"}
+            return Answer(500, orjson.dumps(body))
+
+
+def _error_body(exc: RegionError) -> bytes:
+    try:
+        return orjson.dumps(exc.as_json())
+    except TypeError:  # a context value JSON cannot carry: the message still says it all
+        return orjson.dumps({"status_code": exc.status, "message": exc.message,
+                             "description": exc.message, "reason": exc.reason})
+
+
+async def _read_body(scope: dict, receive) -> bytes:
+    for name, value in scope.get("headers", ()):
+        if name == b"content-length" and value.isdigit() and int(value) > MAX_BODY:
+            raise PayloadTooLarge(f"request body larger than {MAX_BODY} bytes")
+    chunks, size = [], 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise _Disconnected()
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > MAX_BODY:
+            raise PayloadTooLarge(f"request body larger than {MAX_BODY} bytes")
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+class _Disconnected(RegionError):
+    status = 400
+    reason = "disconnected"
+
+    def __init__(self) -> None:
+        super().__init__("the client went away before sending its body")
+
+
+def hypercorn_config(bind: str) -> Config:
+    """hypercorn settings of the operator's API: one trio worker, no access log."""
+    config = Config()
+    config.bind = [bind]
+    config.worker_class = "trio"
+    config.accesslog = None
+    config.errorlog = "-"
+    config.graceful_timeout = 1.0
+    config.keep_alive_timeout = 30
+    config.include_server_header = False
+    return config
+
+
+async def serve(operator: RegionOperator, bind: str = "127.0.0.1:0", *,
+                task_status=trio.TASK_STATUS_IGNORED) -> None:
+    """Run the operator and its API until cancelled; `started` with the URL it listens on
+    (e.g. "http://127.0.0.1:41234"), once restart statuses are written and the socket listens."""
+    async with trio.open_nursery() as nursery:
+        await nursery.start(operator.run)
+        binds = await nursery.start(lambda task_status: hypercorn_serve(
+            RegionApi(operator), hypercorn_config(bind), shutdown_trigger=trio.sleep_forever,
+            task_status=task_status))
+        task_status.started(binds[0])

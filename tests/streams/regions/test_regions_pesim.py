@@ -1,0 +1,108 @@
+"""End to end over real hypercorn on 127.0.0.1: simulated PEs (UDP or polling) drive a periodic
+region through drains, a stuck PE through a reset, and blocking checkpoints through drained."""
+
+from __future__ import annotations
+
+import trio
+
+from shim_k8s.streams.regions.fsm import Region, RegionSpec
+from shim_k8s.streams.regions.health import Health
+from shim_k8s.streams.regions.operator import RegionOperator
+from shim_k8s.streams.regions.pesim import PeSimulator, parse_message
+from shim_k8s.streams.regions.rest import serve
+
+PES = tuple(range(10, 15))
+
+
+class Store:
+    def __init__(self) -> None:
+        self.status: dict[int, dict] = {}
+        self.history: list[dict] = []
+
+    async def write(self, index: int, doc: dict) -> None:
+        self.status[index] = doc
+        self.history.append(doc)
+
+
+async def healthy(index: int) -> Health:
+    return Health(True)
+
+
+def region(period=0.1, timeout=0.5) -> Region:
+    return Region(RegionSpec(0, trigger="periodic", period=period, drain_timeout=timeout,
+                             reset_timeout=timeout, max_attempts=5, pes=frozenset(PES)))
+
+
+def test_parse_message():
+    assert parse_message("seqId=3;retId=1;pendCkpt=0") == {"seqId": 3, "retId": 1, "pendCkpt": 0}
+    assert parse_message("seqId=0;resetAttempt=2") == {"seqId": 0, "resetAttempt": 2}
+
+
+async def run_scenario(listen: str, **sim_kw):
+    store = Store()
+    sim_holder = {}
+
+    def addresses(pe):
+        return sim_holder["sim"].addresses().get(pe) if listen == "udp" else None
+
+    op = RegionOperator("ns/job", [region()], status_writer=store.write, health_source=healthy,
+                        addresses=addresses)
+    with trio.fail_after(20):
+        async with trio.open_nursery() as nursery:
+            url = await nursery.start(serve, op)
+            sim = PeSimulator(url, {0: PES}, listen=listen, poll_interval=0.01, **sim_kw)
+            sim_holder["sim"] = sim
+            if listen == "udp":
+                await sim.open_sockets()
+            await nursery.start(sim.run)
+            final = "drained" if sim.blocking else "resumeSubmission"
+            await sim.wait_for(final, "seqId=3" if sim.blocking else "seqId=4;retId=2;pendCkpt=0")
+            # a stuck PE: the drain times out, the region resets (the PE ignores the first attempt
+            # too), then recovers once the PE answers again
+            sim.failing.add(12)
+            await sim.wait_for("triggerReset", "seqId=3;resetAttempt=0", pes=[12])
+            sim.failing.clear()
+            await sim.wait_for("triggerReset", "seqId=3;resetAttempt=1")
+            await sim.wait_for("triggerDrain")
+            nursery.cancel_scope.cancel()
+    return store, sim
+
+
+async def test_udp_pes_drain_periodically_and_recover_from_a_stuck_pe():
+    store, sim = await run_scenario("udp")
+    assert sim.errors == []
+    states = [doc["state"] for doc in store.history]
+    assert "RESETTING" in states and states.count("DRAINING") >= 3
+    last = [doc["lastCompletedSeqID"] for doc in store.history]
+    assert last == sorted(last)  # never goes back
+
+
+async def test_polling_pes_with_blocking_checkpoints():
+    store, sim = await run_scenario("poll", blocking=True)
+    assert sim.errors == []
+    states = [doc["state"] for doc in store.history]
+    assert "CHECKPOINT_PENDING" in states
+    kinds = {s.type for s in sim.seen}
+    assert {"triggerDrain", "resumeSubmission", "drained", "triggerReset"} <= kinds
+
+
+async def test_a_pe_in_two_regions_answers_both_on_one_socket():
+    store = Store()
+    regions = {0: (10, 11, 12), 1: (12, 13)}
+    holder = {}
+    op = RegionOperator(
+        "ns/job", [Region(RegionSpec(i, period=0.05, pes=frozenset(p))) for i, p in regions.items()],
+        status_writer=store.write, health_source=healthy,
+        addresses=lambda pe: holder["sim"].addresses().get(pe))
+    with trio.fail_after(20):
+        async with trio.open_nursery() as nursery:
+            url = await nursery.start(serve, op)
+            sim = holder["sim"] = PeSimulator(url, regions)
+            await sim.open_sockets()
+            assert len(sim.addresses()) == 4
+            await nursery.start(sim.run)
+            await sim.wait_for("resumeSubmission", "seqId=3;retId=1;pendCkpt=0", region=0)
+            await sim.wait_for("resumeSubmission", "seqId=3;retId=1;pendCkpt=0", region=1)
+            nursery.cancel_scope.cancel()
+    assert sim.errors == []
+    assert {s.region for s in sim.seen if s.pe == 12} == {0, 1}
