@@ -1,6 +1,7 @@
 """The `ykshm` console script: one subcommand per process role or tool.
 
-Each subcommand lives in its own module as `main(argv) -> int`; this table only names them, so
+Each subcommand lives in its own module as `main(argv) -> int` (or `module:function` when one
+module holds two related commands); this table only names them, so
 importing the CLI does not import trio, hypercorn or the cffi extension until a subcommand needs it.
 """
 
@@ -17,6 +18,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "shim": ("shim_k8s.main", "the Kubernetes shim: list/watch, binding, restart recovery"),
     "sim-cluster": ("shim_k8s.simcluster.main", "a simulated kube-apiserver that kubectl can drive"),
     "streams": ("shim_k8s.streams.main", "the Streams instance controller: Jobs -> PEs -> pods, gang-scheduled"),
+    "cr-operator": ("shim_k8s.streams.region_main:operator_main", "the consistent-region operator of one Streams job"),
+    "pe-sim": ("shim_k8s.streams.region_main:pesim_main", "play a Streams job's PEs against its cr-operator"),
     "export": ("export.main", "copy the event ring and state snapshot to Redis Streams"),
     "ring": ("tools.ring_cmd", "create, inspect and feed shared-memory event rings"),
     "status": ("tools.status_cmd", "processes, ring and engine state of a running ykshm"),
@@ -37,8 +40,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if name not in SUBCOMMANDS:
         print(f"ykshm: error: unknown command {name!r} (try ykshm --help)", file=sys.stderr)
         return 2
-    module = importlib.import_module(SUBCOMMANDS[name][0])
-    return int(module.main(rest) or 0)
+    module_name, _, function = SUBCOMMANDS[name][0].partition(":")
+    module = importlib.import_module(module_name)
+    return int(getattr(module, function or "main")(rest) or 0)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,192 @@
+"""`ykshm cr-operator --job NS/NAME`: the consistent-region operator of one job, on Kubernetes.
+
+The state machine, REST API, notifications and metrics are `regions/` (no Kubernetes there); this
+module gives them the cluster, as OpenStreams' per-job operator Deployment does:
+
+- start: read the job's ConsistentRegionOperator (`JOB`); `status.hasStarted` already true means
+  this is a restart, and every region is forced through a reset on its next healthy report
+  (`RegionOperator(restarted=True)`). Each region is rebuilt from its ConsistentRegion's spec and
+  last status (`JOB-INDEX`), so sequence ids continue where they were (lastCompletedSeqID never
+  goes back). Then `status.hasStarted: true` and `status.address` (the REST URL) are written.
+- monitors: informers on the job's PEs and pods; any change re-checks the health of every region
+  the PE belongs to (`regions.health`): every PE exists with connectivity Full and its current pod
+  (`JOB-N-LAUNCH`, owned by the PE) is Running.
+- status writer: `PUT .../streamscrs/JOB-INDEX/status`, then wait until the ConsistentRegion
+  informer has seen that resourceVersion (the seed's consistency rule) before the region takes its
+  next event; a 409 (someone else wrote) re-reads and writes again.
+- UDP notifications go only to an address a PE announced in its annotation
+  `streams.ibm.com/notify-address: HOST:PORT` (what `ykshm pe-sim` writes); PEs without one poll.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+import httpx
+import trio
+
+from ..kubeclient import ApiStatusError, Informer
+from . import kube
+from .objects import LABEL_JOB, pod_name
+from .regions.docs import region_from_status
+from .regions.errors import RegionError
+from .regions.fsm import Region, RegionSpec
+from .regions.health import Health, PeView, region_health
+from .regions.operator import RegionOperator
+from .regions.rest import serve
+
+log = logging.getLogger("ykshm.cr-operator")
+
+NOTIFY_ADDRESS = "streams.ibm.com/notify-address"
+
+
+class OperatorError(Exception):
+    """The job has no usable ConsistentRegionOperator or ConsistentRegion objects."""
+
+
+def _rv(obj: Mapping[str, Any]) -> int:
+    try:
+        return int(obj["metadata"].get("resourceVersion") or 0)
+    except (TypeError, ValueError):
+        return 0
+
+
+class JobRegions:
+    """The Kubernetes side of one job's operator: caches, health, status writes, addresses."""
+
+    def __init__(self, client: httpx.AsyncClient, namespace: str, job: str) -> None:
+        self.client, self.namespace, self.job = client, namespace, job
+        selector = f"?labelSelector={LABEL_JOB}%3D{job}"
+        self.informers = {kind: Informer(client, kube.KINDS[kind].collection(namespace) + selector, kind)
+                          for kind in ("ProcessingElement", "Pod", "ConsistentRegion")}
+        self.region_pes: dict[int, frozenset[int]] = {}
+        self._seen = trio.Condition()
+        self.operator: RegionOperator | None = None
+
+    def _objects(self, kind: str) -> list[dict[str, Any]]:
+        return list(self.informers[kind].store)
+
+    def _pe(self, index: int) -> dict[str, Any] | None:
+        for pe in self._objects("ProcessingElement"):
+            if int(pe["spec"].get("id", -1)) == index:
+                return pe
+        return None
+
+    # --- what the regions/ operator is given ------------------------------------------------
+
+    async def health(self, region: int) -> Health:
+        views: dict[int, PeView] = {}
+        pods = {p["metadata"]["name"]: p for p in self._objects("Pod")}
+        for index in self.region_pes.get(region, ()):
+            pe = self._pe(index)
+            if pe is None:
+                continue
+            launch = int(pe["spec"].get("launchCount") or 1)
+            pod = pods.get(pod_name(self.job, index, launch))
+            owned = pod is not None and any(r.get("uid") == pe["metadata"].get("uid")
+                                            for r in pod["metadata"].get("ownerReferences") or ())
+            phase = ((pod.get("status") or {}).get("phase") or "Pending") if owned and pod else None
+            views[index] = PeView((pe.get("status") or {}).get("connectivity") or "None", launch, phase)
+        return region_health(self.region_pes.get(region, ()), views)
+
+    async def write_status(self, region: int, status: dict) -> None:
+        name = f"{self.job}-{region}"
+        for _attempt in range(10):
+            current = await kube.get(self.client, "ConsistentRegion", self.namespace, name)
+            if current is None:
+                raise OperatorError(f"ConsistentRegion {self.namespace}/{name} is gone")
+            written = await kube.put_status(self.client, current, status)
+            if written is not None:
+                await self._visible("ConsistentRegion", name, _rv(written))
+                return
+        raise OperatorError(f"ConsistentRegion {self.namespace}/{name}: status write kept conflicting")
+
+    async def _visible(self, kind: str, name: str, rv: int) -> None:
+        """Return once the informer cache holds `name` at resourceVersion >= rv."""
+        async with self._seen:
+            while True:
+                obj = next((o for o in self._objects(kind) if o["metadata"]["name"] == name), None)
+                if obj is not None and _rv(obj) >= rv:
+                    return
+                await self._seen.wait()
+
+    def address(self, pe: int) -> tuple[str, int] | None:
+        found = self._pe(pe)
+        raw = ((found or {}).get("metadata", {}).get("annotations") or {}).get(NOTIFY_ADDRESS)
+        if not raw:
+            return None
+        host, _, port = raw.rpartition(":")
+        try:
+            return (host, int(port))
+        except ValueError:
+            return None
+
+    # --- the process ------------------------------------------------------------------------
+
+    async def load(self) -> tuple[list[Region], bool, dict[str, Any]]:
+        cro = await kube.get(self.client, "ConsistentRegionOperator", self.namespace, self.job)
+        if cro is None:
+            raise OperatorError(f"no ConsistentRegionOperator {self.namespace}/{self.job}")
+        restarted = bool((cro.get("status") or {}).get("hasStarted"))
+        regions = []
+        for cr in self._objects("ConsistentRegion"):
+            try:
+                region = Region(RegionSpec.from_doc(cr.get("spec") or {}))
+                region_from_status(region, cr.get("status") or {})
+            except RegionError as exc:
+                raise OperatorError(f"ConsistentRegion {cr['metadata']['name']}: {exc}") from None
+            self.region_pes[region.index] = region.spec.pes
+            regions.append(region)
+        wanted = int((cro.get("spec") or {}).get("numRegions") or 0)
+        if len(regions) < wanted:
+            raise OperatorError(f"job {self.job}: {len(regions)} of {wanted} ConsistentRegions exist")
+        return regions, restarted, cro
+
+    async def run(self, bind: str = "127.0.0.1:0", *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        send, receive = trio.open_memory_channel(1000)
+        async with trio.open_nursery() as nursery:
+            for informer in self.informers.values():
+                await nursery.start(informer.run, send)
+            regions, restarted, cro = await self.load()
+            self.operator = RegionOperator(f"{self.namespace}/{self.job}", regions,
+                                           status_writer=self.write_status, health_source=self.health,
+                                           addresses=self.address, restarted=restarted)
+            nursery.start_soon(self._route, receive)
+            url = await nursery.start(serve, self.operator, bind)
+            await kube.put_status(self.client, cro, {**(cro.get("status") or {}), "hasStarted": True,
+                                                     "address": f"{url}/api/consistentregion"})
+            log.info("cr-operator for %s/%s: %d regions, %s, API at %s", self.namespace, self.job,
+                     len(regions), "restarted" if restarted else "fresh start", url)
+            task_status.started(url)
+
+    async def _route(self, receive: trio.MemoryReceiveChannel) -> None:
+        async for batch in receive:
+            touched: set[int] = set()
+            for _type, obj in batch.events or ():
+                if batch.kind == "ConsistentRegion":
+                    continue
+                touched |= self._regions_of(obj)
+            if batch.kind == "ConsistentRegion":
+                async with self._seen:
+                    self._seen.notify_all()
+            if touched and self.operator is not None:
+                self.operator.recheck_all(sorted(touched))
+
+    def _regions_of(self, obj: Mapping[str, Any]) -> set[int]:
+        labels = obj["metadata"].get("labels") or {}
+        try:
+            pe = int(obj["spec"]["id"]) if obj.get("kind") == "ProcessingElement" else \
+                int(labels.get("streams.ibm.com/pe", -1))
+        except (KeyError, TypeError, ValueError):
+            return set()
+        return {r for r, pes in self.region_pes.items() if pe in pes}
+
+
+async def run(kube_config: Any, namespace: str, job: str, bind: str) -> None:
+    async with kube_config.client() as client:
+        try:
+            await JobRegions(client, namespace, job).run(bind)
+        except ApiStatusError as exc:
+            raise OperatorError(f"the API server refused: {exc}") from None

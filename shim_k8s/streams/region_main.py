@@ -1,0 +1,91 @@
+"""The command lines of the consistent-region roles: `ykshm cr-operator` and `ykshm pe-sim`.
+
+    ykshm cr-operator --job NS/NAME (--api-server URL | --kubeconfig FILE) [--bind HOST:PORT]
+    ykshm pe-sim --job NS/NAME (--api-server URL | --kubeconfig FILE) [--listen udp|poll]
+                 [--fail-pe N ...]
+
+`ykshm streams` starts one cr-operator per job with consistent regions (and restarts it); a user
+runs one by hand only to debug. The operator's REST API binds 127.0.0.1 on a free port unless
+`--bind` says otherwise, and its URL is written to the ConsistentRegionOperator's status.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from common.cliutil import Failure, Parser, UsageError, run_main
+
+
+def _common(parser: Parser) -> None:
+    parser.add_argument("--job", required=True, metavar="NS/NAME", help="the Streams job")
+    src = parser.add_mutually_exclusive_group(required=True)
+    src.add_argument("--api-server", metavar="URL", help="kube-apiserver URL (no auth)")
+    src.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig: server, token, certs")
+    parser.add_argument("--context", help="kubeconfig context (default: current-context)")
+    parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+
+
+def _setup(args: Any) -> tuple[Any, str, str]:
+    """(KubeConfig, namespace, job) from the common flags; UsageError on a bad one."""
+    from ..kubeclient import KubeConfig, KubeConfigError, load_kubeconfig
+
+    namespace, _, job = args.job.rpartition("/")
+    if not job:
+        raise UsageError(f"--job {args.job!r}: expected NS/NAME")
+    logging.basicConfig(level=getattr(logging, args.log_level), stream=sys.stderr,
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    if args.api_server:
+        if not args.api_server.startswith(("http://", "https://")):
+            raise UsageError(f"--api-server {args.api_server!r}: must be an http(s):// URL")
+        return KubeConfig(server=args.api_server), namespace or "default", job
+    try:
+        return load_kubeconfig(args.kubeconfig, args.context), namespace or "default", job
+    except KubeConfigError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _operator(argv: Sequence[str]) -> int:
+    parser = Parser(prog="ykshm cr-operator", description="The consistent-region operator of one job.")
+    _common(parser)
+    parser.add_argument("--bind", default="127.0.0.1:0", metavar="HOST:PORT",
+                        help="the REST API's address (default 127.0.0.1, a free port)")
+    args = parser.parse_args(argv)
+    kube_config, namespace, job = _setup(args)
+    import trio
+
+    from .operator_process import OperatorError, run
+
+    try:
+        trio.run(run, kube_config, namespace, job, args.bind)
+    except* OperatorError as group:
+        raise Failure(str(group.exceptions[0])) from None
+    return 0
+
+
+def _pesim(argv: Sequence[str]) -> int:
+    parser = Parser(prog="ykshm pe-sim", description="Play a job's PEs against its cr-operator.")
+    _common(parser)
+    parser.add_argument("--listen", choices=["udp", "poll"], default="udp",
+                        help="notifications by UDP (default) or by polling GET /pe/{id}")
+    parser.add_argument("--fail-pe", type=int, action="append", default=[], metavar="N",
+                        help="PE N never reports (its region's drains time out)")
+    args = parser.parse_args(argv)
+    kube_config, namespace, job = _setup(args)
+    import trio
+
+    from .pesim_process import play
+
+    trio.run(lambda: play(kube_config, namespace, job, failing=set(args.fail_pe), listen=args.listen))
+    return 0
+
+
+def operator_main(argv: Sequence[str] | None = None) -> int:
+    return run_main("ykshm cr-operator", _operator, list(sys.argv[1:] if argv is None else argv))
+
+
+def pesim_main(argv: Sequence[str] | None = None) -> int:
+    return run_main("ykshm pe-sim", _pesim, list(sys.argv[1:] if argv is None else argv))
