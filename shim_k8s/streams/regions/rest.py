@@ -169,11 +169,13 @@ _READ_ONLY = {
 }
 
 
-async def _region_value(api: "RegionApi", p: dict, body: bytes) -> Answer:
-    getter = _READ_ONLY.get(p["field"])
-    if getter is None:
-        raise NotFound(f"no endpoint at {BASE}/region/{p['regionId']}/{p['field']}")
-    return _json(getter(api.operator.region(_int("regionId", p["regionId"]))))
+def _region_value(field: str) -> Handler:
+    getter = _READ_ONLY[field]
+
+    async def handler(api: "RegionApi", p: dict, body: bytes) -> Answer:
+        return _json(getter(api.operator.region(_int("regionId", p["regionId"]))))
+
+    return handler
 
 
 async def _submit(api: "RegionApi", region: str, event) -> Answer:
@@ -221,7 +223,7 @@ async def _metrics(api: "RegionApi", p: dict, body: bytes) -> Answer:
 ROUTES: list[tuple[str, str, Handler]] = [
     ("GET", BASE + "/pe/{peId}", _pe_notifications),
     ("GET", BASE + "/pe/{peId}/region/{regionId}", _pe_region_notification),
-    ("GET", BASE + "/region/{regionId}/{field}", _region_value),
+    *[("GET", f"{BASE}/region/{{regionId}}/{field}", _region_value(field)) for field in _READ_ONLY],
     ("PUT", BASE + "/region/{regionId}/pe/{peId}/checkpoint", _checkpoint),
     ("PUT", BASE + "/region/{regionId}/pe/{peId}/blockingcheckpoint", _blocking_checkpoint),
     ("PUT", BASE + "/region/{regionId}/pe/{peId}/reset", _pe_reset),
