@@ -60,3 +60,16 @@ class Visibility:
             return True
         self._waiting.pop((key, resource_version), None)
         return False
+
+
+def visible_writer(put_status, key_of, visibility: Visibility):
+    """A status writer (operator.StatusWriter) from a PUT and a Visibility:
+    `put_status(index, doc) -> resourceVersion` writes ConsistentRegion `index`'s status (e.g.
+    PUT .../consistentregions/<name>/status with retries on conflicts), `key_of(index)` is its
+    informer key (namespace/name). Returns once the watch has delivered the written version."""
+
+    async def write(index: int, doc: dict) -> None:
+        resource_version = await put_status(index, doc)
+        await visibility.wait(key_of(index), resource_version)
+
+    return write

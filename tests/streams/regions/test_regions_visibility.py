@@ -54,3 +54,28 @@ async def test_deleting_the_object_releases_its_waiters(autojump_clock):
 
 async def _collect(vis, results):
     results.append(await vis.wait("ns/cr", "3"))
+
+
+async def test_visible_writer_returns_once_the_watch_echoes_the_write(autojump_clock):
+    from shim_k8s.streams.regions.visibility import visible_writer
+
+    vis = Visibility()
+    puts = []
+
+    async def put_status(index, doc):
+        puts.append((index, doc))
+        return str(len(puts) + 100)
+
+    write = visible_writer(put_status, lambda i: f"ns/job-{i}", vis)
+    finished = trio.Event()
+
+    async def writer():
+        await write(3, {"state": "PROCESSING"})
+        finished.set()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(writer)
+        await trio.testing.wait_all_tasks_blocked()
+        assert puts == [(3, {"state": "PROCESSING"})] and not finished.is_set()
+        vis.observed("ns/job-3", "101")
+    assert finished.is_set()
