@@ -7,7 +7,8 @@ notifications), another plays the 100 PEs (pesim: one UDP socket per PE, checkpo
 HTTP/1.1 keep-alive). A round is timed from the moment the first PE receives triggerDrain to the
 moment the last PE receives the resumeSubmission of that round: trigger -> 100 checkpoints (each
 answered once the region's status is written) -> resumeSubmission. Printed: p50 / p99 / max
-against the targets (p50 <= 20 ms, p99 <= 50 ms), and the operator's own average drain time.
+against the targets (p50 <= 20 ms, p99 <= 50 ms), the operator's own average drain time, and the
+floor under it: the same client's 100 concurrent PUTs answered by hypercorn with a no-op app.
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="drain period in seconds (0.05; 0.2 with --jobs)")
     p.add_argument("--warmup", type=int, default=5, help="untimed rounds first (default 5)")
     p.add_argument("--serve", help=argparse.SUPPRESS)  # internal: JSON {pe: port} of the PEs
+    p.add_argument("--serve-noop", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--no-baseline", action="store_true",
+                   help="skip the floor measurement (hypercorn with a no-op app)")
     fleet = p.add_argument_group("many jobs at once (bench/regions_fleet.py)")
     fleet.add_argument("--jobs", type=int, default=0, help="run the fleet benchmark with N jobs")
     fleet.add_argument("--regions", type=int, default=4, help="regions per job (default 4)")
@@ -119,6 +123,64 @@ async def _measure(args) -> dict:
     return {"rounds": rounds, "operator_avg_drain_ms": avg, "errors": len(sim.errors)}
 
 
+# -- the floor: hypercorn with an app that does nothing, the same client -----------------------------
+
+async def _noop_app(scope, receive, send) -> None:
+    if scope["type"] == "lifespan":
+        while (await receive())["type"] != "lifespan.shutdown":
+            await send({"type": "lifespan.startup.complete"})
+        await send({"type": "lifespan.shutdown.complete"})
+        return
+    await receive()
+    await send({"type": "http.response.start", "status": 204, "headers": []})
+    await send({"type": "http.response.body", "body": b""})
+
+
+def _serve_noop() -> None:
+    import trio
+    from hypercorn.trio import serve
+
+    from shim_k8s.streams.regions.rest import hypercorn_config
+
+    async def main():
+        async with trio.open_nursery() as nursery:
+            binds = await nursery.start(lambda task_status: serve(
+                _noop_app, hypercorn_config("127.0.0.1:0"), shutdown_trigger=trio.sleep_forever,
+                task_status=task_status))
+            print(binds[0], flush=True)
+            await trio.to_thread.run_sync(sys.stdin.read)
+            nursery.cancel_scope.cancel()
+
+    trio.run(main)
+
+
+async def _baseline(args) -> list[float]:
+    """100 concurrent PUTs (one per PE connection) answered 204 by a no-op app, per round."""
+    import trio
+
+    from shim_k8s.streams.regions.pesim import RawHttp
+
+    child = subprocess.Popen([sys.executable, "-m", "bench.regions_bench", "--serve-noop"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        url = (await trio.to_thread.run_sync(child.stdout.readline)).strip()
+        raw = RawHttp(url)
+        rounds = []
+        for n in range(args.warmup + args.rounds):
+            t0 = trio.current_time()
+            async with trio.open_nursery() as nursery:
+                for pe in range(args.pes):
+                    nursery.start_soon(raw.request, pe, "PUT", "/checkpoint", b"1")
+            if n >= args.warmup:
+                rounds.append((trio.current_time() - t0) * 1000.0)
+            await trio.sleep(args.period)
+        await raw.aclose()
+        return rounds
+    finally:
+        child.stdin.close()
+        child.wait(timeout=10)
+
+
 def _round_ms(sim, seq: int) -> float:
     trigger = f"seqId={seq}"
     resume = f"seqId={seq + 1};retId={seq - 1};pendCkpt=0"
@@ -144,6 +206,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         regions_fleet.serve_fleet(**spec)
         return 0
     args.period = 0.05 if args.period is None else args.period
+    if args.serve_noop:
+        _serve_noop()
+        return 0
     if args.serve is not None:
         _serve(args.pes, args.period, json.loads(args.serve))
         return 0
@@ -161,6 +226,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"  operator's average drain time (last 10, DrainPeriod -> last checkpoint): "
           f"{result['operator_avg_drain_ms']:.1f} ms; refused reports: {result['errors']}; "
           f"wall {time.perf_counter() - t0:.1f} s")
+    if not args.no_baseline:
+        floor = trio.run(_baseline, args)
+        print(f"  floor, hypercorn alone (a no-op app, same client, {args.pes} concurrent PUTs): "
+              f"p50 {statistics.median(floor):.1f} ms, p99 {_percentile(floor, 0.99):.1f} ms")
     return 0
 
 

@@ -10,6 +10,8 @@
     metrics    the 8 Prometheus metrics per job and region, on the operator's own CollectorRegistry
     operator   the operator core under trio: one queue and task per region, timers, the status
                writer and health source it is given (Kubernetes ones are wired by the caller)
+    visibility waiting until the operator's watch has seen a write's resourceVersion (for the
+               Kubernetes status writer: the seed's consistency rule)
     rest       the ASGI app under /api/consistentregion (hypercorn, trio worker) and /metrics
     pesim      a PE simulator client (httpx under trio): plays a region's PEs against the REST API
 

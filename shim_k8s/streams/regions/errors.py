@@ -12,6 +12,8 @@
         ├── DuplicateReport     the PE already reported this round
         └── NotExpected         the region's state (or its trigger) takes no such report now
 
+The REST layer adds its own two (rest.py): MethodNotAllowed 405 and PayloadTooLarge 413.
+
 Every error is raised BEFORE the region changes (fsm.Region.handle): a refused request leaves the
 region exactly as it was, and the region keeps serving. OpenStreams throws IllegalStateException in
 the state machine's thread for a wrong sequence id or a duplicate, which kills the region for good;

@@ -44,7 +44,8 @@ Rule 4 (OpenStreams, ConsistentRegionStateMachine.java, followed to the letter):
   attempt counter is NOT cleared (only a completed checkpoint clears it).
 - Operator reset: force -> curMax = attempt + max first; STARTED -> reset owed; UNHEALTHY -> nothing
   (it resets when healthy); MAXIMUM_RESET_ATTEMPTS_REACHED -> only with force: healthy -> reset,
-  unhealthy/unknown -> UNHEALTHY; otherwise reset.
+  unhealthy/unknown -> UNHEALTHY (and, unlike OpenStreams, the healthy flag cleared, so the next
+  healthy update resets it instead of being "no change" forever); otherwise reset.
 - Timeouts: a timer whose seq < currentTimerSeqId is stale and ignored; every cancel bumps the seq.
   DrainTimeout/ResetTimeout in any state but UNHEALTHY -> reset (which uses an attempt).
 - Operator restart: STARTED, unhealthy; the next healthy update owes a reset.
@@ -711,7 +712,11 @@ class Region:
         self._cancel_timers()
 
     def _force_unhealthy(self, event: Event, now_ms: float) -> None:
+        # OpenStreams leaves isRegionHealthy as it was: a region that was flagged healthy then
+        # waits in UNHEALTHY for a change of health that never comes (the monitors report the
+        # same "healthy" again, which is no change). Clearing the flag lets it reset when healthy.
         self.state = S.UNHEALTHY
+        self.healthy = False
 
     def _restart(self, event: Event, now_ms: float) -> None:
         self.state = S.STARTED

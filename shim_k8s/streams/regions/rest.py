@@ -50,11 +50,15 @@ JSON = b"application/json"
 
 
 class MethodNotAllowed(RegionError):
+    """The path exists, the method does not; answered with `Allow` (context `allow`)."""
+
     status = 405
     reason = "methodNotAllowed"
 
 
 class PayloadTooLarge(RegionError):
+    """A request body over MAX_BODY (no report needs more than a few bytes)."""
+
     status = 413
     reason = "payloadTooLarge"
 
@@ -64,6 +68,7 @@ class Answer:
     status: int
     body: bytes = b""
     content_type: bytes = JSON
+    headers: tuple[tuple[bytes, bytes], ...] = ()
 
 
 Handler = Callable[["RegionApi", dict, bytes], Awaitable[Answer]]
@@ -164,11 +169,13 @@ _READ_ONLY = {
 }
 
 
-async def _region_value(api: "RegionApi", p: dict, body: bytes) -> Answer:
-    getter = _READ_ONLY.get(p["field"])
-    if getter is None:
-        raise NotFound(f"no endpoint at {BASE}/region/{p['regionId']}/{p['field']}")
-    return _json(getter(api.operator.region(_int("regionId", p["regionId"]))))
+def _region_value(field: str) -> Handler:
+    getter = _READ_ONLY[field]
+
+    async def handler(api: "RegionApi", p: dict, body: bytes) -> Answer:
+        return _json(getter(api.operator.region(_int("regionId", p["regionId"]))))
+
+    return handler
 
 
 async def _submit(api: "RegionApi", region: str, event) -> Answer:
@@ -216,7 +223,7 @@ async def _metrics(api: "RegionApi", p: dict, body: bytes) -> Answer:
 ROUTES: list[tuple[str, str, Handler]] = [
     ("GET", BASE + "/pe/{peId}", _pe_notifications),
     ("GET", BASE + "/pe/{peId}/region/{regionId}", _pe_region_notification),
-    ("GET", BASE + "/region/{regionId}/{field}", _region_value),
+    *[("GET", f"{BASE}/region/{{regionId}}/{field}", _region_value(field)) for field in _READ_ONLY],
     ("PUT", BASE + "/region/{regionId}/pe/{peId}/checkpoint", _checkpoint),
     ("PUT", BASE + "/region/{regionId}/pe/{peId}/blockingcheckpoint", _blocking_checkpoint),
     ("PUT", BASE + "/region/{regionId}/pe/{peId}/reset", _pe_reset),
@@ -268,6 +275,7 @@ class RegionApi:
                        (b"content-length", str(len(answer.body)).encode("ascii"))]
             if answer.status == 204:
                 headers = []
+            headers.extend(answer.headers)
             await send({"type": "http.response.start", "status": answer.status, "headers": headers})
             await send({"type": "http.response.body", "body": answer.body, "more_body": False})
 
@@ -286,7 +294,9 @@ class RegionApi:
             body = await _read_body(scope, receive)
             return await handler(self, params, body)
         except RegionError as exc:
-            return Answer(exc.status, _error_body(exc))
+            allow = exc.context.get("allow") if isinstance(exc, MethodNotAllowed) else None
+            headers = ((b"allow", ", ".join(allow).encode("ascii")),) if allow else ()
+            return Answer(exc.status, _error_body(exc), headers=headers)
         except Exception:
             log.exception("cr-operator: bug while answering %s %s", scope["method"], scope["path"])
             body = {"status_code": 500, "message": "internal server error",

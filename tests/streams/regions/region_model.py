@@ -198,6 +198,7 @@ class Model:
                 self._reset()
             else:
                 s["state"] = "UNHEALTHY"
+                s["healthy"] = False  # our liveness fix (OpenStreams keeps the flag)
         else:
             self._reset()
 

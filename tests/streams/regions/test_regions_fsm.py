@@ -215,6 +215,17 @@ def test_drain_timeout_resets_then_max_attempts_then_forced_reset():
     assert (region.state, region.reset_attempt, region.max_reset_attempts) == (S.RESETTING, 3, 4)
 
 
+def test_forced_reset_while_not_healthy_waits_in_unhealthy_then_resets_when_healthy():
+    region = healthy_region(max_attempts=1)
+    region.handle(ResetRequest())
+    region.handle(Timeout(TimerKind.RESET_TIMEOUT, region.timer_seq))
+    assert region.state is S.MAXIMUM_RESET_ATTEMPTS_REACHED and region.healthy
+    region.handle(ResetRequest(force=True, health=None))  # a pod is missing right now
+    assert region.state is S.UNHEALTHY and not region.healthy
+    actions = region.handle(RegionUpdate(True))  # the same "healthy" as before the force
+    assert notes(actions) == [("triggerReset", "seqId=0;resetAttempt=1")]
+
+
 def test_reset_done_completes_the_reset_and_keeps_the_attempt_count():
     region = healthy_region()
     region.handle(ResetRequest(), now_ms=0.0)

@@ -342,3 +342,19 @@ async def test_a_notification_then_unhealthy_in_one_batch_leaves_the_board_clear
         assert store.status[0]["state"] == "UNHEALTHY"
         assert board_of(op) is None  # triggerReset posted after the write, then cleared in order
         nursery.cancel_scope.cancel()
+
+
+async def test_a_status_writer_that_fails_ends_the_operator(autojump_clock):
+    class Broken(Exception):
+        pass
+
+    async def write(index, doc):
+        raise Broken("apiserver gone")
+
+    op = RegionOperator("ns/job", [Region(make_spec())], status_writer=write,
+                        health_source=FakeHealth(), clock_ms=lambda: 0.0)
+    with pytest.raises(BaseExceptionGroup) as info:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(op.run)
+            await trio.sleep(1000)
+    assert info.group_contains(Broken)

@@ -183,6 +183,8 @@ async def test_every_refusal_names_why_and_leaves_the_regions_unharmed():
             assert doc["status_code"] == status and doc["reason"] == reason, (path, doc)
             assert word in doc["message"], (word, doc)
             assert r.headers["content-type"] == "application/json"
+            if status == 405:
+                assert r.headers["allow"] == "PUT"
         assert store.status == before
         for pe in (2, 3):
             assert (await client.put(f"{BASE}/region/0/pe/{pe}/checkpoint", content=b"1")).status_code == 204
