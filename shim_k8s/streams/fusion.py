@@ -287,9 +287,11 @@ def _unit(ops, positions: list[int], isolate_channels: bool, track_channels: boo
 # -- packing -----------------------------------------------------------------------------------
 
 def _merge_adjacent(bins: list[_Bin], target: int) -> list[_Bin]:
+    """Merge the compatible neighbours (in pipeline order) with the fewest operators first."""
     n = len(bins)
     if n <= target:
-        return bins
+        return list(bins)
+    bins = list(bins)
     nxt = list(range(1, n + 1))
     nxt[-1] = -1
     prv = list(range(-1, n - 1))
@@ -316,25 +318,60 @@ def _merge_adjacent(bins: list[_Bin], target: int) -> list[_Bin]:
     return [b for k, b in enumerate(bins) if alive[k]]
 
 
+def _merge_by_class(bins: list[_Bin], target: int) -> list[_Bin]:
+    """When neighbours cannot merge because they ask for different pools, hosts or channels:
+    merge neighbours within each class of equal asks (a share of the target each)."""
+    classes: dict[tuple, list[_Bin]] = {}
+    for b in bins:
+        key = (b.pool, b.host, tuple(sorted(b.channels.items())) if b.channels else ())
+        classes.setdefault(key, []).append(b)
+    if len(classes) < 2:
+        return bins
+    out: list[_Bin] = []
+    for members in classes.values():
+        share = max(1, (target * len(members)) // len(bins))
+        out.extend(_merge_adjacent(members, share))
+    return sorted(out, key=lambda b: b.positions[0])
+
+
+FALLBACK_LIMIT = 400
+"""Bins left for the pairwise fallback at most: it is quadratic, and a pathological ADL (hundreds
+of operators that exclude each other) must not stall the controller; past it, fewer merges."""
+
+
 def _merge_any(bins: list[_Bin], target: int) -> list[_Bin]:
-    """When neighbours cannot merge: the smallest bin into the smallest compatible other one."""
-    bins = list(bins)
+    """The last resort: the smallest bin into the smallest compatible other one. A bin compatible
+    with no other stays so for good (merging only adds constraints), so it is not tried again."""
+    bins = sorted(bins, key=lambda x: x.positions[0])
+    if len(bins) > FALLBACK_LIMIT:
+        return bins
+    stuck: set[int] = set()
     while len(bins) > target:
-        best = None
         ranked = sorted(range(len(bins)), key=lambda k: (bins[k].size, bins[k].positions[0]))
+        best = None
         for a in ranked:
-            for b in ranked:
-                if a != b and _compatible(bins[a], bins[b]):
-                    best = (a, b)
-                    break
+            if id(bins[a]) in stuck:
+                continue
+            best = next(((a, b) for b in ranked if b != a and _compatible(bins[a], bins[b])), None)
             if best:
                 break
+            stuck.add(id(bins[a]))
         if best is None:
             break
         a, b = best
         merged = _merge(bins[a], bins[b], adjacent=False)
         bins = [x for k, x in enumerate(bins) if k not in (a, b)] + [merged]
         bins.sort(key=lambda x: x.positions[0])
+    return bins
+
+
+def _reduce(bins: list[_Bin], target: int) -> list[_Bin]:
+    """Merge bins down to `target` (or as close as the constraints allow)."""
+    bins = _merge_adjacent(bins, target)
+    if len(bins) > target:
+        bins = _merge_by_class(bins, target)
+    if len(bins) > target:
+        bins = _merge_any(bins, target)
     return bins
 
 
@@ -349,13 +386,11 @@ def _pack(units: list[_Bin], count: int, spec: FusionSpec) -> list[_Bin]:
             raise LogicalError(("fusion.manual",), f"{count} PEs are too few: the ADL's isolation and "
                                f"channel isolation need at least {len(fixed) + 1}")
         target = 1
-    merged = _merge_adjacent(free, max(target, 0))
-    if len(merged) > target:
-        merged = _merge_any(merged, target)
+    merged = _reduce(free, max(target, 0))
     if len(merged) > target and spec.kind == "manual":
-        least = _merge_any(_merge_adjacent(list(merged), 1), 1)
-        raise LogicalError(("fusion.manual",), f"{count} PEs are too few: the ADL's exlocation, host "
-                           f"pools and isolation need at least {len(fixed) + len(least)}")
+        least = _reduce(list(merged), 1)
+        raise LogicalError(("fusion.manual",), f"{count} PEs are too few: the fuser honours the ADL's "
+                           f"exlocation, host placement and isolation with no fewer than {len(fixed) + len(least)}")
     return sorted(fixed + merged, key=lambda b: b.positions[0])
 
 
@@ -446,7 +481,7 @@ def refuse(app: Application, pes: tuple[Pe, ...], spec: FusionSpec, *,
         return tuple(sorted(kept, key=lambda p: p.index))
     units = _units(fresh, spec, separate_channels=True)
     groups = {op.channels[0] if op.channels else None for op in fresh}
-    bins = _merge_adjacent(sorted(units, key=lambda b: b.positions[0]), len(groups)) \
+    bins = _reduce(sorted(units, key=lambda b: b.positions[0]), len(groups)) \
         if spec.kind != "legacy" else sorted(units, key=lambda b: b.positions[0])
     used = {pe.index for pe in kept}
     free_index = (i for i in range(len(used) + len(bins) + 1) if i not in used)

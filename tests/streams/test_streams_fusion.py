@@ -306,3 +306,20 @@ def test_nested_regions_multiply_and_connect_channel_to_channel():
     assert physical["W[1].x[2]"].channels == (("W", 1), ("W.x", 2))
     pes = fuse(app, 3, FusionSpec.from_job({"manual": 3, "type": "channelIsolation"}))
     assert [(pe.parallel_region, pe.channel) for pe in pes] == [(None, None), ("W", 0), ("W", 1)]
+
+
+def test_operators_that_cannot_be_neighbours_in_a_pe_still_fuse_quickly():
+    # 3,000 operators alternating between two hosts: no two neighbours may share a PE
+    n = 3000
+    ops = [Op(f"op{i}", inputs=0 if i == 0 else 1, outputs=0 if i == n - 1 else 1, pool=None,
+              host="a" if i % 2 else "b") for i in range(n)]
+    app = parse_adl(adl(ops, [(f"op{i}", 0, f"op{i + 1}", 0) for i in range(n - 1)]))
+    pes = fuse(app, 10, FusionSpec.from_job({"manual": 10}))
+    assert len(pes) == 10
+    assert all(len({app.operator(n).host_location for n in pe.operators}) == 1 for pe in pes)
+    # a thousand operators that exclude each other: as many PEs, found without a quadratic search
+    ops = [Op(f"x{i}", inputs=0, outputs=0, exloc=("all",)) for i in range(1000)]
+    app = parse_adl(adl(ops, []))
+    assert len(fuse(app, 1, FusionSpec.from_job({"automatic": True}))) == 1000
+    with pytest.raises(LogicalError, match="no fewer than 1000"):
+        fuse(app, 5, FusionSpec.from_job({"manual": 5}))
