@@ -148,10 +148,16 @@ async def fetch_bundle(bundle: Mapping | BundleSpec, *, namespace: str, bundle_d
     if spec.kind == "file":
         return await _read_file(spec, Path(bundle_dir), max_bytes)
     cached = trio.Path(cache_dir) / f"{spec.cache_key()}.sab"
-    if spec.pull_policy == "IfNotPresent" and await cached.is_file():
-        data = await cached.read_bytes()
-        if _is_zip(data):
-            return data
+    if spec.pull_policy == "IfNotPresent":
+        try:
+            data = await cached.read_bytes()
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise FetchError(f"bundle cache {cached} cannot be read: {exc.strerror or exc}") from None
+        else:
+            if _is_zip(data):
+                return data
     if spec.kind == "http":
         context = await _ca_context(spec, namespace, read_configmap) if spec.ca_config_map else ssl_context
         headers: dict[str, str] = {}
@@ -163,7 +169,10 @@ async def fetch_bundle(bundle: Mapping | BundleSpec, *, namespace: str, bundle_d
     data = await _download(spec.url, headers, context, timeout, max_bytes)
     if not _is_zip(data):
         raise FetchError(f"bundle {spec.name!r} from {spec.url} is not a zip archive (a .sab is one)")
-    await trio.to_thread.run_sync(_write_atomically, Path(cache_dir), Path(str(cached)), data)
+    try:
+        await trio.to_thread.run_sync(_write_atomically, Path(cache_dir), Path(str(cached)), data)
+    except OSError as exc:
+        raise FetchError(f"bundle cache directory {cache_dir} cannot be written: {exc.strerror or exc}") from None
     return data
 
 

@@ -201,3 +201,13 @@ def test_spec_contradictions_are_logical_errors_naming_the_fields(bundle, fields
     with pytest.raises(LogicalError) as err:
         parse_bundle_spec(bundle)
     assert err.value.fields == fields
+
+
+async def test_an_unwritable_cache_is_named(server, cluster, tmp_path):
+    (server.root / "app.sab").write_bytes(sab(pipeline(2)))
+    cluster.config_maps[("ns", "ca")] = {"ca.pem": server.ca.cert_pem.bytes().decode()}
+    (tmp_path / "cache").write_text("a file where the cache directory should be")
+    with pytest.raises(FetchError, match="bundle cache .*cache/[0-9a-f]+.sab cannot be read: Not a directory"):
+        await fetch(http_spec(server), cluster, tmp_path)
+    with pytest.raises(FetchError, match="bundle cache directory .*cache cannot be written"):
+        await fetch(http_spec(server, pullPolicy="Always"), cluster, tmp_path)
