@@ -101,38 +101,38 @@ def _url(value: str, field: str) -> str:
 def parse_bundle_spec(bundle: Mapping | None) -> BundleSpec:
     """Validate a Job's `bundle`; LogicalError names the fields."""
     if not isinstance(bundle, Mapping):
-        raise LogicalError(("bundle",), "is required (an object with at least a name)")
-    name = _string(bundle, "name", "bundle", required=True)
+        raise LogicalError(("spec.bundle",), "is required (an object with at least a name)")
+    name = _string(bundle, "name", "spec.bundle", required=True)
     if "/" in name or name in (".", ".."):
-        raise LogicalError(("bundle.name",), f"{name!r} must be a file name, not a path")
+        raise LogicalError(("spec.bundle.name",), f"{name!r} must be a file name, not a path")
     policy = bundle.get("pullPolicy", "IfNotPresent")
     if policy not in PULL_POLICIES:
-        raise LogicalError(("bundle.pullPolicy",), f"{policy!r} is not IfNotPresent or Always")
+        raise LogicalError(("spec.bundle.pullPolicy",), f"{policy!r} is not IfNotPresent or Always")
     given = [k for k in SOURCES if bundle.get(k) is not None]
     if len(given) > 1:
-        raise LogicalError(tuple(f"bundle.{k}" for k in given), "more than one bundle source; they are "
+        raise LogicalError(tuple(f"spec.bundle.{k}" for k in given), "more than one bundle source; they are "
                            "mutually exclusive")
     if not given:
         return BundleSpec(name=name, pull_policy=policy, kind="file", path=name)
     kind = given[0]
-    section = _section(bundle, kind, "bundle")
+    section = _section(bundle, kind, "spec.bundle")
     if kind == "file":
         return BundleSpec(name=name, pull_policy=policy, kind="file",
-                          path=_string(section, "path", "bundle.file", required=True))
-    url = _url(_string(section, "url", f"bundle.{kind}", required=True), f"bundle.{kind}.url")
+                          path=_string(section, "path", "spec.bundle.file", required=True))
+    url = _url(_string(section, "url", f"spec.bundle.{kind}", required=True), f"spec.bundle.{kind}.url")
     if kind == "http":
         ca = section.get("certificationAuthority")
         config_map = sub_path = None
         if ca is not None:
-            ca = _section(section, "certificationAuthority", "bundle.http")
-            field = "bundle.http.certificationAuthority"
+            ca = _section(section, "certificationAuthority", "spec.bundle.http")
+            field = "spec.bundle.http.certificationAuthority"
             config_map = _string(ca, "configMapName", field, required=True)
             sub_path = _string(ca, "subPath", field, required=True)
         return BundleSpec(name=name, pull_policy=policy, kind="http", url=url, ca_config_map=config_map,
                           ca_sub_path=sub_path)
-    secret = _string(section, "secret", "bundle.github", required=False)
+    secret = _string(section, "secret", "spec.bundle.github", required=False)
     if secret is not None and not GITHUB_CONTENTS.match(urlsplit(url).path):
-        raise LogicalError(("bundle.github.url",), f"{url!r} is not a GitHub API v3 contents URL "
+        raise LogicalError(("spec.bundle.github.url",), f"{url!r} is not a GitHub API v3 contents URL "
                            "(https://api.HOST/repos/USER/REPO/contents/PATH.sab)")
     return BundleSpec(name=name, pull_policy=policy, kind="github", url=url, secret=secret)
 
@@ -183,7 +183,7 @@ def _is_zip(data: bytes) -> bool:
 async def _read_file(spec: BundleSpec, bundle_dir: Path, max_bytes: int) -> bytes:
     root = await trio.to_thread.run_sync(os.path.realpath, bundle_dir)
     target = await trio.to_thread.run_sync(os.path.realpath, os.path.join(root, spec.path))
-    field = "bundle.file.path" if spec.path != spec.name else "bundle.name"
+    field = "spec.bundle.file.path" if spec.path != spec.name else "spec.bundle.name"
     if os.path.commonpath([root, target]) != root:
         raise FetchError(f"bundle file {spec.path!r} ({field}) is outside the bundle directory {root}")
     try:
@@ -203,7 +203,7 @@ async def _read_file(spec: BundleSpec, bundle_dir: Path, max_bytes: int) -> byte
 
 
 async def _ca_context(spec: BundleSpec, namespace: str, read_configmap: ReadConfigMap) -> ssl.SSLContext:
-    where = f"ConfigMap {namespace}/{spec.ca_config_map} (bundle.http.certificationAuthority)"
+    where = f"ConfigMap {namespace}/{spec.ca_config_map} (spec.bundle.http.certificationAuthority)"
     data = await read_configmap(namespace, spec.ca_config_map)
     if data is None:
         raise FetchError(f"{where} does not exist")
@@ -217,7 +217,7 @@ async def _ca_context(spec: BundleSpec, namespace: str, read_configmap: ReadConf
 
 
 async def _token(spec: BundleSpec, namespace: str, read_secret: ReadSecret) -> str:
-    where = f"Secret {namespace}/{spec.secret} (bundle.github.secret)"
+    where = f"Secret {namespace}/{spec.secret} (spec.bundle.github.secret)"
     data = await read_secret(namespace, spec.secret)
     if data is None:
         raise FetchError(f"{where} does not exist")

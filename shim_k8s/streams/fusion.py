@@ -122,44 +122,44 @@ def _unknown(spec: Mapping, known: tuple[str, ...], field: str) -> None:
 
 
 def _fusion(fusion) -> tuple[str, int | None, str]:
-    spec = _object(fusion, "fusion")
-    _unknown(spec, ("type", "automatic", "legacy", "manual"), "fusion")
-    automatic = _flag(spec, "automatic", "fusion")
-    legacy = _flag(spec, "legacy", "fusion")
-    manual = _count(spec, "manual", "fusion")
+    spec = _object(fusion, "spec.fusion")
+    _unknown(spec, ("type", "automatic", "legacy", "manual"), "spec.fusion")
+    automatic = _flag(spec, "automatic", "spec.fusion")
+    legacy = _flag(spec, "legacy", "spec.fusion")
+    manual = _count(spec, "manual", "spec.fusion")
     channel_type = spec.get("type")
     if channel_type is None:
         channel_type = "noChannelInfluence"
     elif channel_type not in CHANNEL_TYPES:
-        raise LogicalError(("fusion.type",), f"{channel_type!r} is not one of {', '.join(CHANNEL_TYPES)}")
+        raise LogicalError(("spec.fusion.type",), f"{channel_type!r} is not one of {', '.join(CHANNEL_TYPES)}")
     asked = [k for k, on in (("automatic", automatic is True), ("legacy", legacy is True),
                              ("manual", manual is not None)) if on]
     if len(asked) > 1:
-        raise LogicalError(tuple(f"fusion.{k}" for k in asked),
+        raise LogicalError(tuple(f"spec.fusion.{k}" for k in asked),
                            "more than one kind of fusion requested; they are mutually exclusive")
     if not asked:
         if automatic is False:
-            raise LogicalError(("fusion.automatic",), "automatic fusion is disabled and no other kind "
+            raise LogicalError(("spec.fusion.automatic",), "automatic fusion is disabled and no other kind "
                                "(legacy, manual) is requested")
         asked = ["automatic"]
     return asked[0], manual, channel_type
 
 
 def _threading(threading_model) -> tuple[str | None, bool | None, int | None]:
-    spec = _object(threading_model, "threadingModel")
-    _unknown(spec, THREADING_MODELS, "threadingModel")
-    asked = [k for k in ("automatic", "dedicated", "manual") if _flag(spec, k, "threadingModel")]
+    spec = _object(threading_model, "spec.threadingModel")
+    _unknown(spec, THREADING_MODELS, "spec.threadingModel")
+    asked = [k for k in ("automatic", "dedicated", "manual") if _flag(spec, k, "spec.threadingModel")]
     dynamic = spec.get("dynamic")
     elastic = thread_count = None
     if dynamic is not None:
-        dyn = _object(dynamic, "threadingModel.dynamic")
-        _unknown(dyn, ("elastic", "threadCount"), "threadingModel.dynamic")
-        elastic = _flag(dyn, "elastic", "threadingModel.dynamic")
-        thread_count = _count(dyn, "threadCount", "threadingModel.dynamic")
+        dyn = _object(dynamic, "spec.threadingModel.dynamic")
+        _unknown(dyn, ("elastic", "threadCount"), "spec.threadingModel.dynamic")
+        elastic = _flag(dyn, "elastic", "spec.threadingModel.dynamic")
+        thread_count = _count(dyn, "threadCount", "spec.threadingModel.dynamic")
         asked.append("dynamic")
     asked.sort(key=THREADING_MODELS.index)
     if len(asked) > 1:
-        raise LogicalError(tuple(f"threadingModel.{k}" for k in asked),
+        raise LogicalError(tuple(f"spec.threadingModel.{k}" for k in asked),
                            "more than one threading model requested; they are mutually exclusive")
     return (asked[0] if asked else None), elastic, thread_count
 
@@ -248,7 +248,7 @@ def _unit(ops, positions: list[int], isolate_channels: bool, track_channels: boo
 
     def conflict(message: str):
         if channel_unit:
-            raise LogicalError(("fusion.type",), f"channelIsolation fuses {message}")
+            raise LogicalError(("spec.fusion.type",), f"channelIsolation fuses {message}")
         raise AdlError(message)
 
     exloc: set[str] = set()
@@ -278,7 +278,7 @@ def _unit(ops, positions: list[int], isolate_channels: bool, track_channels: boo
         for op in members:
             for region, channel in op.channels:
                 if channels.setdefault(region, channel) != channel:
-                    raise LogicalError(("fusion.type",), f"operators {names} are colocated but in "
+                    raise LogicalError(("spec.fusion.type",), f"operators {names} are colocated but in "
                                        f"different channels of parallel region {region!r}")
     return _Bin(positions, frozenset(exloc), frozenset(host_exloc), next(iter(pools), None),
                 next(iter(hosts), None), channels, channel_unit or any(op.isolation for op in members))
@@ -383,13 +383,13 @@ def _pack(units: list[_Bin], count: int, spec: FusionSpec) -> list[_Bin]:
     target = min(count, len(units)) - len(fixed)
     if free and target < 1:
         if spec.kind == "manual":
-            raise LogicalError(("fusion.manual",), f"{count} PEs are too few: the ADL's isolation and "
+            raise LogicalError(("spec.fusion.manual",), f"{count} PEs are too few: the ADL's isolation and "
                                f"channel isolation need at least {len(fixed) + 1}")
         target = 1
     merged = _reduce(free, max(target, 0))
     if len(merged) > target and spec.kind == "manual":
         least = _reduce(list(merged), 1)
-        raise LogicalError(("fusion.manual",), f"{count} PEs are too few: the fuser honours the ADL's "
+        raise LogicalError(("spec.fusion.manual",), f"{count} PEs are too few: the fuser honours the ADL's "
                            f"exlocation, host placement and isolation with no fewer than {len(fixed) + len(least)}")
     return sorted(fixed + merged, key=lambda b: b.positions[0])
 
@@ -458,7 +458,7 @@ def fuse(app: Application, count: int, spec: FusionSpec, *,
          widths: Mapping[str, int] | None = None) -> tuple[Pe, ...]:
     """Fuse `app` (parallel regions at `widths`) into `count` PEs (see the module docstring)."""
     if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-        raise LogicalError(("fusion.manual",), f"the PE count must be an integer >= 1, not {count!r}")
+        raise LogicalError(("spec.fusion.manual",), f"the PE count must be an integer >= 1, not {count!r}")
     ops = expand(app, widths)
     bins = _pack(_units(ops, spec), count, spec)
     return tuple(_pe(i, [ops[p] for p in b.positions], app) for i, b in enumerate(bins))

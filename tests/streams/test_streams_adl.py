@@ -104,7 +104,8 @@ def test_a_periodic_region_takes_its_values_and_spl_defaults():
 
 
 def test_the_compilers_internal_consistent_region_annotation_wins():
-    ops = [Op("src", inputs=0, kind=0, annotations=annotation(trigger="periodic", period="1") + consistent(3, start=True)),
+    start = annotation(trigger="periodic", period="1") + consistent(3, start=True)
+    ops = [Op("src", inputs=0, kind=0, annotations=start),
            Op("sink", outputs=0, annotations=consistent(3))]
     internal = ('<splAnnotation internal="true" tag="consistentRegion"><value key="index" type="int64">3</value>'
                 '<value key="trigger" type="x">periodic</value><value key="period" type="x">9</value>'

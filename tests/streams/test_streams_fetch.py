@@ -155,10 +155,10 @@ async def test_github_sends_the_token_of_the_secret_and_asks_for_raw_content(ser
 
 async def test_a_secret_without_token_is_named(server, cluster, tmp_path):
     cluster.secrets[("ns", "gh")] = {"password": b"x"}
-    with pytest.raises(FetchError, match=r"Secret ns/gh \(bundle.github.secret\) has no 'token' key"):
+    with pytest.raises(FetchError, match=r"Secret ns/gh \(spec.bundle.github.secret\) has no 'token' key"):
         await fetch(github_spec(server), cluster, tmp_path)
     cluster.secrets.clear()
-    with pytest.raises(FetchError, match=r"Secret ns/gh \(bundle.github.secret\) does not exist"):
+    with pytest.raises(FetchError, match=r"Secret ns/gh \(spec.bundle.github.secret\) does not exist"):
         await fetch(github_spec(server), cluster, tmp_path)
 
 
@@ -176,7 +176,7 @@ async def test_file_sources_stay_inside_the_bundle_directory(cluster, tmp_path):
     os.symlink(tmp_path / "secret.sab", bundles / "link.sab")
     with pytest.raises(FetchError, match="outside the bundle directory"):
         await fetch({"name": "link.sab"}, cluster, tmp_path)  # no source: the name, in the directory
-    with pytest.raises(FetchError, match=r"team/gone.sab \(bundle.file.path\) does not exist"):
+    with pytest.raises(FetchError, match=r"team/gone.sab \(spec.bundle.file.path\) does not exist"):
         await fetch({"name": "x.sab", "file": {"path": "team/gone.sab"}}, cluster, tmp_path)
     (bundles / "junk.sab").write_bytes(b"junk")
     with pytest.raises(FetchError, match="junk.sab is not a zip archive"):
@@ -185,17 +185,18 @@ async def test_file_sources_stay_inside_the_bundle_directory(cluster, tmp_path):
 
 @pytest.mark.parametrize("bundle, fields", [
     ({"name": "a.sab", "file": {"path": "a.sab"}, "github": {"url": "https://api.github.com/repos/u/r/contents/a"}},
-     ("bundle.file", "bundle.github")),
-    ({"name": "a.sab", "file": {"path": "a"}, "http": {"url": "https://x/a.sab"}}, ("bundle.file", "bundle.http")),
-    ({"file": {"path": "a"}}, ("bundle.name",)),
-    (None, ("bundle",)),
-    ({"name": "a.sab", "pullPolicy": "Sometimes"}, ("bundle.pullPolicy",)),
-    ({"name": "a.sab", "http": {"url": "ftp://x/a.sab"}}, ("bundle.http.url",)),
+     ("spec.bundle.file", "spec.bundle.github")),
+    ({"name": "a.sab", "file": {"path": "a"}, "http": {"url": "https://x/a.sab"}},
+     ("spec.bundle.file", "spec.bundle.http")),
+    ({"file": {"path": "a"}}, ("spec.bundle.name",)),
+    (None, ("spec.bundle",)),
+    ({"name": "a.sab", "pullPolicy": "Sometimes"}, ("spec.bundle.pullPolicy",)),
+    ({"name": "a.sab", "http": {"url": "ftp://x/a.sab"}}, ("spec.bundle.http.url",)),
     ({"name": "a.sab", "http": {"url": "https://x/a", "certificationAuthority": {"configMapName": "c"}}},
-     ("bundle.http.certificationAuthority.subPath",)),
+     ("spec.bundle.http.certificationAuthority.subPath",)),
     ({"name": "a.sab", "github": {"url": "https://github.com/u/r/blob/a.sab", "secret": "s"}},
-     ("bundle.github.url",)),
-    ({"name": "../a.sab"}, ("bundle.name",)),
+     ("spec.bundle.github.url",)),
+    ({"name": "../a.sab"}, ("spec.bundle.name",)),
 ])
 def test_spec_contradictions_are_logical_errors_naming_the_fields(bundle, fields):
     with pytest.raises(LogicalError) as err:

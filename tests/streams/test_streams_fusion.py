@@ -26,19 +26,20 @@ def test_the_default_is_automatic_fusion_without_channel_influence():
 
 
 @pytest.mark.parametrize("fusion, threading, fields", [
-    ({"automatic": True, "manual": 3}, None, ("fusion.automatic", "fusion.manual")),
-    ({"legacy": True, "automatic": True, "manual": 2}, None, ("fusion.automatic", "fusion.legacy", "fusion.manual")),
-    (None, {"automatic": True, "dedicated": True}, ("threadingModel.automatic", "threadingModel.dedicated")),
-    (None, {"manual": True, "dynamic": {}}, ("threadingModel.dynamic", "threadingModel.manual")),
-    ({"manual": 0}, None, ("fusion.manual",)),
-    ({"manual": True}, None, ("fusion.manual",)),
-    ({"manual": "3"}, None, ("fusion.manual",)),
-    ({"automatic": False}, None, ("fusion.automatic",)),
-    ({"type": "channelMagic"}, None, ("fusion.type",)),
-    ({"colour": "red"}, None, ("fusion.colour",)),
-    ("manual", None, ("fusion",)),
-    (None, {"dynamic": {"threadCount": -1}}, ("threadingModel.dynamic.threadCount",)),
-    (None, {"dedicated": "yes"}, ("threadingModel.dedicated",)),
+    ({"automatic": True, "manual": 3}, None, ("spec.fusion.automatic", "spec.fusion.manual")),
+    ({"legacy": True, "automatic": True, "manual": 2}, None,
+     ("spec.fusion.automatic", "spec.fusion.legacy", "spec.fusion.manual")),
+    (None, {"automatic": True, "dedicated": True}, ("spec.threadingModel.automatic", "spec.threadingModel.dedicated")),
+    (None, {"manual": True, "dynamic": {}}, ("spec.threadingModel.dynamic", "spec.threadingModel.manual")),
+    ({"manual": 0}, None, ("spec.fusion.manual",)),
+    ({"manual": True}, None, ("spec.fusion.manual",)),
+    ({"manual": "3"}, None, ("spec.fusion.manual",)),
+    ({"automatic": False}, None, ("spec.fusion.automatic",)),
+    ({"type": "channelMagic"}, None, ("spec.fusion.type",)),
+    ({"colour": "red"}, None, ("spec.fusion.colour",)),
+    ("manual", None, ("spec.fusion",)),
+    (None, {"dynamic": {"threadCount": -1}}, ("spec.threadingModel.dynamic.threadCount",)),
+    (None, {"dedicated": "yes"}, ("spec.threadingModel.dedicated",)),
 ])
 def test_contradictions_are_logical_errors_naming_the_fields(fusion, threading, fields):
     with pytest.raises(LogicalError) as err:
@@ -131,7 +132,7 @@ def test_every_fusion_honours_the_adl_and_the_count(doc, requested, kind):
         return
     except LogicalError as err:
         event("too few PEs")
-        assert kind == "manual" and err.fields == ("fusion.manual",)
+        assert kind == "manual" and err.fields == ("spec.fusion.manual",)
         at_least = len(fuse(app, requested, FusionSpec.from_job({"automatic": True})))
         assert at_least > requested                       # the best the fuser can do needs more
         return
@@ -168,7 +169,7 @@ def test_parallel_channels_are_fused_as_the_type_says(doc, width, requested, cha
     try:
         pes = fuse(app, requested, spec, widths={"W": width})
     except LogicalError as err:
-        assert err.fields == ("fusion.manual",)
+        assert err.fields == ("spec.fusion.manual",)
         if channel_type == "channelIsolation":
             assert requested < width + 1                   # a PE per channel, and one for the rest
         else:
@@ -238,7 +239,7 @@ def test_channel_isolation_that_contradicts_an_exlocation_is_a_logical_error():
                         regions=[Region("W", "W", width=2)]))
     with pytest.raises(LogicalError) as err:
         fuse(app, 4, FusionSpec.from_job({"manual": 4, "type": "channelIsolation"}))
-    assert err.value.fields == ("fusion.type",)
+    assert err.value.fields == ("spec.fusion.type",)
     # without channel isolation the operators may be apart: it fuses
     assert len(fuse(app, 4, FusionSpec.from_job({"manual": 4}))) == 4
 
