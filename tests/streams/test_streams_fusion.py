@@ -324,3 +324,21 @@ def test_operators_that_cannot_be_neighbours_in_a_pe_still_fuse_quickly():
     assert len(fuse(app, 1, FusionSpec.from_job({"automatic": True}))) == 1000
     with pytest.raises(LogicalError, match="no fewer than 1000"):
         fuse(app, 5, FusionSpec.from_job({"manual": 5}))
+
+
+def test_widths_that_would_exhaust_the_controller_are_refused(monkeypatch):
+    from shim_k8s.streams import topology
+
+    monkeypatch.setattr(topology, "MAX_CONNECTIONS", 1000)
+    ops = [Op("src", inputs=0), Op("A"), Op("B"), Op("sink", outputs=0)]
+    app = parse_adl(adl(ops, [("src", 0, "A", 0), ("A", 0, "B", 0), ("B", 0, "sink", 0)],
+                        regions=[Region("A", "A", width=2), Region("B", "B", width=2)]))
+    spec = FusionSpec.from_job({"manual": 2})
+    assert len(fuse(app, 2, spec, widths={"A": 30, "B": 30})) == 2   # 30 + 900 + 30 connections
+    with pytest.raises(LogicalError, match="make 1023 connections .* over the limit of 1000"):
+        fuse(app, 2, spec, widths={"A": 31, "B": 31})                # regions in a row: all to all
+    with pytest.raises(LogicalError, match="must be an integer from 1 to 10000"):
+        fuse(app, 2, spec, widths={"A": 10001})
+    monkeypatch.setattr(topology, "MAX_OPERATORS", 50)
+    with pytest.raises(LogicalError, match="make 52 operators, over the limit of 50"):
+        fuse(app, 2, spec, widths={"A": 25, "B": 25})
