@@ -5,13 +5,14 @@ for more than one fusion kind (`automatic: true`, `legacy: true`, `manual: N`) o
 threading model (`automatic`, `dedicated`, `manual` true, or a `dynamic` object) is a
 `LogicalError` naming the fields: the seed reports it, never resolves it by precedence (OpenStreams
 does: automatic > dedicated > dynamic > manual). No kind given -> automatic; `automatic: false`
-with no other kind -> LogicalError (nothing left to fuse with).
+with no other kind -> LogicalError (nothing left to fuse with). Fields are named by their path in
+the Job (`spec.fusion.manual`, `spec.threadingModel.dynamic.threadCount`, ...).
 
 PE count (`pe_count`):
 - `manual: N` -> N PEs (N < 1 is a LogicalError). N larger than the number of fusable units (an
   operator, or operators that must share a PE) is clamped to that number: a PE cannot be empty.
   N too small for the ADL's isolation / exlocation / channel isolation -> LogicalError naming
-  `fusion.manual` and the smallest count that works (never silently more PEs than asked).
+  `spec.fusion.manual` and the count the fuser reaches (never silently more PEs than asked).
 - `legacy` -> one PE per operator (operators the ADL colocates share one).
 - `automatic` (the default) -> the seed's heuristic, on the physical operators at the job's widths:
 
@@ -40,11 +41,13 @@ Fusion (`fuse`), deterministic (same input -> same PEs):
    is merged until the count is reached (balanced PEs of neighbouring operators); two units never
    merge when they share a partition or host exlocation id, ask for different host pools or hosts,
    or (under `channelExlocation`) hold different channels of one region; if adjacent merges run out,
-   the smallest PE merges into the smallest compatible one;
+   neighbours within each class of equal pool / host / channel merge (the class's share of the
+   count), then the smallest PE into the smallest compatible one (pairwise: only when at most 400
+   PEs are left, so an ADL of operators excluding each other cannot stall the controller);
 5. PEs are numbered by their first operator in pipeline order.
 A conflict inside one unit (colocated operators that must be apart, an isolated operator colocated
 with another, colocated operators in different host pools) is an AdlError, or a LogicalError on
-`fusion.type` when channel isolation made the unit.
+`spec.fusion.type` when channel isolation made the unit.
 
 Re-fusion for a width change (`refuse`, the seed's time-sensitive second role): every existing PE
 keeps its index and its operators that still exist (emptied PEs are dropped); operators of new
