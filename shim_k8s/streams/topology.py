@@ -15,6 +15,9 @@ operators together without fusing every channel into one PE. Host-level ids are 
 
 Physical operators come out in a deterministic order that keeps pipelines and channels together:
 the logical topological order (ties by ADL index), a region's channels one after the other.
+
+Widths are bounded (`model.MAX_WIDTH` a region, `MAX_OPERATORS` physical operators,
+`MAX_CONNECTIONS` connections): beyond, a LogicalError names the widths, before anything is built.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import heapq
 import itertools
 from collections.abc import Mapping
 
-from .errors import LogicalError
+from .errors import AdlError, LogicalError
 from .model import MAX_WIDTH, Application, Operator, Port, PortRef
 
 
@@ -203,7 +206,13 @@ def expand(app: Application, widths: Mapping[str, int] | None = None) -> tuple[O
         for chain, name in instances.of(op):
             keyed.append(((anchor, chain, pos), _physical(app, op, chain, name, instances)))
     keyed.sort(key=lambda item: item[0])
-    return tuple(op for _, op in keyed)
+    physical = tuple(op for _, op in keyed)
+    if len({op.name for op in physical}) != len(physical):
+        seen: set[str] = set()
+        twice = next(op.name for op in physical if op.name in seen or seen.add(op.name))
+        raise AdlError(f"primitiveOperInstance {twice!r}: the name is used twice once parallel channels "
+                       "are named (an operator named like a channel of another)")
+    return physical
 
 
 def _physical(app: Application, op: Operator, chain: tuple[int, ...], name: str,

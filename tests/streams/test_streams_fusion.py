@@ -342,3 +342,10 @@ def test_widths_that_would_exhaust_the_controller_are_refused(monkeypatch):
     monkeypatch.setattr(topology, "MAX_OPERATORS", 50)
     with pytest.raises(LogicalError, match="make 52 operators, over the limit of 50"):
         fuse(app, 2, spec, widths={"A": 25, "B": 25})
+
+
+def test_an_operator_named_like_a_channel_of_another_is_an_adl_error():
+    ops = [Op("src", inputs=0), Op("A"), Op("A[1]", outputs=0)]
+    app = parse_adl(adl(ops, [("src", 0, "A", 0), ("A", 0, "A[1]", 0)], regions=[Region("A", "A", width=2)]))
+    with pytest.raises(AdlError, match="'A\\[1\\]': the name is used twice once parallel channels are named"):
+        fuse(app, 2, FusionSpec.from_job({"manual": 2}))
