@@ -60,7 +60,7 @@ class BundleSpec:
     name: str
     pull_policy: str
     kind: str
-    path: str | None = None
+    path: str | None = None          # None with kind "file": the bundle's name in the bundle directory
     url: str | None = None
     ca_config_map: str | None = None
     ca_sub_path: str | None = None
@@ -113,7 +113,7 @@ def parse_bundle_spec(bundle: Mapping | None) -> BundleSpec:
         raise LogicalError(tuple(f"spec.bundle.{k}" for k in given), "more than one bundle source; they are "
                            "mutually exclusive")
     if not given:
-        return BundleSpec(name=name, pull_policy=policy, kind="file", path=name)
+        return BundleSpec(name=name, pull_policy=policy, kind="file")  # the name, in the bundle directory
     kind = given[0]
     section = _section(bundle, kind, "spec.bundle")
     if kind == "file":
@@ -182,10 +182,11 @@ def _is_zip(data: bytes) -> bool:
 
 async def _read_file(spec: BundleSpec, bundle_dir: Path, max_bytes: int) -> bytes:
     root = await trio.to_thread.run_sync(os.path.realpath, bundle_dir)
-    target = await trio.to_thread.run_sync(os.path.realpath, os.path.join(root, spec.path))
-    field = "spec.bundle.file.path" if spec.path != spec.name else "spec.bundle.name"
+    path = spec.path if spec.path is not None else spec.name
+    target = await trio.to_thread.run_sync(os.path.realpath, os.path.join(root, path))
+    field = "spec.bundle.file.path" if spec.path is not None else "spec.bundle.name"
     if os.path.commonpath([root, target]) != root:
-        raise FetchError(f"bundle file {spec.path!r} ({field}) is outside the bundle directory {root}")
+        raise FetchError(f"bundle file {path!r} ({field}) is outside the bundle directory {root}")
     try:
         size = (await trio.Path(target).stat()).st_size
         if size > max_bytes:

@@ -174,8 +174,10 @@ async def test_file_sources_stay_inside_the_bundle_directory(cluster, tmp_path):
     with pytest.raises(FetchError, match="outside the bundle directory"):
         await fetch({"name": "x.sab", "file": {"path": "../secret.sab"}}, cluster, tmp_path)
     os.symlink(tmp_path / "secret.sab", bundles / "link.sab")
-    with pytest.raises(FetchError, match="outside the bundle directory"):
+    with pytest.raises(FetchError, match=r"'link.sab' \(spec.bundle.name\) is outside the bundle directory"):
         await fetch({"name": "link.sab"}, cluster, tmp_path)  # no source: the name, in the directory
+    (bundles / "named.sab").write_bytes(bundle)
+    assert await fetch({"name": "named.sab"}, cluster, tmp_path) == bundle
     with pytest.raises(FetchError, match=r"team/gone.sab \(spec.bundle.file.path\) does not exist"):
         await fetch({"name": "x.sab", "file": {"path": "team/gone.sab"}}, cluster, tmp_path)
     (bundles / "junk.sab").write_bytes(b"junk")
