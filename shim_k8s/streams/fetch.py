@@ -25,6 +25,8 @@ crash never leaves half a bundle to be served later.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import io
 import os
@@ -45,7 +47,11 @@ from .errors import FetchError, LogicalError
 ReadConfigMap = Callable[[str, str], Awaitable[Mapping[str, str] | None]]
 """(namespace, name) -> the ConfigMap's `data`, or None when there is no such ConfigMap."""
 ReadSecret = Callable[[str, str], Awaitable[Mapping[str, bytes | str] | None]]
-"""(namespace, name) -> the Secret's data, base64-decoded, or None when there is no such Secret."""
+"""(namespace, name) -> the Secret's data, base64-decoded, or None when there is no such Secret.
+`object_readers` makes both from a getter of whole API objects."""
+
+GetObject = Callable[[str, str, str], Awaitable[Mapping | None]]
+"""(kind, namespace, name) -> the Kubernetes object as the API returns it, or None (a 404)."""
 
 PULL_POLICIES = ("IfNotPresent", "Always")
 SOURCES = ("file", "http", "github")
@@ -71,6 +77,29 @@ class BundleSpec:
         ident = "\0".join(str(x) for x in (self.kind, self.name, self.path, self.url, self.ca_config_map,
                                             self.ca_sub_path, self.secret))
         return hashlib.sha256(ident.encode()).hexdigest()[:32]
+
+
+def object_readers(get: GetObject) -> tuple[ReadConfigMap, ReadSecret]:
+    """The two callbacks of `fetch_bundle` from one API getter: a ConfigMap's `data`, and a
+    Secret's `data` base64-decoded (as the API returns it; `stringData` is write-only)."""
+
+    async def read_configmap(namespace: str, name: str) -> Mapping[str, str] | None:
+        obj = await get("ConfigMap", namespace, name)
+        return None if obj is None else dict(obj.get("data") or {})
+
+    async def read_secret(namespace: str, name: str) -> Mapping[str, bytes] | None:
+        obj = await get("Secret", namespace, name)
+        if obj is None:
+            return None
+        out = {}
+        for key, value in (obj.get("data") or {}).items():
+            try:
+                out[key] = base64.b64decode(value, validate=True)
+            except (binascii.Error, ValueError, TypeError):
+                raise FetchError(f"Secret {namespace}/{name} key {key!r} is not base64") from None
+        return out
+
+    return read_configmap, read_secret
 
 
 def _string(spec: Mapping, key: str, field: str, *, required: bool) -> str | None:

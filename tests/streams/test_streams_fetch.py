@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import os
 import pathlib
 import ssl
@@ -13,7 +14,7 @@ import pytest
 import trustme
 
 from shim_k8s.streams.errors import FetchError, LogicalError
-from shim_k8s.streams.fetch import fetch_bundle, parse_bundle_spec
+from shim_k8s.streams.fetch import fetch_bundle, object_readers, parse_bundle_spec
 from streams_adl import pipeline, sab
 
 SERVER = pathlib.Path(__file__).parent / "https_server.py"
@@ -214,3 +215,31 @@ async def test_an_unwritable_cache_is_named(server, cluster, tmp_path):
         await fetch(http_spec(server), cluster, tmp_path)
     with pytest.raises(FetchError, match="bundle cache directory .*cache cannot be written"):
         await fetch(http_spec(server, pullPolicy="Always"), cluster, tmp_path)
+
+
+async def test_object_readers_take_data_out_of_api_objects(server, tmp_path):
+    objects = {
+        ("ConfigMap", "ns", "ca"): {"kind": "ConfigMap", "data": {"ca.pem": server.ca.cert_pem.bytes().decode()}},
+        ("Secret", "ns", "gh"): {"kind": "Secret", "data": {"token": base64.b64encode(b"s3cret").decode()}},
+        ("Secret", "ns", "bad"): {"kind": "Secret", "data": {"token": "%%%"}},
+    }
+
+    async def get(kind, namespace, name):
+        return objects.get((kind, namespace, name))
+
+    read_configmap, read_secret = object_readers(get)
+    assert await read_secret("ns", "gh") == {"token": b"s3cret"}
+    assert await read_configmap("ns", "nope") is None and await read_secret("ns", "nope") is None
+    with pytest.raises(FetchError, match="Secret ns/bad key 'token' is not base64"):
+        await read_secret("ns", "bad")
+    bundle = sab(pipeline(2))
+    (server.root / "app.sab").write_bytes(bundle)
+    (server.root / ".token").write_text("s3cret")
+    got = await fetch_bundle(http_spec(server), namespace="ns", bundle_dir=tmp_path, cache_dir=tmp_path / "c",
+                             read_configmap=read_configmap, read_secret=read_secret)
+    assert got == bundle
+    ctx = ssl.create_default_context()
+    server.ca.configure_trust(ctx)
+    got = await fetch_bundle(github_spec(server), namespace="ns", bundle_dir=tmp_path, cache_dir=tmp_path / "c",
+                             read_configmap=read_configmap, read_secret=read_secret, ssl_context=ctx)
+    assert got == bundle
