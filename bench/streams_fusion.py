@@ -7,11 +7,12 @@ ports, one parallel composite region), fused into 100 PEs with channelIsolation.
 the best of a few rounds (a shared machine's noise is not the code's cost); the process CPU time is
 printed next to the wall time, the target is judged on the wall time.
 
-    python -m bench.streams_fusion [--operators N] [--pes N] [--rounds N]
+    python -m bench.streams_fusion [--operators N] [--pes N] [--rounds N] [--json]
 """
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from collections.abc import Sequence
@@ -90,7 +91,8 @@ def synthetic_adl(operators: int, *, pipeline: int = 10, region_ops: int = 10, w
         '<tupleTypes><tupleType index="0"><attribute name="i" type="uint64"/></tupleType></tupleTypes>'
         '<primitiveOperDefinitions>'
         '<primitiveOperDefinition index="0" kind="spl.utility::Beacon" runtimeType="SPL_CPlusPlus" toolkitIndex="0"/>'
-        '<primitiveOperDefinition index="1" kind="spl.relational::Functor" runtimeType="SPL_CPlusPlus" toolkitIndex="0"/>'
+        '<primitiveOperDefinition index="1" kind="spl.relational::Functor" runtimeType="SPL_CPlusPlus" '
+        'toolkitIndex="0"/>'
         '<primitiveOperDefinition index="2" kind="spl.utility::Custom" runtimeType="SPL_CPlusPlus" toolkitIndex="0"/>'
         '</primitiveOperDefinitions><composites><sourceUris><uri index="0" path="file:///Main.spl"/></sourceUris>'
         '<compositeOperDefinitions>'
@@ -156,11 +158,15 @@ def _body(argv: Sequence[str]) -> int:
     parser.add_argument("--operators", type=int, default=10_000, help="ADL operators (default 10,000)")
     parser.add_argument("--pes", type=int, default=100, help="PEs to fuse into (default 100)")
     parser.add_argument("--rounds", type=int, default=3, help="rounds, best kept (default 3)")
+    parser.add_argument("--json", action="store_true", help="print the figures as one JSON object")
     args = parser.parse_args(list(argv))
     if args.operators < 20 or args.pes < 6 or args.rounds < 1:
         raise UsageError("--operators must be >= 20, --pes >= 6, --rounds >= 1")
     r = measure(args.operators, args.pes, args.rounds)
     ok_submit, ok_refuse = r["submit_s"] <= 1.0, r["refuse_s"] <= 0.1
+    if args.json:
+        print(json.dumps({**r, "submit_ok": ok_submit, "refuse_ok": ok_refuse}))
+        return 0 if ok_submit and ok_refuse else 1
     print(f"fusion: {r['operators']:,} operators -> {r['pes']} PEs, parse + fuse + AADLs + content ids "
           f"{r['submit_s'] * 1000:.0f} ms (cpu {r['submit_cpu_s'] * 1000:.0f} ms; target <= 1000 ms: "
           f"{'ok' if ok_submit else 'MISSED'})")

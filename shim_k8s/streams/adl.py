@@ -166,6 +166,8 @@ class _Parser:
         self.entries: dict[int, list[tuple[str, bool, bool]]] = {}  # region -> (operator, start, trigger)
         self.pending_consistent: list[tuple[str, dict[str, str]]] = []
         self.names_seen: set[str] = set()
+        self.port_cache: dict[tuple[int, int, str], tuple[PortRef, ...]] = {}
+        self.resolving: set[tuple[int, int, str]] = set()
 
     def child(self, el: ET.Element, name: str, where: str, *, required: bool = True) -> ET.Element | None:
         found = el.find(self.q + name)
@@ -415,9 +417,10 @@ class _Parser:
         return tuple(ports)
 
     def resolve_forward(self, conn: ET.Element, where: str, depth: int) -> tuple[PortRef, ...]:
-        """A connection out of an output port, followed through composite ports to primitives."""
-        if depth > 64:
-            raise AdlError(f"{where}: connections loop through composite ports")
+        """A connection out of an output port, followed through composite ports to primitives.
+
+        Each composite port is resolved once (memoized): a port that fans out to ports that fan
+        out again cannot blow up, and a port met again while being resolved is a loop."""
         target = _int(conn, "operIndex", f"{where} connection")
         port = _int(conn, "portIndex", f"{where} connection")
         port_kind = conn.get("portKind")
@@ -427,18 +430,32 @@ class _Parser:
             return (PortRef(self.primitive_names[target], port),) if port_kind == "input" else ()
         if target in self.pseudo:
             return ()
-        composite = self.composites.get(target)
-        if composite is None:
+        if target not in self.composites:
             raise AdlError(f"{where}: <connection> operIndex={target} names no operator")
-        ports = composite.find(f"{self.q}{port_kind}Ports")
-        cw = f"compositeOperInstance {self.composite_names[target]!r} {port_kind} port {port}"
+        key = (target, port, port_kind)
+        found = self.port_cache.get(key)
+        if found is None:
+            cw = f"compositeOperInstance {self.composite_names[target]!r} {port_kind} port {port}"
+            if key in self.resolving or depth > MAX_NESTING:
+                raise AdlError(f"{cw}: connections loop through composite ports")
+            self.resolving.add(key)
+            found = self.port_cache[key] = self.composite_port(target, port, port_kind, cw, where, depth)
+            self.resolving.discard(key)
+        return found
+
+    def composite_port(self, target: int, port: int, port_kind: str, cw: str, where: str,
+                       depth: int) -> tuple[PortRef, ...]:
+        ports = self.composites[target].find(f"{self.q}{port_kind}Ports")
         if ports is not None:
             for port_el in ports:
                 if port_el.get("index") == str(port):
                     out = port_el.find(self.q + "outgoingConnections")
                     if out is None:
                         return ()
-                    return tuple(r for c in out for r in self.resolve_forward(c, cw, depth + 1))
+                    refs: dict[PortRef, None] = {}  # ordered, without the duplicates of fan-outs
+                    for c in out:
+                        refs.update(dict.fromkeys(self.resolve_forward(c, cw, depth + 1)))
+                    return tuple(refs)
         raise AdlError(f"{where}: <connection> names {cw}, which does not exist")
 
     # -- annotations ---------------------------------------------------------------------------

@@ -11,8 +11,10 @@ Every failure is a `BundleError` naming what is missing or wrong and where.
 from __future__ import annotations
 
 import io
+import lzma
 import tarfile
 import zipfile
+import zlib
 from dataclasses import dataclass, field
 
 import defusedxml.ElementTree as DET
@@ -20,6 +22,11 @@ from defusedxml import DefusedXmlException
 from xml.etree.ElementTree import ParseError
 
 from .errors import BundleError
+
+# What a damaged or exotic zip raises from the standard library: unsupported versions, compression
+# methods and encryption are NotImplementedError / RuntimeError, bad deflate data is zlib.error.
+ZIP_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, RuntimeError, OSError, EOFError,
+              ValueError, zlib.error, lzma.LZMAError)
 
 INFO = "bundleInfo.xml"
 TAR = "tar/bundle.tar"
@@ -42,7 +49,7 @@ def read_bundle(data: bytes) -> Bundle:
         archive = zipfile.ZipFile(io.BytesIO(data))
     except zipfile.BadZipFile:
         raise BundleError("bundle is not a zip archive (a .sab is one)") from None
-    except (OSError, ValueError, EOFError) as exc:
+    except ZIP_ERRORS as exc:
         raise BundleError(f"bundle zip cannot be read: {exc}") from None
     with archive:
         info = _info(archive)
@@ -69,7 +76,7 @@ def _info(archive: zipfile.ZipFile) -> dict:
         root = DET.fromstring(archive.read(entry))
     except (ParseError, DefusedXmlException, ValueError) as exc:
         raise BundleError(f"{INFO} is not valid XML: {exc}") from None
-    except (zipfile.BadZipFile, OSError, EOFError) as exc:
+    except ZIP_ERRORS as exc:
         raise BundleError(f"{INFO} cannot be read from the zip: {exc}") from None
     if not isinstance(root.tag, str) or root.tag.rpartition("}")[2] != "bundleInfoModel":
         raise BundleError(f"{INFO}: root element is <{root.tag}>, expected <bundleInfoModel>")
@@ -98,6 +105,6 @@ def _adl_from_tar(archive: zipfile.ZipFile, adl_file: str, out_dir: str | None) 
                 return extracted.read()
     except BundleError:
         raise
-    except (tarfile.TarError, zipfile.BadZipFile, OSError, EOFError, ValueError) as exc:
+    except (tarfile.TarError, *ZIP_ERRORS) as exc:
         raise BundleError(f"{TAR} is not a readable tar archive: {exc}") from None
     raise BundleError(f"{TAR} has no {wanted} (the adlFile named by {INFO})")

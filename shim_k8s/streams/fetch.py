@@ -25,6 +25,8 @@ crash never leaves half a bundle to be served later.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import io
 import os
@@ -45,7 +47,11 @@ from .errors import FetchError, LogicalError
 ReadConfigMap = Callable[[str, str], Awaitable[Mapping[str, str] | None]]
 """(namespace, name) -> the ConfigMap's `data`, or None when there is no such ConfigMap."""
 ReadSecret = Callable[[str, str], Awaitable[Mapping[str, bytes | str] | None]]
-"""(namespace, name) -> the Secret's data, base64-decoded, or None when there is no such Secret."""
+"""(namespace, name) -> the Secret's data, base64-decoded, or None when there is no such Secret.
+`object_readers` makes both from a getter of whole API objects."""
+
+GetObject = Callable[[str, str, str], Awaitable[Mapping | None]]
+"""(kind, namespace, name) -> the Kubernetes object as the API returns it, or None (a 404)."""
 
 PULL_POLICIES = ("IfNotPresent", "Always")
 SOURCES = ("file", "http", "github")
@@ -60,7 +66,7 @@ class BundleSpec:
     name: str
     pull_policy: str
     kind: str
-    path: str | None = None
+    path: str | None = None          # None with kind "file": the bundle's name in the bundle directory
     url: str | None = None
     ca_config_map: str | None = None
     ca_sub_path: str | None = None
@@ -71,6 +77,29 @@ class BundleSpec:
         ident = "\0".join(str(x) for x in (self.kind, self.name, self.path, self.url, self.ca_config_map,
                                             self.ca_sub_path, self.secret))
         return hashlib.sha256(ident.encode()).hexdigest()[:32]
+
+
+def object_readers(get: GetObject) -> tuple[ReadConfigMap, ReadSecret]:
+    """The two callbacks of `fetch_bundle` from one API getter: a ConfigMap's `data`, and a
+    Secret's `data` base64-decoded (as the API returns it; `stringData` is write-only)."""
+
+    async def read_configmap(namespace: str, name: str) -> Mapping[str, str] | None:
+        obj = await get("ConfigMap", namespace, name)
+        return None if obj is None else dict(obj.get("data") or {})
+
+    async def read_secret(namespace: str, name: str) -> Mapping[str, bytes] | None:
+        obj = await get("Secret", namespace, name)
+        if obj is None:
+            return None
+        out = {}
+        for key, value in (obj.get("data") or {}).items():
+            try:
+                out[key] = base64.b64decode(value, validate=True)
+            except (binascii.Error, ValueError, TypeError):
+                raise FetchError(f"Secret {namespace}/{name} key {key!r} is not base64") from None
+        return out
+
+    return read_configmap, read_secret
 
 
 def _string(spec: Mapping, key: str, field: str, *, required: bool) -> str | None:
@@ -101,38 +130,38 @@ def _url(value: str, field: str) -> str:
 def parse_bundle_spec(bundle: Mapping | None) -> BundleSpec:
     """Validate a Job's `bundle`; LogicalError names the fields."""
     if not isinstance(bundle, Mapping):
-        raise LogicalError(("bundle",), "is required (an object with at least a name)")
-    name = _string(bundle, "name", "bundle", required=True)
+        raise LogicalError(("spec.bundle",), "is required (an object with at least a name)")
+    name = _string(bundle, "name", "spec.bundle", required=True)
     if "/" in name or name in (".", ".."):
-        raise LogicalError(("bundle.name",), f"{name!r} must be a file name, not a path")
+        raise LogicalError(("spec.bundle.name",), f"{name!r} must be a file name, not a path")
     policy = bundle.get("pullPolicy", "IfNotPresent")
     if policy not in PULL_POLICIES:
-        raise LogicalError(("bundle.pullPolicy",), f"{policy!r} is not IfNotPresent or Always")
+        raise LogicalError(("spec.bundle.pullPolicy",), f"{policy!r} is not IfNotPresent or Always")
     given = [k for k in SOURCES if bundle.get(k) is not None]
     if len(given) > 1:
-        raise LogicalError(tuple(f"bundle.{k}" for k in given), "more than one bundle source; they are "
+        raise LogicalError(tuple(f"spec.bundle.{k}" for k in given), "more than one bundle source; they are "
                            "mutually exclusive")
     if not given:
-        return BundleSpec(name=name, pull_policy=policy, kind="file", path=name)
+        return BundleSpec(name=name, pull_policy=policy, kind="file")  # the name, in the bundle directory
     kind = given[0]
-    section = _section(bundle, kind, "bundle")
+    section = _section(bundle, kind, "spec.bundle")
     if kind == "file":
         return BundleSpec(name=name, pull_policy=policy, kind="file",
-                          path=_string(section, "path", "bundle.file", required=True))
-    url = _url(_string(section, "url", f"bundle.{kind}", required=True), f"bundle.{kind}.url")
+                          path=_string(section, "path", "spec.bundle.file", required=True))
+    url = _url(_string(section, "url", f"spec.bundle.{kind}", required=True), f"spec.bundle.{kind}.url")
     if kind == "http":
         ca = section.get("certificationAuthority")
         config_map = sub_path = None
         if ca is not None:
-            ca = _section(section, "certificationAuthority", "bundle.http")
-            field = "bundle.http.certificationAuthority"
+            ca = _section(section, "certificationAuthority", "spec.bundle.http")
+            field = "spec.bundle.http.certificationAuthority"
             config_map = _string(ca, "configMapName", field, required=True)
             sub_path = _string(ca, "subPath", field, required=True)
         return BundleSpec(name=name, pull_policy=policy, kind="http", url=url, ca_config_map=config_map,
                           ca_sub_path=sub_path)
-    secret = _string(section, "secret", "bundle.github", required=False)
+    secret = _string(section, "secret", "spec.bundle.github", required=False)
     if secret is not None and not GITHUB_CONTENTS.match(urlsplit(url).path):
-        raise LogicalError(("bundle.github.url",), f"{url!r} is not a GitHub API v3 contents URL "
+        raise LogicalError(("spec.bundle.github.url",), f"{url!r} is not a GitHub API v3 contents URL "
                            "(https://api.HOST/repos/USER/REPO/contents/PATH.sab)")
     return BundleSpec(name=name, pull_policy=policy, kind="github", url=url, secret=secret)
 
@@ -148,10 +177,16 @@ async def fetch_bundle(bundle: Mapping | BundleSpec, *, namespace: str, bundle_d
     if spec.kind == "file":
         return await _read_file(spec, Path(bundle_dir), max_bytes)
     cached = trio.Path(cache_dir) / f"{spec.cache_key()}.sab"
-    if spec.pull_policy == "IfNotPresent" and await cached.is_file():
-        data = await cached.read_bytes()
-        if _is_zip(data):
-            return data
+    if spec.pull_policy == "IfNotPresent":
+        try:
+            data = await cached.read_bytes()
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise FetchError(f"bundle cache {cached} cannot be read: {exc.strerror or exc}") from None
+        else:
+            if _is_zip(data):
+                return data
     if spec.kind == "http":
         context = await _ca_context(spec, namespace, read_configmap) if spec.ca_config_map else ssl_context
         headers: dict[str, str] = {}
@@ -163,7 +198,10 @@ async def fetch_bundle(bundle: Mapping | BundleSpec, *, namespace: str, bundle_d
     data = await _download(spec.url, headers, context, timeout, max_bytes)
     if not _is_zip(data):
         raise FetchError(f"bundle {spec.name!r} from {spec.url} is not a zip archive (a .sab is one)")
-    await trio.to_thread.run_sync(_write_atomically, Path(cache_dir), Path(str(cached)), data)
+    try:
+        await trio.to_thread.run_sync(_write_atomically, Path(cache_dir), Path(str(cached)), data)
+    except OSError as exc:
+        raise FetchError(f"bundle cache directory {cache_dir} cannot be written: {exc.strerror or exc}") from None
     return data
 
 
@@ -173,10 +211,11 @@ def _is_zip(data: bytes) -> bool:
 
 async def _read_file(spec: BundleSpec, bundle_dir: Path, max_bytes: int) -> bytes:
     root = await trio.to_thread.run_sync(os.path.realpath, bundle_dir)
-    target = await trio.to_thread.run_sync(os.path.realpath, os.path.join(root, spec.path))
-    field = "bundle.file.path" if spec.path != spec.name else "bundle.name"
+    path = spec.path if spec.path is not None else spec.name
+    target = await trio.to_thread.run_sync(os.path.realpath, os.path.join(root, path))
+    field = "spec.bundle.file.path" if spec.path is not None else "spec.bundle.name"
     if os.path.commonpath([root, target]) != root:
-        raise FetchError(f"bundle file {spec.path!r} ({field}) is outside the bundle directory {root}")
+        raise FetchError(f"bundle file {path!r} ({field}) is outside the bundle directory {root}")
     try:
         size = (await trio.Path(target).stat()).st_size
         if size > max_bytes:
@@ -194,7 +233,7 @@ async def _read_file(spec: BundleSpec, bundle_dir: Path, max_bytes: int) -> byte
 
 
 async def _ca_context(spec: BundleSpec, namespace: str, read_configmap: ReadConfigMap) -> ssl.SSLContext:
-    where = f"ConfigMap {namespace}/{spec.ca_config_map} (bundle.http.certificationAuthority)"
+    where = f"ConfigMap {namespace}/{spec.ca_config_map} (spec.bundle.http.certificationAuthority)"
     data = await read_configmap(namespace, spec.ca_config_map)
     if data is None:
         raise FetchError(f"{where} does not exist")
@@ -208,7 +247,7 @@ async def _ca_context(spec: BundleSpec, namespace: str, read_configmap: ReadConf
 
 
 async def _token(spec: BundleSpec, namespace: str, read_secret: ReadSecret) -> str:
-    where = f"Secret {namespace}/{spec.secret} (bundle.github.secret)"
+    where = f"Secret {namespace}/{spec.secret} (spec.bundle.github.secret)"
     data = await read_secret(namespace, spec.secret)
     if data is None:
         raise FetchError(f"{where} does not exist")

@@ -5,13 +5,14 @@ for more than one fusion kind (`automatic: true`, `legacy: true`, `manual: N`) o
 threading model (`automatic`, `dedicated`, `manual` true, or a `dynamic` object) is a
 `LogicalError` naming the fields: the seed reports it, never resolves it by precedence (OpenStreams
 does: automatic > dedicated > dynamic > manual). No kind given -> automatic; `automatic: false`
-with no other kind -> LogicalError (nothing left to fuse with).
+with no other kind -> LogicalError (nothing left to fuse with). Fields are named by their path in
+the Job (`spec.fusion.manual`, `spec.threadingModel.dynamic.threadCount`, ...).
 
 PE count (`pe_count`):
 - `manual: N` -> N PEs (N < 1 is a LogicalError). N larger than the number of fusable units (an
   operator, or operators that must share a PE) is clamped to that number: a PE cannot be empty.
   N too small for the ADL's isolation / exlocation / channel isolation -> LogicalError naming
-  `fusion.manual` and the smallest count that works (never silently more PEs than asked).
+  `spec.fusion.manual` and the count the fuser reaches (never silently more PEs than asked).
 - `legacy` -> one PE per operator (operators the ADL colocates share one).
 - `automatic` (the default) -> the seed's heuristic, on the physical operators at the job's widths:
 
@@ -40,11 +41,13 @@ Fusion (`fuse`), deterministic (same input -> same PEs):
    is merged until the count is reached (balanced PEs of neighbouring operators); two units never
    merge when they share a partition or host exlocation id, ask for different host pools or hosts,
    or (under `channelExlocation`) hold different channels of one region; if adjacent merges run out,
-   the smallest PE merges into the smallest compatible one;
+   neighbours within each class of equal pool / host / channel merge (the class's share of the
+   count), then the smallest PE into the smallest compatible one (pairwise: only when at most 400
+   PEs are left, so an ADL of operators excluding each other cannot stall the controller);
 5. PEs are numbered by their first operator in pipeline order.
 A conflict inside one unit (colocated operators that must be apart, an isolated operator colocated
 with another, colocated operators in different host pools) is an AdlError, or a LogicalError on
-`fusion.type` when channel isolation made the unit.
+`spec.fusion.type` when channel isolation made the unit.
 
 Re-fusion for a width change (`refuse`, the seed's time-sensitive second role): every existing PE
 keeps its index and its operators that still exist (emptied PEs are dropped); operators of new
@@ -122,44 +125,44 @@ def _unknown(spec: Mapping, known: tuple[str, ...], field: str) -> None:
 
 
 def _fusion(fusion) -> tuple[str, int | None, str]:
-    spec = _object(fusion, "fusion")
-    _unknown(spec, ("type", "automatic", "legacy", "manual"), "fusion")
-    automatic = _flag(spec, "automatic", "fusion")
-    legacy = _flag(spec, "legacy", "fusion")
-    manual = _count(spec, "manual", "fusion")
+    spec = _object(fusion, "spec.fusion")
+    _unknown(spec, ("type", "automatic", "legacy", "manual"), "spec.fusion")
+    automatic = _flag(spec, "automatic", "spec.fusion")
+    legacy = _flag(spec, "legacy", "spec.fusion")
+    manual = _count(spec, "manual", "spec.fusion")
     channel_type = spec.get("type")
     if channel_type is None:
         channel_type = "noChannelInfluence"
     elif channel_type not in CHANNEL_TYPES:
-        raise LogicalError(("fusion.type",), f"{channel_type!r} is not one of {', '.join(CHANNEL_TYPES)}")
+        raise LogicalError(("spec.fusion.type",), f"{channel_type!r} is not one of {', '.join(CHANNEL_TYPES)}")
     asked = [k for k, on in (("automatic", automatic is True), ("legacy", legacy is True),
                              ("manual", manual is not None)) if on]
     if len(asked) > 1:
-        raise LogicalError(tuple(f"fusion.{k}" for k in asked),
+        raise LogicalError(tuple(f"spec.fusion.{k}" for k in asked),
                            "more than one kind of fusion requested; they are mutually exclusive")
     if not asked:
         if automatic is False:
-            raise LogicalError(("fusion.automatic",), "automatic fusion is disabled and no other kind "
+            raise LogicalError(("spec.fusion.automatic",), "automatic fusion is disabled and no other kind "
                                "(legacy, manual) is requested")
         asked = ["automatic"]
     return asked[0], manual, channel_type
 
 
 def _threading(threading_model) -> tuple[str | None, bool | None, int | None]:
-    spec = _object(threading_model, "threadingModel")
-    _unknown(spec, THREADING_MODELS, "threadingModel")
-    asked = [k for k in ("automatic", "dedicated", "manual") if _flag(spec, k, "threadingModel")]
+    spec = _object(threading_model, "spec.threadingModel")
+    _unknown(spec, THREADING_MODELS, "spec.threadingModel")
+    asked = [k for k in ("automatic", "dedicated", "manual") if _flag(spec, k, "spec.threadingModel")]
     dynamic = spec.get("dynamic")
     elastic = thread_count = None
     if dynamic is not None:
-        dyn = _object(dynamic, "threadingModel.dynamic")
-        _unknown(dyn, ("elastic", "threadCount"), "threadingModel.dynamic")
-        elastic = _flag(dyn, "elastic", "threadingModel.dynamic")
-        thread_count = _count(dyn, "threadCount", "threadingModel.dynamic")
+        dyn = _object(dynamic, "spec.threadingModel.dynamic")
+        _unknown(dyn, ("elastic", "threadCount"), "spec.threadingModel.dynamic")
+        elastic = _flag(dyn, "elastic", "spec.threadingModel.dynamic")
+        thread_count = _count(dyn, "threadCount", "spec.threadingModel.dynamic")
         asked.append("dynamic")
     asked.sort(key=THREADING_MODELS.index)
     if len(asked) > 1:
-        raise LogicalError(tuple(f"threadingModel.{k}" for k in asked),
+        raise LogicalError(tuple(f"spec.threadingModel.{k}" for k in asked),
                            "more than one threading model requested; they are mutually exclusive")
     return (asked[0] if asked else None), elastic, thread_count
 
@@ -248,7 +251,7 @@ def _unit(ops, positions: list[int], isolate_channels: bool, track_channels: boo
 
     def conflict(message: str):
         if channel_unit:
-            raise LogicalError(("fusion.type",), f"channelIsolation fuses {message}")
+            raise LogicalError(("spec.fusion.type",), f"channelIsolation fuses {message}")
         raise AdlError(message)
 
     exloc: set[str] = set()
@@ -278,7 +281,7 @@ def _unit(ops, positions: list[int], isolate_channels: bool, track_channels: boo
         for op in members:
             for region, channel in op.channels:
                 if channels.setdefault(region, channel) != channel:
-                    raise LogicalError(("fusion.type",), f"operators {names} are colocated but in "
+                    raise LogicalError(("spec.fusion.type",), f"operators {names} are colocated but in "
                                        f"different channels of parallel region {region!r}")
     return _Bin(positions, frozenset(exloc), frozenset(host_exloc), next(iter(pools), None),
                 next(iter(hosts), None), channels, channel_unit or any(op.isolation for op in members))
@@ -287,9 +290,11 @@ def _unit(ops, positions: list[int], isolate_channels: bool, track_channels: boo
 # -- packing -----------------------------------------------------------------------------------
 
 def _merge_adjacent(bins: list[_Bin], target: int) -> list[_Bin]:
+    """Merge the compatible neighbours (in pipeline order) with the fewest operators first."""
     n = len(bins)
     if n <= target:
-        return bins
+        return list(bins)
+    bins = list(bins)
     nxt = list(range(1, n + 1))
     nxt[-1] = -1
     prv = list(range(-1, n - 1))
@@ -316,25 +321,60 @@ def _merge_adjacent(bins: list[_Bin], target: int) -> list[_Bin]:
     return [b for k, b in enumerate(bins) if alive[k]]
 
 
+def _merge_by_class(bins: list[_Bin], target: int) -> list[_Bin]:
+    """When neighbours cannot merge because they ask for different pools, hosts or channels:
+    merge neighbours within each class of equal asks (a share of the target each)."""
+    classes: dict[tuple, list[_Bin]] = {}
+    for b in bins:
+        key = (b.pool, b.host, tuple(sorted(b.channels.items())) if b.channels else ())
+        classes.setdefault(key, []).append(b)
+    if len(classes) < 2:
+        return bins
+    out: list[_Bin] = []
+    for members in classes.values():
+        share = max(1, (target * len(members)) // len(bins))
+        out.extend(_merge_adjacent(members, share))
+    return sorted(out, key=lambda b: b.positions[0])
+
+
+FALLBACK_LIMIT = 400
+"""Bins left for the pairwise fallback at most: it is quadratic, and a pathological ADL (hundreds
+of operators that exclude each other) must not stall the controller; past it, fewer merges."""
+
+
 def _merge_any(bins: list[_Bin], target: int) -> list[_Bin]:
-    """When neighbours cannot merge: the smallest bin into the smallest compatible other one."""
-    bins = list(bins)
+    """The last resort: the smallest bin into the smallest compatible other one. A bin compatible
+    with no other stays so for good (merging only adds constraints), so it is not tried again."""
+    bins = sorted(bins, key=lambda x: x.positions[0])
+    if len(bins) > FALLBACK_LIMIT:
+        return bins
+    stuck: set[int] = set()
     while len(bins) > target:
-        best = None
         ranked = sorted(range(len(bins)), key=lambda k: (bins[k].size, bins[k].positions[0]))
+        best = None
         for a in ranked:
-            for b in ranked:
-                if a != b and _compatible(bins[a], bins[b]):
-                    best = (a, b)
-                    break
+            if id(bins[a]) in stuck:
+                continue
+            best = next(((a, b) for b in ranked if b != a and _compatible(bins[a], bins[b])), None)
             if best:
                 break
+            stuck.add(id(bins[a]))
         if best is None:
             break
         a, b = best
         merged = _merge(bins[a], bins[b], adjacent=False)
         bins = [x for k, x in enumerate(bins) if k not in (a, b)] + [merged]
         bins.sort(key=lambda x: x.positions[0])
+    return bins
+
+
+def _reduce(bins: list[_Bin], target: int) -> list[_Bin]:
+    """Merge bins down to `target` (or as close as the constraints allow)."""
+    bins = _merge_adjacent(bins, target)
+    if len(bins) > target:
+        bins = _merge_by_class(bins, target)
+    if len(bins) > target:
+        bins = _merge_any(bins, target)
     return bins
 
 
@@ -346,16 +386,14 @@ def _pack(units: list[_Bin], count: int, spec: FusionSpec) -> list[_Bin]:
     target = min(count, len(units)) - len(fixed)
     if free and target < 1:
         if spec.kind == "manual":
-            raise LogicalError(("fusion.manual",), f"{count} PEs are too few: the ADL's isolation and "
+            raise LogicalError(("spec.fusion.manual",), f"{count} PEs are too few: the ADL's isolation and "
                                f"channel isolation need at least {len(fixed) + 1}")
         target = 1
-    merged = _merge_adjacent(free, max(target, 0))
-    if len(merged) > target:
-        merged = _merge_any(merged, target)
+    merged = _reduce(free, max(target, 0))
     if len(merged) > target and spec.kind == "manual":
-        least = _merge_any(_merge_adjacent(list(merged), 1), 1)
-        raise LogicalError(("fusion.manual",), f"{count} PEs are too few: the ADL's exlocation, host "
-                           f"pools and isolation need at least {len(fixed) + len(least)}")
+        least = _reduce(list(merged), 1)
+        raise LogicalError(("spec.fusion.manual",), f"{count} PEs are too few: the fuser honours the ADL's "
+                           f"exlocation, host placement and isolation with no fewer than {len(fixed) + len(least)}")
     return sorted(fixed + merged, key=lambda b: b.positions[0])
 
 
@@ -423,7 +461,7 @@ def fuse(app: Application, count: int, spec: FusionSpec, *,
          widths: Mapping[str, int] | None = None) -> tuple[Pe, ...]:
     """Fuse `app` (parallel regions at `widths`) into `count` PEs (see the module docstring)."""
     if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-        raise LogicalError(("fusion.manual",), f"the PE count must be an integer >= 1, not {count!r}")
+        raise LogicalError(("spec.fusion.manual",), f"the PE count must be an integer >= 1, not {count!r}")
     ops = expand(app, widths)
     bins = _pack(_units(ops, spec), count, spec)
     return tuple(_pe(i, [ops[p] for p in b.positions], app) for i, b in enumerate(bins))
@@ -446,7 +484,7 @@ def refuse(app: Application, pes: tuple[Pe, ...], spec: FusionSpec, *,
         return tuple(sorted(kept, key=lambda p: p.index))
     units = _units(fresh, spec, separate_channels=True)
     groups = {op.channels[0] if op.channels else None for op in fresh}
-    bins = _merge_adjacent(sorted(units, key=lambda b: b.positions[0]), len(groups)) \
+    bins = _reduce(sorted(units, key=lambda b: b.positions[0]), len(groups)) \
         if spec.kind != "legacy" else sorted(units, key=lambda b: b.positions[0])
     used = {pe.index for pe in kept}
     free_index = (i for i in range(len(used) + len(bins) + 1) if i not in used)

@@ -15,6 +15,9 @@ operators together without fusing every channel into one PE. Host-level ids are 
 
 Physical operators come out in a deterministic order that keeps pipelines and channels together:
 the logical topological order (ties by ADL index), a region's channels one after the other.
+
+Widths are bounded (`model.MAX_WIDTH` a region, `MAX_OPERATORS` physical operators,
+`MAX_CONNECTIONS` connections): beyond, a LogicalError names the widths, before anything is built.
 """
 
 from __future__ import annotations
@@ -23,17 +26,20 @@ import heapq
 import itertools
 from collections.abc import Mapping
 
-from .errors import LogicalError
+from .errors import AdlError, LogicalError
 from .model import MAX_WIDTH, Application, Operator, Port, PortRef
 
 
-MAX_OPERATORS = 1_000_000
-"""The most physical operators a fusion makes: nested regions multiply their widths."""
+MAX_OPERATORS = 100_000
+MAX_CONNECTIONS = 1_000_000
+"""The most physical operators and connections a fusion makes: nested regions multiply widths, two
+parallel regions in a row connect all to all (width x width), and a typo in a width must not stall
+the controller or exhaust its memory."""
 
 
 def resolve_widths(app: Application, widths: Mapping[str, int] | None = None) -> dict[str, int]:
-    """The ADL's widths with `widths` applied; an unknown region or a width outside
-    1..MAX_WIDTH -> LogicalError; more than MAX_OPERATORS physical operators -> LogicalError."""
+    """The ADL's widths with `widths` applied; an unknown region or a width outside 1..MAX_WIDTH,
+    or more than MAX_OPERATORS physical operators or MAX_CONNECTIONS connections -> LogicalError."""
     out = {r.name: r.width for r in app.parallel_regions}
     for name, width in (widths or {}).items():
         field = f"widths.{name}"
@@ -42,16 +48,31 @@ def resolve_widths(app: Application, widths: Mapping[str, int] | None = None) ->
         if isinstance(width, bool) or not isinstance(width, int) or not 1 <= width <= MAX_WIDTH:
             raise LogicalError((field,), f"width {width!r} must be an integer from 1 to {MAX_WIDTH}")
         out[name] = width
-    total = 0
-    for op in app.operators:
-        copies = 1
-        for region in op.regions:
-            copies *= out[region]
-        total += copies
-    if total > MAX_OPERATORS:
-        raise LogicalError(tuple(f"widths.{r}" for r in sorted(out)) or ("widths",),
-                           f"the widths make {total} operators, over the limit of {MAX_OPERATORS}")
+    if out:
+        _check_size(app, out)
     return out
+
+
+def _check_size(app: Application, widths: dict[str, int]) -> None:
+    def copies(regions: tuple[str, ...]) -> int:
+        n = 1
+        for region in regions:
+            n *= widths[region]
+        return n
+
+    operators = sum(copies(op.regions) for op in app.operators)
+    connections = 0
+    for op in app.operators:
+        for port in op.outputs:
+            for ref in port.connections:
+                peer = app.operator(ref.operator).regions
+                connections += copies(op.regions) * copies(peer) // copies(op.regions[:_shared(op.regions, peer)])
+    fields = tuple(f"widths.{r}" for r in sorted(widths))
+    if operators > MAX_OPERATORS:
+        raise LogicalError(fields, f"the widths make {operators} operators, over the limit of {MAX_OPERATORS}")
+    if connections > MAX_CONNECTIONS:
+        raise LogicalError(fields, f"the widths make {connections} connections (regions in a row connect "
+                           f"all to all), over the limit of {MAX_CONNECTIONS}")
 
 
 def topological_order(app: Application) -> dict[str, int]:
@@ -185,7 +206,13 @@ def expand(app: Application, widths: Mapping[str, int] | None = None) -> tuple[O
         for chain, name in instances.of(op):
             keyed.append(((anchor, chain, pos), _physical(app, op, chain, name, instances)))
     keyed.sort(key=lambda item: item[0])
-    return tuple(op for _, op in keyed)
+    physical = tuple(op for _, op in keyed)
+    if len({op.name for op in physical}) != len(physical):
+        seen: set[str] = set()
+        twice = next(op.name for op in physical if op.name in seen or seen.add(op.name))
+        raise AdlError(f"primitiveOperInstance {twice!r}: the name is used twice once parallel channels "
+                       "are named (an operator named like a channel of another)")
+    return physical
 
 
 def _physical(app: Application, op: Operator, chain: tuple[int, ...], name: str,

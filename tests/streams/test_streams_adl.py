@@ -104,7 +104,8 @@ def test_a_periodic_region_takes_its_values_and_spl_defaults():
 
 
 def test_the_compilers_internal_consistent_region_annotation_wins():
-    ops = [Op("src", inputs=0, kind=0, annotations=annotation(trigger="periodic", period="1") + consistent(3, start=True)),
+    start = annotation(trigger="periodic", period="1") + consistent(3, start=True)
+    ops = [Op("src", inputs=0, kind=0, annotations=start),
            Op("sink", outputs=0, annotations=consistent(3))]
     internal = ('<splAnnotation internal="true" tag="consistentRegion"><value key="index" type="int64">3</value>'
                 '<value key="trigger" type="x">periodic</value><value key="period" type="x">9</value>'
@@ -201,3 +202,30 @@ def test_deep_composites_parse_up_to_a_limit():
     assert [op.name for op in parse_adl(nested(50)).operators] == ["op0", "op1"]
     with pytest.raises(AdlError, match="nested deeper than 200"):
         parse_adl(nested(2000))  # not a RecursionError
+
+
+def composite_ports_doc(fanout: int, *, loop: bool) -> bytes:
+    """src -> C0.in -> (C1.in, twice) -> ... -> C{n}.in -> sink: each composite port fans out to the
+    next one `fanout` times (or, with loop, the last points back to the first)."""
+    n = 30
+    doc = pipeline(2).decode()
+    comps = []
+    for k in range(n):
+        nxt = (f'<connection operIndex="{200 + k + 1}" portIndex="0" portKind="input"/>' * fanout if k < n - 1 else
+               ('<connection operIndex="200" portIndex="0" portKind="input"/>' if loop else
+                '<connection operIndex="1" operName="op1" portIndex="0" portKind="input"/>'))
+        comps.append(f'<compositeOperInstance definitionIndex="1" endLine="1" index="{200 + k}" name="C{k}" '
+                     'sourceIndex="0" startLine="1"><inputPorts><port index="0"><outgoingConnections>'
+                     f'{nxt}</outgoingConnections></port></inputPorts></compositeOperInstance>')
+    doc = doc.replace('<connection operIndex="1" operName="op1" portIndex="0" portKind="input"/>',
+                      '<connection operIndex="200" portIndex="0" portKind="input"/>', 1)
+    end = "</compositeOperInstance></compositeOperInstances>"
+    return doc.replace(end, "".join(comps) + end).encode()
+
+
+def test_composite_ports_are_followed_once_each():
+    app = parse_adl(composite_ports_doc(2, loop=False))  # 2**29 paths if followed naively
+    assert app.operators[0].outputs[0].connections == (PortRef("op1", 0),)
+    assert app.operators[1].inputs[0].connections == (PortRef("op0", 0),)
+    with pytest.raises(AdlError, match="'C0' input port 0: connections loop through composite ports"):
+        parse_adl(composite_ports_doc(1, loop=True))

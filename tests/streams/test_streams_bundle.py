@@ -54,3 +54,11 @@ def test_what_is_not_a_bundle_is_named(make, message):
 def sab_info(adl_file: str) -> bytes:
     return (f'<bundleInfoModel adlFile="{adl_file}" outputDirectory="out" '
             'xmlns="http://www.ibm.com/xmlns/prod/streams/spl/bundleInfoModel"/>').encode()
+
+
+def test_an_unsupported_zip_version_is_a_bundle_error():
+    data = bytearray(sab(pipeline(2)))
+    central = data.index(b"PK\x01\x02")            # first central directory entry
+    data[central + 6:central + 8] = (64).to_bytes(2, "little")  # "version needed to extract": 6.4
+    with pytest.raises(BundleError, match="zip file version 6.4"):
+        read_bundle(bytes(data))

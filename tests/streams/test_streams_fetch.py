@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import os
 import pathlib
 import ssl
@@ -13,7 +14,7 @@ import pytest
 import trustme
 
 from shim_k8s.streams.errors import FetchError, LogicalError
-from shim_k8s.streams.fetch import fetch_bundle, parse_bundle_spec
+from shim_k8s.streams.fetch import fetch_bundle, object_readers, parse_bundle_spec
 from streams_adl import pipeline, sab
 
 SERVER = pathlib.Path(__file__).parent / "https_server.py"
@@ -155,10 +156,10 @@ async def test_github_sends_the_token_of_the_secret_and_asks_for_raw_content(ser
 
 async def test_a_secret_without_token_is_named(server, cluster, tmp_path):
     cluster.secrets[("ns", "gh")] = {"password": b"x"}
-    with pytest.raises(FetchError, match=r"Secret ns/gh \(bundle.github.secret\) has no 'token' key"):
+    with pytest.raises(FetchError, match=r"Secret ns/gh \(spec.bundle.github.secret\) has no 'token' key"):
         await fetch(github_spec(server), cluster, tmp_path)
     cluster.secrets.clear()
-    with pytest.raises(FetchError, match=r"Secret ns/gh \(bundle.github.secret\) does not exist"):
+    with pytest.raises(FetchError, match=r"Secret ns/gh \(spec.bundle.github.secret\) does not exist"):
         await fetch(github_spec(server), cluster, tmp_path)
 
 
@@ -174,9 +175,11 @@ async def test_file_sources_stay_inside_the_bundle_directory(cluster, tmp_path):
     with pytest.raises(FetchError, match="outside the bundle directory"):
         await fetch({"name": "x.sab", "file": {"path": "../secret.sab"}}, cluster, tmp_path)
     os.symlink(tmp_path / "secret.sab", bundles / "link.sab")
-    with pytest.raises(FetchError, match="outside the bundle directory"):
+    with pytest.raises(FetchError, match=r"'link.sab' \(spec.bundle.name\) is outside the bundle directory"):
         await fetch({"name": "link.sab"}, cluster, tmp_path)  # no source: the name, in the directory
-    with pytest.raises(FetchError, match=r"team/gone.sab \(bundle.file.path\) does not exist"):
+    (bundles / "named.sab").write_bytes(bundle)
+    assert await fetch({"name": "named.sab"}, cluster, tmp_path) == bundle
+    with pytest.raises(FetchError, match=r"team/gone.sab \(spec.bundle.file.path\) does not exist"):
         await fetch({"name": "x.sab", "file": {"path": "team/gone.sab"}}, cluster, tmp_path)
     (bundles / "junk.sab").write_bytes(b"junk")
     with pytest.raises(FetchError, match="junk.sab is not a zip archive"):
@@ -185,19 +188,58 @@ async def test_file_sources_stay_inside_the_bundle_directory(cluster, tmp_path):
 
 @pytest.mark.parametrize("bundle, fields", [
     ({"name": "a.sab", "file": {"path": "a.sab"}, "github": {"url": "https://api.github.com/repos/u/r/contents/a"}},
-     ("bundle.file", "bundle.github")),
-    ({"name": "a.sab", "file": {"path": "a"}, "http": {"url": "https://x/a.sab"}}, ("bundle.file", "bundle.http")),
-    ({"file": {"path": "a"}}, ("bundle.name",)),
-    (None, ("bundle",)),
-    ({"name": "a.sab", "pullPolicy": "Sometimes"}, ("bundle.pullPolicy",)),
-    ({"name": "a.sab", "http": {"url": "ftp://x/a.sab"}}, ("bundle.http.url",)),
+     ("spec.bundle.file", "spec.bundle.github")),
+    ({"name": "a.sab", "file": {"path": "a"}, "http": {"url": "https://x/a.sab"}},
+     ("spec.bundle.file", "spec.bundle.http")),
+    ({"file": {"path": "a"}}, ("spec.bundle.name",)),
+    (None, ("spec.bundle",)),
+    ({"name": "a.sab", "pullPolicy": "Sometimes"}, ("spec.bundle.pullPolicy",)),
+    ({"name": "a.sab", "http": {"url": "ftp://x/a.sab"}}, ("spec.bundle.http.url",)),
     ({"name": "a.sab", "http": {"url": "https://x/a", "certificationAuthority": {"configMapName": "c"}}},
-     ("bundle.http.certificationAuthority.subPath",)),
+     ("spec.bundle.http.certificationAuthority.subPath",)),
     ({"name": "a.sab", "github": {"url": "https://github.com/u/r/blob/a.sab", "secret": "s"}},
-     ("bundle.github.url",)),
-    ({"name": "../a.sab"}, ("bundle.name",)),
+     ("spec.bundle.github.url",)),
+    ({"name": "../a.sab"}, ("spec.bundle.name",)),
 ])
 def test_spec_contradictions_are_logical_errors_naming_the_fields(bundle, fields):
     with pytest.raises(LogicalError) as err:
         parse_bundle_spec(bundle)
     assert err.value.fields == fields
+
+
+async def test_an_unwritable_cache_is_named(server, cluster, tmp_path):
+    (server.root / "app.sab").write_bytes(sab(pipeline(2)))
+    cluster.config_maps[("ns", "ca")] = {"ca.pem": server.ca.cert_pem.bytes().decode()}
+    (tmp_path / "cache").write_text("a file where the cache directory should be")
+    with pytest.raises(FetchError, match="bundle cache .*cache/[0-9a-f]+.sab cannot be read: Not a directory"):
+        await fetch(http_spec(server), cluster, tmp_path)
+    with pytest.raises(FetchError, match="bundle cache directory .*cache cannot be written"):
+        await fetch(http_spec(server, pullPolicy="Always"), cluster, tmp_path)
+
+
+async def test_object_readers_take_data_out_of_api_objects(server, tmp_path):
+    objects = {
+        ("ConfigMap", "ns", "ca"): {"kind": "ConfigMap", "data": {"ca.pem": server.ca.cert_pem.bytes().decode()}},
+        ("Secret", "ns", "gh"): {"kind": "Secret", "data": {"token": base64.b64encode(b"s3cret").decode()}},
+        ("Secret", "ns", "bad"): {"kind": "Secret", "data": {"token": "%%%"}},
+    }
+
+    async def get(kind, namespace, name):
+        return objects.get((kind, namespace, name))
+
+    read_configmap, read_secret = object_readers(get)
+    assert await read_secret("ns", "gh") == {"token": b"s3cret"}
+    assert await read_configmap("ns", "nope") is None and await read_secret("ns", "nope") is None
+    with pytest.raises(FetchError, match="Secret ns/bad key 'token' is not base64"):
+        await read_secret("ns", "bad")
+    bundle = sab(pipeline(2))
+    (server.root / "app.sab").write_bytes(bundle)
+    (server.root / ".token").write_text("s3cret")
+    got = await fetch_bundle(http_spec(server), namespace="ns", bundle_dir=tmp_path, cache_dir=tmp_path / "c",
+                             read_configmap=read_configmap, read_secret=read_secret)
+    assert got == bundle
+    ctx = ssl.create_default_context()
+    server.ca.configure_trust(ctx)
+    got = await fetch_bundle(github_spec(server), namespace="ns", bundle_dir=tmp_path, cache_dir=tmp_path / "c",
+                             read_configmap=read_configmap, read_secret=read_secret, ssl_context=ctx)
+    assert got == bundle

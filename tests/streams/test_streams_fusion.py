@@ -26,19 +26,20 @@ def test_the_default_is_automatic_fusion_without_channel_influence():
 
 
 @pytest.mark.parametrize("fusion, threading, fields", [
-    ({"automatic": True, "manual": 3}, None, ("fusion.automatic", "fusion.manual")),
-    ({"legacy": True, "automatic": True, "manual": 2}, None, ("fusion.automatic", "fusion.legacy", "fusion.manual")),
-    (None, {"automatic": True, "dedicated": True}, ("threadingModel.automatic", "threadingModel.dedicated")),
-    (None, {"manual": True, "dynamic": {}}, ("threadingModel.dynamic", "threadingModel.manual")),
-    ({"manual": 0}, None, ("fusion.manual",)),
-    ({"manual": True}, None, ("fusion.manual",)),
-    ({"manual": "3"}, None, ("fusion.manual",)),
-    ({"automatic": False}, None, ("fusion.automatic",)),
-    ({"type": "channelMagic"}, None, ("fusion.type",)),
-    ({"colour": "red"}, None, ("fusion.colour",)),
-    ("manual", None, ("fusion",)),
-    (None, {"dynamic": {"threadCount": -1}}, ("threadingModel.dynamic.threadCount",)),
-    (None, {"dedicated": "yes"}, ("threadingModel.dedicated",)),
+    ({"automatic": True, "manual": 3}, None, ("spec.fusion.automatic", "spec.fusion.manual")),
+    ({"legacy": True, "automatic": True, "manual": 2}, None,
+     ("spec.fusion.automatic", "spec.fusion.legacy", "spec.fusion.manual")),
+    (None, {"automatic": True, "dedicated": True}, ("spec.threadingModel.automatic", "spec.threadingModel.dedicated")),
+    (None, {"manual": True, "dynamic": {}}, ("spec.threadingModel.dynamic", "spec.threadingModel.manual")),
+    ({"manual": 0}, None, ("spec.fusion.manual",)),
+    ({"manual": True}, None, ("spec.fusion.manual",)),
+    ({"manual": "3"}, None, ("spec.fusion.manual",)),
+    ({"automatic": False}, None, ("spec.fusion.automatic",)),
+    ({"type": "channelMagic"}, None, ("spec.fusion.type",)),
+    ({"colour": "red"}, None, ("spec.fusion.colour",)),
+    ("manual", None, ("spec.fusion",)),
+    (None, {"dynamic": {"threadCount": -1}}, ("spec.threadingModel.dynamic.threadCount",)),
+    (None, {"dedicated": "yes"}, ("spec.threadingModel.dedicated",)),
 ])
 def test_contradictions_are_logical_errors_naming_the_fields(fusion, threading, fields):
     with pytest.raises(LogicalError) as err:
@@ -131,7 +132,7 @@ def test_every_fusion_honours_the_adl_and_the_count(doc, requested, kind):
         return
     except LogicalError as err:
         event("too few PEs")
-        assert kind == "manual" and err.fields == ("fusion.manual",)
+        assert kind == "manual" and err.fields == ("spec.fusion.manual",)
         at_least = len(fuse(app, requested, FusionSpec.from_job({"automatic": True})))
         assert at_least > requested                       # the best the fuser can do needs more
         return
@@ -168,7 +169,7 @@ def test_parallel_channels_are_fused_as_the_type_says(doc, width, requested, cha
     try:
         pes = fuse(app, requested, spec, widths={"W": width})
     except LogicalError as err:
-        assert err.fields == ("fusion.manual",)
+        assert err.fields == ("spec.fusion.manual",)
         if channel_type == "channelIsolation":
             assert requested < width + 1                   # a PE per channel, and one for the rest
         else:
@@ -238,7 +239,7 @@ def test_channel_isolation_that_contradicts_an_exlocation_is_a_logical_error():
                         regions=[Region("W", "W", width=2)]))
     with pytest.raises(LogicalError) as err:
         fuse(app, 4, FusionSpec.from_job({"manual": 4, "type": "channelIsolation"}))
-    assert err.value.fields == ("fusion.type",)
+    assert err.value.fields == ("spec.fusion.type",)
     # without channel isolation the operators may be apart: it fuses
     assert len(fuse(app, 4, FusionSpec.from_job({"manual": 4}))) == 4
 
@@ -306,3 +307,45 @@ def test_nested_regions_multiply_and_connect_channel_to_channel():
     assert physical["W[1].x[2]"].channels == (("W", 1), ("W.x", 2))
     pes = fuse(app, 3, FusionSpec.from_job({"manual": 3, "type": "channelIsolation"}))
     assert [(pe.parallel_region, pe.channel) for pe in pes] == [(None, None), ("W", 0), ("W", 1)]
+
+
+def test_operators_that_cannot_be_neighbours_in_a_pe_still_fuse_quickly():
+    # 3,000 operators alternating between two hosts: no two neighbours may share a PE
+    n = 3000
+    ops = [Op(f"op{i}", inputs=0 if i == 0 else 1, outputs=0 if i == n - 1 else 1, pool=None,
+              host="a" if i % 2 else "b") for i in range(n)]
+    app = parse_adl(adl(ops, [(f"op{i}", 0, f"op{i + 1}", 0) for i in range(n - 1)]))
+    pes = fuse(app, 10, FusionSpec.from_job({"manual": 10}))
+    assert len(pes) == 10
+    assert all(len({app.operator(n).host_location for n in pe.operators}) == 1 for pe in pes)
+    # a thousand operators that exclude each other: as many PEs, found without a quadratic search
+    ops = [Op(f"x{i}", inputs=0, outputs=0, exloc=("all",)) for i in range(1000)]
+    app = parse_adl(adl(ops, []))
+    assert len(fuse(app, 1, FusionSpec.from_job({"automatic": True}))) == 1000
+    with pytest.raises(LogicalError, match="no fewer than 1000"):
+        fuse(app, 5, FusionSpec.from_job({"manual": 5}))
+
+
+def test_widths_that_would_exhaust_the_controller_are_refused(monkeypatch):
+    from shim_k8s.streams import topology
+
+    monkeypatch.setattr(topology, "MAX_CONNECTIONS", 1000)
+    ops = [Op("src", inputs=0), Op("A"), Op("B"), Op("sink", outputs=0)]
+    app = parse_adl(adl(ops, [("src", 0, "A", 0), ("A", 0, "B", 0), ("B", 0, "sink", 0)],
+                        regions=[Region("A", "A", width=2), Region("B", "B", width=2)]))
+    spec = FusionSpec.from_job({"manual": 2})
+    assert len(fuse(app, 2, spec, widths={"A": 30, "B": 30})) == 2   # 30 + 900 + 30 connections
+    with pytest.raises(LogicalError, match="make 1023 connections .* over the limit of 1000"):
+        fuse(app, 2, spec, widths={"A": 31, "B": 31})                # regions in a row: all to all
+    with pytest.raises(LogicalError, match="must be an integer from 1 to 10000"):
+        fuse(app, 2, spec, widths={"A": 10001})
+    monkeypatch.setattr(topology, "MAX_OPERATORS", 50)
+    with pytest.raises(LogicalError, match="make 52 operators, over the limit of 50"):
+        fuse(app, 2, spec, widths={"A": 25, "B": 25})
+
+
+def test_an_operator_named_like_a_channel_of_another_is_an_adl_error():
+    ops = [Op("src", inputs=0), Op("A"), Op("A[1]", outputs=0)]
+    app = parse_adl(adl(ops, [("src", 0, "A", 0), ("A", 0, "A[1]", 0)], regions=[Region("A", "A", width=2)]))
+    with pytest.raises(AdlError, match="'A\\[1\\]': the name is used twice once parallel channels are named"):
+        fuse(app, 2, FusionSpec.from_job({"manual": 2}))

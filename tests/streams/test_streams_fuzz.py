@@ -143,4 +143,5 @@ def test_random_job_specs_raise_only_logical_errors(fusion, threading, bundle):
         try:
             check()
         except LogicalError as err:
-            assert err.fields and all(f.split(".")[0] in ("fusion", "threadingModel", "bundle") for f in err.fields)
+            assert err.fields and all(f.split(".")[:2] in (["spec", "fusion"], ["spec", "threadingModel"],
+                                                           ["spec", "bundle"]) for f in err.fields)
