@@ -33,7 +33,8 @@ import trio
 
 from ..kubeclient import ApiStatusError, Informer
 from . import kube, objects, reconcile, submission
-from .jobspec import JobSpec, SpecError, read_job
+from .errors import LogicalError
+from .jobspec import JobSpec, read_job
 from .objects import LABEL_JOB, LABEL_KIND
 
 log = logging.getLogger("ykshm.streams")
@@ -163,8 +164,8 @@ class Controller:
             return
         try:
             spec = read_job(job)
-        except SpecError as exc:
-            await self._fail(job, "InvalidSpec", exc.message)
+        except LogicalError as exc:
+            await self._fail(job, "InvalidSpec", str(exc))
             return
         if phase in ("", "Submitting", "Failed"):
             if key not in self.submitting:
@@ -243,7 +244,7 @@ class Controller:
                                                    cache_dir=self.settings.cache_dir)
             except submission.SUBMISSION_ERRORS as exc:
                 await self._fail(job, type(exc).__name__.removesuffix("Error") or "Error",
-                                 str(getattr(exc, "message", exc)), clean=True)
+                                 str(exc), clean=True)
                 return
         if deadline.cancelled_caught:
             await self._fail(job, "SubmissionTimeout",

@@ -2,8 +2,7 @@
 
 The CRD (deploy/crds/job.yaml) already applies the seed's defaults and refuses wrong types, so
 this module checks what a schema cannot say, the seed's *logical errors*: more than one fusion
-kind, more than one threading model, a bundle with both `file` and `github`, a bundle without a
-source. A logical error is reported (Job `Failed`, a condition naming the fields, a Warning
+kind, more than one threading model, more than one bundle source. A logical error is reported (Job `Failed`, a condition naming the fields, a Warning
 event), never resolved by a precedence as OpenStreams does.
 
 Where the seed and OpenStreams differ we follow the seed:
@@ -23,6 +22,10 @@ from decimal import Decimal
 from typing import Any
 
 from engine.resources import QuantityError, parse_milli, parse_quantity
+
+from .errors import LogicalError
+from .fetch import parse_bundle_spec
+from .fusion import FusionSpec
 
 DEFAULT_PE_REQUESTS = {"cpu": "100m", "memory": "128Mi"}
 DEFAULT_QUEUE = "root.default"
@@ -54,19 +57,6 @@ PE_DEFAULTS: dict[str, Any] = {
     "restrictedPropertiesSecret": None,
 }
 
-FUSION_KINDS = ("automatic", "legacy", "manual")
-THREADING_MODELS = ("automatic", "dedicated", "dynamic", "manual")
-
-
-class SpecError(ValueError):
-    """The Job spec cannot be acted on. `fields` names the offending spec fields."""
-
-    def __init__(self, fields: tuple[str, ...], message: str) -> None:
-        super().__init__(message)
-        self.fields = fields
-        self.message = message
-
-
 @dataclasses.dataclass(frozen=True)
 class JobSpec:
     """What the controller reads from a Job object."""
@@ -95,37 +85,6 @@ class JobSpec:
         return str(self.bundle.get("name") or "")
 
 
-def _chosen(options: Mapping[str, Any], keys: tuple[str, ...]) -> list[str]:
-    """The options set to something that asks for them (true, a number, a non-empty map)."""
-    chosen = []
-    for key in keys:
-        value = options.get(key)
-        if value is None or value is False:
-            continue
-        if isinstance(value, Mapping) and not value:
-            continue
-        chosen.append(key)
-    return chosen
-
-
-def _check_exclusive(section: str, options: Mapping[str, Any], keys: tuple[str, ...],
-                     what: str) -> None:
-    chosen = _chosen(options, keys)
-    if len(chosen) > 1:
-        fields = tuple(f"spec.{section}.{k}" for k in chosen)
-        raise SpecError(fields, f"more than one {what} requested: {', '.join(fields)}")
-
-
-def _check_bundle(bundle: Mapping[str, Any]) -> None:
-    if not isinstance(bundle, Mapping) or not bundle.get("name"):
-        raise SpecError(("spec.bundle.name",), "spec.bundle.name is required")
-    if bundle.get("file") and bundle.get("github"):
-        raise SpecError(("spec.bundle.file", "spec.bundle.github"),
-                        "spec.bundle.file and spec.bundle.github are mutually exclusive")
-    if not (bundle.get("file") or bundle.get("github") or bundle.get("http")):
-        raise SpecError(("spec.bundle",), "spec.bundle names no source (file, http or github)")
-
-
 def pe_options(job_pe: Mapping[str, Any] | None) -> dict[str, Any]:
     """The seed's PE options with defaults; `runWithValgrind` implies debug and ptrace."""
     options = dict(PE_DEFAULTS)
@@ -137,20 +96,17 @@ def pe_options(job_pe: Mapping[str, Any] | None) -> dict[str, Any]:
 
 
 def read_job(job: Mapping[str, Any]) -> JobSpec:
-    """A Job object -> JobSpec; SpecError for the seed's logical errors."""
+    """A Job object -> JobSpec; LogicalError (fields named) for the seed's logical errors, checked
+    by the same validators the submission uses (`fetch.parse_bundle_spec`, `FusionSpec.from_job`)."""
     meta = job.get("metadata") or {}
     spec = job.get("spec") or {}
     if not isinstance(spec, Mapping):
-        raise SpecError(("spec",), "spec must be an object")
+        raise LogicalError(("spec",), "must be an object")
     bundle = spec.get("bundle") or {}
-    _check_bundle(bundle)
+    parse_bundle_spec(bundle)
     fusion = spec.get("fusion") or {}
     threading = spec.get("threadingModel") or {}
-    _check_exclusive("fusion", fusion, FUSION_KINDS, "kind of fusion")
-    _check_exclusive("threadingModel", threading, THREADING_MODELS, "threading model")
-    manual = fusion.get("manual")
-    if manual is not None and (isinstance(manual, bool) or not isinstance(manual, int) or manual < 1):
-        raise SpecError(("spec.fusion.manual",), f"spec.fusion.manual must be a positive integer, not {manual!r}")
+    FusionSpec.from_job(fusion, threading)
     resources = spec.get("resources") or {}
     _check_resources("spec.resources", resources)
     options = pe_options(spec.get("processingElement"))
@@ -172,8 +128,7 @@ def _check_resources(where: str, resources: Mapping[str, Any]) -> None:
             try:
                 parse_milli(value) if name == "cpu" else parse_quantity(value)
             except QuantityError:
-                raise SpecError((f"{where}.{part}.{name}",),
-                                f"{where}.{part}.{name}: {value!r} is not a quantity") from None
+                raise LogicalError((f"{where}.{part}.{name}",), f"{value!r} is not a quantity") from None
 
 
 def _divide(name: str, value: Any, count: int) -> str:

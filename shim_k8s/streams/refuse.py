@@ -36,7 +36,7 @@ async def apply_widths(ctl: Any, key: tuple[str, str], job: dict[str, Any], spec
         prepared = submission.prepare_widths(app, spec, current, nodes=nodes, widths=widths)
     except submission.SUBMISSION_ERRORS as exc:
         for region in changed:
-            await kube.post_event(ctl.client, region, "WidthRefused", str(getattr(exc, "message", exc)), "Warning")
+            await kube.post_event(ctl.client, region, "WidthRefused", str(exc), "Warning")
         return
     existing = {int((c["metadata"].get("labels") or {}).get(LABEL_PE, -1)): c for c in configmaps
                 if (c["metadata"].get("labels") or {}).get(LABEL_KIND) == "aadl"}

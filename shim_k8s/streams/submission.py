@@ -24,7 +24,7 @@ from . import bundle as bundle_mod
 from . import adl as adl_mod
 from . import fusion, kube, objects
 from .errors import StreamsError
-from .jobspec import JobSpec, SpecError
+from .jobspec import JobSpec
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,12 +115,8 @@ async def load(client: httpx.AsyncClient, spec: JobSpec, *, bundle_dir: str, cac
     """Fetch the bundle and parse its ADL (BundleError / AdlError / FetchError on bad input)."""
     from . import fetch
 
-    async def read_configmap(name: str) -> Mapping[str, Any] | None:
-        return await kube.get(client, "ConfigMap", spec.namespace, name)
-
-    async def read_secret(name: str) -> Mapping[str, Any] | None:
-        return await kube.get(client, "Secret", spec.namespace, name)
-
+    read_configmap, read_secret = fetch.object_readers(
+        lambda kind, ns, name: kube.get(client, kind, ns, name))
     data = await fetch.fetch_bundle(spec.bundle, namespace=spec.namespace, bundle_dir=bundle_dir,
                                     cache_dir=cache_dir, read_configmap=read_configmap,
                                     read_secret=read_secret)
@@ -139,4 +135,4 @@ async def submit(client: httpx.AsyncClient, job_obj: Mapping[str, Any], spec: Jo
 
 
 # What a bad bundle, ADL or spec raises: the job fails with it, the controller carries on.
-SUBMISSION_ERRORS = (StreamsError, SpecError)
+SUBMISSION_ERRORS = (StreamsError,)

@@ -70,8 +70,9 @@ def test_job_runs_as_one_gang_restarts_by_policy_and_is_deleted_whole(streams_cl
     assert {p["spec"]["schedulerName"] for p in pods.values()} == {"yunikorn"}
     assert {p["spec"].get("nodeName") for p in pods.values()} and all(
         p["spec"].get("nodeName") for p in pods.values())
-    apps = {a["applicationID"]: a for a in c.applications()}
-    assert "default-pipe" in apps
+    app = wait_for(lambda: next((a for a in c.applications() if a["applicationID"] == "default-pipe"), None),
+                   30, "the job as one application in the engine's state")
+    assert app["queueName"] == "root.default"
     wait_for(lambda: job_status(k, "pipe").get("phase") == "Running", 30, "the job Running")
     pes = k.json("get", "stp", "-l", "streams.ibm.com/job=pipe")["items"]
     assert sorted(pe["metadata"]["name"] for pe in pes) == ["pipe-0", "pipe-1", "pipe-2"]
