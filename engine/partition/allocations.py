@@ -15,6 +15,7 @@ from engine.app_state import AppEvent, AppState
 from engine.objects import Allocation, Application, Node
 from engine.partition import apps, asks
 from engine.partition.eventcodes import ADD, APP, NODE, REMOVE
+from engine.predicates import PLACEMENT_TAG, Placement, parse_placement
 from shm.events import EventChangeDetail as Detail
 
 if TYPE_CHECKING:
@@ -35,12 +36,17 @@ _APP_ALLOC, _NODE_ALLOC = int(Detail.APP_ALLOC), int(Detail.NODE_ALLOC)  # per a
 
 def book(part: Partition, app: Application, key: str, res: dict[str, int], node: Node, *,
          placeholder: bool, task_group: str, priority: int, recovered: bool = False,
-         notify: bool = True, tags: dict[str, str] | None = None) -> Allocation:
+         notify: bool = True, tags: dict[str, str] | None = None,
+         placement: Placement | None = None) -> Allocation:
     """Book an allocation everywhere and emit its events (no checks: callers did them)."""
     alloc = Allocation(key, app.app_id, part.name, node.node_id, res, placeholder,
-                       task_group, priority, recovered, create_time=part.wall_clock(), tags=tags)
+                       task_group, priority, recovered, create_time=part.wall_clock(), tags=tags,
+                       placement=placement)
     node.allocations[key] = alloc
     node.ver += 1
+    interpod = part.interpod
+    if (interpod.trackers or placement is not None) and interpod.booked(alloc, node):
+        part.index.placement_changed()  # a pod with affinity to it may find a node now
     nalloc, navail = node.allocated, node.available
     for name, value in res.items():
         nalloc[name] = nalloc.get(name, 0) + value
@@ -103,6 +109,10 @@ def remove(part: Partition, app: Application, alloc: Allocation, detail: int, *,
     node = part.nodes.get(alloc.node_id)
     if node is not None and node.allocations.pop(alloc.key, None) is not None:
         node.ver += 1
+        interpod = part.interpod
+        if (interpod.trackers or alloc.placement is not None) and \
+                interpod.released(alloc, node):
+            part.index.placement_changed()  # a pod it kept away may find a node now
         nalloc, navail = node.allocated, node.available
         for name, value in res.items():
             nalloc[name] = nalloc.get(name, 0) - value
@@ -167,6 +177,7 @@ def add_existing(part: Partition, request: ExistingAllocation) -> str | None:
     if key in app.allocations:
         return None
     res = dict(request.resource_per_alloc)
+    tags = dict(request.allocation_tags)
     ask = app.asks.get(key)
     if ask is not None:
         asks.remove(part, app, ask, int(Detail.APP_REQUEST), "bound before recovery")
@@ -176,5 +187,14 @@ def add_existing(part: Partition, request: ExistingAllocation) -> str | None:
         apps.count_placeholder(app, request.task_group_name, res)
     book(part, app, key, res, node, placeholder=request.placeholder,
          task_group=request.task_group_name, priority=request.priority, recovered=True,
-         notify=False, tags=dict(request.allocation_tags))
+         notify=False, tags=tags, placement=_running_placement(tags))
     return None
+
+
+def _running_placement(tags: dict[str, str]) -> Placement | None:
+    """A recovered pod's placement, for its anti-affinity terms; a malformed tag counts as
+    none (the pod runs already: it is booked whatever its tag says)."""
+    try:
+        return parse_placement(tags[PLACEMENT_TAG]) if PLACEMENT_TAG in tags else None
+    except ValueError:
+        return None

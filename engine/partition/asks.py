@@ -95,6 +95,7 @@ def _replace_placement(part: Partition, app: Application, ask: Ask,
     except ValueError as exc:
         remove(part, app, ask, int(Detail.REQUEST_CANCEL), "placement tag rejected")
         return f"ask {ask.key}: allocationTags.{PLACEMENT_TAG}: {exc}"
+    part.interpod.forget(ask)
     ask.set_placement(placement, tag)
     ask.reported.discard("reserve")
     ask.reported.discard("nonode")
@@ -114,6 +115,8 @@ def take(part: Partition, app: Application, ask: Ask) -> None:
     """An ask leaves the pending list because it is being allocated (no event)."""
     if ask.reserved_node:
         nodes.unreserve(part, ask)
+    if ask.interpod is not None:
+        part.interpod.forget(ask)
     del app.asks[ask.key]
     app.pending.remove(ask)
     app.ver += 1

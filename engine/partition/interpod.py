@@ -1,0 +1,319 @@
+"""Inter-pod affinity: kube-scheduler's InterPodAffinity filter over the running allocations.
+
+kube-scheduler's rules (its PreFilter counts, then Filter per node), with the pods being our
+allocations (placeholders included; pods of other schedulers are unknown to the engine):
+
+- existing pods' anti-affinity: a running pod with a required anti-affinity term that matches
+  the incoming pod forbids every node with the same value of the term's topologyKey as the
+  running pod's node ("didn't satisfy existing pods anti-affinity rules");
+- affinity: running pods that match ALL the incoming pod's affinity terms are counted per
+  topology value of each term's key; a node passes when it has every term's key and each value
+  counts at least one such pod. A node lacking a key fails. Exception (the first pod of a
+  group): when no such pod runs on any node that has one of the keys, and the incoming pod
+  matches all its own terms, any node with all the keys passes ("didn't match pod affinity
+  rules");
+- anti-affinity: a node fails when, for one of the incoming pod's anti-affinity terms, a pod
+  matching that term runs in the node's topology domain ("didn't match pod anti-affinity
+  rules"). A node lacking the key passes that term.
+
+Counting without scans
+----------------------
+A `Tracker` counts the running allocations that match a set of terms, per node and per topology
+value of each term's key. A pending ask with terms holds trackers (one for its affinity terms,
+one per anti-affinity term), shared by every ask with the same terms and reference-counted; a
+tracker is filled by one scan of the allocations when first needed, then kept up to date as
+allocations are booked and removed (only trackers whose selector's hint label the allocation
+carries are tested). Running allocations with anti-affinity terms register each term with the
+nodes it counts on; an incoming pod tests only the terms its labels can match (hint index).
+So a node check is a few dict look-ups, and pods without terms cost nothing while no running
+pod has anti-affinity terms (`probe` returns None).
+
+A probe's `key` (the ask's shape, namespace and labels) keys the "failed" caches for asks whose
+nodes these rules restrict: two asks of one shape but other labels may not fit the same nodes.
+A change of what the trackers or the registry count returns True from `booked`/`released`, and
+the caller forgets what failed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
+
+from engine.podaffinity import (EXISTING_ANTI_AFFINITY, NO_AFFINITY, NO_ANTI_AFFINITY,
+                                AffinityTerm, pod_meta)
+
+if TYPE_CHECKING:
+    from engine.objects import Allocation, Ask, Node
+
+
+def _bump(counter: dict[str, int], key: str, delta: int) -> None:
+    value = counter.get(key, 0) + delta
+    if value:
+        counter[key] = value
+    else:
+        counter.pop(key, None)
+
+
+def meta_of(obj: Ask | Allocation) -> tuple[str, dict[str, str]]:
+    """An ask's or allocation's namespace and labels, read from its tags once."""
+    meta = obj.meta
+    if meta is None:
+        meta = obj.meta = pod_meta(obj.tags)
+    return meta
+
+
+class Tracker:
+    """Running allocations matching every one of `terms`: per node, and per value of each
+    term's topology key (on nodes that have the key)."""
+
+    __slots__ = ("terms", "keys", "per_node", "by_key", "refs", "hint")
+
+    def __init__(self, terms: tuple[AffinityTerm, ...]) -> None:
+        self.terms = terms
+        self.keys = tuple(sorted({t.topology_key for t in terms}))
+        self.per_node: dict[str, int] = {}
+        self.by_key: dict[str, dict[str, int]] = {k: {} for k in self.keys}
+        self.refs = 0
+        self.hint = next((t.hint for t in terms if t.hint is not None), None)
+
+    def matches(self, namespace: str, labels: Mapping[str, str]) -> bool:
+        for term in self.terms:
+            if not term.matches(namespace, labels):
+                return False
+        return True
+
+    def add(self, node: Node, delta: int) -> None:
+        _bump(self.per_node, node.node_id, delta)
+        attrs = node.attributes
+        for key in self.keys:
+            value = attrs.get(key)
+            if value is not None:
+                _bump(self.by_key[key], value, delta)
+
+    def rebuild(self, nodes: Mapping[str, Node]) -> None:
+        """Node labels changed: count the topology values again from the per-node counts."""
+        self.by_key = {k: {} for k in self.keys}
+        for node_id, count in self.per_node.items():
+            node = nodes.get(node_id)
+            if node is not None:
+                for key in self.keys:
+                    value = node.attributes.get(key)
+                    if value is not None:
+                        _bump(self.by_key[key], value, count)
+
+    @property
+    def empty(self) -> bool:
+        """No matching pod on a node that has one of the keys (kube's len(counts) == 0)."""
+        return not any(self.by_key.values())
+
+
+class AskTerms:
+    """The trackers a pending ask holds, and whether it matches its own affinity terms."""
+
+    __slots__ = ("affinity", "anti", "self_match")
+
+    def __init__(self, affinity: Tracker | None, anti: tuple[Tracker, ...],
+                 self_match: bool) -> None:
+        self.affinity = affinity
+        self.anti = anti
+        self.self_match = self_match
+
+
+class Probe:
+    """The inter-pod rules for one ask as they stand: `reason(labels)` says why a node with
+    these labels fails them (kube-scheduler's words), or None."""
+
+    __slots__ = ("key", "forbidden", "affinity", "first", "anti")
+
+    def __init__(self, key: tuple, forbidden: dict[str, set[str]], terms: AskTerms | None) -> None:
+        self.key = key
+        self.forbidden = forbidden
+        self.affinity = terms.affinity if terms is not None else None
+        self.first = self.affinity is not None and terms.self_match and self.affinity.empty
+        self.anti = terms.anti if terms is not None else ()
+
+    def reason(self, attrs: Mapping[str, str]) -> str | None:
+        for key, values in self.forbidden.items():
+            value = attrs.get(key)
+            if value is not None and value in values:
+                return EXISTING_ANTI_AFFINITY
+        affinity = self.affinity
+        if affinity is not None:
+            exist = True
+            for key in affinity.keys:
+                value = attrs.get(key)
+                if value is None:
+                    return NO_AFFINITY
+                if not affinity.by_key[key].get(value):
+                    exist = False
+            if not exist and not self.first:
+                return NO_AFFINITY
+        for tracker in self.anti:
+            key = tracker.keys[0]
+            value = attrs.get(key)
+            if value is not None and tracker.by_key[key].get(value):
+                return NO_ANTI_AFFINITY
+        return None
+
+
+class InterPodIndex:
+    """The trackers of pending asks' terms and the registry of running pods' anti-affinity
+    terms, over the partition's nodes (see the module docstring). Callers on hot paths test
+    `trackers` and `anti` (both empty: nothing to do) before calling in."""
+
+    __slots__ = ("_nodes", "trackers", "_hinted", "_unhinted", "anti", "_anti_hinted",
+                 "_anti_unhinted")
+
+    def __init__(self, nodes: Mapping[str, Node]) -> None:
+        self._nodes = nodes
+        self.trackers: dict[tuple[AffinityTerm, ...], Tracker] = {}
+        self._hinted: dict[tuple[str, str], set[Tracker]] = {}
+        self._unhinted: set[Tracker] = set()
+        self.anti: dict[AffinityTerm, dict[str, int]] = {}  # term -> node -> allocations
+        self._anti_hinted: dict[tuple[str, str], set[AffinityTerm]] = {}
+        self._anti_unhinted: set[AffinityTerm] = set()
+
+    # --- running allocations -------------------------------------------------------------------
+
+    def booked(self, alloc: Allocation, node: Node) -> bool:
+        """An allocation runs on the node; True if anything counted changed."""
+        return self._count(alloc, node, 1)
+
+    def released(self, alloc: Allocation, node: Node) -> bool:
+        """An allocation left the node; True if anything counted changed."""
+        return self._count(alloc, node, -1)
+
+    def _count(self, alloc: Allocation, node: Node, delta: int) -> bool:
+        placement = alloc.placement
+        anti = placement.anti_affinity if placement is not None else ()
+        if not self.trackers and not anti:
+            return False
+        namespace, labels = meta_of(alloc)
+        changed = False
+        for tracker in self._candidates(labels, self._hinted, self._unhinted):
+            if tracker.matches(namespace, labels):
+                tracker.add(node, delta)
+                changed = True
+        for term in anti:
+            self._register(term.resolve(namespace), node.node_id, delta)
+            changed = True
+        return changed
+
+    def _register(self, term: AffinityTerm, node_id: str, delta: int) -> None:
+        nodes = self.anti.get(term)
+        if nodes is None:
+            nodes = self.anti[term] = {}
+            _index(term, self._anti_hinted, self._anti_unhinted)
+        _bump(nodes, node_id, delta)
+        if not nodes:
+            del self.anti[term]
+            _unindex(term, self._anti_hinted, self._anti_unhinted)
+
+    def topology_changed(self) -> None:
+        """A node's labels changed: topology values are counted again."""
+        for tracker in self.trackers.values():
+            tracker.rebuild(self._nodes)
+
+    # --- pending asks --------------------------------------------------------------------------
+
+    def probe(self, ask: Ask) -> Probe | None:
+        """The rules that restrict where the ask may go, or None when nothing does."""
+        placement = ask.placement
+        has_terms = placement is not None and (placement.affinity or placement.anti_affinity)
+        if not has_terms and not self.anti:
+            return None
+        namespace, labels = meta_of(ask)
+        forbidden = self._forbidden(namespace, labels) if self.anti else {}
+        if not has_terms and not forbidden:
+            return None
+        terms = self._acquire(ask) if has_terms else None
+        key = ask.pod_shape
+        if key is None:
+            key = ask.pod_shape = (ask.shape, namespace, tuple(sorted(labels.items())))
+        return Probe(key, forbidden, terms)
+
+    def forget(self, ask: Ask) -> None:
+        """The ask left (allocated, removed) or its terms changed: its trackers are let go."""
+        terms = ask.interpod
+        if terms is None:
+            return
+        ask.interpod = None
+        ask.pod_shape = None
+        for tracker in (terms.affinity, *terms.anti):
+            if tracker is not None:
+                tracker.refs -= 1
+                if not tracker.refs:
+                    del self.trackers[tracker.terms]
+                    _unindex(tracker, self._hinted, self._unhinted)
+
+    def _acquire(self, ask: Ask) -> AskTerms:
+        terms = ask.interpod
+        if terms is None:
+            placement = ask.placement
+            namespace, labels = meta_of(ask)
+            affinity = tuple(t.resolve(namespace) for t in placement.affinity)
+            terms = ask.interpod = AskTerms(
+                self._tracker(affinity) if affinity else None,
+                tuple(self._tracker((t.resolve(namespace),)) for t in placement.anti_affinity),
+                all(t.matches(namespace, labels) for t in affinity))
+        return terms
+
+    def _tracker(self, terms: tuple[AffinityTerm, ...]) -> Tracker:
+        tracker = self.trackers.get(terms)
+        if tracker is None:
+            tracker = self.trackers[terms] = Tracker(terms)
+            _index(tracker, self._hinted, self._unhinted)
+            for node in self._nodes.values():
+                for alloc in node.allocations.values():
+                    namespace, labels = meta_of(alloc)
+                    if tracker.matches(namespace, labels):
+                        tracker.add(node, 1)
+        tracker.refs += 1
+        return tracker
+
+    def _forbidden(self, namespace: str, labels: Mapping[str, str]) -> dict[str, set[str]]:
+        """Topology values where running pods' anti-affinity terms forbid this pod."""
+        forbidden: dict[str, set[str]] = {}
+        nodes = self._nodes
+        for term in self._candidates(labels, self._anti_hinted, self._anti_unhinted):
+            if term.matches(namespace, labels):
+                key = term.topology_key
+                for node_id in self.anti[term]:
+                    node = nodes.get(node_id)
+                    value = node.attributes.get(key) if node is not None else None
+                    if value is not None:
+                        forbidden.setdefault(key, set()).add(value)
+        return forbidden
+
+    @staticmethod
+    def _candidates(labels: Mapping[str, str], hinted: Mapping[tuple[str, str], set],
+                    unhinted: set) -> Iterable:
+        """What a pod with these labels may match: the unhinted, and those whose hint pair
+        the pod carries."""
+        yield from unhinted
+        if hinted:
+            for pair in labels.items():
+                found = hinted.get(pair)
+                if found:
+                    yield from found
+
+
+def _index(item: Tracker | AffinityTerm, hinted: dict, unhinted: set) -> None:
+    hint = item.hint
+    if hint is None:
+        unhinted.add(item)
+    else:
+        hinted.setdefault(hint, set()).add(item)
+
+
+def _unindex(item: Tracker | AffinityTerm, hinted: dict, unhinted: set) -> None:
+    hint = item.hint
+    if hint is None:
+        unhinted.discard(item)
+    else:
+        group = hinted.get(hint)
+        if group is not None:
+            group.discard(item)
+            if not group:
+                del hinted[hint]
+
