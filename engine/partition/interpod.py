@@ -1,11 +1,9 @@
 """Inter-pod affinity: kube-scheduler's InterPodAffinity filter over the running allocations.
 
-kube-scheduler's rules (its PreFilter counts, then Filter per node), with the pods being our
-allocations (placeholders included; pods of other schedulers are unknown to the engine):
+kube-scheduler's rules (its PreFilter counts, then Filter per node, in this order), with the
+pods being our allocations (placeholders included; pods of other schedulers are unknown to the
+engine):
 
-- existing pods' anti-affinity: a running pod with a required anti-affinity term that matches
-  the incoming pod forbids every node with the same value of the term's topologyKey as the
-  running pod's node ("didn't satisfy existing pods anti-affinity rules");
 - affinity: running pods that match ALL the incoming pod's affinity terms are counted per
   topology value of each term's key; a node passes when it has every term's key and each value
   counts at least one such pod. A node lacking a key fails. Exception (the first pod of a
@@ -15,6 +13,9 @@ allocations (placeholders included; pods of other schedulers are unknown to the 
 - anti-affinity: a node fails when, for one of the incoming pod's anti-affinity terms, a pod
   matching that term runs in the node's topology domain ("didn't match pod anti-affinity
   rules"). A node lacking the key passes that term.
+- existing pods' anti-affinity: a running pod with a required anti-affinity term that matches
+  the incoming pod forbids every node with the same value of the term's topologyKey as the
+  running pod's node ("didn't satisfy existing pods anti-affinity rules").
 
 Counting without scans
 ----------------------
@@ -133,10 +134,7 @@ class Probe:
         self.anti = terms.anti if terms is not None else ()
 
     def reason(self, attrs: Mapping[str, str]) -> str | None:
-        for key, values in self.forbidden.items():
-            value = attrs.get(key)
-            if value is not None and value in values:
-                return EXISTING_ANTI_AFFINITY
+        """kube-scheduler's order: affinity, anti-affinity, existing pods' anti-affinity."""
         affinity = self.affinity
         if affinity is not None:
             exist = True
@@ -153,6 +151,10 @@ class Probe:
             value = attrs.get(key)
             if value is not None and tracker.by_key[key].get(value):
                 return NO_ANTI_AFFINITY
+        for key, values in self.forbidden.items():
+            value = attrs.get(key)
+            if value is not None and value in values:
+                return EXISTING_ANTI_AFFINITY
         return None
 
 
