@@ -20,10 +20,13 @@ Pods
   gangSchedulingStyle=Hard"); placeholder pods carry annotation `yunikorn.apache.org/placeholder`.
 
 - Placement (`placement_of`): `spec.nodeSelector`, the required node affinity's
-  `nodeSelectorTerms` and `spec.tolerations` become the ask tag `ykshm.io/placement`
-  (docs/CONTRACTS.md): canonical compact JSON (sorted keys, lists in the pod's order, only the
-  fields the contract names, toleration operator defaulted to `Equal`), "" when the pod has none.
-  Checked as the apiserver would, so the engine never sees a tag it must reject.
+  `nodeSelectorTerms`, `spec.tolerations` and the required pod affinity and anti-affinity
+  terms become the ask tag `ykshm.io/placement` (docs/CONTRACTS.md): canonical compact JSON
+  (sorted keys, lists in the pod's order, only the fields the contract names, toleration
+  operator defaulted to `Equal`), "" when the pod has none. Checked as the apiserver would, so
+  the engine never sees a tag it must reject. Preferred terms are not sent.
+- Labels (`PodInfo.labels`): sent as the tags `kubernetes.io/label/<key>` (YuniKorn's shim
+  does the same), so the engine matches running pods against inter-pod terms.
 
 A pod we cannot map raises `PodError` whose message is the reason the shim posts as a Kubernetes
 Event on the pod; the pod is skipped and nothing else is affected.
@@ -45,7 +48,7 @@ from typing import Any
 
 import orjson
 
-from engine import resources
+from engine import kubeschema, resources
 from engine.predicates import PlacementPaths, placement_doc
 from engine.resources import QuantityError, Resource, parse_milli, parse_quantity
 
@@ -68,9 +71,11 @@ LABEL_QUEUE = "queue"
 FINISHED_PHASES = frozenset({"Succeeded", "Failed"})
 
 FILTER_EFFECTS = frozenset({"NoSchedule", "NoExecute"})   # PreferNoSchedule is only a preference
-REQUIRED_AFFINITY = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+REQUIRED_AFFINITY = f"spec.affinity.nodeAffinity.{REQUIRED}"
 POD_PATHS = PlacementPaths("spec.nodeSelector", f"{REQUIRED_AFFINITY}.nodeSelectorTerms",
-                           "spec.tolerations")
+                           "spec.tolerations", f"spec.affinity.podAffinity.{REQUIRED}",
+                           f"spec.affinity.podAntiAffinity.{REQUIRED}")
 
 
 class MappingError(ValueError):
@@ -95,6 +100,7 @@ class TaskGroup:
     min_member: int
     min_resource: Resource
     placement_spec: str = ""
+    labels: tuple[tuple[str, str], ...] = ()   # the group's `labels`, put on its placeholders
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -117,6 +123,7 @@ class PodInfo:
     gang_style: str          # "" | "Soft" | "Hard"
     placeholder_timeout_s: int
     placement: str           # the ykshm.io/placement tag, "" when the pod has no constraint
+    labels: tuple[tuple[str, str], ...] = ()   # metadata.labels, sorted
 
     @property
     def finished(self) -> bool:
@@ -294,7 +301,8 @@ def _task_groups(annotations: Mapping[str, str]) -> tuple[TaskGroup, ...]:
             raise PodError(f"annotation {ANN_TASK_GROUPS}[{i}].minMember must be an integer >= 0")
         res = resource_list(g.get("minResource"), f"annotation {ANN_TASK_GROUPS}[{i}].minResource")
         res["pods"] = 1
-        result.append(TaskGroup(g["name"], member, res, _group_placement(g, i)))
+        result.append(TaskGroup(g["name"], member, res, _group_placement(g, i),
+                                _group_labels(g, i)))
     return tuple(result)
 
 
@@ -313,6 +321,18 @@ def _group_placement(group: Mapping[str, Any], i: int) -> str:
         where = str(exc).removeprefix("spec.")
         raise PodError(f"annotation {ANN_TASK_GROUPS}[{i}].{where}") from None
     return orjson.dumps(spec, option=orjson.OPT_SORT_KEYS).decode()
+
+
+def _group_labels(group: Mapping[str, Any], i: int) -> tuple[tuple[str, str], ...]:
+    """A task group's `labels` (YuniKorn copies them onto its placeholder pods, so the group's
+    pod affinity terms can select them), checked as the apiserver checks pod labels."""
+    where = f"annotation {ANN_TASK_GROUPS}[{i}].labels"
+    try:
+        raw = kubeschema.obj(group.get("labels"), where)
+        return tuple(sorted((kubeschema.label_key(k, where),
+                             kubeschema.label_value(v, f"{where}.{k}")) for k, v in raw.items()))
+    except ValueError as exc:
+        raise PodError(str(exc)) from None
 
 
 def _policy(annotations: Mapping[str, str]) -> tuple[str, int]:
@@ -354,12 +374,28 @@ def _required_terms(affinity: Any) -> Any:
     return [] if terms is None else terms
 
 
+def _required_pod_terms(affinity: Any, kind: str) -> Any:
+    """The required terms of `podAffinity` or `podAntiAffinity` as written (a list, checked by
+    the engine's validator); None without any."""
+    if not isinstance(affinity, Mapping):
+        return None
+    section = affinity.get(kind)
+    if section is None:
+        return None
+    if not isinstance(section, Mapping):
+        raise PodError(f"spec.affinity.{kind}: must be an object")
+    return section.get(REQUIRED)
+
+
 def placement_of(spec: Mapping[str, Any]) -> str:
     """The ask tag ykshm.io/placement for a pod spec, "" when unconstrained. Raises PodError
     naming the pod field (the rules are the engine's: `engine.predicates.placement_doc`)."""
+    affinity = spec.get("affinity")
     try:
-        doc = placement_doc(spec.get("nodeSelector"), _required_terms(spec.get("affinity")),
-                            spec.get("tolerations"), POD_PATHS)
+        doc = placement_doc(spec.get("nodeSelector"), _required_terms(affinity),
+                            spec.get("tolerations"), POD_PATHS,
+                            pod_affinity=_required_pod_terms(affinity, "podAffinity"),
+                            pod_anti_affinity=_required_pod_terms(affinity, "podAntiAffinity"))
     except ValueError as exc:
         raise PodError(str(exc)) from None
     return orjson.dumps(doc, option=orjson.OPT_SORT_KEYS).decode() if doc else ""
@@ -401,7 +437,14 @@ def pod_info(pod: Mapping[str, Any], prev: PodInfo | None = None) -> PodInfo:
         gang_style=style,
         placeholder_timeout_s=timeout,
         placement=placement_of(spec),
+        labels=pod_labels(meta),
     )
+
+
+def pod_labels(meta: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    """A pod's labels, sorted (string pairs only: the apiserver allows nothing else)."""
+    return tuple(sorted((k, v) for k, v in _strmap(meta.get("labels")).items()
+                        if isinstance(k, str) and isinstance(v, str)))
 
 
 def node_info(node: Mapping[str, Any]) -> NodeInfo:

@@ -60,8 +60,10 @@ def placeholder_pods(info: PodInfo) -> list[dict[str, Any]]:
 
     Named `tg-<app>-<group>-<i>` (deterministic, so a restarted shim's create is a harmless 409),
     owned by the pod that defined the app, requesting the group's minResource, scheduled by us,
-    annotated `yunikorn.apache.org/placeholder: "true"` and with the task-group name, and
-    constrained by the group's nodeSelector, affinity and tolerations (as YuniKorn does).
+    annotated `yunikorn.apache.org/placeholder: "true"` and with the task-group name, labelled
+    with the group's `labels` (ours win on a clash), and constrained by the group's
+    nodeSelector, affinity (node and pod, required terms reach the engine) and tolerations, as
+    YuniKorn does.
     """
     pods = []
     for group in info.task_groups:
@@ -77,8 +79,8 @@ def placeholder_pods(info: PodInfo) -> list[dict[str, Any]]:
                 "apiVersion": "v1", "kind": "Pod",
                 "metadata": {
                     "name": f"{base}-{i}", "namespace": info.namespace,
-                    "labels": {"applicationId": info.app_id, "queue": info.queue,
-                               "placeholder": "true"},
+                    "labels": {**dict(group.labels), "applicationId": info.app_id,
+                               "queue": info.queue, "placeholder": "true"},
                     "annotations": {mapping.ANN_PLACEHOLDER: "true",
                                     mapping.ANN_TASK_GROUP_NAME: group.name,
                                     mapping.ANN_APP_ID: info.app_id},

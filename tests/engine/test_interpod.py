@@ -153,6 +153,22 @@ def test_running_pods_anti_affinity_keeps_matching_pods_away_symmetrically():
     assert h.allocated()["noisy-late"] == lonely
 
 
+def test_a_waiting_pods_new_labels_replace_its_old_ones():
+    """A pending ask sent again with other labels (kubectl label pod) is judged by them."""
+    h = Harness()
+    node(h, "n0")
+    h.app("a")
+    h.asks("a", "loner", tags=pod({"app": "l"}, anti=[term(tier="noisy")]))
+    h.cycle()
+    h.asks("a", "p", tags=pod({"tier": "noisy"}))
+    h.cycle(2)
+    assert "p" not in h.allocated()
+    h.asks("a", "p", tags=pod({"tier": "quiet"}))
+    h.cycle()
+    assert h.allocated()["p"] == "n0"
+    assert pod_meta(h.part.apps["a"].allocations["p"].tags) == ("default", {"tier": "quiet"})
+
+
 @pytest.mark.parametrize(("scope", "counts"), [
     ({}, {"default"}),                                    # the pod's own namespace
     ({"namespaces": ["team-a"]}, {"team-a"}),
