@@ -46,6 +46,8 @@ def add(part: Partition, rm_id: str, request: AllocationAsk) -> str | None:
               request.task_group_name, tags, create_time=part.wall_clock(), rm_id=rm_id,
               placement=placement)
     app.asks[key] = ask
+    if placement is not None:
+        part.interpod.track(ask)
     app.pending.add(ask)
     app.ver += 1
     app.pending_res = resources.add(app.pending_res, res)
@@ -107,6 +109,7 @@ def _replace_placement(part: Partition, app: Application, ask: Ask,
     ask.tags.update(labels)
     ask.meta = None
     ask.set_placement(placement, tag)
+    part.interpod.track(ask)
     ask.reported.discard("reserve")
     ask.reported.discard("nonode")
     app.ver += 1

@@ -20,14 +20,16 @@ engine):
 Counting without scans
 ----------------------
 A `Tracker` counts the running allocations that match a set of terms, per node and per topology
-value of each term's key. A pending ask with terms holds trackers (one for its affinity terms,
-one per anti-affinity term), shared by every ask with the same terms and reference-counted; a
-tracker is filled by one scan of the allocations when first needed, then kept up to date as
-allocations are booked and removed (only trackers whose selector's hint label the allocation
-carries are tested). Running allocations with anti-affinity terms register each term with the
-nodes it counts on; an incoming pod tests only the terms its labels can match (hint index).
-So a node check is a few dict look-ups, and pods without terms cost nothing while no running
-pod has anti-affinity terms (`probe` returns None).
+value of each term's key. A pending ask with terms holds trackers from the moment it arrives
+(one for its affinity terms, one per anti-affinity term), shared by every ask with the same
+terms and reference-counted: a tracker is filled by one scan of the allocations when the first
+such ask arrives, then kept up to date as allocations are booked and removed (only trackers
+whose selector's hint label the allocation carries are tested), and dropped with the last ask.
+The registry keeps one tracker per anti-affinity term of running pods, counting where the pods
+having it run; which registry terms match a pod is looked up by the pod's namespace and labels
+(hint index) and remembered until a term enters or leaves the registry (replicas share their
+labels). So a node check is a few dict look-ups, and pods without terms cost nothing while no
+running pod has anti-affinity terms (`probe` returns None).
 
 A probe's `key` (the ask's shape, namespace and labels) keys the "failed" caches for asks whose
 nodes these rules restrict: two asks of one shape but other labels may not fit the same nodes.
@@ -122,11 +124,13 @@ class AskTerms:
 
 class Probe:
     """The inter-pod rules for one ask as they stand: `reason(labels)` says why a node with
-    these labels fails them (kube-scheduler's words), or None."""
+    these labels fails them (kube-scheduler's words), or None. `forbidden`: the registry's
+    trackers of running pods' anti-affinity terms that match the ask's pod."""
 
     __slots__ = ("key", "forbidden", "affinity", "first", "anti")
 
-    def __init__(self, key: tuple, forbidden: dict[str, set[str]], terms: AskTerms | None) -> None:
+    def __init__(self, key: tuple, forbidden: tuple[Tracker, ...],
+                 terms: AskTerms | None) -> None:
         self.key = key
         self.forbidden = forbidden
         self.affinity = terms.affinity if terms is not None else None
@@ -151,9 +155,10 @@ class Probe:
             value = attrs.get(key)
             if value is not None and tracker.by_key[key].get(value):
                 return NO_ANTI_AFFINITY
-        for key, values in self.forbidden.items():
+        for tracker in self.forbidden:
+            key = tracker.keys[0]
             value = attrs.get(key)
-            if value is not None and value in values:
+            if value is not None and tracker.by_key[key].get(value):
                 return EXISTING_ANTI_AFFINITY
         return None
 
@@ -164,16 +169,18 @@ class InterPodIndex:
     `trackers` and `anti` (both empty: nothing to do) before calling in."""
 
     __slots__ = ("_nodes", "trackers", "_hinted", "_unhinted", "anti", "_anti_hinted",
-                 "_anti_unhinted")
+                 "_anti_unhinted", "_forbidden_cache")
 
     def __init__(self, nodes: Mapping[str, Node]) -> None:
         self._nodes = nodes
         self.trackers: dict[tuple[AffinityTerm, ...], Tracker] = {}
         self._hinted: dict[tuple[str, str], set[Tracker]] = {}
         self._unhinted: set[Tracker] = set()
-        self.anti: dict[AffinityTerm, dict[str, int]] = {}  # term -> node -> allocations
-        self._anti_hinted: dict[tuple[str, str], set[AffinityTerm]] = {}
-        self._anti_unhinted: set[AffinityTerm] = set()
+        # the registry: a running pod's anti-affinity term -> where pods with it run
+        self.anti: dict[AffinityTerm, Tracker] = {}
+        self._anti_hinted: dict[tuple[str, str], set[Tracker]] = {}
+        self._anti_unhinted: set[Tracker] = set()
+        self._forbidden_cache: dict[tuple[str, tuple], tuple[Tracker, ...]] = {}
 
     # --- running allocations -------------------------------------------------------------------
 
@@ -197,26 +204,35 @@ class InterPodIndex:
                 tracker.add(node, delta)
                 changed = True
         for term in anti:
-            self._register(term.resolve(namespace), node.node_id, delta)
+            self._register(term.resolve(namespace), node, delta)
             changed = True
         return changed
 
-    def _register(self, term: AffinityTerm, node_id: str, delta: int) -> None:
-        nodes = self.anti.get(term)
-        if nodes is None:
-            nodes = self.anti[term] = {}
-            _index(term, self._anti_hinted, self._anti_unhinted)
-        _bump(nodes, node_id, delta)
-        if not nodes:
+    def _register(self, term: AffinityTerm, node: Node, delta: int) -> None:
+        entry = self.anti.get(term)
+        if entry is None:
+            entry = self.anti[term] = Tracker((term,))
+            _index(entry, self._anti_hinted, self._anti_unhinted)
+            self._forbidden_cache.clear()  # a term more: which pods it forbids is new
+        entry.add(node, delta)
+        if not entry.per_node:
             del self.anti[term]
-            _unindex(term, self._anti_hinted, self._anti_unhinted)
+            _unindex(entry, self._anti_hinted, self._anti_unhinted)
+            self._forbidden_cache.clear()
 
     def topology_changed(self) -> None:
         """A node's labels changed: topology values are counted again."""
-        for tracker in self.trackers.values():
+        for tracker in (*self.trackers.values(), *self.anti.values()):
             tracker.rebuild(self._nodes)
 
     # --- pending asks --------------------------------------------------------------------------
+
+    def track(self, ask: Ask) -> None:
+        """A pending ask with terms arrived (or got new ones): it holds its trackers from now
+        on, so they are filled once and kept up to date, not rebuilt per ask."""
+        placement = ask.placement
+        if placement is not None and (placement.affinity or placement.anti_affinity):
+            self._acquire(ask)
 
     def probe(self, ask: Ask) -> Probe | None:
         """The rules that restrict where the ask may go, or None when nothing does."""
@@ -224,23 +240,22 @@ class InterPodIndex:
         has_terms = placement is not None and (placement.affinity or placement.anti_affinity)
         if not has_terms and not self.anti:
             return None
-        namespace, labels = meta_of(ask)
-        forbidden = self._forbidden(namespace, labels) if self.anti else {}
-        if not has_terms and not forbidden:
-            return None
-        terms = self._acquire(ask) if has_terms else None
         key = ask.pod_shape
         if key is None:
+            namespace, labels = meta_of(ask)
             key = ask.pod_shape = (ask.shape, namespace, tuple(sorted(labels.items())))
-        return Probe(key, forbidden, terms)
+        forbidden = self._forbidden(key[1], key[2]) if self.anti else ()
+        if not has_terms and not forbidden:
+            return None
+        return Probe(key, forbidden, self._acquire(ask) if has_terms else None)
 
     def forget(self, ask: Ask) -> None:
         """The ask left (allocated, removed) or its terms changed: its trackers are let go."""
+        ask.pod_shape = None
         terms = ask.interpod
         if terms is None:
             return
         ask.interpod = None
-        ask.pod_shape = None
         for tracker in (terms.affinity, *terms.anti):
             if tracker is not None:
                 tracker.refs -= 1
@@ -273,19 +288,20 @@ class InterPodIndex:
         tracker.refs += 1
         return tracker
 
-    def _forbidden(self, namespace: str, labels: Mapping[str, str]) -> dict[str, set[str]]:
-        """Topology values where running pods' anti-affinity terms forbid this pod."""
-        forbidden: dict[str, set[str]] = {}
-        nodes = self._nodes
-        for term in self._candidates(labels, self._anti_hinted, self._anti_unhinted):
-            if term.matches(namespace, labels):
-                key = term.topology_key
-                for node_id in self.anti[term]:
-                    node = nodes.get(node_id)
-                    value = node.attributes.get(key) if node is not None else None
-                    if value is not None:
-                        forbidden.setdefault(key, set()).add(value)
-        return forbidden
+    def _forbidden(self, namespace: str,
+                   labels: tuple[tuple[str, str], ...]) -> tuple[Tracker, ...]:
+        """The registry entries whose term matches a pod with this namespace and these
+        labels; remembered until a term enters or leaves the registry (the entries' counts
+        are live; the replicas of one workload share their labels: found once for all)."""
+        cache = self._forbidden_cache
+        found = cache.get((namespace, labels))
+        if found is None:
+            as_dict = dict(labels)
+            found = cache[(namespace, labels)] = tuple(
+                entry for entry in self._candidates(as_dict, self._anti_hinted,
+                                                    self._anti_unhinted)
+                if entry.terms[0].matches(namespace, as_dict))
+        return found
 
     @staticmethod
     def _candidates(labels: Mapping[str, str], hinted: Mapping[tuple[str, str], set],
@@ -300,7 +316,7 @@ class InterPodIndex:
                     yield from found
 
 
-def _index(item: Tracker | AffinityTerm, hinted: dict, unhinted: set) -> None:
+def _index(item: Tracker, hinted: dict, unhinted: set) -> None:
     hint = item.hint
     if hint is None:
         unhinted.add(item)
@@ -308,7 +324,7 @@ def _index(item: Tracker | AffinityTerm, hinted: dict, unhinted: set) -> None:
         hinted.setdefault(hint, set()).add(item)
 
 
-def _unindex(item: Tracker | AffinityTerm, hinted: dict, unhinted: set) -> None:
+def _unindex(item: Tracker, hinted: dict, unhinted: set) -> None:
     hint = item.hint
     if hint is None:
         unhinted.discard(item)
@@ -318,4 +334,3 @@ def _unindex(item: Tracker | AffinityTerm, hinted: dict, unhinted: set) -> None:
             group.discard(item)
             if not group:
                 del hinted[hint]
-
