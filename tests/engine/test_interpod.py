@@ -376,3 +376,94 @@ def test_placement_never_violates_a_required_anti_affinity_term(zones, steps):
                 h.release("a", key)
         h.cycle()
         assert _violations(h) == []
+
+
+def _kube_allows(h: Harness, ns: str, labels: dict, affinity: list, anti: list, node_) -> bool:
+    """kube-scheduler's InterPodAffinity Filter, written out plainly over every running pod."""
+    running = [(pod_meta(a.tags), a.placement, h.part.nodes[a.node_id])
+               for app in h.part.apps.values() for a in app.allocations.values()]
+    attrs = node_.attributes
+    if affinity:
+        terms = [t.resolve(ns) for t in affinity]
+        counts: dict = {}
+        for meta, _, n in running:
+            if all(t.matches(*meta) for t in terms):
+                for t in terms:
+                    if t.topology_key in n.attributes:
+                        pair = (t.topology_key, n.attributes[t.topology_key])
+                        counts[pair] = counts.get(pair, 0) + 1
+        if any(t.topology_key not in attrs for t in terms):
+            return False
+        if not all(counts.get((t.topology_key, attrs[t.topology_key])) for t in terms) and \
+                not (not counts and all(t.matches(ns, labels) for t in terms)):
+            return False
+    for t in (t.resolve(ns) for t in anti):
+        key = t.topology_key
+        if key in attrs and any(t.matches(*meta) and n.attributes.get(key) == attrs[key]
+                                for meta, _, n in running):
+            return False
+    for meta, placement, n in running:
+        for t in (placement.anti_affinity if placement else ()):
+            t = t.resolve(meta[0])
+            key = t.topology_key
+            if t.matches(ns, labels) and key in n.attributes and attrs.get(key) == n.attributes[key]:
+                return False
+    return True
+
+
+LONE_STEPS = st.lists(st.one_of(
+    st.tuples(st.just("ask"), LABEL_SETS, st.sampled_from(["default", "other"]), TERMS, TERMS),
+    st.tuples(st.just("release"), st.integers(0, 30))), min_size=1, max_size=14)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(zones=st.lists(st.sampled_from(["a", "b", None]), min_size=1, max_size=4),
+       steps=LONE_STEPS)
+def test_a_lone_ask_goes_where_kube_scheduler_allows_and_waits_only_if_nowhere(zones, steps):
+    """Each ask alone against what runs: allocated on a node the plain reading of kube's
+    filter allows, or left pending only when it allows none (room is never short here)."""
+    h = Harness(requests=False)
+    for i, zone in enumerate(zones):
+        node(h, f"n{i}", {ZONE: zone} if zone else {}, cap=res(64, 64000))
+    h.app("a")
+    keys: list[str] = []
+    for i, step in enumerate(steps):
+        if step[0] == "release":
+            if keys:
+                h.release("a", keys[step[1] % len(keys)])
+            continue
+        _, labels, ns, affinity, anti = step
+        tags = pod(labels, ns, affinity=affinity, anti=anti)
+        placement = parse_placement(tags[PLACEMENT_TAG]) if PLACEMENT_TAG in tags else None
+        allowed = {n.node_id for n in h.part.nodes.values() if _kube_allows(
+            h, ns, labels, placement.affinity if placement else [],
+            placement.anti_affinity if placement else [], n)}
+        h.asks("a", f"p{i}", tags=tags)
+        h.cycle()
+        got = h.part.apps["a"].allocations.get(f"p{i}")
+        if got is None:
+            assert allowed == set(), (f"p{i}", allowed)
+            h.release_ask("a", f"p{i}")
+        else:
+            assert got.node_id in allowed, (f"p{i}", got.node_id, allowed)
+            keys.append(f"p{i}")
+
+
+JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+                    lambda inner: st.lists(inner, max_size=3)
+                    | st.dictionaries(st.sampled_from(
+                        ["topologyKey", "labelSelector", "namespaces", "namespaceSelector",
+                         "matchLabels", "matchExpressions", "key", "operator", "values", "app",
+                         "In", "Exists"]), inner, max_size=4), max_leaves=12)
+
+
+@settings(max_examples=200, deadline=None)
+@given(doc=st.dictionaries(st.sampled_from(["podAffinity", "podAntiAffinity"]), JSON, max_size=2))
+def test_a_malformed_tag_is_only_ever_a_value_error(doc):
+    try:
+        placement = parse_placement(json.dumps(doc))
+    except ValueError as exc:
+        assert str(exc)
+    else:
+        for t in (*placement.affinity, *placement.anti_affinity):
+            t.resolve("ns").matches("ns", {"app": "x"})  # a parsed term always evaluates
