@@ -236,3 +236,29 @@ def test_hostname_anti_affinity_spreads_pods_and_the_odd_one_waits_saying_why(cl
     gone, freed = next(iter(bound.items()))
     k("delete", "pod", gone, "--wait=false")
     wait_for(lambda: k.node_of(waiting) == freed, 30, f"{waiting} bound where {gone} was")
+
+
+def test_gang_placeholders_spread_by_anti_affinity_and_real_pods_take_their_places(cluster):
+    """The task group's pod anti-affinity goes onto its placeholders: they take one node each,
+    and each real pod replaces one of them (judged as if that placeholder were gone)."""
+    c = cluster
+    c.start_all()
+    anti = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"topologyKey": "kubernetes.io/hostname",
+         "labelSelector": {"matchLabels": {"applicationId": "gang-spread"}}}]}}
+    groups = orjson.dumps([{"name": "pes", "minMember": 3,
+                            "minResource": {"cpu": "500m", "memory": "256Mi"},
+                            "affinity": anti}]).decode()
+    ann = {"yunikorn.apache.org/task-groups": groups,
+           "yunikorn.apache.org/task-group-name": "pes",
+           "yunikorn.apache.org/schedulingPolicyParameters":
+               "placeholderTimeoutInSeconds=60 gangSchedulingStyle=Soft"}
+    names = ["pe-0", "pe-1", "pe-2"]
+    for name in names:
+        c.create_pod(name, app="gang-spread", cpu="500m", memory="256Mi", annotations=ann,
+                     spec_extra={"affinity": anti})
+    pods = c.wait_bound(names, timeout=30)
+    assert sorted(p["spec"]["nodeName"] for p in pods.values()) == \
+        ["node-0000", "node-0001", "node-0002"]
+    wait_for(lambda: sorted(p["metadata"]["name"] for p in c.pods()) == names, 20,
+             "every placeholder replaced (none left to time out)")
