@@ -18,6 +18,7 @@ without placement tolerates no taint: that is `admits(None, ...)`.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -260,6 +261,17 @@ def parse_placement(text: Any) -> Placement:
                  tuple(map(_requirement_of, t["matchFields"]))) for t in terms),
         tuple(Toleration(**t) for t in doc.get("tolerations", ())),
         terms_of(doc.get("podAffinity", [])), terms_of(doc.get("podAntiAffinity", [])))
+
+
+def placement_of_tag(text: Any) -> Placement:
+    """`parse_placement`, remembered per tag text: the pods of one workload share their tag,
+    and a Placement is immutable (a malformed tag raises each time, it is not remembered)."""
+    if not isinstance(text, str):
+        return parse_placement(text)  # ValueError naming the type
+    return _placement_of_text(text)
+
+
+_placement_of_text = functools.lru_cache(maxsize=1024)(parse_placement)
 
 
 def parse_taints(text: Any) -> tuple[Taint, ...]:

@@ -15,7 +15,7 @@ from engine.app_state import AppEvent, AppState
 from engine.objects import Allocation, Application, Node
 from engine.partition import apps, asks
 from engine.partition.eventcodes import ADD, APP, NODE, REMOVE
-from engine.predicates import PLACEMENT_TAG, Placement, parse_placement
+from engine.predicates import PLACEMENT_TAG, Placement, placement_of_tag
 from shm.events import EventChangeDetail as Detail
 
 if TYPE_CHECKING:
@@ -195,6 +195,6 @@ def _running_placement(tags: dict[str, str]) -> Placement | None:
     """A recovered pod's placement, for its anti-affinity terms; a malformed tag counts as
     none (the pod runs already: it is booked whatever its tag says)."""
     try:
-        return parse_placement(tags[PLACEMENT_TAG]) if PLACEMENT_TAG in tags else None
+        return placement_of_tag(tags[PLACEMENT_TAG]) if PLACEMENT_TAG in tags else None
     except ValueError:
         return None

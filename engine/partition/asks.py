@@ -16,7 +16,7 @@ from engine.objects import Application, Ask
 from engine.partition import apps, nodes
 from engine.partition.eventcodes import ADD, APP, REMOVE
 from engine.podaffinity import LABEL_TAG_PREFIX
-from engine.predicates import PLACEMENT_TAG, parse_placement
+from engine.predicates import PLACEMENT_TAG, placement_of_tag
 from shm.events import EventChangeDetail as Detail
 
 if TYPE_CHECKING:
@@ -39,7 +39,7 @@ def add(part: Partition, rm_id: str, request: AllocationAsk) -> str | None:
     res = dict(request.resource_ask)
     tags = dict(request.allocation_tags)
     try:
-        placement = parse_placement(tags[PLACEMENT_TAG]) if PLACEMENT_TAG in tags else None
+        placement = placement_of_tag(tags[PLACEMENT_TAG]) if PLACEMENT_TAG in tags else None
     except ValueError as exc:
         return f"ask {key}: allocationTags.{PLACEMENT_TAG}: {exc}"
     ask = Ask(key, app.app_id, res, request.priority, request.placeholder,
@@ -99,7 +99,7 @@ def _replace_placement(part: Partition, app: Application, ask: Ask,
     if tag == ask.tags.get(PLACEMENT_TAG) and labels == old_labels:
         return None
     try:
-        placement = parse_placement(tag) if tag is not None else None
+        placement = placement_of_tag(tag) if tag is not None else None
     except ValueError as exc:
         remove(part, app, ask, int(Detail.REQUEST_CANCEL), "placement tag rejected")
         return f"ask {ask.key}: allocationTags.{PLACEMENT_TAG}: {exc}"

@@ -467,3 +467,15 @@ def test_a_malformed_tag_is_only_ever_a_value_error(doc):
     else:
         for t in (*placement.affinity, *placement.anti_affinity):
             t.resolve("ns").matches("ns", {"app": "x"})  # a parsed term always evaluates
+
+
+def test_a_tag_that_is_no_string_rejects_the_ask():
+    h = Harness()
+    node(h, "n0")
+    h.app("a")
+    h.handle({"type": "AllocationRequest", "asks": [
+        {"allocationKey": "odd", "applicationID": "a", "resourceAsk": {"resources": {}},
+         "allocationTags": {PLACEMENT_TAG: {"podAffinity": []}}}]})
+    (rej,) = [r for m in h.responses if m["type"] == "AllocationResponse"
+              for r in m["rejected"]]
+    assert rej["reason"] == f"ask odd: allocationTags.{PLACEMENT_TAG}: not a string but dict"
