@@ -376,6 +376,33 @@ def test_placement_never_violates_a_required_anti_affinity_term(zones, steps):
                 h.release("a", key)
         h.cycle()
         assert _violations(h) == []
+        _assert_counts_match_a_recount(h)
+
+
+def _assert_counts_match_a_recount(h: Harness) -> None:
+    """The index's incremental counts equal a count from scratch; it tracks exactly the terms
+    of the pending asks and of the running pods."""
+    part = h.part
+    running = [(a, pod_meta(a.tags)) for app in part.apps.values()
+               for a in app.allocations.values()]
+    index = part.interpod
+    for terms, tracker in index.trackers.items():
+        expect: dict[str, int] = {}
+        for alloc, meta in running:
+            if all(t.matches(*meta) for t in terms):
+                expect[alloc.node_id] = expect.get(alloc.node_id, 0) + 1
+        assert tracker.per_node == expect
+        assert tracker.refs > 0
+    registry: dict = {}
+    for alloc, (ns, _) in running:
+        for t in (alloc.placement.anti_affinity if alloc.placement else ()):
+            per_node = registry.setdefault(t.resolve(ns), {})
+            per_node[alloc.node_id] = per_node.get(alloc.node_id, 0) + 1
+    assert {t: e.per_node for t, e in index.anti.items()} == registry
+    pending = [a for app in part.apps.values() for a in app.asks.values()]
+    held = {t.terms for a in pending if a.interpod
+            for t in (a.interpod.affinity, *a.interpod.anti) if t is not None}
+    assert set(index.trackers) == held
 
 
 def _kube_allows(h: Harness, ns: str, labels: dict, affinity: list, anti: list, node_) -> bool:
@@ -447,6 +474,7 @@ def test_a_lone_ask_goes_where_kube_scheduler_allows_and_waits_only_if_nowhere(z
         else:
             assert got.node_id in allowed, (f"p{i}", got.node_id, allowed)
             keys.append(f"p{i}")
+        _assert_counts_match_a_recount(h)
 
 
 JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=5),
