@@ -13,5 +13,6 @@
     simcluster/ `ykshm sim-cluster`: a simulated kube-apiserver (see its map)
 
 The shim speaks SI through `engine.si.protocol` and shares the engine's pure helpers for
-resources (`engine.resources`) and placement (`engine.predicates`), nothing of its state.
+resources (`engine.resources`) and placement (`engine.predicates`, `engine.podaffinity`,
+`engine.kubeschema`), nothing of its state.
 """

@@ -215,6 +215,35 @@ def test_a_node_label_change_moves_the_topology_domains():
     assert h.allocated()["db1"] == other
 
 
+def test_relabelling_a_busy_node_moves_its_pods_into_the_new_domain():
+    h = Harness()
+    node(h, "n0", {ZONE: "a"})
+    node(h, "n1", {ZONE: "b"})
+    h.app("a")
+    spread = pod({"app": "db"}, anti=[term(ZONE, app="db")])
+    h.asks("a", "db0", tags={**spread, PLACEMENT_TAG: json.dumps({
+        "nodeSelector": {HOST: "n0"}, "podAntiAffinity": [term(ZONE, app="db")]})})
+    h.cycle()
+    assert h.allocated() == {"db0": "n0"}
+    update = {"si/node-partition": "default", "ready": "true", HOST: "n0", ZONE: "b"}
+    h.handle({"type": "NodeRequest", "nodes": [{"nodeID": "n0", "action": "UPDATE",
+                                                "attributes": update}]})
+    # zone b holds db0 now: its term keeps db pods off both nodes, with terms or without
+    h.asks("a", "db1", tags=spread)
+    h.asks("a", "plain", tags=pod({"app": "db"}))
+    h.cycle(2)
+    assert h.allocated() == {"db0": "n0"}
+    assert no_node_messages(h, "plain") == [
+        "Request 'plain' does not fit on any of 2 nodes: 0/2 nodes are available: "
+        "2 node(s) didn't satisfy existing pods anti-affinity rules"]
+    # and back: n0 alone in zone b again, db1 (its tracker made before) goes to n1
+    h.handle({"type": "NodeRequest", "nodes": [{"nodeID": "n0", "action": "UPDATE",
+                                                "attributes": {**update, ZONE: "a"}}]})
+    h.release_ask("a", "plain")
+    h.cycle()
+    assert h.allocated()["db1"] == "n1"
+
+
 def test_a_node_kept_away_by_anti_affinity_is_never_reserved():
     """An ask that fits no node's free space now does not reserve a node it may not use."""
     h = Harness()
@@ -379,6 +408,16 @@ def test_placement_never_violates_a_required_anti_affinity_term(zones, steps):
         _assert_counts_match_a_recount(h)
 
 
+def _by_topology(part, keys, per_node: dict[str, int]) -> dict[str, dict[str, int]]:
+    counts: dict[str, dict[str, int]] = {k: {} for k in keys}
+    for node_id, count in per_node.items():
+        for key in keys:
+            value = part.nodes[node_id].attributes.get(key)
+            if value is not None:
+                counts[key][value] = counts[key].get(value, 0) + count
+    return counts
+
+
 def _assert_counts_match_a_recount(h: Harness) -> None:
     """The index's incremental counts equal a count from scratch; it tracks exactly the terms
     of the pending asks and of the running pods."""
@@ -393,12 +432,15 @@ def _assert_counts_match_a_recount(h: Harness) -> None:
                 expect[alloc.node_id] = expect.get(alloc.node_id, 0) + 1
         assert tracker.per_node == expect
         assert tracker.refs > 0
+        assert tracker.by_key == _by_topology(part, tracker.keys, expect)
     registry: dict = {}
     for alloc, (ns, _) in running:
         for t in (alloc.placement.anti_affinity if alloc.placement else ()):
             per_node = registry.setdefault(t.resolve(ns), {})
             per_node[alloc.node_id] = per_node.get(alloc.node_id, 0) + 1
     assert {t: e.per_node for t, e in index.anti.items()} == registry
+    for term, entry in index.anti.items():
+        assert entry.by_key == _by_topology(part, (term.topology_key,), entry.per_node)
     pending = [a for app in part.apps.values() for a in app.asks.values()]
     held = {t.terms for a in pending if a.interpod
             for t in (a.interpod.affinity, *a.interpod.anti) if t is not None}
@@ -440,7 +482,9 @@ def _kube_allows(h: Harness, ns: str, labels: dict, affinity: list, anti: list, 
 
 LONE_STEPS = st.lists(st.one_of(
     st.tuples(st.just("ask"), LABEL_SETS, st.sampled_from(["default", "other"]), TERMS, TERMS),
-    st.tuples(st.just("release"), st.integers(0, 30))), min_size=1, max_size=14)
+    st.tuples(st.just("release"), st.integers(0, 30)),
+    st.tuples(st.just("zone"), st.integers(0, 3), st.sampled_from(["a", "b", None]))),
+    min_size=1, max_size=14)
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -458,6 +502,15 @@ def test_a_lone_ask_goes_where_kube_scheduler_allows_and_waits_only_if_nowhere(z
         if step[0] == "release":
             if keys:
                 h.release("a", keys[step[1] % len(keys)])
+            continue
+        if step[0] == "zone":  # kubectl label node: the topology domains move
+            node_id = f"n{step[1] % len(zones)}"
+            labels = {"si/node-partition": "default", "ready": "true", HOST: node_id}
+            if step[2]:
+                labels[ZONE] = step[2]
+            h.handle({"type": "NodeRequest", "nodes": [
+                {"nodeID": node_id, "action": "UPDATE", "attributes": labels}]})
+            _assert_counts_match_a_recount(h)
             continue
         _, labels, ns, affinity, anti = step
         tags = pod(labels, ns, affinity=affinity, anti=anti)
