@@ -1,8 +1,9 @@
 """Node placement: kube-scheduler's NodeAffinity and TaintToleration filters, on SI data.
 
 An ask may carry `allocationTags["ykshm.io/placement"]` (its pod's nodeSelector, required node
-affinity, tolerations, and required inter-pod (anti-)affinity terms: `engine.podaffinity`) and a node the attribute `ykshm.io/taints` (its NoSchedule/NoExecute
-taints); the encoding is in docs/CONTRACTS.md ("Node placement"). Both are parsed once, when the
+affinity, tolerations, and required inter-pod (anti-)affinity terms: `engine.podaffinity`) and
+a node the attribute `ykshm.io/taints` (its NoSchedule/NoExecute taints); the encoding is in
+docs/CONTRACTS.md ("Node placement", "Inter-pod affinity"). Both are parsed once, when the
 ask or node arrives, into frozen values: choosing a node runs in the scheduling cycle's inner
 loop and must not touch JSON. Parsing is strict where the Kubernetes API would have refused the
 pod (a bad operator, values that do not suit it): `ValueError` names the offending field, and the

@@ -475,7 +475,8 @@ def _kube_allows(h: Harness, ns: str, labels: dict, affinity: list, anti: list, 
         for t in (placement.anti_affinity if placement else ()):
             t = t.resolve(meta[0])
             key = t.topology_key
-            if t.matches(ns, labels) and key in n.attributes and attrs.get(key) == n.attributes[key]:
+            if t.matches(ns, labels) and key in n.attributes and \
+                    attrs.get(key) == n.attributes[key]:
                 return False
     return True
 
