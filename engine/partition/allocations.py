@@ -45,8 +45,8 @@ def book(part: Partition, app: Application, key: str, res: dict[str, int], node:
     node.allocations[key] = alloc
     node.ver += 1
     interpod = part.interpod
-    if (interpod.trackers or placement is not None) and interpod.booked(alloc, node):
-        part.index.placement_changed()  # a pod with affinity to it may find a node now
+    if interpod.trackers or placement is not None:
+        interpod.booked(alloc, node)  # (a pod with affinity to it may find a node now)
     nalloc, navail = node.allocated, node.available
     for name, value in res.items():
         nalloc[name] = nalloc.get(name, 0) + value
@@ -110,9 +110,8 @@ def remove(part: Partition, app: Application, alloc: Allocation, detail: int, *,
     if node is not None and node.allocations.pop(alloc.key, None) is not None:
         node.ver += 1
         interpod = part.interpod
-        if (interpod.trackers or alloc.placement is not None) and \
-                interpod.released(alloc, node):
-            part.index.placement_changed()  # a pod it kept away may find a node now
+        if interpod.trackers or alloc.placement is not None:
+            interpod.released(alloc, node)  # (a pod it kept away may find a node now)
         nalloc, navail = node.allocated, node.available
         for name, value in res.items():
             nalloc[name] = nalloc.get(name, 0) - value

@@ -50,7 +50,7 @@ class Partition:
         self.terminated: dict[str, Application] = {}
         self.nodes: dict[str, Node] = {}
         self.index = NodeIndex(binpacking=config.node_sort_policy == "binpacking")
-        self.interpod = InterPodIndex(self.nodes)
+        self.interpod = InterPodIndex(self.nodes, loosened=self.index.placement_changed)
         self.capacity: dict[str, int] = {}
         self.reservations: dict[str, tuple[Application, Ask, Node]] = {}
         self.version = 0

@@ -125,6 +125,8 @@ def _try_app(part: Partition, app: Application, failed: set) -> bool:
                 return True
             if replaced is False:
                 return True  # placeholder released (size mismatch): pick again
+            if probe is not None:  # trying placeholders took them out and back: look again
+                probe = interpod.probe(ask)
         node = index.find(ask.resource, ask.shape, ask.placement, probe)
         if node is None:
             failed.add(ask.shape if probe is None else probe.key)

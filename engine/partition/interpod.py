@@ -33,13 +33,14 @@ running pod has anti-affinity terms (`probe` returns None).
 
 A probe's `key` (the ask's shape, namespace and labels) keys the "failed" caches for asks whose
 nodes these rules restrict: two asks of one shape but other labels may not fit the same nodes.
-A change of what the trackers or the registry count returns True from `booked`/`released`, and
-the caller forgets what failed.
+A change of what the trackers or the registry count calls `loosened` (the partition's node index
+forgets what failed), and so does a tracker's creation: while no ask held its terms, failures
+recorded under them were told of no change.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from engine.podaffinity import (EXISTING_ANTI_AFFINITY, NO_AFFINITY, NO_ANTI_AFFINITY,
@@ -168,11 +169,13 @@ class InterPodIndex:
     terms, over the partition's nodes (see the module docstring). Callers on hot paths test
     `trackers` and `anti` (both empty: nothing to do) before calling in."""
 
-    __slots__ = ("_nodes", "trackers", "_hinted", "_unhinted", "anti", "_anti_hinted",
+    __slots__ = ("_nodes", "_loosened", "trackers", "_hinted", "_unhinted", "anti", "_anti_hinted",
                  "_anti_unhinted", "_forbidden_cache")
 
-    def __init__(self, nodes: Mapping[str, Node]) -> None:
+    def __init__(self, nodes: Mapping[str, Node],
+                 loosened: Callable[[], None] = lambda: None) -> None:
         self._nodes = nodes
+        self._loosened = loosened
         self.trackers: dict[tuple[AffinityTerm, ...], Tracker] = {}
         self._hinted: dict[tuple[str, str], set[Tracker]] = {}
         self._unhinted: set[Tracker] = set()
@@ -185,11 +188,13 @@ class InterPodIndex:
     # --- running allocations -------------------------------------------------------------------
 
     def booked(self, alloc: Allocation, node: Node) -> bool:
-        """An allocation runs on the node; True if anything counted changed."""
+        """An allocation runs on the node; True if anything counted changed (and `loosened`
+        was called: a pod with affinity to it may find a node now)."""
         return self._count(alloc, node, 1)
 
     def released(self, alloc: Allocation, node: Node) -> bool:
-        """An allocation left the node; True if anything counted changed."""
+        """An allocation left the node; True if anything counted changed (and `loosened`
+        was called: a pod it kept away may find a node now)."""
         return self._count(alloc, node, -1)
 
     def _count(self, alloc: Allocation, node: Node, delta: int) -> bool:
@@ -206,6 +211,8 @@ class InterPodIndex:
         for term in anti:
             self._register(term.resolve(namespace), node, delta)
             changed = True
+        if changed:
+            self._loosened()
         return changed
 
     def _register(self, term: AffinityTerm, node: Node, delta: int) -> None:
@@ -280,6 +287,9 @@ class InterPodIndex:
         if tracker is None:
             tracker = self.trackers[terms] = Tracker(terms)
             _index(tracker, self._hinted, self._unhinted)
+            # while no ask held these terms, nothing told the failures recorded under them
+            # that the pods they count came or went
+            self._loosened()
             for node in self._nodes.values():
                 for alloc in node.allocations.values():
                     namespace, labels = meta_of(alloc)

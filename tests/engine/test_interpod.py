@@ -244,6 +244,32 @@ def test_relabelling_a_busy_node_moves_its_pods_into_the_new_domain():
     assert h.allocated()["db1"] == "n1"
 
 
+def test_a_failure_is_forgotten_when_its_terms_are_tracked_again():
+    """Found by the property below: a failure recorded for pods of one kind, whose last
+    waiting pod went, must not outlive the change that lets the next one of that kind in."""
+    h = Harness()
+    node(h, "n0")
+    node(h, "n1")
+    h.app("a")
+
+    def pinned(name: str, tags: dict) -> None:
+        doc = json.loads(tags.get(PLACEMENT_TAG, "{}"))
+        h.asks("a", name, tags={**tags, PLACEMENT_TAG: json.dumps(
+            {**doc, "nodeSelector": {HOST: "n0" if name == "loner" else "n1"}})})
+
+    pinned("loner", pod({}, anti=[term(app="web")]))
+    follower = pod({"app": "web"}, affinity=[{"topologyKey": HOST, "labelSelector": {}}])
+    h.asks("a", "follower", tags=follower)  # n0: the loner's term; n1: nobody to follow
+    h.cycle(2)
+    assert h.allocated() == {"loner": "n0"}
+    h.release_ask("a", "follower")
+    pinned("filler", pod({}))
+    h.cycle()
+    h.asks("a", "follower2", tags=follower)  # someone to follow on n1 now
+    h.cycle()
+    assert h.allocated()["follower2"] == "n1"
+
+
 def test_a_node_kept_away_by_anti_affinity_is_never_reserved():
     """An ask that fits no node's free space now does not reserve a node it may not use."""
     h = Harness()
@@ -386,7 +412,7 @@ def _violations(h: Harness) -> list[tuple[str, str]]:
     return bad
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(zones=st.lists(st.sampled_from(["a", "b", None]), min_size=1, max_size=4), steps=STEPS)
 def test_placement_never_violates_a_required_anti_affinity_term(zones, steps):
     h = Harness(requests=False)
@@ -488,7 +514,7 @@ LONE_STEPS = st.lists(st.one_of(
     min_size=1, max_size=14)
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(zones=st.lists(st.sampled_from(["a", "b", None]), min_size=1, max_size=4),
        steps=LONE_STEPS)
 def test_a_lone_ask_goes_where_kube_scheduler_allows_and_waits_only_if_nowhere(zones, steps):
