@@ -50,6 +50,9 @@ if TYPE_CHECKING:
     from engine.objects import Allocation, Ask, Node
 
 
+_FORBIDDEN_CACHE_SIZE = 4096
+
+
 def _bump(counter: dict[str, int], key: str, delta: int) -> None:
     value = counter.get(key, 0) + delta
     if value:
@@ -306,6 +309,8 @@ class InterPodIndex:
         cache = self._forbidden_cache
         found = cache.get((namespace, labels))
         if found is None:
+            if len(cache) >= _FORBIDDEN_CACHE_SIZE:
+                cache.clear()  # pods with labels of their own (StatefulSets): keep it bounded
             as_dict = dict(labels)
             found = cache[(namespace, labels)] = tuple(
                 entry for entry in self._candidates(as_dict, self._anti_hinted,
