@@ -447,3 +447,27 @@ def test_task_group_labels_and_pod_affinity_are_kept_for_its_placeholders():
         mapping.pod_info(pod(annotations={"yunikorn.apache.org/task-groups": bad}))
     assert str(exc.value).startswith(
         "annotation yunikorn.apache.org/task-groups[0].labels.pe: 'not ok' is not a valid label")
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-2, 2) | st.sampled_from(
+        ["", "app", "web", "In", "NotIn", "Exists", "Gt", "kubernetes.io/hostname", "a b"]),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(
+        ["requiredDuringSchedulingIgnoredDuringExecution", "topologyKey", "labelSelector",
+         "namespaces", "namespaceSelector", "matchLabels", "matchExpressions", "key",
+         "operator", "values", "app"]), inner, max_size=4), max_leaves=14)
+
+
+@given(affinity=st.dictionaries(st.sampled_from(["podAffinity", "podAntiAffinity"]), _JSON,
+                                max_size=2))
+def test_any_pod_affinity_is_a_pod_error_or_a_tag_the_engine_accepts(affinity):
+    """Only the documented error ever comes out, and the engine never has to refuse a tag
+    the shim built (one validator on both sides)."""
+    from engine.predicates import parse_placement
+    try:
+        info = mapping.pod_info(pod(affinity=affinity))
+    except PodError as exc:
+        assert str(exc).startswith("spec.affinity."), str(exc)
+        return
+    if info.placement:
+        parse_placement(info.placement)
