@@ -127,8 +127,8 @@ class AskTerms:
 
 
 class Probe:
-    """The inter-pod rules for one ask as they stand: `reason(labels)` says why a node with
-    these labels fails them (kube-scheduler's words), or None. `forbidden`: the registry's
+    """The inter-pod rules for one ask as they stand: `reason(attributes)` says why a node
+    with these labels fails them (kube-scheduler's words), or None. `forbidden`: the registry's
     trackers of running pods' anti-affinity terms that match the ask's pod."""
 
     __slots__ = ("key", "forbidden", "affinity", "first", "anti")
