@@ -5,6 +5,9 @@ server uses, then runs scheduling cycles until every pod is allocated. Reports a
 events/s over the cycles only (setup is reported apart), and the share of cycle time spent
 publishing events into the ring (measured by timing every publish call, which adds its own small
 overhead to both sides). `--no-ring` uses an in-memory sink instead of shared memory.
+`--anti-affinity`: every pod carries its app's label and a required anti-affinity to it on
+`kubernetes.io/hostname` (one pod of an app per node: kube-scheduler's InterPodAffinity in the
+node choice), to see what inter-pod terms cost against the same run without them.
 """
 
 from __future__ import annotations
@@ -43,8 +46,18 @@ class _TimedWriter:
         return result
 
 
+def _pod_tags(app: str, anti_affinity: bool) -> dict[str, str]:
+    """The tags the shim sends for a pod of `app` (with the spreading term if asked for)."""
+    tags = {"kubernetes.io/meta/namespace": "bench", "kubernetes.io/label/app": app}
+    if anti_affinity:
+        tags["ykshm.io/placement"] = orjson.dumps({"podAntiAffinity": [
+            {"topologyKey": "kubernetes.io/hostname",
+             "labelSelector": {"matchLabels": {"app": app}, "matchExpressions": []}}]}).decode()
+    return tags
+
+
 def run(nodes: int, apps: int, pods: int, *, ring: bool = True,
-        policy: str = "fifo") -> dict[str, Any]:
+        policy: str = "fifo", anti_affinity: bool = False) -> dict[str, Any]:
     writer = None
     name = f"bench-sched-{uuid.uuid4().hex[:8]}"
     timed = None
@@ -66,16 +79,19 @@ def run(nodes: int, apps: int, pods: int, *, ring: bool = True,
         node_res = to_si({"memory": 64 << 30, "vcore": 32_000, "pods": 110})
         sched.handle({"type": "NodeRequest", "rmID": "bench", "nodes": [
             {"nodeID": f"node-{i:05d}", "action": "CREATE", "schedulableResource": node_res,
-             "attributes": {"ready": "true"}} for i in range(nodes)]}, "bench")
+             "attributes": {"ready": "true", "kubernetes.io/hostname": f"node-{i:05d}"}}
+            for i in range(nodes)]}, "bench")
         sched.handle({"type": "ApplicationRequest", "rmID": "bench", "new": [
             {"applicationID": f"app-{a:04d}", "queueName": "root.bench",
              "ugi": {"user": f"user-{a % 10}", "groups": ["bench"]}} for a in range(apps)]},
             "bench")
         ask_res = to_si({"memory": 512 << 20, "vcore": 250, "pods": 1})
         for a in range(apps):
+            tags = _pod_tags(f"app-{a:04d}", anti_affinity)
             sched.handle({"type": "AllocationRequest", "rmID": "bench", "asks": [
                 {"allocationKey": f"app-{a:04d}-pod-{p:05d}", "applicationID": f"app-{a:04d}",
-                 "resourceAsk": ask_res, "priority": 0} for p in range(pods)]}, "bench")
+                 "resourceAsk": ask_res, "priority": 0, "allocationTags": tags}
+                for p in range(pods)]}, "bench")
         sched.take_outgoing()
         setup = time.perf_counter() - t0
         events_before = sink.count
@@ -101,7 +117,7 @@ def run(nodes: int, apps: int, pods: int, *, ring: bool = True,
                 "events": events, "events_per_s": round(events / elapsed, 1) if elapsed else 0.0,
                 "publish_share": round(publish_s / elapsed, 4) if elapsed else 0.0,
                 "publish_ns_per_event": round(publish_s * 1e9 / events, 1) if events else 0.0,
-                "ring": ring, "policy": policy}
+                "ring": ring, "policy": policy, "anti_affinity": anti_affinity}
     finally:
         if writer is not None:
             writer.close()
@@ -115,12 +131,15 @@ def _body(argv: Sequence[str]) -> int:
     p.add_argument("--pods", type=int, default=100, help="pods per application")
     p.add_argument("--policy", choices=("fifo", "fair"), default="fifo")
     p.add_argument("--no-ring", action="store_true", help="in-memory events, no shared memory")
+    p.add_argument("--anti-affinity", action="store_true",
+                   help="pods spread per app by a required hostname anti-affinity")
     p.add_argument("--json", action="store_true", help="one JSON object")
     args = p.parse_args(list(argv))
     if args.nodes < 1 or args.apps < 1 or args.pods < 1:
         p.error("--nodes, --apps and --pods must be at least 1")
     try:
-        result = run(args.nodes, args.apps, args.pods, ring=not args.no_ring, policy=args.policy)
+        result = run(args.nodes, args.apps, args.pods, ring=not args.no_ring, policy=args.policy,
+                     anti_affinity=args.anti_affinity)
     except OSError as exc:
         raise Failure(str(exc)) from None
     if args.json:

@@ -8,6 +8,8 @@
     app_state    the application state machine, transitions as data
     placement    YuniKorn's placement rules (provided, user, tag, fixed): which queue an app goes to
     predicates   node placement: nodeSelector, required node affinity, taints/tolerations
+    podaffinity  inter-pod affinity terms (required pod affinity/anti-affinity) as values
+    kubeschema   the Kubernetes API's field rules the placement parsers share (label keys...)
     resources    resources as dict[str, int]; SI conversion, fits/add/sub/share
     ugm/         the user group manager: user/group usage and limits (see its map)
     config       the configuration file (YuniKorn queues.yaml schema + service settings)

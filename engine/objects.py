@@ -64,7 +64,7 @@ class Ask:
     __slots__ = ("key", "app_id", "resource", "priority", "create_time", "seq", "placeholder",
                  "task_group", "tags", "placement", "shape", "reserved_node", "reported", "rm_id",
                  "allow_preempt_self", "allow_preempt_other", "queued_ns", "preempt_checked_ns",
-                 "triggered_preemption")
+                 "triggered_preemption", "meta", "interpod", "pod_shape")
 
     def __init__(self, key: str, app_id: str, resource: dict[str, int], priority: int = 0,
                  placeholder: bool = False, task_group: str = "", tags: dict | None = None,
@@ -91,11 +91,16 @@ class Ask:
         self.queued_ns = 0
         self.preempt_checked_ns: int | None = None
         self.triggered_preemption = False
+        # inter-pod affinity (engine.partition.interpod), computed when first needed:
+        self.meta: tuple[str, dict[str, str]] | None = None  # namespace, labels (from tags)
+        self.interpod: Any = None    # the trackers it holds (interpod.AskTerms)
+        self.pod_shape: tuple | None = None  # shape + namespace + labels
 
     def set_placement(self, placement: Placement | None, tag: str | None) -> None:
         """A new placement (and its tag) for this pending ask; its shape follows."""
         self.placement = placement
         self.shape = (self.shape[0], placement)
+        self.pod_shape = None
         if tag is None:
             self.tags.pop(PLACEMENT_TAG, None)
         else:
@@ -112,13 +117,14 @@ class Allocation:
     """Resources bound on a node for one ask (or recovered from the RM)."""
 
     __slots__ = ("key", "app_id", "partition", "node_id", "resource", "placeholder",
-                 "task_group", "priority", "create_time", "recovered", "replacing", "tags", "_dao",
-                 "allow_preempt_self", "preempted")
+                 "task_group", "priority", "create_time", "recovered", "replacing", "tags",
+                 "placement", "meta", "_dao", "allow_preempt_self", "preempted")
 
     def __init__(self, key: str, app_id: str, partition: str, node_id: str,
                  resource: dict[str, int], placeholder: bool = False, task_group: str = "",
                  priority: int = 0, recovered: bool = False, *, create_time: int,
-                 tags: dict[str, str] | None = None) -> None:
+                 tags: dict[str, str] | None = None,
+                 placement: Placement | None = None) -> None:
         self.key = key
         self.app_id = app_id
         self.partition = partition
@@ -132,6 +138,9 @@ class Allocation:
         self.replacing = False
         self.tags = tags or {}
         """The ask's tags (kubernetes.io/meta/namespace, .../podName...): the UI names pods by them."""
+        self.placement = placement
+        """The ask's placement: its anti-affinity terms keep other pods away while it runs."""
+        self.meta: tuple[str, dict[str, str]] | None = None  # namespace, labels (interpod)
         self._dao: dict[str, Any] | None = None
         self.allow_preempt_self = True
         """False: the pod asked not to be a preemption victim (considered last)."""

@@ -1,8 +1,9 @@
 """Node placement: kube-scheduler's NodeAffinity and TaintToleration filters, on SI data.
 
 An ask may carry `allocationTags["ykshm.io/placement"]` (its pod's nodeSelector, required node
-affinity and tolerations) and a node the attribute `ykshm.io/taints` (its NoSchedule/NoExecute
-taints); the encoding is in docs/CONTRACTS.md ("Node placement"). Both are parsed once, when the
+affinity, tolerations, and required inter-pod (anti-)affinity terms: `engine.podaffinity`) and
+a node the attribute `ykshm.io/taints` (its NoSchedule/NoExecute taints); the encoding is in
+docs/CONTRACTS.md ("Node placement", "Inter-pod affinity"). Both are parsed once, when the
 ask or node arrives, into frozen values: choosing a node runs in the scheduling cycle's inner
 loop and must not touch JSON. Parsing is strict where the Kubernetes API would have refused the
 pod (a bad operator, values that do not suit it): `ValueError` names the offending field, and the
@@ -18,11 +19,18 @@ without placement tolerates no taint: that is `admits(None, ...)`.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from collections.abc import Mapping
 from typing import Any
 
-import orjson
+from engine.kubeschema import array as _list
+from engine.kubeschema import load as _load
+from engine.kubeschema import nonempty as _nonempty
+from engine.kubeschema import obj as _object
+from engine.kubeschema import one_of as _one_of
+from engine.kubeschema import string as _string
+from engine.podaffinity import PodTerm, terms_doc, terms_of
 
 PLACEMENT_TAG = "ykshm.io/placement"
 TAINTS_ATTRIBUTE = "ykshm.io/taints"
@@ -120,6 +128,8 @@ class Toleration:
 @dataclasses.dataclass(frozen=True, slots=True)
 class Placement:
     """An ask's node constraints. `terms` None = no required node affinity (any node).
+    `affinity` / `anti_affinity`: the required inter-pod terms (`engine.podaffinity`), which
+    the partition's inter-pod index evaluates (they depend on running pods, not on the node).
 
     Part of the ask's shape, the key of the "failed" caches that are probed once per ask and
     cycle: the hash is computed once.
@@ -128,10 +138,13 @@ class Placement:
     selector: tuple[tuple[str, str], ...] = ()
     terms: tuple[Term, ...] | None = None
     tolerations: tuple[Toleration, ...] = ()
+    affinity: tuple[PodTerm, ...] = ()
+    anti_affinity: tuple[PodTerm, ...] = ()
     _hash: int = dataclasses.field(init=False, repr=False, compare=False, default=0)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "_hash", hash((self.selector, self.terms, self.tolerations)))
+        object.__setattr__(self, "_hash", hash((self.selector, self.terms, self.tolerations,
+                                                self.affinity, self.anti_affinity)))
 
     def __hash__(self) -> int:
         return self._hash
@@ -196,18 +209,22 @@ class PlacementPaths:
     node_selector: str = "nodeSelector"
     terms: str = "nodeSelectorTerms"
     tolerations: str = "tolerations"
+    pod_affinity: str = "podAffinity"
+    pod_anti_affinity: str = "podAntiAffinity"
 
 
 TAG_PATHS = PlacementPaths()
 
 
 def placement_doc(node_selector: Any, terms: Any, tolerations: Any,
-                  paths: PlacementPaths = TAG_PATHS) -> dict[str, Any]:
+                  paths: PlacementPaths = TAG_PATHS, *, pod_affinity: Any = None,
+                  pod_anti_affinity: Any = None) -> dict[str, Any]:
     """The canonical `ykshm.io/placement` document of a pod's nodeSelector, required
-    nodeSelectorTerms (None: no required node affinity) and tolerations, checked by the
-    Kubernetes API's rules (null counts as absent); {} when they constrain nothing. Only the
-    fields the contract names are kept; every term has both lists, every toleration all four
-    keys (operator defaults to Equal). ValueError "<path>: <why>".
+    nodeSelectorTerms (None: no required node affinity), tolerations and required inter-pod
+    affinity and anti-affinity terms, checked by the Kubernetes API's rules (null counts as
+    absent); {} when they constrain nothing. Only the fields the contract names are kept; every
+    term has both lists, every toleration all four keys (operator defaults to Equal), every
+    label selector both matchLabels and matchExpressions. ValueError "<path>: <why>".
     """
     doc: dict[str, Any] = {}
     selector = _node_selector(node_selector, paths.node_selector)
@@ -223,6 +240,11 @@ def placement_doc(node_selector: Any, terms: Any, tolerations: Any,
                    for i, t in enumerate(_list(tolerations, paths.tolerations))]
     if tolerations:
         doc["tolerations"] = tolerations
+    for key, raw, where in (("podAffinity", pod_affinity, paths.pod_affinity),
+                            ("podAntiAffinity", pod_anti_affinity, paths.pod_anti_affinity)):
+        pod_terms = terms_doc(raw, where)
+        if pod_terms:
+            doc[key] = pod_terms
     return doc
 
 
@@ -230,14 +252,27 @@ def parse_placement(text: Any) -> Placement:
     """The `ykshm.io/placement` tag of an ask; ValueError names what is malformed."""
     raw = _load(text, dict, "object")
     doc = placement_doc(raw.get("nodeSelector"), raw.get("nodeSelectorTerms"),
-                        raw.get("tolerations"))
+                        raw.get("tolerations"), pod_affinity=raw.get("podAffinity"),
+                        pod_anti_affinity=raw.get("podAntiAffinity"))
     terms = doc.get("nodeSelectorTerms")
     return Placement(
         tuple(sorted(doc.get("nodeSelector", {}).items())),
         None if terms is None else tuple(
             Term(tuple(map(_requirement_of, t["matchExpressions"])),
                  tuple(map(_requirement_of, t["matchFields"]))) for t in terms),
-        tuple(Toleration(**t) for t in doc.get("tolerations", ())))
+        tuple(Toleration(**t) for t in doc.get("tolerations", ())),
+        terms_of(doc.get("podAffinity", [])), terms_of(doc.get("podAntiAffinity", [])))
+
+
+def placement_of_tag(text: Any) -> Placement:
+    """`parse_placement`, remembered per tag text: the pods of one workload share their tag,
+    and a Placement is immutable (a malformed tag raises each time, it is not remembered)."""
+    if not isinstance(text, str):
+        return parse_placement(text)  # ValueError naming the type
+    return _placement_of_text(text)
+
+
+_placement_of_text = functools.lru_cache(maxsize=1024)(parse_placement)
 
 
 def parse_taints(text: Any) -> tuple[Taint, ...]:
@@ -262,55 +297,6 @@ def _requirement_of(req: Mapping[str, Any]) -> Requirement:
     if op in ("Gt", "Lt"):
         return Requirement(req["key"], op, bound=int(values[0]))
     return Requirement(req["key"], op, frozenset(values))
-
-
-def _load(text: Any, kind: type, what: str) -> Any:
-    if not isinstance(text, str):
-        raise ValueError(f"not a string but {type(text).__name__}")
-    try:
-        doc = orjson.loads(text)
-    except orjson.JSONDecodeError as exc:
-        raise ValueError(f"not JSON ({exc})") from None
-    if not isinstance(doc, kind):
-        raise ValueError(f"not a JSON {what}")
-    return doc
-
-
-def _string(value: Any, where: str) -> str:
-    """A string field; null is the empty string, as Kubernetes decodes it."""
-    if value is None:
-        return ""
-    if not isinstance(value, str):
-        raise ValueError(f"{where}: must be a string, got {value!r}")
-    return value
-
-
-def _nonempty(value: str, where: str) -> str:
-    if not value:
-        raise ValueError(f"{where}: must not be empty")
-    return value
-
-
-def _object(value: Any, where: str) -> Mapping[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise ValueError(f"{where}: must be an object")
-    return value
-
-
-def _list(value: Any, where: str) -> list[Any]:
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise ValueError(f"{where}: must be a list")
-    return value
-
-
-def _one_of(value: str, allowed: tuple[str, ...], where: str) -> str:
-    if value not in allowed:
-        raise ValueError(f"{where}: {value!r} is not one of {', '.join(allowed)}")
-    return value
 
 
 def _node_selector(raw: Any, where: str) -> dict[str, str]:

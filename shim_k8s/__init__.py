@@ -14,5 +14,6 @@
     streams/    IBM Streams: bundles, ADL -> logical model, fusion into PEs, AADL, bundle fetching
 
 The shim speaks SI through `engine.si.protocol` and shares the engine's pure helpers for
-resources (`engine.resources`) and placement (`engine.predicates`), nothing of its state.
+resources (`engine.resources`) and placement (`engine.predicates`, `engine.podaffinity`,
+`engine.kubeschema`), nothing of its state.
 """

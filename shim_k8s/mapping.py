@@ -20,10 +20,13 @@ Pods
   gangSchedulingStyle=Hard"); placeholder pods carry annotation `yunikorn.apache.org/placeholder`.
 
 - Placement (`placement_of`): `spec.nodeSelector`, the required node affinity's
-  `nodeSelectorTerms` and `spec.tolerations` become the ask tag `ykshm.io/placement`
-  (docs/CONTRACTS.md): canonical compact JSON (sorted keys, lists in the pod's order, only the
-  fields the contract names, toleration operator defaulted to `Equal`), "" when the pod has none.
-  Checked as the apiserver would, so the engine never sees a tag it must reject.
+  `nodeSelectorTerms`, `spec.tolerations` and the required pod affinity and anti-affinity
+  terms become the ask tag `ykshm.io/placement` (docs/CONTRACTS.md): canonical compact JSON
+  (sorted keys, lists in the pod's order, only the fields the contract names, toleration
+  operator defaulted to `Equal`), "" when the pod has none. Checked as the apiserver would, so
+  the engine never sees a tag it must reject. Preferred terms are not sent.
+- Labels (`PodInfo.labels`): sent as the tags `kubernetes.io/label/<key>` (YuniKorn's shim
+  does the same), so the engine matches running pods against inter-pod terms.
 - Preemption (`preemption_of`): `spec.priority` (the apiserver resolves `priorityClassName` into
   it) is the ask's priority; the annotation `yunikorn.apache.org/allow-preemption` set to a
   false value (Go's ParseBool: "false", "0", "f", ...) makes the pod a victim of last resort
@@ -50,7 +53,7 @@ from typing import Any
 
 import orjson
 
-from engine import resources
+from engine import kubeschema, resources
 from engine.predicates import PlacementPaths, placement_doc
 from engine.resources import QuantityError, Resource, parse_milli, parse_quantity
 
@@ -74,9 +77,11 @@ LABEL_QUEUE = "queue"
 FINISHED_PHASES = frozenset({"Succeeded", "Failed"})
 
 FILTER_EFFECTS = frozenset({"NoSchedule", "NoExecute"})   # PreferNoSchedule is only a preference
-REQUIRED_AFFINITY = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+REQUIRED_AFFINITY = f"spec.affinity.nodeAffinity.{REQUIRED}"
 POD_PATHS = PlacementPaths("spec.nodeSelector", f"{REQUIRED_AFFINITY}.nodeSelectorTerms",
-                           "spec.tolerations")
+                           "spec.tolerations", f"spec.affinity.podAffinity.{REQUIRED}",
+                           f"spec.affinity.podAntiAffinity.{REQUIRED}")
 
 
 class MappingError(ValueError):
@@ -103,7 +108,7 @@ class TaskGroup:
     min_member: int
     min_resource: Resource
     placement_spec: str = ""
-    labels: tuple[tuple[str, str], ...] = ()
+    labels: tuple[tuple[str, str], ...] = ()   # the group's `labels`, put on its placeholders
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -128,6 +133,7 @@ class PodInfo:
     placement: str           # the ykshm.io/placement tag, "" when the pod has no constraint
     allow_preempt_self: bool = True    # may be a preemption victim (annotation not false)
     allow_preempt_other: bool = True   # may preempt others (spec.preemptionPolicy not Never)
+    labels: tuple[tuple[str, str], ...] = ()   # metadata.labels, sorted
 
     @property
     def finished(self) -> bool:
@@ -305,19 +311,12 @@ def _task_groups(annotations: Mapping[str, str]) -> tuple[TaskGroup, ...]:
             raise PodError(f"annotation {ANN_TASK_GROUPS}[{i}].minMember must be an integer >= 0")
         res = resource_list(g.get("minResource"), f"annotation {ANN_TASK_GROUPS}[{i}].minResource")
         res["pods"] = 1
-        result.append(TaskGroup(g["name"], member, res, _group_placement(g, i), _group_labels(g, i)))
+        result.append(TaskGroup(g["name"], member, res, _group_placement(g, i),
+                                _group_labels(g, i)))
     return tuple(result)
 
 
 _PLACEMENT_FIELDS = ("nodeSelector", "affinity", "tolerations")
-
-
-def _group_labels(group: Mapping[str, Any], i: int) -> tuple[tuple[str, str], ...]:
-    raw = group.get("labels") or {}
-    if not isinstance(raw, Mapping) or not all(isinstance(k, str) and isinstance(v, str)
-                                               for k, v in raw.items()):
-        raise PodError(f"annotation {ANN_TASK_GROUPS}[{i}].labels must map strings to strings")
-    return tuple(sorted(raw.items()))
 
 
 def _group_placement(group: Mapping[str, Any], i: int) -> str:
@@ -332,6 +331,18 @@ def _group_placement(group: Mapping[str, Any], i: int) -> str:
         where = str(exc).removeprefix("spec.")
         raise PodError(f"annotation {ANN_TASK_GROUPS}[{i}].{where}") from None
     return orjson.dumps(spec, option=orjson.OPT_SORT_KEYS).decode()
+
+
+def _group_labels(group: Mapping[str, Any], i: int) -> tuple[tuple[str, str], ...]:
+    """A task group's `labels` (YuniKorn copies them onto its placeholder pods, so the group's
+    pod affinity terms can select them), checked as the apiserver checks pod labels."""
+    where = f"annotation {ANN_TASK_GROUPS}[{i}].labels"
+    try:
+        raw = kubeschema.obj(group.get("labels"), where)
+        return tuple(sorted((kubeschema.label_key(k, where),
+                             kubeschema.label_value(v, f"{where}.{k}")) for k, v in raw.items()))
+    except ValueError as exc:
+        raise PodError(str(exc)) from None
 
 
 def _policy(annotations: Mapping[str, str]) -> tuple[str, int]:
@@ -373,12 +384,28 @@ def _required_terms(affinity: Any) -> Any:
     return [] if terms is None else terms
 
 
+def _required_pod_terms(affinity: Any, kind: str) -> Any:
+    """The required terms of `podAffinity` or `podAntiAffinity` as written (a list, checked by
+    the engine's validator); None without any."""
+    if not isinstance(affinity, Mapping):
+        return None
+    section = affinity.get(kind)
+    if section is None:
+        return None
+    if not isinstance(section, Mapping):
+        raise PodError(f"spec.affinity.{kind}: must be an object")
+    return section.get(REQUIRED)
+
+
 def placement_of(spec: Mapping[str, Any]) -> str:
     """The ask tag ykshm.io/placement for a pod spec, "" when unconstrained. Raises PodError
     naming the pod field (the rules are the engine's: `engine.predicates.placement_doc`)."""
+    affinity = spec.get("affinity")
     try:
-        doc = placement_doc(spec.get("nodeSelector"), _required_terms(spec.get("affinity")),
-                            spec.get("tolerations"), POD_PATHS)
+        doc = placement_doc(spec.get("nodeSelector"), _required_terms(affinity),
+                            spec.get("tolerations"), POD_PATHS,
+                            pod_affinity=_required_pod_terms(affinity, "podAffinity"),
+                            pod_anti_affinity=_required_pod_terms(affinity, "podAntiAffinity"))
     except ValueError as exc:
         raise PodError(str(exc)) from None
     return orjson.dumps(doc, option=orjson.OPT_SORT_KEYS).decode() if doc else ""
@@ -423,6 +450,7 @@ def pod_info(pod: Mapping[str, Any], prev: PodInfo | None = None) -> PodInfo:
         placement=placement_of(spec),
         allow_preempt_self=allow_self,
         allow_preempt_other=allow_other,
+        labels=pod_labels(meta),
     )
 
 
@@ -433,6 +461,12 @@ def preemption_of(annotations: Mapping[str, str], spec: Mapping[str, Any]) -> tu
     """(allow_preempt_self, allow_preempt_other) of a pod (see the module docstring)."""
     allow_self = str(annotations.get(ANN_ALLOW_PREEMPTION, "true")) not in _GO_FALSE
     return allow_self, spec.get("preemptionPolicy") != "Never"
+
+
+def pod_labels(meta: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    """A pod's labels, sorted (string pairs only: the apiserver allows nothing else)."""
+    return tuple(sorted((k, v) for k, v in _strmap(meta.get("labels")).items()
+                        if isinstance(k, str) and isinstance(v, str)))
 
 
 def node_info(node: Mapping[str, Any]) -> NodeInfo:

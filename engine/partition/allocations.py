@@ -16,6 +16,7 @@ from engine.objects import Allocation, Application, Node
 from engine.partition import apps, asks
 from engine.partition.eventcodes import ADD, APP, NODE, REMOVE
 from engine.si.requests import DEFAULT_PREEMPTION
+from engine.predicates import PLACEMENT_TAG, Placement, placement_of_tag
 from shm.events import EventChangeDetail as Detail
 
 if TYPE_CHECKING:
@@ -37,13 +38,17 @@ _APP_ALLOC, _NODE_ALLOC = int(Detail.APP_ALLOC), int(Detail.NODE_ALLOC)  # per a
 def book(part: Partition, app: Application, key: str, res: dict[str, int], node: Node, *,
          placeholder: bool, task_group: str, priority: int, recovered: bool = False,
          notify: bool = True, tags: dict[str, str] | None = None,
-         preempt_self: bool = True) -> Allocation:
+         preempt_self: bool = True, placement: Placement | None = None) -> Allocation:
     """Book an allocation everywhere and emit its events (no checks: callers did them)."""
     alloc = Allocation(key, app.app_id, part.name, node.node_id, res, placeholder,
-                       task_group, priority, recovered, create_time=part.wall_clock(), tags=tags)
+                       task_group, priority, recovered, create_time=part.wall_clock(), tags=tags,
+                       placement=placement)
     alloc.allow_preempt_self = preempt_self
     node.allocations[key] = alloc
     node.ver += 1
+    interpod = part.interpod
+    if interpod.trackers or placement is not None:
+        interpod.booked(alloc, node)  # (a pod with affinity to it may find a node now)
     nalloc, navail = node.allocated, node.available
     for name, value in res.items():
         nalloc[name] = nalloc.get(name, 0) + value
@@ -106,6 +111,9 @@ def remove(part: Partition, app: Application, alloc: Allocation, detail: int, *,
     node = part.nodes.get(alloc.node_id)
     if node is not None and node.allocations.pop(alloc.key, None) is not None:
         node.ver += 1
+        interpod = part.interpod
+        if interpod.trackers or alloc.placement is not None:
+            interpod.released(alloc, node)  # (a pod it kept away may find a node now)
         nalloc, navail = node.allocated, node.available
         for name, value in res.items():
             nalloc[name] = nalloc.get(name, 0) - value
@@ -175,6 +183,7 @@ def add_existing(part: Partition, request: ExistingAllocation) -> str | None:
     if key in app.allocations:
         return None
     res = dict(request.resource_per_alloc)
+    tags = dict(request.allocation_tags)
     ask = app.asks.get(key)
     if ask is not None:
         asks.remove(part, app, ask, int(Detail.APP_REQUEST), "bound before recovery")
@@ -185,6 +194,15 @@ def add_existing(part: Partition, request: ExistingAllocation) -> str | None:
     policy = request.preemption_policy or DEFAULT_PREEMPTION
     book(part, app, key, res, node, placeholder=request.placeholder,
          task_group=request.task_group_name, priority=request.priority, recovered=True,
-         notify=False, tags=dict(request.allocation_tags),
+         notify=False, tags=tags, placement=_running_placement(tags),
          preempt_self=policy.allow_preempt_self)
     return None
+
+
+def _running_placement(tags: dict[str, str]) -> Placement | None:
+    """A recovered pod's placement, for its anti-affinity terms; a malformed tag counts as
+    none (the pod runs already: it is booked whatever its tag says)."""
+    try:
+        return placement_of_tag(tags[PLACEMENT_TAG]) if PLACEMENT_TAG in tags else None
+    except ValueError:
+        return None

@@ -2,7 +2,8 @@
 
 An ask counts in its application's and every ancestor queue's pending resources and
 `pending_count` from `add` until `take` (allocated) or `remove` (cancelled, with its event).
-A pending ask sent again is a replay, except for its placement tag, which replaces the ask's.
+A pending ask sent again is a replay, except for its placement tag and labels, which replace
+the ask's.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from engine.app_state import SCHEDULABLE_STATES, AppEvent, AppState
 from engine.objects import Application, Ask
 from engine.partition import apps, nodes
 from engine.partition.eventcodes import ADD, APP, REMOVE
-from engine.predicates import PLACEMENT_TAG, parse_placement
+from engine.podaffinity import LABEL_TAG_PREFIX
+from engine.predicates import PLACEMENT_TAG, placement_of_tag
 from engine.si.requests import DEFAULT_PREEMPTION
 from shm.events import EventChangeDetail as Detail
 
@@ -38,7 +40,7 @@ def add(part: Partition, rm_id: str, request: AllocationAsk) -> str | None:
     res = dict(request.resource_ask)
     tags = dict(request.allocation_tags)
     try:
-        placement = parse_placement(tags[PLACEMENT_TAG]) if PLACEMENT_TAG in tags else None
+        placement = placement_of_tag(tags[PLACEMENT_TAG]) if PLACEMENT_TAG in tags else None
     except ValueError as exc:
         return f"ask {key}: allocationTags.{PLACEMENT_TAG}: {exc}"
     ask = Ask(key, app.app_id, res, request.priority, request.placeholder,
@@ -49,6 +51,8 @@ def add(part: Partition, rm_id: str, request: AllocationAsk) -> str | None:
     ask.allow_preempt_other = policy.allow_preempt_other
     ask.queued_ns = part.clock()
     app.asks[key] = ask
+    if placement is not None:
+        part.interpod.track(ask)
     app.pending.add(ask)
     app.ver += 1
     app.pending_res = resources.add(app.pending_res, res)
@@ -89,18 +93,28 @@ def release(part: Partition, app_id: str, key: str, message: str = "") -> bool:
 
 def _replace_placement(part: Partition, app: Application, ask: Ask,
                        request: AllocationAsk) -> str | None:
-    """A pending ask sent again: a replay, except for its placement tag, which replaces the
-    ask's (a pod's tolerations may be added while it waits, e.g. to let it onto a tainted
-    node). A bad new tag rejects the ask, which is then gone (as the RM is told)."""
-    tag = request.allocation_tags.get(PLACEMENT_TAG)
-    if tag == ask.tags.get(PLACEMENT_TAG):
+    """A pending ask sent again: a replay, except for its placement tag and its label tags,
+    which replace the ask's (a pod's tolerations or labels may change while it waits, e.g. to
+    let it onto a tainted node). A bad new tag rejects the ask, which is then gone (as the RM
+    is told)."""
+    tags = request.allocation_tags
+    tag = tags.get(PLACEMENT_TAG)
+    labels = {k: v for k, v in tags.items() if k.startswith(LABEL_TAG_PREFIX)}
+    old_labels = {k: v for k, v in ask.tags.items() if k.startswith(LABEL_TAG_PREFIX)}
+    if tag == ask.tags.get(PLACEMENT_TAG) and labels == old_labels:
         return None
     try:
-        placement = parse_placement(tag) if tag is not None else None
+        placement = placement_of_tag(tag) if tag is not None else None
     except ValueError as exc:
         remove(part, app, ask, int(Detail.REQUEST_CANCEL), "placement tag rejected")
         return f"ask {ask.key}: allocationTags.{PLACEMENT_TAG}: {exc}"
+    part.interpod.forget(ask)
+    for key in old_labels:
+        del ask.tags[key]
+    ask.tags.update(labels)
+    ask.meta = None
     ask.set_placement(placement, tag)
+    part.interpod.track(ask)
     ask.reported.discard("reserve")
     ask.reported.discard("nonode")
     app.ver += 1
@@ -119,6 +133,8 @@ def take(part: Partition, app: Application, ask: Ask) -> None:
     """An ask leaves the pending list because it is being allocated (no event)."""
     if ask.reserved_node:
         nodes.unreserve(part, ask)
+    if ask.interpod is not None:
+        part.interpod.forget(ask)
     del app.asks[ask.key]
     app.pending.remove(ask)
     app.ver += 1

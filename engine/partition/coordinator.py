@@ -19,6 +19,7 @@ from typing import Any
 from engine.config import PartitionConfig
 from engine.objects import Application, Ask, Node, Queue
 from engine.partition import allocations, apps, asks, cycle, nodes, queues
+from engine.partition.interpod import InterPodIndex
 from engine.partition.nodes import NodeIndex
 from engine.partition.outbox import Outbox
 from engine.partition.timers import Timers, Timing
@@ -52,6 +53,7 @@ class Partition:
         self.terminated: dict[str, Application] = {}
         self.nodes: dict[str, Node] = {}
         self.index = NodeIndex(binpacking=config.node_sort_policy == "binpacking")
+        self.interpod = InterPodIndex(self.nodes, loosened=self.index.placement_changed)
         self.capacity: dict[str, int] = {}
         self.reservations: dict[str, tuple[Application, Ask, Node]] = {}
         self.version = 0

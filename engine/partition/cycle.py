@@ -18,6 +18,12 @@ Node placement (`engine.predicates`): wherever a node is chosen -- first fit, re
 placeholder replacement -- it must admit the ask (labels and taints). A placeholder whose node
 does not admit the real ask is not replaced; the ask is scheduled like one without placeholder.
 
+Inter-pod affinity (`engine.partition.interpod`): the same places also obey the ask's `Probe`
+(its required pod affinity/anti-affinity terms, and running pods' anti-affinity terms that
+match it). A real pod replacing a placeholder is judged as if the placeholder were gone. Asks
+whose probe restricts their nodes are remembered as failed under `probe.key` (shape, namespace
+and labels), others under their shape.
+
 An ask that cannot be allocated is told why through a request event, once per ask and reason,
 and may preempt (`engine.partition.preemption`): when no node has room for it, its queue's max
 refuses it, or its reserved node does not free up.
@@ -32,6 +38,7 @@ from engine import resources
 from engine.app_state import SCHEDULABLE_STATES
 from engine.objects import Allocation, Application, Ask, Node, Queue
 from engine.partition import allocations, asks, nodes, preemption, queues
+from engine.partition.interpod import Probe
 from engine.predicates import rejection
 from shm.events import EventChangeDetail as Detail
 
@@ -107,8 +114,12 @@ def _try_app(part: Partition, app: Application, failed: set) -> bool:
         return False
     q = app.queue
     index = part.index
+    interpod = part.interpod
     for ask in app.pending:
         if ask.reserved_node is not None or ask.shape in failed:
+            continue
+        probe = interpod.probe(ask) if ask.placement is not None or interpod.anti else None
+        if probe is not None and probe.key in failed:
             continue
         if ask.task_group and not ask.placeholder:
             replaced = _try_replace(part, app, ask)
@@ -116,9 +127,11 @@ def _try_app(part: Partition, app: Application, failed: set) -> bool:
                 return True
             if replaced is False:
                 return True  # placeholder released (size mismatch): pick again
-        node = index.find(ask.resource, ask.shape, ask.placement)
+            if probe is not None:  # trying placeholders took them out and back: look again
+                probe = interpod.probe(ask)
+        node = index.find(ask.resource, ask.shape, ask.placement, probe)
         if node is None:
-            failed.add(ask.shape)
+            failed.add(ask.shape if probe is None else probe.key)
             if not queues.fits(q, ask.resource):
                 _report_queue(part, app, ask)
                 _maybe_preempt(part, app, ask)
@@ -130,12 +143,12 @@ def _try_app(part: Partition, app: Application, failed: set) -> bool:
             if "reserve" not in ask.reported and \
                     not any(e[0] is app for e in part.reservations.values()):
                 ask.reported.add("reserve")
-                cand = index.find_capacity(ask.resource, ask.placement)
+                cand = index.find_capacity(ask.resource, ask.placement, probe)
                 if cand is not None:
                     nodes.reserve(part, app, ask, cand)
                     continue
             if part.sink.requests_enabled and "nonode" not in ask.reported:
-                _report(part, ask, "nonode", _no_node_message(part, ask))
+                _report(part, ask, "nonode", _no_node_message(part, ask, probe))
             continue
         why = commit(part, app, ask, node)
         if why is None:
@@ -180,7 +193,7 @@ def commit(part: Partition, app: Application, ask: Ask, node: Node) -> str | Non
     asks.take(part, app, ask)
     allocations.book(part, app, ask.key, res, node, placeholder=ask.placeholder,
                      task_group=ask.task_group, priority=ask.priority, tags=ask.tags,
-                     preempt_self=ask.allow_preempt_self)
+                     preempt_self=ask.allow_preempt_self, placement=ask.placement)
     if part.sink.requests_enabled:
         part.sink.request(ask.key, app.app_id, f"Successfully allocated on node {node.node_id}")
     return None
@@ -193,8 +206,11 @@ def _try_reserved(part: Partition) -> int:
     for key, (app, ask, node) in list(part.reservations.items()):
         if key not in part.reservations or not node.usable:
             continue
-        if not node.admits(ask.placement):
-            nodes.unreserve(part, ask)  # a label or taint changed: the node no longer admits it
+        probe = part.interpod.probe(ask)
+        if not node.admits(ask.placement) or \
+                (probe is not None and probe.reason(node.attributes) is not None):
+            # a label or taint changed, or pods came that keep it away: the node will not do
+            nodes.unreserve(part, ask)
             ask.reported.discard("reserve")
         elif resources.fits(ask.resource, node.available):
             nodes.unreserve(part, ask)
@@ -211,19 +227,33 @@ def _try_reserved(part: Partition) -> int:
 # --- gang placeholders -------------------------------------------------------------------------
 
 def _usable_placeholder(part: Partition, app: Application, ask: Ask) -> Allocation | None:
-    """The first placeholder of the ask's task group on a node that admits the ask."""
+    """The first placeholder of the ask's task group on a node that admits the ask (its
+    labels and taints, and the inter-pod rules as if the placeholder were gone: the real pod
+    takes its place, it does not join it)."""
     found = False
     for alloc in app.allocations.values():
         if alloc.placeholder and alloc.task_group == ask.task_group and not alloc.replacing:
             found = True
             node = part.nodes.get(alloc.node_id)
-            if node is not None and node.admits(ask.placement):
+            if node is not None and node.admits(ask.placement) and \
+                    _interpod_allows(part, ask, alloc, node):
                 return alloc
     if found and part.sink.requests_enabled:
         _report(part, ask, "phnode",
                 f"Task group '{ask.task_group}' in application '{app.app_id}': no "
                 f"placeholder is on a node that admits request '{ask.key}'")
     return None
+
+
+def _interpod_allows(part: Partition, ask: Ask, ph: Allocation, node: Node) -> bool:
+    """Whether the inter-pod rules let the ask replace the placeholder on its node."""
+    interpod = part.interpod
+    interpod.released(ph, node)
+    try:
+        probe = interpod.probe(ask)
+        return probe is None or probe.reason(node.attributes) is None
+    finally:
+        interpod.booked(ph, node)
 
 
 def _try_replace(part: Partition, app: Application, ask: Ask) -> bool | None:
@@ -255,7 +285,7 @@ def _try_replace(part: Partition, app: Application, ask: Ask) -> bool | None:
     asks.take(part, app, ask)
     allocations.book(part, app, ask.key, ask.resource, node, placeholder=False,
                      task_group=ask.task_group, priority=ask.priority, tags=ask.tags,
-                     preempt_self=ask.allow_preempt_self)
+                     preempt_self=ask.allow_preempt_self, placement=ask.placement)
     if part.sink.requests_enabled:  # a gang member is told where it went, like any other pod
         part.sink.request(ask.key, app.app_id, f"Successfully allocated on node {node.node_id}")
     if data is not None:
@@ -273,18 +303,21 @@ def _report(part: Partition, ask: Ask, reason: str, message: str) -> None:
     part.sink.request(ask.key, ask.app_id, message, ask.resource)
 
 
-def _no_node_message(part: Partition, ask: Ask) -> str:
+def _no_node_message(part: Partition, ask: Ask, probe: Probe | None) -> str:
     """Why no node took the ask, counted per reason like kube-scheduler's FailedScheduling
     ("0/3 nodes are available: 1 node(s) had untolerated taint {k: v}, 2 node(s) ..."), so
     `kubectl describe pod` tells a pending pod's user what to change. A scan of every node,
     once per ask."""
-    reasons: Counter[str] = Counter(_node_rejection(node, ask) for node in part.nodes.values())
+    reasons: Counter[str] = Counter(_node_rejection(node, ask, probe)
+                                    for node in part.nodes.values())
     parts = ", ".join(f"{count} node(s) {why}" for why, count in sorted(reasons.items()))
     return (f"Request '{ask.key}' does not fit on any of {len(part.nodes)} nodes: "
             f"0/{len(part.nodes)} nodes are available: {parts}")
 
 
-def _node_rejection(node: Node, ask: Ask) -> str:
+def _node_rejection(node: Node, ask: Ask, probe: Probe | None) -> str:
+    """kube-scheduler's order: node state, NodeAffinity/TaintToleration, resources, then
+    InterPodAffinity."""
     if not node.ready:
         return "were not ready"
     if not node.schedulable:
@@ -297,6 +330,10 @@ def _node_rejection(node: Node, ask: Ask) -> str:
     for name, value in sorted(ask.resource.items()):
         if value > node.available.get(name, 0):
             return f"had insufficient {name}"
+    if probe is not None:
+        why = probe.reason(node.attributes)
+        if why is not None:
+            return why
     return "had room (it freed up meanwhile)"
 
 

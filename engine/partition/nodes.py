@@ -32,7 +32,9 @@ and by any change of a node's labels or taints).
 Placement (`engine.predicates`): a node is taken only if it admits the ask. The shape includes
 the placement, so a constrained ask that fails says nothing about unconstrained asks of the same
 size. The bound stays a bound over every unreserved node, whatever they admit. An ask without
-placement on an untainted node pays one test of two attributes per candidate.
+placement on an untainted node pays one test of two attributes per candidate. Inter-pod
+affinity (`engine.partition.interpod`) comes as a `Probe`: a node must pass it too, and a
+failure is remembered under the probe's key (the ask's shape, namespace and labels).
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from engine import resources
 from engine.objects import Application, Ask, Node
 from engine.partition import allocations
 from engine.partition.eventcodes import ADD, NODE, REMOVE, SET
+from engine.partition.interpod import Probe
 from engine.predicates import TAINTS_ATTRIBUTE, Placement, Taint, parse_taints
 from shm.events import EventChangeDetail as Detail
 
@@ -100,14 +103,16 @@ class NodeIndex:
         self._failed.clear()
 
     def find(self, ask: Mapping[str, int], shape: tuple = (),
-             placement: Placement | None = None) -> Node | None:
-        """A usable, unreserved node that admits the ask and whose free space fits it, or
-        None. `shape` must be the ask's shape (it includes `placement`)."""
+             placement: Placement | None = None, probe: Probe | None = None) -> Node | None:
+        """A usable, unreserved node that admits the ask (and passes its inter-pod `probe`)
+        and whose free space fits it, or None. `shape` must be the ask's shape (it includes
+        `placement`); a failure is remembered under `probe.key` when there is a probe."""
         bound = self._bound
         for name, value in ask.items():
             if value > 0 and value > bound.get(name, 0):
                 return None
-        if shape and shape in self._failed:
+        failed = self._failed
+        if shape and shape in failed or probe is not None and probe.key in failed:
             return None
         nodes = self._nodes
         count = len(nodes)
@@ -126,7 +131,8 @@ class NodeIndex:
                     if value > avail.get(name, 0):
                         break
                 else:
-                    if not (node.taints or placement is not None) or node.admits(placement):
+                    if (not (node.taints or placement is not None) or node.admits(placement)) \
+                            and (probe is None or probe.reason(node.attributes) is None):
                         self._cursor = i if self.binpacking else i + 1
                         return node
             i += 1
@@ -140,12 +146,14 @@ class NodeIndex:
                     if value > exact.get(name, 0):
                         exact[name] = value
         self._bound = exact
-        if shape:
-            self._failed.add(shape)
+        if probe is not None:
+            failed.add(probe.key)
+        elif shape:
+            failed.add(shape)
         return None
 
-    def find_capacity(self, ask: Mapping[str, int],
-                      placement: Placement | None = None) -> Node | None:
+    def find_capacity(self, ask: Mapping[str, int], placement: Placement | None = None,
+                      probe: Probe | None = None) -> Node | None:
         """An unreserved usable node that admits the ask and whose capacity minus foreign
         occupation fits it (a reservation candidate). A full scan: callers use it rarely
         (once per ask)."""
@@ -156,6 +164,8 @@ class NodeIndex:
             if node.reserved_for is not None:
                 continue
             if (node.taints or placement is not None) and not node.admits(placement):
+                continue
+            if probe is not None and probe.reason(node.attributes) is not None:
                 continue
             cap, occ = node.capacity, node.occupied
             for name, value in items:
@@ -243,8 +253,10 @@ def _refresh_index(part: Partition, node: Node) -> None:
 
 def _placement_changed(part: Partition) -> None:
     """A node's labels or taints changed: asks that found no node, or no node to reserve,
-    may find one now (both caches are cleared; the next cycle tries them again)."""
+    may find one now (both caches are cleared; the next cycle tries them again), and the
+    inter-pod counts per topology value are counted again."""
     part.index.placement_changed()
+    part.interpod.topology_changed()
     for app in part.apps.values():
         for ask in app.pending:
             ask.reported.discard("reserve")

@@ -61,8 +61,9 @@ def placeholder_pods(info: PodInfo) -> list[dict[str, Any]]:
     Named `tg-<app>-<group>-<i>` (deterministic, so a restarted shim's create is a harmless 409),
     owned by the pod that defined the app, requesting the group's minResource, scheduled by us,
     annotated `yunikorn.apache.org/placeholder: "true"` and with the task-group name, labelled
-    with the group's `labels`, and constrained by the group's nodeSelector, affinity and
-    tolerations (as YuniKorn does).
+    with the group's `labels` (ours win on a clash), and constrained by the group's
+    nodeSelector, affinity (node and pod, required terms reach the engine) and tolerations, as
+    YuniKorn does.
     """
     pods = []
     for group in info.task_groups:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from engine import resources
+from engine.podaffinity import label_tags
 from engine.predicates import PLACEMENT_TAG
 from engine.si import messages
 from engine.si import protocol as si
@@ -73,9 +74,10 @@ def on_pod(core: ShimCore, event_type: str, obj: Mapping[str, Any]) -> None:
     core.pods[uid] = info
     _index_pod(core, prev, info)
     reconcile_pod(core, uid)
-    if prev is not None and prev.placement != info.placement and uid in core.e_asks \
-            and core.engine_live():
-        # tolerations added to a waiting pod: the engine replaces a re-sent ask's placement
+    if prev is not None and (prev.placement, prev.labels) != (info.placement, info.labels) \
+            and uid in core.e_asks and core.engine_live():
+        # tolerations or labels changed on a waiting pod: the engine replaces a re-sent ask's
+        # placement and labels
         core.batch.asks.append(_ask_message(core, uid, info))
 
 
@@ -234,14 +236,18 @@ def reconcile_pod(core: ShimCore, uid: str) -> None:
 
 
 def meta_tags(info: PodInfo) -> dict[str, str]:
-    """The tags YuniKorn's shim puts on every ask and allocation: the UI names pods by them."""
-    return {"kubernetes.io/meta/namespace": info.namespace, "kubernetes.io/meta/podName": info.name}
+    """The tags YuniKorn's shim puts on every ask and allocation (the UI names pods by them;
+    the engine matches inter-pod terms against the labels), plus the placement tag: a running
+    pod's anti-affinity terms keep other pods away."""
+    tags = {"kubernetes.io/meta/namespace": info.namespace,
+            "kubernetes.io/meta/podName": info.name, **label_tags(dict(info.labels))}
+    if info.placement:
+        tags[PLACEMENT_TAG] = info.placement
+    return tags
 
 
 def _ask_message(core: ShimCore, uid: str, info: PodInfo) -> messages.AllocationAsk:
     tags = meta_tags(info)
-    if info.placement:
-        tags[PLACEMENT_TAG] = info.placement
     return messages.AllocationAsk(uid, info.app_id, core.partition, info.resource,
                                   info.priority, info.placeholder, info.task_group, tags,
                                   preemption_policy(info))

@@ -544,6 +544,7 @@ def test_ask_carries_placement_tag_only_when_needed():
     asks = asks_sent(eng)
     assert asks["uid-ssd"]["allocationTags"] == {
         "kubernetes.io/meta/namespace": "ns", "kubernetes.io/meta/podName": "ssd",
+        "kubernetes.io/label/applicationId": "app-1",  # every label, as YuniKorn's shim
         PLACEMENT: '{"nodeSelector":{"disktype":"ssd"}}'}
     assert PLACEMENT not in asks["uid-plain"]["allocationTags"]
     assert PLACEMENT not in asks["uid-empty"]["allocationTags"]
@@ -639,6 +640,27 @@ def test_tolerations_added_to_a_waiting_pod_resend_its_ask():
     assert again["allocationKey"] == first["allocationKey"]
     assert again["allocationTags"]["ykshm.io/placement"] == \
         mapping.placement_of(tolerating["spec"])
+    relabelled = {**tolerating, "metadata": {**tolerating["metadata"],
+                                             "labels": {"applicationId": "app-1", "tier": "x"}}}
+    core.on_pod("MODIFIED", relabelled)               # labels changed: sent again
+    (third,) = [a for m in core.take().si for a in m.get("asks", [])]
+    assert third["allocationTags"]["kubernetes.io/label/tier"] == "x"
+
+
+def test_existing_allocations_carry_labels_and_placement():
+    """Recovery tells the engine each running pod's labels and anti-affinity terms: they keep
+    new pods away as before the restart."""
+    running = placed_pod("r", affinity={"podAntiAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [
+            {"topologyKey": "kubernetes.io/hostname",
+             "labelSelector": {"matchLabels": {"applicationId": "app-1"}}}]}})
+    running["spec"]["nodeName"] = "n1"
+    running["status"]["phase"] = "Running"
+    core, eng = start([node("n1")], [running])
+    (existing,) = [a for m in eng.log if m["type"] == "AllocationRequest"
+                   for a in m.get("allocations", [])]
+    assert existing["allocationTags"]["kubernetes.io/label/applicationId"] == "app-1"
+    assert existing["allocationTags"]["ykshm.io/placement"] == mapping.placement_of(running["spec"])
 
 
 def test_every_bind_posts_the_scheduled_event_kube_scheduler_posts():
@@ -730,3 +752,31 @@ def test_an_accepted_app_is_ended_by_the_engine_not_removed_by_the_shim():
     eng.pump()
     adds = [a["applicationID"] for m in eng.log if m["type"] == "ApplicationRequest" for a in m.get("new", [])]
     assert adds == ["app-1", "app-1"] and "uid-p9" in eng.asks
+
+
+def test_placeholders_carry_their_task_groups_labels_and_pod_anti_affinity():
+    """A task group's `labels` and required pod anti-affinity go onto its placeholders, whose
+    asks then carry both (labels as kubernetes.io/label/* tags): the engine spreads them."""
+    anti = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"topologyKey": "kubernetes.io/hostname",
+         "labelSelector": {"matchLabels": {"pe": "job-1"}}}]}}
+    groups = orjson.dumps([{"name": "w", "minMember": 2, "minResource": {"cpu": "500m"},
+                            "labels": {"pe": "job-1", "placeholder": "mine"},
+                            "affinity": anti}]).decode()
+    core, eng = start([node("n1")])
+    gang = pod("driver", app="gang-3")
+    gang["metadata"]["annotations"].update({"yunikorn.apache.org/task-groups": groups,
+                                            "yunikorn.apache.org/task-group-name": "w"})
+    core.on_pod("ADDED", gang)
+    phs = core.take().creates
+    assert [p["metadata"]["labels"] for p in phs] == [
+        {"pe": "job-1", "placeholder": "true", "applicationId": "gang-3", "queue": "root.default"}
+    ] * 2  # the group's labels, ours win on a clash
+    assert phs[0]["spec"]["affinity"] == anti
+    core.on_pod("ADDED", {**phs[0], "metadata": {**phs[0]["metadata"], "uid": "uid-ph"},
+                          "status": {"phase": "Pending"}})
+    (ask,) = [a for m in core.take().si for a in m.get("asks", [])]
+    tags = ask["allocationTags"]
+    assert tags["kubernetes.io/label/pe"] == "job-1"
+    assert orjson.loads(tags["ykshm.io/placement"])["podAntiAffinity"][0]["topologyKey"] == \
+        "kubernetes.io/hostname"

@@ -156,3 +156,95 @@ def test_gang_placeholders_hold_nodes_the_real_pods_may_use(cluster):
     assert {p["spec"]["nodeName"] for p in pods.values()} == {"node-0001"}
     wait_for(lambda: sorted(p["metadata"]["name"] for p in c.pods()) == ["w1", "w2"], 20,
              "both placeholders replaced (none left to time out)")
+
+
+SPREAD = """\
+apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}
+  labels: {{applicationId: app-spread, app: spread}}
+spec:
+  schedulerName: yunikorn
+  nodeSelector: {{role: spread}}
+  affinity:
+    podAntiAffinity:
+      requiredDuringSchedulingIgnoredDuringExecution:
+      - topologyKey: kubernetes.io/hostname
+        labelSelector:
+          matchExpressions:
+          - {{key: app, operator: In, values: [spread]}}
+      preferredDuringSchedulingIgnoredDuringExecution:
+      - weight: 100
+        podAffinityTerm:
+          topologyKey: kubernetes.io/hostname
+          labelSelector: {{matchLabels: {{app: spread}}}}
+  containers:
+  - name: c
+    image: pause
+    resources: {{requests: {{cpu: 100m, memory: 64Mi}}}}
+"""
+
+
+def test_hostname_anti_affinity_spreads_pods_and_the_odd_one_waits_saying_why(cluster, tmp_path):
+    """Two nodes may take the pods (nodeSelector); their hostname anti-affinity puts one per
+    node; the third waits with kube-scheduler's reasons and takes the node a deleted one left."""
+    c = cluster
+    c.start_all()
+    k = Kubectl(c.url, str(tmp_path))
+    k("label", "node", "node-0000", "role=spread")
+    k("label", "node", "node-0001", "role=spread")
+    for name in ("s-0", "s-1", "s-2"):
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(SPREAD.format(name=name), encoding="utf-8")
+        k("create", "-f", str(path))
+    k.create("free", "")  # an unconstrained pod is not held up by them
+    c.wait_bound(["free"], timeout=30)
+
+    def two_bound():
+        nodes = {n: k.node_of(n) for n in ("s-0", "s-1", "s-2")}
+        bound = {n: v for n, v in nodes.items() if v}
+        return bound if len(bound) == 2 else None
+
+    bound = wait_for(two_bound, 30, "two of the three spread pods bound")
+    assert sorted(bound.values()) == ["node-0000", "node-0001"]
+    (waiting,) = {"s-0", "s-1", "s-2"} - set(bound)
+
+    def told_why():
+        return [e["message"] for e in c.events() if e["involvedObject"]["name"] == waiting
+                and "nodes are available" in e["message"]]
+
+    (why,) = wait_for(told_why, 20, f"an event on {waiting} saying why it waits")
+    assert why.endswith("0/3 nodes are available: "
+                        "1 node(s) didn't match Pod's node affinity/selector, "
+                        "2 node(s) didn't match pod anti-affinity rules"), why
+    assert k.node_of(waiting) == ""
+    gone, freed = next(iter(bound.items()))
+    k("delete", "pod", gone, "--wait=false")
+    wait_for(lambda: k.node_of(waiting) == freed, 30, f"{waiting} bound where {gone} was")
+
+
+def test_gang_placeholders_spread_by_anti_affinity_and_real_pods_take_their_places(cluster):
+    """The task group's pod anti-affinity goes onto its placeholders: they take one node each,
+    and each real pod replaces one of them (judged as if that placeholder were gone)."""
+    c = cluster
+    c.start_all()
+    anti = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"topologyKey": "kubernetes.io/hostname",
+         "labelSelector": {"matchLabels": {"applicationId": "gang-spread"}}}]}}
+    groups = orjson.dumps([{"name": "pes", "minMember": 3,
+                            "minResource": {"cpu": "500m", "memory": "256Mi"},
+                            "affinity": anti}]).decode()
+    ann = {"yunikorn.apache.org/task-groups": groups,
+           "yunikorn.apache.org/task-group-name": "pes",
+           "yunikorn.apache.org/schedulingPolicyParameters":
+               "placeholderTimeoutInSeconds=60 gangSchedulingStyle=Soft"}
+    names = ["pe-0", "pe-1", "pe-2"]
+    for name in names:
+        c.create_pod(name, app="gang-spread", cpu="500m", memory="256Mi", annotations=ann,
+                     spec_extra={"affinity": anti})
+    pods = c.wait_bound(names, timeout=30)
+    assert sorted(p["spec"]["nodeName"] for p in pods.values()) == \
+        ["node-0000", "node-0001", "node-0002"]
+    wait_for(lambda: sorted(p["metadata"]["name"] for p in c.pods()) == names, 20,
+             "every placeholder replaced (none left to time out)")
