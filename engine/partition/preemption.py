@@ -363,12 +363,18 @@ class Search:
         Nodes are tried in ID order, so the first with one willing victim ends the search."""
         ask = self.ask
         need, placement = ask.resource, ask.placement
+        # inter-pod terms as the pods run now: a node whose pods the ask's (anti-)affinity
+        # refuses is not used, even if a victim there would lift the refusal (conservative:
+        # kube-scheduler simulates the eviction; we never place against a term)
+        probe = self.part.interpod.probe(ask)
         usable = []
         for node in self.part.index:
             if not self._may_use(node):
                 continue  # reserved for another's ask
             if (node.taints or placement is not None) and not node.admits(placement):
                 continue  # the node predicates, evaluated here (no callback to the shim)
+            if probe is not None and probe.reason(node.attributes) is not None:
+                continue
             if _fits(need, node.available):
                 usable.append(node)
         if usable:
@@ -381,6 +387,8 @@ class Search:
             if node is None or node.index_pos < 0 or not self._may_use(node):
                 continue
             if (node.taints or placement is not None) and not node.admits(placement):
+                continue
+            if probe is not None and probe.reason(node.attributes) is not None:
                 continue
             found = self._on_node(node, by_node[node_id])
             if found is not None and (best is None or found[0] < best[0]):

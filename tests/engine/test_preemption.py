@@ -7,6 +7,8 @@ the 30 s preemption delay.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from engine_helpers import Harness
 
@@ -315,6 +317,35 @@ def test_victims_must_free_enough_on_one_node():
     assert len(victims) == 2
     nodes = {h.allocated()[v] for v in victims}
     assert len(nodes) == 1 and reserved(h, "ask") in nodes
+
+
+def test_a_node_the_asks_anti_affinity_refuses_is_not_preempted_on():
+    """node1 runs a `db` pod the ask must not share a host with: the victim is taken on node2,
+    although node1's victim comes first in node order."""
+    from engine.podaffinity import LABEL_TAG_PREFIX, NAMESPACE_TAG
+    from engine.predicates import PLACEMENT_TAG
+
+    host = "kubernetes.io/hostname"
+    h = Harness(config(q("low", 0), q("high", 10)))
+    for name in ("node1", "node2"):
+        h.nodes(name, cap={"first": 15, "pods": 5}, attributes={host: name})
+    h.app("db", queue="root.low")
+    h.asks("db", "db1", resource=first(5), priority=1000, preemption=MAY_PREEMPT,
+           tags={NAMESPACE_TAG: "default", LABEL_TAG_PREFIX + "app": "db",
+                 PLACEMENT_TAG: json.dumps({"nodeSelector": {host: "node1"}})})
+    h.cycle()
+    run(h, "low1", "root.low", "v1", "v2", size=10)
+    placed = h.allocated()
+    assert placed["db1"] == "node1" and {placed["v1"], placed["v2"]} == {"node1", "node2"}
+    on_node2 = "v1" if placed["v1"] == "node2" else "v2"
+    anti = json.dumps({"podAntiAffinity": [{"topologyKey": host,
+                                            "labelSelector": {"matchLabels": {"app": "db"}}}]})
+    h.app("web", queue="root.high")
+    h.asks("web", "w1", resource=first(10), preemption=MAY_PREEMPT,
+           tags={NAMESPACE_TAG: "default", PLACEMENT_TAG: anti})
+    wait(h)
+    assert preempted(h) == [on_node2]
+    assert reserved(h, "w1") == "node2"
 
 
 def test_a_released_victim_of_another_kind_also_clears_preempting():
