@@ -12,6 +12,10 @@ The supervisor (hypercorn's `run.py` shape):
   attached keeps one live status line (events/s, pods running, open streams);
 - on Ctrl-C or SIGTERM removes every shared-memory segment (/dev/shm/NAME.*) and socket it made.
 
+With `--demo` (the default) the sim-cluster runs a demo workload, and a Streams job `demo` with
+a consistent region is submitted once everything answers; `ykshm pe-sim` (one more supervised
+child) plays its PEs, so `kubectl get stcr` shows the region cycling through drains.
+
 `--export URL` adds `ykshm export --redis URL` as one more supervised child (after the shim, before
 the web), so the event history and state also go to Redis Streams.
 
@@ -318,6 +322,39 @@ def children_for(args, runtime: Path, config: Path) -> list[Child]:
     return children
 
 
+DEMO_JOB = {"apiVersion": "streams.ibm.com/v1", "kind": "Job",
+            "metadata": {"name": "demo", "namespace": "default", "labels": {"queue": "root.default"}},
+            "spec": {"bundle": {"name": "demo.sab", "file": {"path": "demo.sab"}},
+                     "fusion": {"manual": 3}}}
+
+
+def streams_demo(args, runtime: Path) -> Child | None:
+    """With --demo: a Streams job whose consistent region drains every 5 s, its PEs played by
+    `ykshm pe-sim` (a supervised child). Returns that child, or None when the Streams API did
+    not come up (the rest of the demo runs anyway)."""
+    import json
+
+    from shim_k8s.streams import appgen
+
+    api = f"http://127.0.0.1:{args.api_port}"
+    adl = appgen.pipeline_adl("apps.demo::Checkpointed", operators=6,
+                              regions=(appgen.Region(0, 5, period=5.0),))
+    (runtime / "bundles" / "demo.sab").write_bytes(appgen.make_sab(adl, "apps.demo.Checkpointed"))
+    deadline = time.monotonic() + 30
+    while http_get(f"{api}/apis/streams.ibm.com/v1/streamsjobs") is None:
+        if time.monotonic() > deadline:
+            return None
+        time.sleep(0.2)
+    request = urllib.request.Request(f"{api}/apis/streams.ibm.com/v1/namespaces/default/streamsjobs",
+                                     data=json.dumps(DEMO_JOB).encode(), method="POST",
+                                     headers={"Content-Type": "application/json"})
+    try:
+        urllib.request.urlopen(request, timeout=5).close()
+    except OSError:
+        return None
+    return Child("pe-sim", [*ykshm_argv(), "pe-sim", "--job", "default/demo", "--api-server", api])
+
+
 def check_export(url: str | None, name: str) -> None:
     """`--export URL`: the exporter's own start-up checks (bad URL, unreachable, refused auth, a key
     of another type) as its one line and exit 2, before anything starts."""
@@ -392,6 +429,11 @@ def _run(argv: Sequence[str]) -> int:
             tail = log_path.read_bytes()[-2000:].decode("utf-8", "replace").strip().splitlines()
             reason = tail[-1] if tail else "no output"
             raise Failure(f"ykshm did not become ready within {READY_TIMEOUT:.0f} s (last log line: {reason})")
+        if args.demo:
+            demo = streams_demo(args, runtime)
+            if demo is not None:
+                demo.start(log)
+                supervisor.children.append(demo)
         print(banner(args, log_path), end="", flush=True)
         status = StatusLine(args.name, args.port) if sys.stdout.isatty() else None
         next_status = 0.0

@@ -21,11 +21,15 @@ The instance controller (`ykshm streams`):
     restart     the seed's restart policy table, as data
     objects     the job's Kubernetes objects with deterministic names (PE pods: gang, placement)
     kube        where each kind lives, idempotent writes, events
-    crds        the packaged CRDs (crds/*.yaml, linked from deploy/crds) and `--install-crds`
+    crds        the packaged CRDs (crds/ links to deploy/crds) and `--install-crds`
     operators   one supervised `ykshm cr-operator` process per job with consistent regions
+    operator_process  `ykshm cr-operator`: regions/ on Kubernetes (CR status, PE/pod monitors)
+    pesim_process     `ykshm pe-sim`: plays a job's PEs, following its operator's address
+    region_main       the command lines of `ykshm cr-operator` and `ykshm pe-sim`
     appgen      ADL and .sab files in the compiler's format, for tests, the bench and the demo
 
-Pure modules (all but fetch, controller, submission, refuse, kube, crds, operators) do no I/O.
+Pure modules (all but fetch, controller, submission, refuse, kube, crds, operators and the
+*_process modules) do no I/O.
 
 Consistent regions (`ykshm cr-operator`, one per job):
 

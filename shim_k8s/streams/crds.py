@@ -1,4 +1,4 @@
-"""The Streams CustomResourceDefinitions, shipped with the package (`deploy/crds` links here).
+"""The Streams CustomResourceDefinitions, shipped with the package (`crds/` links to `deploy/crds`).
 
 `ykshm streams --install-crds` (what `ykshm run` uses) creates or updates them before the
 controller starts watching, and waits until the API serves every kind, as `kubectl apply -f

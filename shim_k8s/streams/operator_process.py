@@ -156,6 +156,7 @@ class JobRegions:
             nursery.start_soon(self._route, receive)
             url = await nursery.start(serve, self.operator, bind)
             await kube.put_status(self.client, cro, {**(cro.get("status") or {}), "hasStarted": True,
+                                                     "phase": "Running",
                                                      "address": f"{url}/api/consistentregion"})
             log.info("cr-operator for %s/%s: %d regions, %s, API at %s", self.namespace, self.job,
                      len(regions), "restarted" if restarted else "fresh start", url)

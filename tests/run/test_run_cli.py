@@ -60,9 +60,9 @@ def test_banner_events_roles_then_sigint_leaves_nothing(make_run, ring_name):
 
     # `ps` shows each role: one child per role, its cmdline `... ykshm <role> ...`
     roles = inst.roles()
-    assert set(roles) == {"sim-cluster", "engine", "shim", "web"}, [
+    assert set(roles) == {"sim-cluster", "engine", "shim", "streams", "web"}, [
         cmdline(p) for p in children(inst.pid)]
-    assert len(children(inst.pid)) == 4
+    assert len(children(inst.pid)) == 5
     assert len(wait_for(lambda: len(w := inst.workers()) == 2 and w, 10, "2 web workers")) == 2
     inst.remember()
     for pid in inst.seen:
