@@ -146,7 +146,7 @@ class RunInstance:
         found = {}
         for pid in children(self.pid):
             cmd = cmdline(pid)
-            for role in ("sim-cluster", "engine", "shim", "export", "web"):
+            for role in ("sim-cluster", "engine", "shim", "streams", "export", "web"):
                 if f"ykshm {role} " in cmd:
                     found[role] = pid
         self.seen.update(found.values())

@@ -98,6 +98,24 @@ def test_banner_events_roles_then_sigint_leaves_nothing(make_run, ring_name):
     assert again.leftovers() == {"shm": [], "pids": [], "status_file": False}
 
 
+def test_demo_runs_a_streams_job_whose_region_drains(make_run, ring_name):
+    """The default demo: a Streams job with a consistent region, its PEs played by pe-sim; the
+    region completes drains, and Ctrl-C leaves nothing (cr-operator and pe-sim included)."""
+    inst = make_run(ring_name, extra=("--demo",))
+    assert "pe-sim" in " ".join(cmdline(p) for p in children(inst.pid))
+
+    def drains() -> int:
+        r = inst.api.get("/apis/streams.ibm.com/v1/namespaces/default/streamscrs/demo-0")
+        return r.status_code == 200 and (r.json().get("status") or {}).get("lastCompletedSeqID", 0) >= 2
+
+    wait_for(drains, 60, "the demo job's region completing two drains")
+    job = inst.api.get("/apis/streams.ibm.com/v1/namespaces/default/streamsjobs/demo").json()
+    assert job["status"]["phase"] == "Running" and job["status"]["peCount"] == 3
+    inst.remember()
+    assert inst.stop(signal.SIGINT) == 0, inst.stderr()
+    assert inst.leftovers() == {"shm": [], "pids": [], "status_file": False}
+
+
 def test_port_in_use_is_one_line_exit_1_and_starts_nothing(ring_name):
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
