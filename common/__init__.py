@@ -1,6 +1,7 @@
 """common: what every process role shares and none owns.
 
     cliutil  one-line usage errors (exit 2) and failures (exit 1) for every `ykshm` subcommand
+    shimstatus  where a shim publishes its state (/tmp/ykshm-NAME.shim.json), for its readers
 
 `engine`, `web`, `shim_k8s` and `tools` may import it; it imports none of them.
 """

@@ -117,6 +117,8 @@ async def _run(service: EngineService, config_path: str | None) -> None:
                         log.info("configuration reloaded")
                     except ConfigError as exc:
                         log.error("reload refused: %s", exc)
+                        service.scheduler.refuse_reload(str(exc))
+                        service.wake()
                     continue
                 log.info("signal %d: shutting down", signum)
                 nursery.cancel_scope.cancel()

@@ -60,6 +60,9 @@ class Scheduler:
         self.rms: dict[str, dict[str, Any]] = {}
         self.cycles = 0
         self.started_nano = wall_clock()
+        self._reloads = 0
+        self.reload_error: tuple[int, str] | None = None
+        """(when, why) of the last refused SIGHUP reload; None after a good one."""
         self.history = MetricsHistory()
         self._history_samples = 0
         self.partitions: dict[str, Partition] = {}
@@ -73,15 +76,23 @@ class Scheduler:
 
     @property
     def version(self) -> int:
-        return sum(p.version for p in self.partitions.values()) + len(self.rms) + self._history_samples
+        return (sum(p.version for p in self.partitions.values()) + len(self.rms)
+                + self._history_samples + self._reloads)
 
     def sample_history(self) -> None:
         """Take one sample of the metrics history (the engine does so every minute)."""
         self.history.sample(self, self.wall_clock())
         self._history_samples += 1
 
+    def refuse_reload(self, reason: str) -> None:
+        """A SIGHUP's configuration was refused: the old one stays; the snapshot says why."""
+        self.reload_error = (time.time_ns(), reason)
+        self._reloads += 1
+
     def reload(self, config: EngineConfig) -> None:
         """Apply a changed queue configuration (service settings change on restart only)."""
+        self.reload_error = None
+        self._reloads += 1
         for pcfg in config.partitions:
             part = self.partitions.get(pcfg.name)
             if part is None:

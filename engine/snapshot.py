@@ -165,6 +165,9 @@ def build(scheduler: Any, *, pid: int | None = None, fragments: bool = False) ->
         "history": scheduler.history.document(),
         "config": config_doc.document(scheduler.config.source, scheduler.config.checksum),
     }
+    if scheduler.reload_error:
+        when, why = scheduler.reload_error
+        doc["engine"]["reloadError"] = {"timeNano": when, "message": why}
     cluster_id = next(iter(sorted(scheduler.rms)), "")
     for name, part in scheduler.partitions.items():
         doc["partitions"].append(_partition_info(part, cluster_id, scheduler.started_nano))

@@ -26,6 +26,7 @@ the state, the transition history, per-node recovery states and counters; see `S
 
 from __future__ import annotations
 
+
 import dataclasses
 import logging
 import math
@@ -40,6 +41,7 @@ import trio
 
 from engine.si import protocol as si
 
+from common.shimstatus import read_status, status_path  # noqa: F401 - re-exported
 from . import kubeclient
 from .core import Actions, Bind, ShimCore
 from .core.registration import check_recovery_deadline
@@ -47,10 +49,6 @@ from .kubeclient import ApiStatusError, Informer, KubeConfig, WatchBatch
 from .state import ShimState
 
 log = logging.getLogger("ykshm.shim")
-
-
-def status_path(name: str) -> str:
-    return f"/tmp/ykshm-{name}.shim.json"
 
 
 class ShimFailed(Exception):
@@ -389,12 +387,6 @@ class Shim:
             os.replace(tmp, path)
         except OSError as exc:
             log.warning("cannot write status file %s: %s", path, exc)
-
-
-def read_status(path: str) -> dict[str, Any]:
-    """The status document a shim wrote (FileNotFoundError / ValueError if none or torn)."""
-    with open(path, "rb") as f:
-        return orjson.loads(f.read())
 
 
 async def serve(opts: ShimOptions) -> None:

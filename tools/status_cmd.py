@@ -30,6 +30,7 @@ import psutil
 
 from tools import ring_render, shmscan
 from common.cliutil import Failure, Parser, UsageError, run_main
+from common.shimstatus import status_path
 
 PROG = "ykshm status"
 ROLES = ("run", "engine", "web", "shim", "sim-cluster", "export", "streams", "cr-operator")
@@ -180,6 +181,7 @@ def snapshot_summary(name: str) -> dict[str, Any] | None:
         "partitions": len(partitions),
         "applications": sum(len(v) for v in apps.values()) if isinstance(apps, dict) else 0,
         "nodes": sum(len(v) for v in nodes.values()) if isinstance(nodes, dict) else 0,
+        "reloadError": engine.get("reloadError"),
     }
 
 
@@ -206,7 +208,7 @@ def collect(name: str) -> dict[str, Any]:
 
 def _shim_status(name: str) -> dict[str, Any] | None:
     """The shim's own status file (`ykshm shim status` reads the same), if it wrote one."""
-    path = f"/tmp/ykshm-{name}.shim.json"  # shim_k8s.shim.status_path, without importing the shim
+    path = status_path(name)
     try:
         with open(path, "rb") as fh:
             doc = orjson.loads(fh.read())
@@ -277,6 +279,11 @@ def render(doc: dict[str, Any]) -> str:
             + ("" if snap.get("cycles") is None else f", {snap['cycles']} cycles")
             + "\n"
         )
+        refused = snap.get("reloadError")
+        if refused:
+            when = time.strftime("%H:%M:%S", time.localtime(refused["timeNano"] / 1e9))
+            out.append(f"  config reload refused at {when} (the old configuration stays in force): "
+                       f"{refused['message']}\n")
     shim = doc.get("shim")
     if shim is not None:
         out.append(f"shim: {shim['state']}" + (f" ({shim['failure']})" if shim.get("failure") else "")

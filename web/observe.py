@@ -27,7 +27,9 @@ import orjson
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
+from common.shimstatus import read_status, status_path
 from export.status import metric_families_for
+from shm.segment import pid_exists
 
 from .segment import CLOSE_REASONS, LATENCY_BUCKETS, STATUS_CLASSES, MetricLayout
 
@@ -104,7 +106,26 @@ def health_document(app: "App") -> dict[str, Any]:
         checks.append(_check("State snapshot", True, "The engine has published its state", f"published {age:.3f}s ago"))
     except Exception as exc:
         checks.append(_check("State snapshot", False, "The engine has published its state", getattr(exc, "message", str(exc))))
+    shim = shim_check(app.options.name)
+    if shim is not None:
+        checks.append(shim)
     return {"Healthy": all(c["Succeeded"] for c in checks), "HealthChecks": checks}
+
+
+def shim_check(name: str) -> dict[str, Any] | None:
+    """The Kubernetes shim of this instance, from the state it publishes (common.shimstatus):
+    failed when its state machine is Failed or its process is gone. None when this machine runs
+    no shim for the instance (no status file: e.g. a read replica), so nothing is claimed."""
+    try:
+        doc = read_status(status_path(name))
+    except (OSError, ValueError):
+        return None
+    alive = pid_exists(int(doc.get("pid") or 0)) and not doc.get("stopped")
+    state = str(doc.get("state") or "unknown")
+    ok = alive and state != "Failed"
+    why = f"state {state}" + (f": {doc['failure']}" if doc.get("failure") else "") + \
+        ("" if alive else f"; pid {doc.get('pid')} is not running")
+    return _check("Kubernetes shim", ok, "The shim runs and its state machine is not Failed", why)
 
 
 async def healthcheck(app: "App", req: "Request", send) -> None:

@@ -174,6 +174,28 @@ def test_sighup_reloads_queues(ring_name, notify_socket, tmp_path):
                 break
             time.sleep(0.1)
         assert names == ["root.a", "root.b"]
+
+        # a bad file on the next SIGHUP: refused, the old queues stay, and `ykshm status` says so
+        cfg.write_text("partitions:\n  - name: default\n    bogus: 1\n    queues:\n      - name: root\n")
+        os.kill(proc.pid, signal.SIGHUP)
+
+        def refused():
+            reader = SnapshotReader.attach(ring_name)
+            try:
+                return reader.read()["engine"].get("reloadError")
+            finally:
+                reader.close()
+
+        deadline = time.time() + 10
+        while time.time() < deadline and not refused():
+            time.sleep(0.1)
+        assert "bogus" in refused()["message"]
+        status = subprocess.run([sys.executable, "-m", "tools.cli", "status", "--name", ring_name],
+                                capture_output=True, text=True, timeout=30)
+        assert "config reload refused" in status.stdout and "bogus" in status.stdout, status.stdout
+        reader = SnapshotReader.attach(ring_name)
+        assert [q["queuename"] for q in reader.read()["queues"]["default"]["children"]] == names
+        reader.close()
         os.kill(proc.pid, signal.SIGTERM)
         proc.communicate(timeout=15)
         assert proc.returncode == 0

@@ -150,6 +150,30 @@ def test_healthcheck_engine_live_then_stopped(web, snapshot):
         engine.stdout.close()
 
 
+def test_healthcheck_shows_a_failed_shim(web, snapshot):
+    """The shim of this instance publishes its state in /tmp/ykshm-NAME.shim.json: the
+    healthcheck reports it, unhealthy once the shim is Failed; no file, no shim check."""
+    import orjson
+
+    from common.shimstatus import status_path
+
+    path = status_path(web.name)
+    assert "Kubernetes shim" not in _checks(web)
+    try:
+        with open(path, "wb") as f:
+            f.write(orjson.dumps({"pid": os.getpid(), "state": "Running"}))
+        assert _checks(web)["Kubernetes shim"]
+        with open(path, "wb") as f:
+            f.write(orjson.dumps({"pid": os.getpid(), "state": "Failed",
+                                  "failure": "recovery not complete within 300 s"}))
+        doc = get(web, "/ws/v1/scheduler/healthcheck").json()
+        [shim] = [c for c in doc["HealthChecks"] if c["Name"] == "Kubernetes shim"]
+        assert not shim["Succeeded"] and not doc["Healthy"]
+        assert "Failed: recovery not complete" in shim["DiagnosisMessage"]
+    finally:
+        os.unlink(path)
+
+
 def test_metrics_text(web):
     web.ring.publish(30)
     get(web, "/ws/v1/events/batch")
