@@ -85,6 +85,26 @@ class JobSpec:
         return str(self.bundle.get("name") or "")
 
 
+def _object(doc: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
+    """doc[key] as an object ({} when unset); LogicalError naming the field otherwise (the CRD
+    schema refuses such a Job, but one written past it must not crash the controller)."""
+    value = doc.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise LogicalError((f"{where}.{key}",), f"must be an object, not {value!r}")
+    return value
+
+
+def _seconds(doc: Mapping[str, Any], key: str, default: float) -> float:
+    value = doc.get(key)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise LogicalError((f"spec.{key}",), f"must be a positive number of seconds, not {value!r}")
+    return float(value)
+
+
 def pe_options(job_pe: Mapping[str, Any] | None) -> dict[str, Any]:
     """The seed's PE options with defaults; `runWithValgrind` implies debug and ptrace."""
     options = dict(PE_DEFAULTS)
@@ -102,32 +122,33 @@ def read_job(job: Mapping[str, Any]) -> JobSpec:
     spec = job.get("spec") or {}
     if not isinstance(spec, Mapping):
         raise LogicalError(("spec",), "must be an object")
-    bundle = spec.get("bundle") or {}
+    bundle = _object(spec, "bundle", "spec")
     parse_bundle_spec(bundle)
-    fusion = spec.get("fusion") or {}
-    threading = spec.get("threadingModel") or {}
+    fusion, threading = _object(spec, "fusion", "spec"), _object(spec, "threadingModel", "spec")
     FusionSpec.from_job(fusion, threading)
-    resources = spec.get("resources") or {}
+    resources = _object(spec, "resources", "spec")
     _check_resources("spec.resources", resources)
-    options = pe_options(spec.get("processingElement"))
-    _check_resources("spec.processingElement.resources", options.get("resources") or {})
+    options = pe_options(_object(spec, "processingElement", "spec"))
+    _check_resources("spec.processingElement.resources",
+                     _object(options, "resources", "spec.processingElement"))
     labels = meta.get("labels") or {}
+    values = _object(spec, "submissionTimeValues", "spec")
     return JobSpec(
         namespace=str(meta.get("namespace") or "default"), name=str(meta.get("name") or ""),
         uid=str(meta.get("uid") or ""), bundle=bundle, fusion=fusion, threading_model=threading,
         image_pull_policy=str(spec.get("imagePullPolicy") or "Always"),
         image_pull_secret=spec.get("imagePullSecret"), pe_options=options,
-        submission_timeout=float(spec.get("submissionTimeOutInSeconds") or 300),
+        submission_timeout=_seconds(spec, "submissionTimeOutInSeconds", 300.0),
         resources=resources, queue=str(labels.get(QUEUE_LABEL) or DEFAULT_QUEUE),
-        submission_values={str(k): str(v) for k, v in (spec.get("submissionTimeValues") or {}).items()})
+        submission_values={str(k): str(v) for k, v in values.items()})
 
 
 def _check_resources(where: str, resources: Mapping[str, Any]) -> None:
     for part in ("requests", "limits"):
-        for name, value in (resources.get(part) or {}).items():
+        for name, value in _object(resources, part, where).items():
             try:
                 parse_milli(value) if name == "cpu" else parse_quantity(value)
-            except QuantityError:
+            except (QuantityError, TypeError):
                 raise LogicalError((f"{where}.{part}.{name}",), f"{value!r} is not a quantity") from None
 
 

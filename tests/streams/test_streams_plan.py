@@ -307,3 +307,29 @@ def test_at_most_one_live_pod_per_pe_whatever_happens(events, failed, completed,
         assert len(live) <= 1
         assert w.pe(0)["spec"]["launchCount"] >= last
         last = w.pe(0)["spec"]["launchCount"]
+
+
+_json = st.recursive(st.none() | st.booleans() | st.integers(-3, 5) | st.text(max_size=6),
+                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+                     max_leaves=8)
+_keys = st.sampled_from(["bundle", "fusion", "threadingModel", "resources", "processingElement",
+                         "imagePullPolicy", "submissionTimeOutInSeconds", "submissionTimeValues"])
+
+
+@given(st.dictionaries(_keys, _json, max_size=5), st.one_of(st.none(), st.dictionaries(
+    st.sampled_from(["name", "file", "http", "github", "pullPolicy"]), _json, max_size=3)))
+def test_any_job_spec_is_read_or_refused_with_a_logical_error(spec, bundle):
+    """Whatever a user writes (the CRD schema aside), reading the Job gives a JobSpec whose PE
+    objects can be built, or a LogicalError naming fields: never another exception."""
+    spec = {**spec, "bundle": {"name": "a.sab"} if bundle is None else {"name": "a.sab", **bundle}}
+    job = {"apiVersion": "streams.ibm.com/v1", "kind": "Job",
+           "metadata": {"name": "j", "namespace": "ns", "uid": "u"}, "spec": spec}
+    try:
+        parsed = read_job(job)
+    except LogicalError as exc:
+        assert exc.fields and all(f.startswith("spec") for f in exc.fields)
+        return
+    objects.pe_object(parsed, job, doc(0), "c0")
+    objects.pod_object(parsed, objects.pe_object(parsed, {**job, "metadata": {**job["metadata"]}}, doc(0), "c0")
+                       | {"metadata": {"name": "j-0", "uid": "p"}, "kind": "ProcessingElement"},
+                       doc(0), 1, "[]")
