@@ -7,6 +7,7 @@ Real processes (shim_k8s.harness): sim-cluster, engine, shim and `ykshm streams`
 from __future__ import annotations
 
 import os
+import socket
 import signal
 
 import pytest
@@ -170,3 +171,38 @@ def test_logical_error_is_reported_not_resolved(streams_cluster):
     # fixing the spec submits it again
     k("patch", "stj", "two", "--type=merge", "-p", '{"spec": {"fusion": {"legacy": null}}}')
     wait_for(lambda: running(k, "two", {"two-0-1", "two-1-1"}), 60, "the fixed job's two PEs Running")
+
+
+def test_tagged_host_pool_places_pes_and_a_stuck_fetch_times_out(streams_cluster, tmp_path):
+    c, k, bundles = streams_cluster
+    # a host pool tagged "fast": PE pods go only to nodes labelled streams.ibm.com/hostpool=fast
+    k("label", "node", "node-0001", "node-0003", "streams.ibm.com/hostpool=fast")
+    (bundles / "pool.sab").write_bytes(appgen.make_sab(appgen.pipeline_adl(operators=4, pool_tags=("fast",))))
+    submit(k, "pool", "pool.sab", fusion="{manual: 4}")
+    pods = wait_for(lambda: running(k, "pool", {f"pool-{i}-1" for i in range(4)}), 60,
+                    "four PE pods Running")
+    assert {p["spec"]["nodeName"] for p in pods.values()} <= {"node-0001", "node-0003"}
+    terms = pods["pool-0-1"]["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert terms == [{"matchExpressions": [{"key": "streams.ibm.com/hostpool", "operator": "In",
+                                            "values": ["fast"]}]}]
+    hostpools = k.json("get", "sthp", "-l", "streams.ibm.com/job=pool")["items"]
+    assert [h["spec"]["tags"] for h in hostpools] == [["fast"]]
+
+    # a bundle server that accepts and never answers: submissionTimeOutInSeconds ends it
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        port = silent.getsockname()[1]
+        k("create", "-f", "-", stdin=f"""\
+apiVersion: streams.ibm.com/v1
+kind: Job
+metadata: {{name: slow}}
+spec:
+  bundle: {{name: slow.sab, pullPolicy: Always, http: {{url: "http://127.0.0.1:{port}/slow.sab"}}}}
+  submissionTimeOutInSeconds: 2
+""")
+        status = wait_for(lambda: (s := job_status(k, "slow")).get("phase") == "Failed" and s, 30,
+                          "the slow job Failed by its submission timeout")
+    assert status["conditions"][0]["reason"] == "SubmissionTimeout"
+    assert "submissionTimeOutInSeconds=2" in status["message"]
