@@ -50,7 +50,7 @@ async def _announce(client: httpx.AsyncClient, namespace: str, job: str,
 
 
 async def play(kube_config: Any, namespace: str, job: str, *, failing: set[int],
-               listen: str = "udp") -> None:
+               listen: str = "udp", blocking: bool = False) -> None:
     """Run the simulator for the job until cancelled, following the operator's address."""
     async with kube_config.client() as client:
         while True:
@@ -60,7 +60,9 @@ async def play(kube_config: Any, namespace: str, job: str, *, failing: set[int],
                 await trio.sleep(FOLLOW_INTERVAL)
                 continue
             try:
-                await _play_once(client, namespace, job, address, regions, failing, listen)
+                await _play_once(client, namespace, job, address, regions,
+                                 PeSimulator(address.removesuffix(API_BASE), regions, listen=listen,
+                                             failing=failing, blocking=blocking))
             except* (httpx.HTTPError, OSError) as group:
                 # the operator went away mid-request (killed, restarting): look again shortly
                 log.info("pe-sim for %s/%s: %s; following the operator", namespace, job,
@@ -69,13 +71,12 @@ async def play(kube_config: Any, namespace: str, job: str, *, failing: set[int],
 
 
 async def _play_once(client: httpx.AsyncClient, namespace: str, job: str, address: str,
-                     regions: dict[int, list[int]], failing: set[int], listen: str) -> None:
-    """Play the PEs against the operator at `address` until the operator's address changes."""
-    # the status names the API's base (what a PE is configured with); the simulator takes the
-    # server's root and adds the base path itself
-    sim = PeSimulator(address.removesuffix(API_BASE), regions, listen=listen, failing=failing)
+                     regions: dict[int, list[int]], sim: PeSimulator) -> None:
+    """Play the PEs against the operator at `address` until the operator's address changes.
+    (The status names the API's base, what a PE is configured with; the simulator is given the
+    server's root and adds the base path itself.)"""
     async with trio.open_nursery() as nursery:
-        if listen == "udp":
+        if sim.listen == "udp":
             await sim.open_sockets()
             await _announce(client, namespace, job, sim.addresses())
         await nursery.start(sim.run)

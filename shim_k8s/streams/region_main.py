@@ -2,7 +2,7 @@
 
     ykshm cr-operator --job NS/NAME (--api-server URL | --kubeconfig FILE) [--bind HOST:PORT]
     ykshm pe-sim --job NS/NAME (--api-server URL | --kubeconfig FILE) [--listen udp|poll]
-                 [--fail-pe N ...]
+                 [--fail-pe N ...] [--blocking]
 
 `ykshm streams` starts one cr-operator per job with consistent regions (and restarts it); a user
 runs one by hand only to debug. The operator's REST API binds 127.0.0.1 on a free port unless
@@ -73,13 +73,16 @@ def _pesim(argv: Sequence[str]) -> int:
                         help="notifications by UDP (default) or by polling GET /pe/{id}")
     parser.add_argument("--fail-pe", type=int, action="append", default=[], metavar="N",
                         help="PE N never reports (its region's drains time out)")
+    parser.add_argument("--blocking", action="store_true",
+                        help="answer a drain with a blocking checkpoint first (CHECKPOINT_PENDING)")
     args = parser.parse_args(argv)
     kube_config, namespace, job = _setup(args)
     import trio
 
     from .pesim_process import play
 
-    trio.run(lambda: play(kube_config, namespace, job, failing=set(args.fail_pe), listen=args.listen))
+    trio.run(lambda: play(kube_config, namespace, job, failing=set(args.fail_pe), listen=args.listen,
+                          blocking=args.blocking))
     return 0
 
 

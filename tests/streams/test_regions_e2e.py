@@ -24,6 +24,25 @@ spec:
 
 
 @pytest.fixture
+def bare_region_cluster(ring_name, tmp_path):
+    """Cluster + controller + a job whose region has short timeouts; no pe-sim (the test runs it)."""
+    bundles = tmp_path / "bundles"
+    bundles.mkdir()
+    c = Cluster(ring_name, nodes=3)
+    try:
+        c.start_all()
+        c.start_streams(str(bundles))
+        k = Kubectl(c.url, str(tmp_path))
+        adl = appgen.pipeline_adl(operators=6, regions=(appgen.Region(
+            0, 5, period=0.3, drain_timeout=1.5, reset_timeout=1.5, max_attempts=1000),))
+        (bundles / "cr.sab").write_bytes(appgen.make_sab(adl))
+        k("create", "-f", "-", stdin=JOB)
+        yield c, k
+    finally:
+        c.close()
+
+
+@pytest.fixture
 def region_cluster(ring_name, tmp_path):
     bundles = tmp_path / "bundles"
     bundles.mkdir()
@@ -107,3 +126,54 @@ def test_region_drains_survives_operator_kill_and_pod_failure(region_cluster):
     address = k.json("get", "stcro", "cr")["status"]["address"]
     assert httpx.get(f"{address}/region/0/trigger").json() == "periodic"
     assert httpx.get(f"{address}/region/9/state").status_code == 404
+
+
+def test_operator_killed_in_draining_and_resetting_resumes_with_consistent_seq_ids(bare_region_cluster):
+    """A silent PE holds the region in DRAINING (then RESETTING): the operator is killed -9 in
+    each state, comes back, and once the PE answers again the region completes drains; its
+    lastCompletedSeqID never goes back. Then blocking checkpoints (CHECKPOINT_PENDING) work."""
+    c, k = bare_region_cluster
+    seen_completed = [0]
+
+    def state() -> str:
+        status = region(k).get("status") or {}
+        done = status.get("lastCompletedSeqID", 0)
+        assert done >= seen_completed[0], f"lastCompletedSeqID went back: {done} < {seen_completed[0]}"
+        seen_completed[0] = done
+        return status.get("state", "")
+
+    def kill_operator_in(wanted: str) -> None:
+        wait_for(lambda: state() == wanted, 60, f"the region {wanted}", interval=0.02)
+        pid = operator_pid(c)
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)
+        wait_for(lambda: (p := operator_pid(c)) is not None and p != pid, 30, "a new cr-operator")
+
+    wait_for(lambda: k.json("get", "stcro", "cr").get("status", {}).get("address"), 60, "the operator")
+    silent = Proc("pe-sim", ["pe-sim", "--job", "default/cr", "--api-server", c.url, "--fail-pe", "1"],
+                  c.log_dir)
+    try:
+        kill_operator_in("DRAINING")
+        kill_operator_in("RESETTING")
+    finally:
+        silent.stop()
+    sim = Proc("pe-sim", ["pe-sim", "--job", "default/cr", "--api-server", c.url], c.log_dir)
+    try:
+        before = seen_completed[0]
+        wait_for(lambda: state() == "PROCESSING" and seen_completed[0] >= before + 2, 60,
+                 "drains completing once every PE answers")
+    finally:
+        sim.stop()
+    blocking = Proc("pe-sim", ["pe-sim", "--job", "default/cr", "--api-server", c.url, "--blocking"],
+                    c.log_dir)
+    try:
+        states: set[str] = set()
+
+        def pending_rounds() -> bool:
+            states.add(state())
+            return "CHECKPOINT_PENDING" in states and seen_completed[0] >= mark + 2
+
+        mark = seen_completed[0]
+        wait_for(pending_rounds, 60, "blocking checkpoints: CHECKPOINT_PENDING, then drained", interval=0.01)
+    finally:
+        blocking.stop()
