@@ -9,9 +9,10 @@
     mapping     Kubernetes objects -> what the scheduler needs, by YuniKorn's conventions
     store       one resource kind's local cache (an informer's store) and the relist diff
     kubeclient  a small Kubernetes API client on httpx: list/watch, bind, events
+    kubeargs    the API-server and logging flags every Kubernetes-facing role shares
     harness     real sim-cluster + engine + shim subprocesses for end-to-end tests and bench e2e
     simcluster/ `ykshm sim-cluster`: a simulated kube-apiserver (see its map)
-    streams/    IBM Streams: bundles, ADL -> logical model, fusion into PEs, AADL, bundle fetching
+    streams/    IBM Streams: `ykshm streams`, `ykshm cr-operator`, `ykshm pe-sim` (see its map)
 
 The shim speaks SI through `engine.si.protocol` and shares the engine's pure helpers for
 resources (`engine.resources`) and placement (`engine.predicates`, `engine.podaffinity`,

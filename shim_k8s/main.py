@@ -11,7 +11,6 @@ none, or if the shim that wrote it is no longer running — the last state is st
 
 from __future__ import annotations
 
-import logging
 import sys
 import time
 from collections.abc import Sequence
@@ -21,6 +20,8 @@ import orjson
 from common.cliutil import Failure, Parser, UsageError, run_main
 from shm.segment import pid_exists
 
+from . import kubeargs
+
 PROG = "ykshm shim"
 
 
@@ -28,10 +29,7 @@ def _run(argv: Sequence[str]) -> int:
     parser = Parser(prog=PROG, description="The Kubernetes shim: list/watch, binding, recovery.",
                     epilog="`ykshm shim status [--name NAME] [--json] [--nodes]` shows the state "
                            "of a running shim (from /tmp/ykshm-NAME.shim.json).")
-    src = parser.add_mutually_exclusive_group(required=True)
-    src.add_argument("--api-server", metavar="URL", help="kube-apiserver URL (no auth)")
-    src.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig: server, token, certs")
-    parser.add_argument("--context", help="kubeconfig context (default: current-context)")
+    kubeargs.add_source(parser)
     parser.add_argument("--name", default="ykshm", help="instance name (default ykshm)")
     parser.add_argument("--socket", metavar="PATH",
                         help="engine SI socket (default /tmp/ykshm-NAME.sock)")
@@ -44,8 +42,6 @@ def _run(argv: Sequence[str]) -> int:
                         help="watch timeoutSeconds (300)")
     parser.add_argument("--status-file", metavar="PATH",
                         help="status file (default /tmp/ykshm-NAME.shim.json)")
-    parser.add_argument("--log-level", default="INFO",
-                        choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     args = parser.parse_args(argv)
     if args.bind_workers < 1:
         raise UsageError("--bind-workers must be at least 1")
@@ -56,21 +52,10 @@ def _run(argv: Sequence[str]) -> int:
 
     import trio  # noqa: PLC0415 - keep `ykshm --help` light
 
-    from .kubeclient import KubeConfig, KubeConfigError, load_kubeconfig
     from .shim import ShimFailed, ShimOptions, serve
 
-    logging.basicConfig(level=getattr(logging, args.log_level), stream=sys.stderr,
-                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    logging.getLogger("httpx").setLevel(logging.WARNING)
-    if args.api_server:
-        if not args.api_server.startswith(("http://", "https://")):
-            raise UsageError(f"--api-server {args.api_server!r}: must be an http(s):// URL")
-        kube = KubeConfig(server=args.api_server)
-    else:
-        try:
-            kube = load_kubeconfig(args.kubeconfig, args.context)
-        except KubeConfigError as exc:
-            raise UsageError(str(exc)) from None
+    kube = kubeargs.kube_config(args)
+    kubeargs.log_to_stderr(args.log_level)
     opts = ShimOptions(kube=kube, name=args.name, socket_path=args.socket or "",
                        rm_id=args.rm_id, status_file=args.status_file or "",
                        bind_workers=args.bind_workers, watch_timeout=args.watch_timeout,

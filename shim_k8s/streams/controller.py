@@ -51,7 +51,6 @@ class Settings:
     cache_dir: str
     namespace: str | None = None
     operator_argv: list[str] | None = None    # how to start `ykshm cr-operator` (None: not at all)
-    api_server: str = ""
 
 
 def _now() -> str:

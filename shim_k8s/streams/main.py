@@ -13,22 +13,20 @@ updates them first (what `ykshm run` does).
 
 from __future__ import annotations
 
-import logging
 import os
 import sys
 from collections.abc import Sequence
 
 from common.cliutil import Parser, UsageError, run_main
 
+from .. import kubeargs
+
 PROG = "ykshm streams"
 
 
 def _run(argv: Sequence[str]) -> int:
     parser = Parser(prog=PROG, description="The Streams instance controller: Jobs -> PEs -> pods.")
-    src = parser.add_mutually_exclusive_group(required=True)
-    src.add_argument("--api-server", metavar="URL", help="kube-apiserver URL (no auth)")
-    src.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig: server, token, certs")
-    parser.add_argument("--context", help="kubeconfig context (default: current-context)")
+    kubeargs.add_source(parser)
     parser.add_argument("--namespace", help="watch only this namespace (default: all)")
     parser.add_argument("--bundle-dir", default=".", metavar="DIR",
                         help="where bundle.file.path is resolved (default: the working directory)")
@@ -38,32 +36,18 @@ def _run(argv: Sequence[str]) -> int:
                         help="create or update the Streams CRDs before starting (ykshm run does)")
     parser.add_argument("--no-operators", action="store_true",
                         help="do not start consistent-region operators")
-    parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     args = parser.parse_args(argv)
     if not os.path.isdir(args.bundle_dir):
         raise UsageError(f"--bundle-dir {args.bundle_dir!r}: not a directory")
 
     import trio  # noqa: PLC0415 - keep `ykshm --help` light
 
-    from ..kubeclient import KubeConfig, KubeConfigError, load_kubeconfig
     from .controller import Controller, Settings
 
-    logging.basicConfig(level=getattr(logging, args.log_level), stream=sys.stderr,
-                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    logging.getLogger("httpx").setLevel(logging.WARNING)
-    if args.api_server:
-        if not args.api_server.startswith(("http://", "https://")):
-            raise UsageError(f"--api-server {args.api_server!r}: must be an http(s):// URL")
-        kube = KubeConfig(server=args.api_server)
-        source = ["--api-server", args.api_server]
-    else:
-        try:
-            kube = load_kubeconfig(args.kubeconfig, args.context)
-        except KubeConfigError as exc:
-            raise UsageError(str(exc)) from None
-        source = ["--kubeconfig", args.kubeconfig] + (["--context", args.context] if args.context else [])
+    kube = kubeargs.kube_config(args)
+    kubeargs.log_to_stderr(args.log_level)
     operator_argv = None if args.no_operators else [
-        sys.executable, "-m", "tools.cli", "cr-operator", *source, "--log-level", args.log_level]
+        sys.executable, "-m", "tools.cli", "cr-operator", *kubeargs.source_argv(args)]
     settings = Settings(bundle_dir=os.path.abspath(args.bundle_dir), cache_dir=args.cache_dir,
                         namespace=args.namespace, operator_argv=operator_argv)
 

@@ -11,41 +11,28 @@ runs one by hand only to debug. The operator's REST API binds 127.0.0.1 on a fre
 
 from __future__ import annotations
 
-import logging
 import sys
 from collections.abc import Sequence
 from typing import Any
 
 from common.cliutil import Failure, Parser, UsageError, run_main
 
+from .. import kubeargs
+
 
 def _common(parser: Parser) -> None:
     parser.add_argument("--job", required=True, metavar="NS/NAME", help="the Streams job")
-    src = parser.add_mutually_exclusive_group(required=True)
-    src.add_argument("--api-server", metavar="URL", help="kube-apiserver URL (no auth)")
-    src.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig: server, token, certs")
-    parser.add_argument("--context", help="kubeconfig context (default: current-context)")
-    parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    kubeargs.add_source(parser)
 
 
 def _setup(args: Any) -> tuple[Any, str, str]:
     """(KubeConfig, namespace, job) from the common flags; UsageError on a bad one."""
-    from ..kubeclient import KubeConfig, KubeConfigError, load_kubeconfig
-
     namespace, _, job = args.job.rpartition("/")
     if not job:
         raise UsageError(f"--job {args.job!r}: expected NS/NAME")
-    logging.basicConfig(level=getattr(logging, args.log_level), stream=sys.stderr,
-                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    logging.getLogger("httpx").setLevel(logging.WARNING)
-    if args.api_server:
-        if not args.api_server.startswith(("http://", "https://")):
-            raise UsageError(f"--api-server {args.api_server!r}: must be an http(s):// URL")
-        return KubeConfig(server=args.api_server), namespace or "default", job
-    try:
-        return load_kubeconfig(args.kubeconfig, args.context), namespace or "default", job
-    except KubeConfigError as exc:
-        raise UsageError(str(exc)) from None
+    kube = kubeargs.kube_config(args)
+    kubeargs.log_to_stderr(args.log_level)
+    return kube, namespace or "default", job
 
 
 def _operator(argv: Sequence[str]) -> int:
