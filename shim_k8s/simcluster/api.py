@@ -27,12 +27,12 @@ import orjson
 import trio
 import yaml
 
-from . import crd, discovery, eventconv, gc, objects, protobuf, scale, schema, structural, tables
+from . import crd, discovery, eventconv, eviction, gc, kinds, objects, protobuf, scale, schema, structural, tables, timestamps
 from .errors import (AlreadyExists, ApiError, BadRequest, Conflict, Expired, Forbidden, InternalError, Invalid,
                      MethodNotAllowed, NotFound, TooLargeVersion, UnsupportedMedia, status_object, success_status)
 from .httpserver import Request, Response, StreamResponse
 from .patch import MERGE, STRATEGIC, apply_patch
-from .resources import BINDINGS, CRDS, EVENTS, NAMESPACES, NEW_EVENTS, PODS, Registry, Resource
+from .resources import BINDINGS, CRDS, EVENTS, EVICTIONS, NAMESPACES, NEW_EVENTS, PODS, Registry, Resource
 from .selectors import Matcher, parse_field_selector, parse_label_selector
 from .store import Change, Store
 
@@ -246,6 +246,8 @@ class Api:
             return self._delete(req, res, ns, name)
         if method == "POST" and sub == "binding":
             return self._bind(req, ns, name, self._decode(req, BINDINGS))
+        if method == "POST" and sub == "eviction":
+            return self._evict(req, ns, name)
         raise MethodNotAllowed("the server does not allow this method on the requested resource")
 
     # -- helpers -----------------------------------------------------------------------------
@@ -367,9 +369,15 @@ class Api:
                 raise AlreadyExists.object(res.name, meta["name"], res.group)
         else:
             raise AlreadyExists.object(res.name, obj["metadata"]["name"], res.group)
+        kinds.on_create(self.store, res, obj)
+        if res.custom is None:
+            timestamps.normalise(obj)
         if dry_run:
             return obj
         stored = self.store.create(res.bucket, obj)
+        if res is NAMESPACES:  # its default ServiceAccount and kube-root-ca.crt
+            for kind, body in kinds.namespace_objects(stored["metadata"]["name"]):
+                self.create_object(kind, stored["metadata"]["name"], body)
         return self._sync_crd(stored) if res is CRDS else stored
 
     def _resync_crds(self) -> None:
@@ -437,6 +445,9 @@ class Api:
         if isinstance(body, dict):
             self._check_rv(res, name, (body.get("metadata") or {}).get("resourceVersion"), old)
         new = objects.prepare_update(sres, body, old, sub)
+        kinds.on_update(sres, new, old)
+        if sres.custom is None:
+            timestamps.normalise(new)
         if req.param("dryRun") == "All":
             stored = new
         elif objects.same_content(new, old):
@@ -609,6 +620,15 @@ class Api:
         if meta.get("annotations"):
             new["metadata"]["annotations"] = {**(pod["metadata"].get("annotations") or {}), **meta["annotations"]}
         return self.store.replace("pods", new)
+
+    def _evict(self, req: Request, ns: str, name: str) -> Response:
+        """POST pods/{name}/eviction: delete the pod unless a PodDisruptionBudget forbids it (429)."""
+        body = eviction.check_body(name, self._decode(req, EVICTIONS))
+        eviction.may_evict(self.store, self._must_get(PODS, ns, name))
+        opts = body.get("deleteOptions") or {}
+        if req.param("dryRun") != "All" and opts.get("dryRun") != ["All"]:
+            self.delete_object(PODS, ns, name, opts.get("propagationPolicy"))
+        return _json(201, eviction.evicted_status())
 
     def _bind(self, req: Request, ns: str, pod_name: str, body: Any) -> Response:
         if req.param("dryRun") != "All":
