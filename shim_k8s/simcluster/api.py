@@ -27,7 +27,7 @@ import orjson
 import trio
 import yaml
 
-from . import crd, discovery, eventconv, eviction, gc, kinds, objects, protobuf, scale, schema, structural, tables, timestamps
+from . import apply, crd, discovery, eventconv, eviction, gc, kinds, objects, protobuf, scale, schema, structural, tables, timestamps
 from .errors import (AlreadyExists, ApiError, BadRequest, Conflict, Expired, Forbidden, InternalError, Invalid,
                      MethodNotAllowed, NotFound, TooLargeVersion, UnsupportedMedia, status_object, success_status)
 from .httpserver import Request, Response, StreamResponse
@@ -349,8 +349,10 @@ class Api:
             return EVENTS, eventconv.to_core(body)
         return res, body
 
-    def create_object(self, res: Resource, namespace: str, body: Any, dry_run: bool = False) -> Obj:
-        """Validate, default and store a new object (also the kubelet's and workload's entry)."""
+    def create_object(self, res: Resource, namespace: str, body: Any, dry_run: bool = False,
+                      manager: apply.Manager | None = None) -> Obj:
+        """Validate, default and store a new object (also the kubelet's and workload's entry);
+        `manager` (an API write's) comes to own its fields in managedFields."""
         res, body = self._store_resource(res, body)
         if res.namespaced:
             self._ensure_namespace(namespace)
@@ -370,6 +372,7 @@ class Api:
         else:
             raise AlreadyExists.object(res.name, obj["metadata"]["name"], res.group)
         kinds.on_create(self.store, res, obj)
+        apply.track_create(res, obj, manager)
         if res.custom is None:
             timestamps.normalise(obj)
         if dry_run:
@@ -428,7 +431,8 @@ class Api:
     def _create(self, req: Request, res: Resource, namespace: str) -> Response:
         body = self._decode(req, res)
         warnings = self._field_validation(req, res, body)
-        obj = self.create_object(res, namespace, body, dry_run=req.param("dryRun") == "All")
+        manager = apply.update_manager(res, req.param("fieldManager"), req.header("user-agent"))
+        obj = self.create_object(res, namespace, body, dry_run=req.param("dryRun") == "All", manager=manager)
         response = _json(201, self._out(res, obj))
         response.headers.extend(warnings)
         return response
@@ -439,13 +443,17 @@ class Api:
                                                   "latest version and try again", res.group)
 
     def _store_update(self, req: Request, res: Resource, name: str, body: Any, old: Obj, sub: str,
-                      warnings: list[tuple[str, str]]) -> Response:
-        """Store `body` as the new version of `old` (PUT, or the result of a PATCH)."""
+                      warnings: list[tuple[str, str]], tracked: bool = True) -> Response:
+        """Store `body` as the new version of `old` (PUT, or the result of a PATCH); `tracked`: the
+        writer is an Update manager (an apply has written managedFields itself)."""
         sres, body = self._store_resource(res, body)
         if isinstance(body, dict):
             self._check_rv(res, name, (body.get("metadata") or {}).get("resourceVersion"), old)
         new = objects.prepare_update(sres, body, old, sub)
         kinds.on_update(sres, new, old)
+        if tracked:
+            apply.track_update(sres, old, new, apply.update_manager(
+                sres, req.param("fieldManager"), req.header("user-agent"), sub))
         if sres.custom is None:
             timestamps.normalise(new)
         if req.param("dryRun") == "All":
@@ -478,8 +486,10 @@ class Api:
         return ctype
 
     def _patch(self, req: Request, res: Resource, ns: str, name: str, sub: str) -> Response:
-        old = self._must_get(res, ns, name)
         ctype = self._patch_type(req, res, STRATEGIC)
+        if apply.is_apply(ctype):
+            return self._apply(req, res, ns, name, sub)
+        old = self._must_get(res, ns, name)
         patch = self._decode(req, res)
         base = copy.deepcopy(self._out(res, old))
         merged = apply_patch(ctype, base, patch)
@@ -489,6 +499,27 @@ class Api:
         # directives such as kubectl's `$setElementOrder/containers` are not fields
         warnings = self._field_validation(req, res, merged)
         return self._store_update(req, res, name, merged, old, sub, warnings)
+
+    def _apply(self, req: Request, res: Resource, ns: str, name: str, sub: str) -> Response:
+        """Server-side apply (see apply.py): create when missing, else merge and own; 409 on conflicts."""
+        if res is NEW_EVENTS:
+            raise BadRequest("server-side apply of events.k8s.io/v1 Events is not supported by sim-cluster")
+        mgr = apply.apply_manager(res, req.param("fieldManager"), sub)
+        cfg = apply.decode_config(req.body, res, name)
+        if res.namespaced and (cfg["metadata"].get("namespace") or ns) != ns:
+            raise BadRequest("the namespace of the provided object does not match the namespace sent on the request")
+        warnings = self._field_validation(req, res, cfg)
+        old = self.store.get(res.bucket, ns, name)
+        if old is None:
+            if sub:
+                raise NotFound.object(res.name, name, res.group)
+            obj = self.create_object(res, ns, apply.created(res, cfg, mgr), dry_run=req.param("dryRun") == "All")
+            response = _json(201, self._out(res, obj))
+        else:
+            merged = apply.apply(res, old, cfg, mgr, _truthy(req.param("force")))
+            response = self._store_update(req, res, name, merged, old, sub, warnings, tracked=False)
+        response.headers.extend(warnings if old is None else [])
+        return response
 
     def _delete_options(self, req: Request) -> Obj:
         """DeleteOptions from the body or the query (the body wins), with `propagationPolicy`

@@ -53,7 +53,7 @@ def _refs(node: Any) -> list[str]:
     return found
 
 
-def resolve(node: Schema | None) -> Schema | None:
+def resolve(node: Any) -> Any:
     """A property's schema with its `$ref` / `allOf: [$ref]` followed (one level)."""
     if node is None:
         return None
