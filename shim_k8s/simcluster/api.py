@@ -27,12 +27,12 @@ import orjson
 import trio
 import yaml
 
-from . import apply, crd, discovery, eventconv, eviction, gc, kinds, objects, protobuf, scale, schema, structural, tables, timestamps
+from . import apply, crd, discovery, disruption, eventconv, eviction, gc, kinds, objects, protobuf, scale, schema, structural, tables, timestamps
 from .errors import (AlreadyExists, ApiError, BadRequest, Conflict, Expired, Forbidden, InternalError, Invalid,
                      MethodNotAllowed, NotFound, TooLargeVersion, UnsupportedMedia, status_object, success_status)
 from .httpserver import Request, Response, StreamResponse
 from .patch import MERGE, STRATEGIC, apply_patch
-from .resources import BINDINGS, CRDS, EVENTS, EVICTIONS, NAMESPACES, NEW_EVENTS, PODS, Registry, Resource
+from .resources import BINDINGS, CRDS, EVENTS, EVICTIONS, NAMESPACES, NEW_EVENTS, PDBS, PODS, Registry, Resource
 from .selectors import Matcher, parse_field_selector, parse_label_selector
 from .store import Change, Store
 
@@ -655,10 +655,12 @@ class Api:
     def _evict(self, req: Request, ns: str, name: str) -> Response:
         """POST pods/{name}/eviction: delete the pod unless a PodDisruptionBudget forbids it (429)."""
         body = eviction.check_body(name, self._decode(req, EVICTIONS))
-        eviction.may_evict(self.store, self._must_get(PODS, ns, name))
+        pdb = eviction.may_evict(self.store, self._must_get(PODS, ns, name))
         opts = body.get("deleteOptions") or {}
         if req.param("dryRun") != "All" and opts.get("dryRun") != ["All"]:
             self.delete_object(PODS, ns, name, opts.get("propagationPolicy"))
+            if pdb is not None:
+                self.store.replace(PDBS.bucket, disruption.with_evicted(pdb, name))
         return _json(201, eviction.evicted_status())
 
     def _bind(self, req: Request, ns: str, pod_name: str, body: Any) -> Response:

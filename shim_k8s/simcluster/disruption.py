@@ -5,9 +5,11 @@ The arithmetic is the disruption controller's (policy/v1):
 
 - the budget's pods: pods of its namespace matching `spec.selector` (an empty selector matches every
   pod of the namespace, a missing one none), not being deleted;
-- healthy: phase Running with condition Ready=True; expected: the number of the budget's pods
-  (the real controller asks the pods' controller for its scale; sim-cluster runs no controllers, so
-  the pods that exist are the pods expected);
+- healthy: phase Running with condition Ready=True; expected: the budget's pods plus those it let
+  go by eviction (the real controller asks the pods' controller for its scale, which still counts an
+  evicted pod until its replacement runs; sim-cluster runs no controllers, so the budget remembers
+  the pods it let go in its annotation `sim.ykshm.io/evicted-pods`, a JSON list of names, and
+  `maxUnavailable: 1` lets exactly one pod go, as it would with a Deployment that cannot reschedule);
 - desired healthy: `minAvailable` (an integer, or a percentage of expected rounded up), or expected
   minus `maxUnavailable` (a percentage rounded up); with neither set, 0 (every disruption allowed);
 - disruptions allowed: healthy - desired, never below 0.
@@ -19,6 +21,7 @@ differs. A cluster without budgets costs one set lookup per pod change.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -85,10 +88,31 @@ def pods_of(store: Store, pdb: Obj) -> list[Obj]:
             and selector_matches(selector, p["metadata"].get("labels") or {})]
 
 
+EVICTED = "sim.ykshm.io/evicted-pods"
+
+
+def evicted(pdb: Obj) -> list[str]:
+    """The pods this budget let go by eviction (see the module docstring)."""
+    raw = (pdb["metadata"].get("annotations") or {}).get(EVICTED)
+    try:
+        names = json.loads(raw) if raw else []
+    except ValueError:
+        return []
+    return [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
+
+
+def with_evicted(pdb: Obj, pod_name: str) -> Obj:
+    """`pdb` remembering one more evicted pod (a new dict, to store)."""
+    annotations = dict(pdb["metadata"].get("annotations") or {})
+    annotations[EVICTED] = json.dumps(sorted(set(evicted(pdb)) | {pod_name}), separators=(",", ":"))
+    return {**pdb, "metadata": {**pdb["metadata"], "annotations": annotations}}
+
+
 def budget(store: Store, pdb: Obj) -> Budget:
     pods = pods_of(store, pdb)
     spec = pdb.get("spec") or {}
-    expected = len(pods)
+    live = {p["metadata"]["name"] for p in pods}
+    expected = len(pods) + sum(1 for name in evicted(pdb) if name not in live)
     if "minAvailable" in spec:
         desired = _scaled(spec["minAvailable"], expected)
     elif "maxUnavailable" in spec:

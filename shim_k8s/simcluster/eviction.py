@@ -12,7 +12,8 @@ As the apiserver's eviction REST:
   default `unhealthyPodEvictionPolicy: IfHealthyBudget`; `AlwaysAllow` lets every unhealthy pod go),
   else **429 TooManyRequests** "Cannot evict pod as it would violate the pod's disruption budget."
   with a `DisruptionBudget` cause naming the budget, and the pod stays;
-- the answer to an eviction is 201 with a Success Status; `dryRun=All` checks and deletes nothing.
+- the answer to an eviction is 201 with a Success Status; `dryRun=All` checks and deletes nothing;
+- the budget remembers the evicted pod (`disruption.with_evicted`) so it still counts as expected.
 """
 
 from __future__ import annotations
@@ -39,14 +40,15 @@ def check_body(pod_name: str, body: Any) -> Obj:
     return body
 
 
-def may_evict(store: Store, pod: Obj) -> None:
-    """Raise TooManyRequests (429) when a budget forbids evicting `pod` now."""
+def may_evict(store: Store, pod: Obj) -> Obj | None:
+    """Raise TooManyRequests (429) when a budget forbids evicting `pod` now; else the budget that
+    allowed it (None when no budget was asked)."""
     phase = (pod.get("status") or {}).get("phase")
     if phase in ("Pending", "Succeeded", "Failed") or pod["metadata"].get("deletionTimestamp"):
-        return
+        return None
     budgets = disruption.budgets_for(store, pod)
     if not budgets:
-        return
+        return None
     if len(budgets) > 1:
         raise InternalError("This pod has more than one PodDisruptionBudget, which the eviction subresource "
                             "does not support.")
@@ -55,9 +57,9 @@ def may_evict(store: Store, pod: Obj) -> None:
     if not disruption.healthy(pod):
         policy = (pdb.get("spec") or {}).get("unhealthyPodEvictionPolicy", "IfHealthyBudget")
         if policy == "AlwaysAllow" or b.healthy >= b.desired:
-            return
+            return pdb
     elif b.allowed > 0:
-        return
+        return pdb
     name = pdb["metadata"]["name"]
     raise TooManyRequests(VIOLATION, {"causes": [{
         "reason": "DisruptionBudget",
