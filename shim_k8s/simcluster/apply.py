@@ -212,9 +212,13 @@ def apply(res: Resource, live: Obj, cfg: Obj, mgr: Manager, force: bool) -> Obj:
     merged = _merge(live, cfg, t)
     before = next((p for e, p in owned if mgr.owns(e)), set())
     others = [p for e, p in owned if not mgr.owns(e)]
-    for path in sorted(before - applied.keys(), key=len, reverse=True):
+    gone: list[Path] = []
+    for path in sorted(before - applied.keys(), key=len):  # parents first: an item goes whole
+        if any(path[:len(g)] == g for g in gone) or any(a[:len(path)] == path for a in applied):
+            continue  # under a removed parent, or a parent of what is applied now (an empty map was)
         if not any(o[:len(path)] == path for paths in others for o in paths):
             _remove(merged, path, t)
+            gone.append(path)
     owned = [(e, p) for e, p in owned if not mgr.owns(e)] + [(mgr.entry(set()), set(applied))]
     merged["metadata"] = dict(merged["metadata"])
     _write(merged, owned)
