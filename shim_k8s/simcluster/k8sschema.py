@@ -63,3 +63,34 @@ def resolve(node: Any) -> Any:
     if isinstance(ref, str) and ref.startswith(REF):
         return definitions().get(ref[len(REF):])
     return node
+
+
+def unknown_fields(name: str, obj: Any) -> list[str]:
+    """Paths of the fields of `obj` its schema `name` does not declare, as the apiserver's strict
+    decoder names them (`spec.ports[0].prot`); below `x-kubernetes-preserve-unknown-fields`,
+    int-or-string and untyped values nothing is checked."""
+    out: list[str] = []
+    root = definitions().get(name)
+    if root is not None:
+        _unknown(root, obj, "", out)
+    return out
+
+
+def _unknown(schema: Schema, value: Any, path: str, out: list[str]) -> None:
+    schema = resolve(schema) or {}
+    if schema.get("x-kubernetes-preserve-unknown-fields"):
+        return
+    if isinstance(value, dict):
+        props = schema.get("properties")
+        extra = schema.get("additionalProperties")
+        for key, sub in value.items():
+            here = f"{path}.{key}" if path else key
+            if isinstance(props, dict) and key in props:
+                _unknown(props[key], sub, here, out)
+            elif isinstance(extra, dict):
+                _unknown(extra, sub, f"{path}[{key}]" if path else key, out)
+            elif isinstance(props, dict):
+                out.append(here)
+    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+        for i, item in enumerate(value):
+            _unknown(schema["items"], item, f"{path}[{i}]", out)

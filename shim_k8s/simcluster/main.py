@@ -2,7 +2,8 @@
 
     ykshm sim-cluster --port P [--bind 127.0.0.1] [--nodes N] [--workload FILE | --demo]
                       [--node-cpu 16] [--node-memory 64Gi] [--watch-history 10000]
-                      [--kubelet-delay 0.2] [--bookmark-interval 5]
+                      [--kubelet-delay 0.2] [--bookmark-interval 5] [--event-ttl 3600]
+                      [--node-lease-interval 10] [--no-kubelet-events]
 
 Prints `sim-cluster listening on http://127.0.0.1:P` once it accepts connections (`--port 0`
 picks a free port and prints it). SIGTERM or SIGINT stops it cleanly (exit 0). A port in use, a

@@ -191,6 +191,14 @@ def test_services_and_cluster_info(cluster: str, api: k8s.ApiClient, tmp_path: P
     second = core.create_namespaced_service("svc", {"metadata": {"name": "api"},
                                                     "spec": {"ports": [{"port": 8443}]}})
     assert second.spec.cluster_ip not in ("10.96.0.1", web.spec.cluster_ip)
+    # strict validation against the real Service schema, at every level; bad values name the field
+    typo = ("apiVersion: v1\nkind: Service\nmetadata: {name: typo}\n"
+            "spec:\n  ports: [{port: 80, protocl: UDP}]\n")
+    out = kubectl(cluster, tmp_path, "create", "-n", "svc", "-f", "-", stdin=typo)
+    assert out.returncode != 0 and 'unknown field "spec.ports[0].protocl"' in out.stderr
+    out = kubectl(cluster, tmp_path, "create", "-n", "svc", "-f", "-", stdin=typo.replace("protocl: UDP", "name: x")
+                  .replace("port: 80", "port: 70000"))
+    assert out.returncode != 0 and "spec.ports[0].port: Invalid value: 70000" in out.stderr
 
 
 def test_every_namespace_has_a_default_service_account_and_the_root_ca(cluster: str, api: k8s.ApiClient,
@@ -255,11 +263,16 @@ def test_kubectl_drain_evicts_and_honours_a_budget(cluster: str, api: k8s.ApiCli
     with pytest.raises(ApiException) as err:
         core.create_namespaced_pod_eviction("web-1", "drain", {"metadata": {"name": "web-1"}})
     assert err.value.status == 429
-    # without a budget, drain evicts (not deletes): the eviction sub-resource is what it found
+    # without a budget, drain evicts (not deletes): the eviction sub-resource is what it found;
+    # a pod with a controller needs no --force (its owner here is a ConfigMap: no workload controllers)
     ok(kubectl(cluster, tmp_path, "delete", "pdb", "web", "-n", "drain"))
-    out = ok(kubectl(cluster, tmp_path, "drain", "node-0002", "--ignore-daemonsets", "--force", "--timeout=10s"))
+    owner = core.create_namespaced_config_map("drain", {"metadata": {"name": "owner"}})
+    core.patch_namespaced_pod("web-1", "drain", {"metadata": {"ownerReferences": [{
+        "apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": owner.metadata.uid, "controller": True}]}})
+    out = ok(kubectl(cluster, tmp_path, "drain", "node-0002", "--ignore-daemonsets", "--timeout=10s"))
     assert "pod/web-1 evicted" in out and "node/node-0002 drained" in out
     assert core.list_namespaced_pod("drain").items == []
+    assert core.read_node("node-0002").spec.unschedulable is True
 
 
 def test_max_unavailable_budget_and_pending_pods(api: k8s.ApiClient) -> None:
