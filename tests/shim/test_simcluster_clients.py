@@ -216,6 +216,10 @@ def test_every_namespace_has_a_default_service_account_and_the_root_ca(cluster: 
 
 # -- Leases (item 4) -----------------------------------------------------------------------------
 
+def names(leases: k8s.CoordinationV1Api) -> list[str]:
+    return [lease.metadata.name for lease in leases.list_namespaced_lease("kube-node-lease").items]
+
+
 def test_node_leases_are_renewed_and_described(cluster: str, api: k8s.ApiClient, tmp_path: Path) -> None:
     leases = k8s.CoordinationV1Api(api)
     first = leases.read_namespaced_lease("node-0001", "kube-node-lease")
@@ -226,6 +230,12 @@ def test_node_leases_are_renewed_and_described(cluster: str, api: k8s.ApiClient,
     described = ok(kubectl(cluster, tmp_path, "describe", "node", "node-0001"))
     lease_part = described.split("Lease:", 1)[1]
     assert "HolderIdentity:  node-0001" in lease_part and "RenewTime:" in lease_part
+    # a node that registers gets its lease at once; it goes with the node (its owner)
+    core = k8s.CoreV1Api(api)
+    core.create_node({"metadata": {"name": "late-node"}})
+    eventually(lambda: "late-node" in names(leases))
+    core.delete_node("late-node")
+    eventually(lambda: "late-node" not in names(leases))
     # leader election: any client may hold a lease of its own
     mine = leases.create_namespaced_lease("default", {"metadata": {"name": "leader"},
                                                       "spec": {"holderIdentity": "me", "leaseDurationSeconds": 15}})
