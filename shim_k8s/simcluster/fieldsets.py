@@ -21,6 +21,7 @@ maps and atomic lists).
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -39,29 +40,41 @@ _SKIP_META = frozenset({"name", "namespace", "uid", "resourceVersion", "creation
 
 
 class TypeInfo:
-    """A schema node (already resolved; shared, never copied), or no schema."""
+    """A schema node (already resolved; shared, never copied), or no schema. Children are
+    resolved once per node and kept (`_fields`, `_items`): the built-in kinds' roots are cached
+    for the life of the process (`for_resource`), so a pod's walk resolves nothing twice."""
 
-    __slots__ = ("schema",)
+    __slots__ = ("schema", "_fields", "_items")
 
     def __init__(self, schema: Schema = _NO_SCHEMA) -> None:
         self.schema = schema
+        self._fields: dict[str, TypeInfo] = {}
+        self._items: TypeInfo | None = None
 
     @staticmethod
     def of(schema: Schema | None) -> TypeInfo:
         return TypeInfo(k8sschema.resolve(schema) or _NO_SCHEMA if schema else _NO_SCHEMA)  # type: ignore[arg-type]
 
     def field(self, name: str) -> TypeInfo:
+        known = self._fields.get(name)
+        if known is not None:
+            return known
         props = self.schema.get("properties")
-        if isinstance(props, Mapping) and name in props:
-            return TypeInfo.of(props[name])
         extra = self.schema.get("additionalProperties")
-        if isinstance(extra, Mapping):
-            return TypeInfo.of(extra)
-        return TypeInfo()
+        if isinstance(props, Mapping) and name in props:
+            found = TypeInfo.of(props[name])
+        elif isinstance(extra, Mapping):
+            found = TypeInfo.of(extra)
+        else:
+            found = _UNTYPED
+        self._fields[name] = found
+        return found
 
     def items(self) -> TypeInfo:
-        items = self.schema.get("items")
-        return TypeInfo.of(items) if isinstance(items, Mapping) else TypeInfo()
+        if self._items is None:
+            items = self.schema.get("items")
+            self._items = TypeInfo.of(items) if isinstance(items, Mapping) else _UNTYPED
+        return self._items
 
     @property
     def list_type(self) -> str:
@@ -86,12 +99,34 @@ class TypeInfo:
         return self.schema.get("x-kubernetes-map-type") == "atomic"
 
 
+class _Untyped(TypeInfo):
+    """No schema: every field untyped too (maps granular, lists atomic); never caches children."""
+
+    __slots__ = ()
+
+    def field(self, name: str) -> TypeInfo:
+        return self
+
+    def items(self) -> TypeInfo:
+        return self
+
+
+_UNTYPED = _Untyped()
+
+
 def for_resource(res: Any) -> TypeInfo:
     """The type of a whole object of a resource (a `resources.Resource`)."""
     if res.custom is not None:
         return TypeInfo.of(res.custom.schema)
     group = "core" if not res.group else res.group.split(".")[0]
-    return TypeInfo.of(k8sschema.definitions().get(f"io.k8s.api.{group}.{res.version}.{res.kind}"))
+    return _builtin(f"io.k8s.api.{group}.{res.version}.{res.kind}")
+
+
+@functools.cache
+def _builtin(name: str) -> TypeInfo:
+    """A built-in kind's root, kept with the children it resolves (the vendored schemas never change)."""
+    schema = k8sschema.definitions().get(name)
+    return TypeInfo.of(schema) if schema else _UNTYPED
 
 
 def item_key(item: Any, t: TypeInfo) -> str:

@@ -39,26 +39,44 @@ def format_micro(t: dt.datetime) -> str:
     return t.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def normalise(obj: Any, path: str = "") -> None:
+_OPAQUE = frozenset({"fieldsV1", "labels", "annotations", "data", "binaryData", "stringData", "selector",
+                     "nodeSelector", "matchLabels"})  # maps of user strings: never times
+
+
+def normalise(obj: Any) -> None:
     """Rewrite every known time field below `obj` in place (lists and maps walked)."""
+    _walk(obj, None, False)
+
+
+def _walk(obj: Any, where: Any, managed: bool) -> None:
+    """`where` is the path as a chain of (parent, key) pairs: flattened only for an error message."""
     if isinstance(obj, dict):
         for key, value in obj.items():
-            here = f"{path}.{key}" if path else key
-            if isinstance(value, str) and (key in TIME_FIELDS or key in MICRO_FIELDS or
-                                           (key == "time" and path.startswith("metadata.managedFields"))):
-                obj[key] = _normal(here, key, value)
+            if key in _OPAQUE:
+                continue
+            if isinstance(value, str):
+                if key in TIME_FIELDS or key in MICRO_FIELDS or (key == "time" and managed):
+                    obj[key] = _normal((where, key), key, value)
             elif isinstance(value, (dict, list)):
-                normalise(value, here)
+                _walk(value, (where, key), managed or key == "managedFields")
     elif isinstance(obj, list):
         for i, item in enumerate(obj):
             if isinstance(item, (dict, list)):
-                normalise(item, f"{path}[{i}]")
+                _walk(item, (where, i), managed)
 
 
-def _normal(where: str, key: str, value: str) -> str:
+def _path(where: Any) -> str:
+    parts: list[str] = []
+    while where is not None:
+        where, key = where
+        parts.append(f"[{key}]" if isinstance(key, int) else f".{key}")
+    return "".join(reversed(parts)).lstrip(".")
+
+
+def _normal(where: Any, key: str, value: str) -> str:
     try:
         t = parse(value)
     except ValueError:
-        raise BadRequest(f'{where}: parsing time "{value}" as "2006-01-02T15:04:05Z07:00": '
+        raise BadRequest(f'{_path(where)}: parsing time "{value}" as "2006-01-02T15:04:05Z07:00": '
                          "cannot parse as RFC 3339") from None
     return format_micro(t) if key in MICRO_FIELDS else format_time(t)
