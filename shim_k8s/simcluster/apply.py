@@ -139,9 +139,9 @@ def track_create(res: Resource, obj: Obj, mgr: Manager | None) -> None:
     """A created object: its creator owns every field (`obj` is the object to store)."""
     if mgr is None or _entries(obj):
         return
-    paths = set(fieldsets.leaves(obj, fieldsets.for_resource(res), mgr.subresource))
-    if paths:
-        obj["metadata"]["managedFields"] = [mgr.entry(paths)]
+    tree = fieldsets.fields_v1(obj, fieldsets.for_resource(res), mgr.subresource)
+    if tree:
+        obj["metadata"]["managedFields"] = [{**mgr.entry(set()), "fieldsV1": tree}]
 
 
 def track_update(res: Resource, old: Obj, new: Obj, mgr: Manager | None) -> None:

@@ -131,7 +131,7 @@ def _builtin(name: str) -> TypeInfo:
 
 def item_key(item: Any, t: TypeInfo) -> str:
     """The path element of a list item: `k:{...}` (associative) or `v:json` (set)."""
-    if t.list_type == "map" and isinstance(item, Mapping):
+    if t.list_type == "map" and isinstance(item, dict):
         return "k:" + json.dumps({k: item.get(k) for k in sorted(t.keys) if k in item},
                                  separators=(",", ":"), sort_keys=True)
     return "v:" + json.dumps(item, separators=(",", ":"), sort_keys=True)
@@ -148,7 +148,7 @@ def leaves(obj: Mapping[str, Any], t: TypeInfo, subresource: str = "") -> dict[P
             continue
         if subresource == "status" and key != "status" or subresource != "status" and key == "status":
             continue
-        if key == "metadata" and isinstance(value, Mapping):
+        if key == "metadata" and isinstance(value, dict):
             meta = {k: v for k, v in value.items() if k not in _SKIP_META}
             _walk(meta, t.field("metadata"), ("f:metadata",), out)
             continue
@@ -157,14 +157,14 @@ def leaves(obj: Mapping[str, Any], t: TypeInfo, subresource: str = "") -> dict[P
 
 
 def _value(value: Any, t: TypeInfo, path: Path, out: dict[Path, Any]) -> None:
-    if isinstance(value, Mapping) and value and not t.atomic_map:
+    if isinstance(value, dict) and value and not t.atomic_map:
         _walk(value, t, path, out)
     elif isinstance(value, list) and value and t.list_type != "atomic":
         it = t.items()
         for item in value:
             here = path + (item_key(item, t),)
             out[here] = None if t.list_type == "map" else item
-            if t.list_type == "map" and isinstance(item, Mapping):
+            if t.list_type == "map" and isinstance(item, dict):
                 _walk(item, it, here, out)
     else:
         out[path] = value
@@ -173,6 +173,41 @@ def _value(value: Any, t: TypeInfo, path: Path, out: dict[Path, Any]) -> None:
 def _walk(obj: Mapping[str, Any], t: TypeInfo, path: Path, out: dict[Path, Any]) -> None:
     for key, value in obj.items():
         _value(value, t.field(key), path + ("f:" + key,), out)
+
+
+def fields_v1(obj: dict[str, Any], t: TypeInfo, subresource: str = "") -> Obj:
+    """`to_fields_v1(leaves(obj, t, subresource))` in one walk (what a create records)."""
+    root: Obj = {}
+    for key, value in obj.items():
+        if key in _SKIP_TOP or (key == "status") != (subresource == "status"):
+            continue
+        if key == "metadata" and isinstance(value, dict):
+            meta = {k: v for k, v in value.items() if k not in _SKIP_META}
+            if meta:
+                _tree(meta, t.field("metadata"), root.setdefault("f:metadata", {}))
+            continue
+        _tree_value(value, t.field(key), root, "f:" + key)
+    return root
+
+
+def _tree_value(value: Any, t: TypeInfo, node: Obj, element: str) -> None:
+    if isinstance(value, dict) and value and not t.atomic_map:
+        _tree(value, t, node.setdefault(element, {}))
+    elif isinstance(value, list) and value and t.list_type != "atomic":
+        child = node.setdefault(element, {})
+        it = t.items()
+        for item in value:
+            entry = child.setdefault(item_key(item, t), {})
+            if t.list_type == "map" and isinstance(item, dict) and item:
+                entry["."] = {}
+                _tree(item, it, entry)
+    else:
+        node[element] = {}
+
+
+def _tree(obj: dict[str, Any], t: TypeInfo, node: Obj) -> None:
+    for key, value in obj.items():
+        _tree_value(value, t.field(key), node, "f:" + key)
 
 
 # -- FieldsV1 <-> paths ----------------------------------------------------------------------------

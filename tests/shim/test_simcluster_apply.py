@@ -45,6 +45,18 @@ def test_fields_v1_round_trip(data: dict[str, str], labels: dict[str, str]) -> N
     assert fieldsets.from_fields_v1(fieldsets.to_fields_v1(paths)) == paths
 
 
+@given(DATA, DATA, st.booleans())
+def test_fields_v1_in_one_walk_is_the_set_of_leaves(data: dict[str, str], labels: dict[str, str], pod: bool) -> None:
+    if pod:
+        obj = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "labels": labels},
+               "spec": {"containers": [{"name": k, "image": v, "ports": [{"containerPort": 80}]}
+                                       for k, v in data.items()], "tolerations": [{"key": "k"}]}}
+        t = fieldsets.for_resource(PODS)
+    else:
+        obj, t = cm(data, labels), fieldsets.for_resource(CONFIGMAPS)
+    assert fieldsets.fields_v1(obj, t) == fieldsets.to_fields_v1(fieldsets.leaves(obj, t))
+
+
 def test_pod_fields_follow_the_schema() -> None:
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "uid": "u", "labels": {"a": "b"}},
            "spec": {"containers": [{"name": "c", "image": "i", "ports": [{"containerPort": 80, "protocol": "TCP"}]}],
