@@ -27,7 +27,8 @@ import orjson
 import trio
 import yaml
 
-from . import apply, crd, discovery, disruption, eventconv, eviction, gc, kinds, objects, protobuf, scale, schema, structural, tables, timestamps
+from . import (apply, crd, discovery, disruption, eventconv, eviction, fieldsets, gc, kinds, objects, protobuf, scale,
+               schema, structural, tables, timestamps)
 from .errors import (AlreadyExists, ApiError, BadRequest, Conflict, Expired, Forbidden, InternalError, Invalid,
                      MethodNotAllowed, NotFound, TooLargeVersion, UnsupportedMedia, status_object, success_status)
 from .httpserver import Request, Response, StreamResponse
@@ -492,7 +493,7 @@ class Api:
         old = self._must_get(res, ns, name)
         patch = self._decode(req, res)
         base = copy.deepcopy(self._out(res, old))
-        merged = apply_patch(ctype, base, patch)
+        merged = apply_patch(ctype, base, patch, None if res.custom else fieldsets.for_resource(res))
         if not isinstance(merged, dict):
             raise BadRequest("the patch does not produce an object")
         # field names are checked on the object the patch produces, as the apiserver does: patch

@@ -91,7 +91,7 @@ def on_update(res: Resource, new: Obj, old: Obj) -> None:
     if res is SERVICES:
         spec, old_spec = new.setdefault("spec", {}), old.get("spec") or {}
         for key in ("clusterIP", "clusterIPs"):
-            if key not in spec and key in old_spec:
+            if not spec.get(key) and key in old_spec:  # left out or "": the allocated one stays
                 spec[key] = old_spec[key]
         if spec.get("clusterIP") != old_spec.get("clusterIP"):
             raise Invalid.fields("Service", new["metadata"]["name"], [

@@ -191,6 +191,14 @@ def test_services_and_cluster_info(cluster: str, api: k8s.ApiClient, tmp_path: P
     second = core.create_namespaced_service("svc", {"metadata": {"name": "api"},
                                                     "spec": {"ports": [{"port": 8443}]}})
     assert second.spec.cluster_ip not in ("10.96.0.1", web.spec.cluster_ip)
+    # kubectl apply twice: its strategic merge patch merges Service ports on `port` (the schema's
+    # merge key; a container's ports merge on containerPort)
+    manifest = ("apiVersion: v1\nkind: Service\nmetadata: {name: applied}\n"
+                "spec:\n  selector: {app: web}\n  ports: [{name: http, port: 80, targetPort: 8080}]\n")
+    ok(kubectl(cluster, tmp_path, "apply", "-n", "svc", "-f", "-", stdin=manifest))
+    ok(kubectl(cluster, tmp_path, "apply", "-n", "svc", "-f", "-", stdin=manifest.replace("8080", "9090")))
+    ports = core.read_namespaced_service("applied", "svc").spec.ports
+    assert [(p.name, p.port, p.target_port) for p in ports] == [("http", 80, 9090)]
     # strict validation against the real Service schema, at every level; bad values name the field
     typo = ("apiVersion: v1\nkind: Service\nmetadata: {name: typo}\n"
             "spec:\n  ports: [{port: 80, protocl: UDP}]\n")
