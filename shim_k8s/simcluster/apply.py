@@ -16,6 +16,9 @@ subresource; its `fieldsV1` is a field set, see `fieldsets`):
    another manager owns them. The applier's set becomes exactly the body's.
 3. **Apply to a missing object** creates it (201), the applier owning what it sent.
 4. A write that sends `managedFields: [{}]` clears them; one that sends none (or `[]`) keeps them.
+5. The manager `kubectl` applying fields whose only conflicts are fields its last client-side apply
+   set (the `kubectl.kubernetes.io/last-applied-configuration` annotation) takes them without a
+   conflict: the apiserver's upgrade path from `kubectl apply` to `kubectl apply --server-side`.
 
 Events are not tracked (they are many and nobody applies them).
 """
@@ -38,6 +41,7 @@ from .resources import Resource
 Obj = dict[str, Any]
 APPLY = "application/apply-patch+yaml"
 UNTRACKED = frozenset({"events"})
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 
 
 class ApplyConflict(ApiError):
@@ -203,7 +207,7 @@ def apply(res: Resource, live: Obj, cfg: Obj, mgr: Manager, force: bool) -> Obj:
         for path in sorted(paths & applied.keys()):
             if applied[path] is not None and path in current and current[path] != applied[path]:
                 conflicts.append((entry, path))
-    if conflicts and not force:
+    if conflicts and not force and not _from_client_side_apply(live, conflicts, mgr, t):
         raise _conflict_error(conflicts)
     for entry, path in conflicts:
         for other, paths in owned:
@@ -223,6 +227,22 @@ def apply(res: Resource, live: Obj, cfg: Obj, mgr: Manager, force: bool) -> Obj:
     merged["metadata"] = dict(merged["metadata"])
     _write(merged, owned)
     return merged
+
+
+def _from_client_side_apply(live: Obj, conflicts: list[tuple[Obj, Path]], mgr: Manager, t: TypeInfo) -> bool:
+    """Rule 5: `kubectl` moving from client-side to server-side apply takes over, without a conflict,
+    the fields its last client-side apply set (the annotation `last-applied-configuration`)."""
+    if mgr.name != "kubectl":
+        return False
+    raw = (live["metadata"].get("annotations") or {}).get(LAST_APPLIED)
+    try:
+        last = orjson.loads(raw) if raw else None
+    except orjson.JSONDecodeError:
+        return False
+    if not isinstance(last, dict):
+        return False
+    allowed = fieldsets.leaves(last, t, mgr.subresource)
+    return all(path in allowed for _, path in conflicts)
 
 
 def _conflict_error(conflicts: list[tuple[Obj, Path]]) -> ApplyConflict:

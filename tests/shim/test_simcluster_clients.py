@@ -140,6 +140,26 @@ def test_server_side_apply_of_a_pod_tracks_containers_by_name(cluster: str, tmp_
     ok(kubectl(cluster, tmp_path, "delete", "pod", "ssapod"))
 
 
+def test_kubectl_moves_from_client_side_to_server_side_apply(cluster: str, tmp_path: Path) -> None:
+    """A ConfigMap applied client-side, then with --server-side and a changed value: no conflict
+    for kubectl (it set those fields), as the apiserver's upgrade path; another manager conflicts."""
+    ok(kubectl(cluster, tmp_path, "create", "namespace", "csa"))
+    ok(kubectl(cluster, tmp_path, "apply", "-f", "-", stdin=CONFIG.format(ns="csa")))
+    changed = CONFIG.format(ns="csa").replace('"2"', '"5"')
+    out = kubectl(cluster, tmp_path, "apply", "--server-side", "--field-manager=other", "-f", "-", stdin=changed)
+    assert 'conflict with "kubectl-client-side-apply" using v1: .data.b' in out.stderr
+    ok(kubectl(cluster, tmp_path, "apply", "--server-side", "-f", "-", stdin=changed))
+    got = json.loads(ok(kubectl(cluster, tmp_path, "get", "cm", "ssa", "-n", "csa", "-o", "json",
+                                "--show-managed-fields")))
+    assert got["data"]["b"] == "5"
+    # kubectl then moves the client-side entries over (a JSON patch of managedFields, which the
+    # server takes as written) and owns the annotation as `kubectl-last-applied`
+    owners = {e["manager"]: e for e in got["metadata"]["managedFields"]}
+    assert sorted(owners) == ["kubectl", "kubectl-last-applied"]
+    assert owners["kubectl"]["operation"] == "Apply"
+    assert owners["kubectl"]["fieldsV1"]["f:data"] == {"f:a": {}, "f:b": {}}
+
+
 def test_python_client_server_side_apply(api: k8s.ApiClient) -> None:
     make_namespace(api, "pyssa")
     dyn = DynamicClient(api)
