@@ -228,6 +228,7 @@ def apply_patch(content_type: str, target: Any, patch: Any, t: TypeInfo | None =
     if media == JSON_PATCH:
         return json_patch(target, patch)
     if media == APPLY:
-        raise UnsupportedMedia("server-side apply is not supported by ykshm sim-cluster; use kubectl apply without --server-side")
+        raise UnsupportedMedia("server-side apply is handled by apply.py before any patch; here (the /scale "
+                               "sub-resource) it is not supported: use a merge patch")
     raise UnsupportedMedia(f'the body of the request was in an unknown format - accepted media types include: '
                            f'{JSON_PATCH}, {MERGE}, {STRATEGIC}')
