@@ -4,8 +4,10 @@
                     [--no-recovery]
                     [--concurrency 4] [--bind-workers 8] [--json]
 
-Starts `ykshm sim-cluster --nodes N`, `ykshm engine` and `ykshm shim` as subprocesses under a
-unique instance name (shim_k8s.harness), then:
+Starts `ykshm sim-cluster --nodes N --no-kubelet-events`, `ykshm engine` and `ykshm shim` as
+subprocesses under a unique instance name (shim_k8s.harness), then (the simulated kubelet's
+Pulled/Created/Started events are off, as KWOK's default stages post none, so the number compares
+with YuniKorn-on-KWOK; its node leases stay on, as KWOK's):
 
 1. throughput: creates P pods of one application through the API (`--concurrency` parallel
    POSTs) and follows them with a list/watch; `pods_per_s` = P / (first create -> last pod bound
@@ -161,7 +163,8 @@ def _body(argv: Sequence[str]) -> int:
     out: dict[str, Any] = {"nodes": args.nodes, "pods": args.pods,
                            "yunikorn_pods_per_s": YUNIKORN_PODS_PER_S}
     log = (lambda *a: None) if args.json else (lambda *a: print(*a, file=sys.stderr, flush=True))
-    cluster = Cluster(name, nodes=args.nodes, kubelet_delay=0.05, request_events=False)
+    cluster = Cluster(name, nodes=args.nodes, kubelet_delay=0.05, request_events=False,
+                      sim_args=["--no-kubelet-events"])
     try:
         t = time.monotonic()
         cluster.start_sim(timeout=120)

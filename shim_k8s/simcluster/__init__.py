@@ -9,6 +9,14 @@ Modules (one concept each):
 - `scale`      the /scale sub-resource: an autoscaling/v1 Scale over a CRD's replicas paths
 - `gc`         deletion: finalizers, deletionTimestamp, propagation policies, the garbage collector
 - `store`      objects, the global resourceVersion, bounded change history, watchers
+- `kinds`      Services (ClusterIP allocation), ServiceAccounts, Leases, PDBs; what a namespace gets
+- `disruption` PodDisruptionBudgets: the budget arithmetic and the controller keeping their status
+- `eviction`   the pods/eviction sub-resource (what `kubectl drain` posts), honouring budgets (429)
+- `leases`     the simulated kubelet's node Leases in kube-node-lease, renewed every interval
+- `apply`      server-side apply and managedFields (Update and Apply managers, conflicts, force)
+- `fieldsets`  field sets in FieldsV1 form, list semantics from the schema
+- `k8sschema`  the vendored Kubernetes 1.32 schemas (`k8s_openapi.json`) of the built-in kinds
+- `timestamps` Time / MicroTime fields normalised to UTC `Z`
 - `api`        routing and verbs: list/watch, create/get/update/patch/delete, binding, status
 - `objects`    defaults, system metadata and validation (422 causes naming the field)
 - `schema`     known fields, for `?fieldValidation=Strict|Warn`
@@ -19,7 +27,7 @@ Modules (one concept each):
 - `tables`     meta.k8s.io Table output for `kubectl get`
 - `discovery`  /api, /apis, resource lists, /version, /openapi/v2 and /openapi/v3
 - `eventconv`  core/v1 <-> events.k8s.io/v1 Event
-- `kubelet`    bound pods become Running, then Succeeded after `ykshm.io/run-seconds`
+- `kubelet`    bound pods become Running, then Succeeded after `ykshm.io/run-seconds`; pod events
 - `workload`   pods for the `yunikorn` scheduler from a file or `--demo`
 - `httpserver` HTTP/1.1 on trio + h11 with long-lived chunked watch streams
 - `main`       the CLI

@@ -27,12 +27,13 @@ import orjson
 import trio
 import yaml
 
-from . import crd, discovery, eventconv, gc, objects, protobuf, scale, schema, structural, tables
+from . import (apply, crd, discovery, disruption, eventconv, eviction, fieldsets, gc, kinds, objects, protobuf, scale,
+               schema, structural, tables, timestamps)
 from .errors import (AlreadyExists, ApiError, BadRequest, Conflict, Expired, Forbidden, InternalError, Invalid,
                      MethodNotAllowed, NotFound, TooLargeVersion, UnsupportedMedia, status_object, success_status)
 from .httpserver import Request, Response, StreamResponse
 from .patch import MERGE, STRATEGIC, apply_patch
-from .resources import BINDINGS, CRDS, EVENTS, NAMESPACES, NEW_EVENTS, PODS, Registry, Resource
+from .resources import BINDINGS, CRDS, EVENTS, EVICTIONS, NAMESPACES, NEW_EVENTS, PDBS, PODS, Registry, Resource
 from .selectors import Matcher, parse_field_selector, parse_label_selector
 from .store import Change, Store
 
@@ -246,6 +247,8 @@ class Api:
             return self._delete(req, res, ns, name)
         if method == "POST" and sub == "binding":
             return self._bind(req, ns, name, self._decode(req, BINDINGS))
+        if method == "POST" and sub == "eviction":
+            return self._evict(req, ns, name)
         raise MethodNotAllowed("the server does not allow this method on the requested resource")
 
     # -- helpers -----------------------------------------------------------------------------
@@ -347,8 +350,10 @@ class Api:
             return EVENTS, eventconv.to_core(body)
         return res, body
 
-    def create_object(self, res: Resource, namespace: str, body: Any, dry_run: bool = False) -> Obj:
-        """Validate, default and store a new object (also the kubelet's and workload's entry)."""
+    def create_object(self, res: Resource, namespace: str, body: Any, dry_run: bool = False,
+                      manager: apply.Manager | None = None) -> Obj:
+        """Validate, default and store a new object (also the kubelet's and workload's entry);
+        `manager` (an API write's) comes to own its fields in managedFields."""
         res, body = self._store_resource(res, body)
         if res.namespaced:
             self._ensure_namespace(namespace)
@@ -367,9 +372,16 @@ class Api:
                 raise AlreadyExists.object(res.name, meta["name"], res.group)
         else:
             raise AlreadyExists.object(res.name, obj["metadata"]["name"], res.group)
+        kinds.on_create(self.store, res, obj)
+        apply.track_create(res, obj, manager)
+        if res.custom is None:
+            timestamps.normalise(obj)
         if dry_run:
             return obj
         stored = self.store.create(res.bucket, obj)
+        if res is NAMESPACES:  # its default ServiceAccount and kube-root-ca.crt
+            for kind, body in kinds.namespace_objects(stored["metadata"]["name"]):
+                self.create_object(kind, stored["metadata"]["name"], body)
         return self._sync_crd(stored) if res is CRDS else stored
 
     def _resync_crds(self) -> None:
@@ -420,7 +432,8 @@ class Api:
     def _create(self, req: Request, res: Resource, namespace: str) -> Response:
         body = self._decode(req, res)
         warnings = self._field_validation(req, res, body)
-        obj = self.create_object(res, namespace, body, dry_run=req.param("dryRun") == "All")
+        manager = apply.update_manager(res, req.param("fieldManager"), req.header("user-agent"))
+        obj = self.create_object(res, namespace, body, dry_run=req.param("dryRun") == "All", manager=manager)
         response = _json(201, self._out(res, obj))
         response.headers.extend(warnings)
         return response
@@ -431,12 +444,19 @@ class Api:
                                                   "latest version and try again", res.group)
 
     def _store_update(self, req: Request, res: Resource, name: str, body: Any, old: Obj, sub: str,
-                      warnings: list[tuple[str, str]]) -> Response:
-        """Store `body` as the new version of `old` (PUT, or the result of a PATCH)."""
+                      warnings: list[tuple[str, str]], tracked: bool = True) -> Response:
+        """Store `body` as the new version of `old` (PUT, or the result of a PATCH); `tracked`: the
+        writer is an Update manager (an apply has written managedFields itself)."""
         sres, body = self._store_resource(res, body)
         if isinstance(body, dict):
             self._check_rv(res, name, (body.get("metadata") or {}).get("resourceVersion"), old)
         new = objects.prepare_update(sres, body, old, sub)
+        kinds.on_update(sres, new, old)
+        if tracked:
+            apply.track_update(sres, old, new, apply.update_manager(
+                sres, req.param("fieldManager"), req.header("user-agent"), sub))
+        if sres.custom is None:
+            timestamps.normalise(new)
         if req.param("dryRun") == "All":
             stored = new
         elif objects.same_content(new, old):
@@ -467,17 +487,40 @@ class Api:
         return ctype
 
     def _patch(self, req: Request, res: Resource, ns: str, name: str, sub: str) -> Response:
-        old = self._must_get(res, ns, name)
         ctype = self._patch_type(req, res, STRATEGIC)
+        if apply.is_apply(ctype):
+            return self._apply(req, res, ns, name, sub)
+        old = self._must_get(res, ns, name)
         patch = self._decode(req, res)
         base = copy.deepcopy(self._out(res, old))
-        merged = apply_patch(ctype, base, patch)
+        merged = apply_patch(ctype, base, patch, None if res.custom else fieldsets.for_resource(res))
         if not isinstance(merged, dict):
             raise BadRequest("the patch does not produce an object")
         # field names are checked on the object the patch produces, as the apiserver does: patch
         # directives such as kubectl's `$setElementOrder/containers` are not fields
         warnings = self._field_validation(req, res, merged)
         return self._store_update(req, res, name, merged, old, sub, warnings)
+
+    def _apply(self, req: Request, res: Resource, ns: str, name: str, sub: str) -> Response:
+        """Server-side apply (see apply.py): create when missing, else merge and own; 409 on conflicts."""
+        if res is NEW_EVENTS:
+            raise BadRequest("server-side apply of events.k8s.io/v1 Events is not supported by sim-cluster")
+        mgr = apply.apply_manager(res, req.param("fieldManager"), sub)
+        cfg = apply.decode_config(req.body, res, name)
+        if res.namespaced and (cfg["metadata"].get("namespace") or ns) != ns:
+            raise BadRequest("the namespace of the provided object does not match the namespace sent on the request")
+        warnings = self._field_validation(req, res, cfg)
+        old = self.store.get(res.bucket, ns, name)
+        if old is None:
+            if sub:
+                raise NotFound.object(res.name, name, res.group)
+            obj = self.create_object(res, ns, apply.created(res, cfg, mgr), dry_run=req.param("dryRun") == "All")
+            response = _json(201, self._out(res, obj))
+        else:
+            merged = apply.apply(res, old, cfg, mgr, _truthy(req.param("force")))
+            response = self._store_update(req, res, name, merged, old, sub, warnings, tracked=False)
+        response.headers.extend(warnings if old is None else [])
+        return response
 
     def _delete_options(self, req: Request) -> Obj:
         """DeleteOptions from the body or the query (the body wins), with `propagationPolicy`
@@ -609,6 +652,17 @@ class Api:
         if meta.get("annotations"):
             new["metadata"]["annotations"] = {**(pod["metadata"].get("annotations") or {}), **meta["annotations"]}
         return self.store.replace("pods", new)
+
+    def _evict(self, req: Request, ns: str, name: str) -> Response:
+        """POST pods/{name}/eviction: delete the pod unless a PodDisruptionBudget forbids it (429)."""
+        body = eviction.check_body(name, self._decode(req, EVICTIONS))
+        pdb = eviction.may_evict(self.store, self._must_get(PODS, ns, name))
+        opts = body.get("deleteOptions") or {}
+        if req.param("dryRun") != "All" and opts.get("dryRun") != ["All"]:
+            self.delete_object(PODS, ns, name, opts.get("propagationPolicy"))
+            if pdb is not None:
+                self.store.replace(PDBS.bucket, disruption.with_evicted(pdb, name))
+        return _json(201, eviction.evicted_status())
 
     def _bind(self, req: Request, ns: str, pod_name: str, body: Any) -> Response:
         if req.param("dryRun") != "All":

@@ -22,6 +22,7 @@ from typing import Any
 
 import orjson
 
+from . import k8sschema
 from .resources import Registry, Resource
 
 K8S_VERSION = {"major": "1", "minor": "32", "gitVersion": "v1.32.0-ykshm-sim", "gitCommit": "0" * 40,
@@ -57,7 +58,7 @@ def api_group_list(reg: Registry) -> dict[str, Any]:
 
 
 def _verbs_for(r: Resource, sub: str) -> list[str]:
-    if sub == "binding":
+    if sub in ("binding", "eviction"):
         return ["create"]
     if sub:
         return ["get", "patch", "update"]
@@ -84,6 +85,8 @@ def resource_list(reg: Registry, group: str, version: str) -> dict[str, Any] | N
                                          "kind": kind, "verbs": _verbs_for(r, sub)}
             if sub == "scale":
                 sub_entry.update(group="autoscaling", version="v1", kind="Scale")
+            elif sub == "eviction":  # kubectl drain looks for exactly this to evict instead of delete
+                sub_entry.update(group="policy", version="v1", kind="Eviction")
             items.append(sub_entry)
     gv = f"{group}/{version}" if group else version
     return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": items}
@@ -174,6 +177,10 @@ def _schemas(resources: list[Resource]) -> dict[str, Any]:
         if r.custom is not None:
             out[_schema_name(r)] = _custom_schema(r)
             continue
+        real = k8sschema.closure([_schema_name(r)])
+        if real:  # the vendored Kubernetes 1.32 schema: what `kubectl explain` and client-side apply read
+            out.update(real)
+            continue
         out[_schema_name(r)] = {
             "description": f"{r.kind} (ykshm sim-cluster: the schema is not enforced beyond server-side validation)",
             "type": "object",
@@ -227,7 +234,8 @@ def openapi_v2_doc(reg: Registry) -> dict[str, Any]:
         "swagger": "2.0",
         "info": {"title": "Kubernetes", "version": K8S_VERSION["gitVersion"]},
         "paths": _paths(resources, False),
-        "definitions": _schemas(resources),
+        "definitions": orjson.loads(orjson.dumps(_schemas(resources)).replace(
+            k8sschema.REF.encode(), b"#/definitions/")),
     }
 
 

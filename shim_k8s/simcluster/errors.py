@@ -10,6 +10,7 @@
      ├── Expired            410   a watch or continue token older than the history
      ├── UnsupportedMedia   415   a PATCH content type we do not implement
      ├── Invalid            422   an object that fails validation (causes name the fields)
+     ├── TooManyRequests    429   an eviction a PodDisruptionBudget does not allow now
      ├── TooLargeVersion    504   a list/watch resourceVersion the store has not reached within 3 s
      └── InternalError      500   a bug in the sim-cluster (the catch-all turns exceptions into it)
 
@@ -163,6 +164,14 @@ class Invalid(ApiError):
         details = _details(kind, name, group)
         details["causes"] = [{"reason": r, "message": m, "field": f} for r, f, m in causes]
         return cls(f'{kind} "{name}" is invalid: {joined}', details)
+
+
+class TooManyRequests(ApiError):
+    """An eviction that would violate a PodDisruptionBudget; the client retries later (kubectl drain
+    every 5 s), as with the real eviction sub-resource."""
+
+    code = 429
+    reason = "TooManyRequests"
 
 
 class Forbidden(ApiError):

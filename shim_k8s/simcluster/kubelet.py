@@ -12,6 +12,12 @@ fails a running pod now: that is how tests and users make a workload crash.
 One task and one timer heap serve every pod; the store listener only pushes timers (it must not
 write to the store from inside a change). A timer that fires for a pod whose uid or phase changed
 meanwhile does nothing.
+
+Like a real kubelet it posts core/v1 Events on the pod (source `kubelet`, the node as host, the
+container as `involvedObject.fieldPath`): Pulled, Created and Started for each container when the
+pod starts, Killing when a running pod is deleted (`events=False`, `--no-kubelet-events`, skips
+them: one write per event). The events are stored directly, not through the API: they are ours
+and valid by construction, and the shortcut keeps them cheap.
 """
 
 from __future__ import annotations
@@ -21,6 +27,8 @@ import ipaddress
 import itertools
 import logging
 import math
+import os
+import uuid
 from typing import Any
 
 import trio
@@ -32,13 +40,15 @@ log = logging.getLogger("ykshm.sim-cluster.kubelet")
 
 RUN_SECONDS = "ykshm.io/run-seconds"
 EXIT_CODE = "ykshm.io/exit-code"
-START, FINISH = "start", "finish"
+START, FINISH, KILL = "start", "finish", "kill"
 
 
 class Kubelet:
-    def __init__(self, store: Store, start_delay: float = 0.2) -> None:
+    def __init__(self, store: Store, start_delay: float = 0.2, events: bool = True) -> None:
         self.store = store
         self.start_delay = start_delay
+        self.events = events
+        self._killed: dict[str, dict[str, Any]] = {}  # uid -> the last state of a deleted running pod
         self._heap: list[tuple[float, int, str, str, str, str]] = []  # (due, seq, action, ns, name, uid)
         self._seq = itertools.count()
         self._planned: set[tuple[str, str]] = set()  # (uid, action)
@@ -73,6 +83,9 @@ class Kubelet:
             uid = pod["metadata"]["uid"]
             self._planned.discard((uid, START))
             self._planned.discard((uid, FINISH))
+            if self.events and (pod.get("status") or {}).get("phase") == "Running":
+                self._killed[uid] = pod
+                self._push(0, KILL, pod)
             return
         phase = (pod.get("status") or {}).get("phase")
         if phase == "Pending" and (pod.get("spec") or {}).get("nodeName"):
@@ -100,6 +113,12 @@ class Kubelet:
             await trio.sleep(0)
 
     def _fire(self, action: str, ns: str, name: str, uid: str) -> None:
+        if action == KILL:
+            gone = self._killed.pop(uid, None)
+            if gone is not None:
+                self._post_events(gone, [("Killing", f"Stopping container {c.get('name')}", c)
+                                         for c in gone["spec"].get("containers") or []])
+            return
         pod = self.store.get("pods", ns, name)
         if pod is None or pod["metadata"]["uid"] != uid:
             return
@@ -108,11 +127,39 @@ class Kubelet:
             node = self.store.get("nodes", "", pod["spec"].get("nodeName", ""))
             if node is None:
                 return  # no kubelet on a node that does not exist: the pod stays Pending
-            self.store.replace("pods", self._running(pod, node))
+            running = self.store.replace("pods", self._running(pod, node))
             self.started += 1
+            if self.events:
+                self._post_events(running, [
+                    (reason, message, c) for c in running["spec"].get("containers") or []
+                    for reason, message in (("Pulled", f'Container image "{c.get("image")}" already present on machine'),
+                                            ("Created", f"Created container: {c.get('name')}"),
+                                            ("Started", f"Started container {c.get('name')}"))])
         elif action == FINISH and phase == "Running":
             self.store.replace("pods", self._terminated(pod, _exit_code(pod) or 0))
             self.finished += 1
+
+    def _post_events(self, pod: dict[str, Any], events: list[tuple[str, str, dict[str, Any]]]) -> None:
+        """Normal core/v1 Events on `pod` from this node's kubelet (skipped when its namespace went)."""
+        meta = pod["metadata"]
+        ns = meta["namespace"]
+        space = self.store.get("namespaces", "", ns)
+        if space is None or space["metadata"].get("deletionTimestamp"):
+            return
+        node = pod["spec"].get("nodeName", "")
+        now = objects.now_rfc3339()
+        for reason, message, container in events:
+            uid = uuid.UUID(bytes=os.urandom(16), version=4)  # a quarter of uuid4()'s cost
+            self.store.create("events", {
+                "apiVersion": "v1", "kind": "Event",
+                "metadata": {"name": f"{meta['name']}.{uid.hex[:16]}", "namespace": ns,
+                             "uid": str(uid), "creationTimestamp": now},
+                "involvedObject": {"apiVersion": "v1", "kind": "Pod", "namespace": ns, "name": meta["name"],
+                                   "uid": meta["uid"], "resourceVersion": meta.get("resourceVersion", ""),
+                                   "fieldPath": f"spec.containers{{{container.get('name')}}}"},
+                "reason": reason, "message": message, "source": {"component": "kubelet", "host": node},
+                "firstTimestamp": now, "lastTimestamp": now, "count": 1, "type": "Normal", "eventTime": None,
+                "reportingComponent": "kubelet", "reportingInstance": node})
 
     def _pod_ip(self) -> str:
         return str(ipaddress.IPv4Address("10.244.0.0") + next(self._ips) % (1 << 16))

@@ -2,7 +2,8 @@
 
     ykshm sim-cluster --port P [--bind 127.0.0.1] [--nodes N] [--workload FILE | --demo]
                       [--node-cpu 16] [--node-memory 64Gi] [--watch-history 10000]
-                      [--kubelet-delay 0.2] [--bookmark-interval 5]
+                      [--kubelet-delay 0.2] [--bookmark-interval 5] [--event-ttl 3600]
+                      [--node-lease-interval 10] [--no-kubelet-events]
 
 Prints `sim-cluster listening on http://127.0.0.1:P` once it accepts connections (`--port 0`
 picks a free port and prints it). SIGTERM or SIGINT stops it cleanly (exit 0). A port in use, a
@@ -24,11 +25,11 @@ import trio
 from engine.resources import QuantityError, parse_milli, parse_quantity
 from common.cliutil import Failure, Parser, UsageError, run_main
 
-from . import objects, workload
+from . import disruption, kinds, leases, objects, workload
 from .api import Api
 from .httpserver import HttpServer, open_listeners
 from .kubelet import Kubelet
-from .resources import BUCKETS, NAMESPACES, NODES
+from .resources import BUCKETS, NAMESPACES, NODES, SERVICES
 from .store import Store
 
 PROG = "ykshm sim-cluster"
@@ -66,6 +67,10 @@ def build_parser() -> Parser:
                    help="seconds from binding to Running (default 0.2)")
     p.add_argument("--bookmark-interval", type=_seconds(0.05), default=5.0,
                    help="seconds between BOOKMARK events on watches that allow them (default 5)")
+    p.add_argument("--no-kubelet-events", action="store_true",
+                   help="the simulated kubelet posts no Pulled/Created/Started/Killing events")
+    p.add_argument("--node-lease-interval", type=_seconds(0), default=10.0,
+                   help="seconds between node lease renewals in kube-node-lease (default 10; 0 = no leases)")
     p.add_argument("--event-ttl", type=_seconds(1), default=3600.0,
                    help="seconds an Event is kept, as the apiserver's --event-ttl (default 3600)")
     p.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
@@ -99,6 +104,7 @@ def populate(api: Api, nodes: int, cpu: str, memory: str, pods: int) -> None:
     """The namespaces every cluster has, and `nodes` ready nodes node-0000 ..."""
     for ns in ("default", "kube-system", "kube-public", "kube-node-lease"):
         api.create_object(NAMESPACES, "", {"metadata": {"name": ns}})
+    api.create_object(SERVICES, "default", kinds.kubernetes_service())
     width = max(4, len(str(nodes - 1))) if nodes else 4
     for i in range(nodes):
         name = f"node-{i:0{width}d}"
@@ -118,13 +124,16 @@ async def serve(args, apps: list[workload.App] | None) -> None:
     host = f"[{args.bind}]" if ":" in args.bind else args.bind
     api = Api(store, server=f"{args.bind}:{port}", bookmark_interval=args.bookmark_interval,
               node_cpu=args.node_cpu, node_memory=args.node_memory)
-    kubelet = Kubelet(store, start_delay=args.kubelet_delay)
+    kubelet = Kubelet(store, start_delay=args.kubelet_delay, events=not args.no_kubelet_events)
+    node_leases = leases.NodeLeases(api, args.node_lease_interval)
     populate(api, args.nodes, args.node_cpu, args.node_memory, args.node_pods)
     server = HttpServer(api.handle)
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with trio.open_nursery() as nursery:
             await nursery.start(kubelet.run)
             await nursery.start(api.gc.run)
+            await nursery.start(disruption.DisruptionController(store).run)
+            await nursery.start(node_leases.run)
             await nursery.start(api.run_event_expiry, args.event_ttl)
             await nursery.start(server.serve, listeners)
             print(f"sim-cluster listening on http://{host}:{port}", flush=True)

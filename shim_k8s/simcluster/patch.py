@@ -1,7 +1,8 @@
 """PATCH bodies: JSON merge patch (RFC 7386), strategic merge patch (our subset), JSON patch (RFC 6902).
 
-Strategic merge differs from merge patch on lists: lists named in `MERGE_KEYS` are merged element by
-element on their key (`conditions` by `type`, `containers` by `name`, ...), `finalizers` merges as a
+Strategic merge differs from merge patch on lists: for the built-in kinds the real schema's
+`x-kubernetes-patch-strategy`/`-patch-merge-key` decide (Service ports merge on `port`); for an
+untyped field, lists named in `MERGE_KEYS` are merged element by element on their key (`conditions` by `type`, `containers` by `name`, ...), `finalizers` merges as a
 set, and the directives `$patch: delete|replace|merge`, `$deleteFromPrimitiveList/<f>`,
 `$setElementOrder/<f>` and `$retainKeys` are understood (the last two are accepted and ignored).
 Every other list is replaced, exactly as a merge patch would.
@@ -13,6 +14,7 @@ import copy
 from typing import Any
 
 from .errors import BadRequest, Invalid, UnsupportedMedia
+from .fieldsets import TypeInfo
 
 MERGE_KEYS = {
     "conditions": "type", "containers": "name", "initContainers": "name", "ephemeralContainers": "name",
@@ -44,8 +46,26 @@ def merge_patch(target: Any, patch: Any) -> Any:
     return result
 
 
-def strategic_merge(target: Any, patch: Any) -> Any:
-    """Strategic merge patch for the list fields in MERGE_KEYS; merge patch elsewhere."""
+def _list_rule(key: str, t: TypeInfo | None) -> tuple[str, str]:
+    """How a strategic merge treats the list `key`: ("map", merge key), ("set", "") or ("replace", "").
+    The schema's `x-kubernetes-patch-strategy`/`-merge-key` decide for a typed field (Service ports
+    merge on `port`, a container's on `containerPort`); `MERGE_KEYS` for an untyped one."""
+    if t is not None and t.schema:
+        strategy = str(t.schema.get("x-kubernetes-patch-strategy", ""))
+        merge_key = t.schema.get("x-kubernetes-patch-merge-key")
+        if "merge" in strategy.split(","):
+            return ("map", merge_key) if merge_key else ("set", "")
+        return "replace", ""
+    if key in MERGE_KEYS:
+        return "map", MERGE_KEYS[key]
+    if key in PRIMITIVE_SET_LISTS:
+        return "set", ""
+    return "replace", ""
+
+
+def strategic_merge(target: Any, patch: Any, t: TypeInfo | None = None) -> Any:
+    """Strategic merge patch: lists merge as the schema `t` says (or `MERGE_KEYS` without one);
+    merge patch elsewhere."""
     if not isinstance(patch, dict):
         return copy.deepcopy(patch)
     if patch.get("$patch") == "replace":
@@ -61,22 +81,25 @@ def strategic_merge(target: Any, patch: Any) -> Any:
             drop = set(value or [])
             result[name] = [v for v in result.get(name) or [] if v not in drop]
             continue
+        sub = t.field(key) if t is not None else None
+        rule, merge_key = _list_rule(key, sub) if isinstance(value, list) else ("", "")
         if value is None:
             result.pop(key, None)
-        elif isinstance(value, list) and key in MERGE_KEYS and isinstance(result.get(key), list):
-            result[key] = _merge_list(result[key], value, MERGE_KEYS[key])
-        elif isinstance(value, list) and key in PRIMITIVE_SET_LISTS and isinstance(result.get(key), list):
+        elif rule == "map" and isinstance(result.get(key), list):
+            result[key] = _merge_list(result[key], value, merge_key, sub.items() if sub is not None else None)
+        elif rule == "set" and isinstance(result.get(key), list):
             merged = list(result[key])
             merged.extend(v for v in value if v not in merged)
             result[key] = merged
         elif isinstance(value, list):
-            result[key] = [strategic_merge(None, v) if isinstance(v, dict) else copy.deepcopy(v) for v in value]
+            item_t = sub.items() if sub is not None else None
+            result[key] = [strategic_merge(None, v, item_t) if isinstance(v, dict) else copy.deepcopy(v) for v in value]
         else:
-            result[key] = strategic_merge(result.get(key), value)
+            result[key] = strategic_merge(result.get(key), value, sub)
     return result
 
 
-def _merge_list(current: list[Any], patch: list[Any], merge_key: str) -> list[Any]:
+def _merge_list(current: list[Any], patch: list[Any], merge_key: str, t: TypeInfo | None = None) -> list[Any]:
     if any(isinstance(p, dict) and p.get("$patch") == "replace" for p in patch):
         return [copy.deepcopy(p) for p in patch if not (isinstance(p, dict) and "$patch" in p)]
     result = [copy.deepcopy(c) for c in current]
@@ -90,9 +113,9 @@ def _merge_list(current: list[Any], patch: list[Any], merge_key: str) -> list[An
                 del result[idx]
             continue
         if idx is None:
-            result.append(strategic_merge(None, item))
+            result.append(strategic_merge(None, item, t))
         else:
-            result[idx] = strategic_merge(result[idx], item)
+            result[idx] = strategic_merge(result[idx], item, t)
     return result
 
 
@@ -194,16 +217,18 @@ def json_patch(target: Any, ops: Any) -> Any:
     return doc
 
 
-def apply_patch(content_type: str, target: Any, patch: Any) -> Any:
-    """Dispatch on the PATCH request's Content-Type (parameters ignored)."""
+def apply_patch(content_type: str, target: Any, patch: Any, t: TypeInfo | None = None) -> Any:
+    """Dispatch on the PATCH request's Content-Type (parameters ignored); `t` the object's type
+    (a strategic merge follows its patch strategies)."""
     media = content_type.split(";", 1)[0].strip().lower()
     if media == MERGE:
         return merge_patch(target, patch)
     if media == STRATEGIC:
-        return strategic_merge(target, patch)
+        return strategic_merge(target, patch, t)
     if media == JSON_PATCH:
         return json_patch(target, patch)
     if media == APPLY:
-        raise UnsupportedMedia("server-side apply is not supported by ykshm sim-cluster; use kubectl apply without --server-side")
+        raise UnsupportedMedia("server-side apply is handled by apply.py before any patch; here (the /scale "
+                               "sub-resource) it is not supported: use a merge patch")
     raise UnsupportedMedia(f'the body of the request was in an unknown format - accepted media types include: '
                            f'{JSON_PATCH}, {MERGE}, {STRATEGIC}')

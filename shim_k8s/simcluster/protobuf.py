@@ -3,8 +3,8 @@
 kubectl's typed clients (`kubectl create namespace`, `kubectl create configmap`, `kubectl drain`'s
 deletes) send `application/vnd.kubernetes.protobuf` bodies: the magic `k8s\\0` and a
 `runtime.Unknown{typeMeta{apiVersion, kind}, raw}` envelope around the object's own message. We
-decode Namespace, ConfigMap and Secret (ObjectMeta: name, generateName, namespace, labels, annotations,
-finalizers) into the JSON form, and DeleteOptions (a typed client's `--cascade`); any other kind is
+decode Namespace, ConfigMap, Secret, Service, ServiceAccount, PodDisruptionBudget and Eviction
+(ObjectMeta: name, generateName, namespace, labels, annotations, finalizers) into the JSON form, and DeleteOptions (a typed client's `--cascade`); any other kind is
 `UnsupportedMedia` (415). Responses are JSON, which kubectl also accepts.
 """
 
@@ -136,7 +136,105 @@ def _secret(f: Fields) -> dict[str, Any]:
     return obj
 
 
-_DECODERS = {("v1", "Namespace"): _namespace, ("v1", "ConfigMap"): _configmap, ("v1", "Secret"): _secret}
+def _int_or_string(data: bytes) -> int | str:
+    """intstr.IntOrString: type 1 (0 int, 1 string), intVal 2, strVal 3."""
+    f = fields(data)
+    if (f.get(1) or [0])[-1] == 1:
+        return _str(f, 3) or ""
+    return _int32((f.get(2) or [0])[-1])
+
+
+def _int32(value: int) -> int:
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def _label_selector(data: bytes) -> dict[str, Any]:
+    """meta/v1 LabelSelector: matchLabels 1, matchExpressions 2 {key 1, operator 2, values 3}."""
+    f = fields(data)
+    out: dict[str, Any] = {}
+    labels = _map(f, 1)
+    if labels:
+        out["matchLabels"] = labels
+    exprs = []
+    for raw in f.get(2, []):
+        e = fields(raw)
+        expr: dict[str, Any] = {"key": _str(e, 1) or "", "operator": _str(e, 2) or ""}
+        if e.get(3):
+            expr["values"] = _strings(e, 3)
+        exprs.append(expr)
+    if exprs:
+        out["matchExpressions"] = exprs
+    return out
+
+
+def _service_port(data: bytes) -> dict[str, Any]:
+    """core/v1 ServicePort: name 1, protocol 2, port 3, targetPort 4, nodePort 5, appProtocol 6."""
+    f = fields(data)
+    port: dict[str, Any] = {k: v for k, v in (("name", _str(f, 1)), ("protocol", _str(f, 2)),
+                                              ("appProtocol", _str(f, 6))) if v}
+    port["port"] = _int32((f.get(3) or [0])[-1])
+    if f.get(4):
+        port["targetPort"] = _int_or_string(f[4][-1])
+    if (f.get(5) or [0])[-1]:
+        port["nodePort"] = _int32(f[5][-1])
+    return port
+
+
+def _service(f: Fields) -> dict[str, Any]:
+    """core/v1 Service: metadata 1, spec 2 {ports 1, selector 2, clusterIP 3, type 4, externalIPs 5,
+    sessionAffinity 7, externalName 10, clusterIPs 18}; what `kubectl create service` sends."""
+    obj: dict[str, Any] = {"metadata": _meta((f.get(1) or [b""])[-1])}
+    spec_f = fields((f.get(2) or [b""])[-1])
+    spec: dict[str, Any] = {"ports": [_service_port(p) for p in spec_f.get(1, [])]}
+    selector = _map(spec_f, 2)
+    if selector:
+        spec["selector"] = selector
+    for n, key in ((3, "clusterIP"), (4, "type"), (7, "sessionAffinity"), (10, "externalName")):
+        value = _str(spec_f, n)
+        if value:
+            spec[key] = value
+    for n, key in ((5, "externalIPs"), (18, "clusterIPs")):
+        if spec_f.get(n):
+            spec[key] = _strings(spec_f, n)
+    obj["spec"] = spec
+    return obj
+
+
+def _service_account(f: Fields) -> dict[str, Any]:
+    """core/v1 ServiceAccount: metadata 1 (secrets 2 and imagePullSecrets 3 are not read)."""
+    obj: dict[str, Any] = {"metadata": _meta((f.get(1) or [b""])[-1])}
+    if f.get(4):
+        obj["automountServiceAccountToken"] = bool(f[4][-1])
+    return obj
+
+
+def _pdb(f: Fields) -> dict[str, Any]:
+    """policy/v1 PodDisruptionBudget: metadata 1, spec 2 {minAvailable 1, selector 2, maxUnavailable 3,
+    unhealthyPodEvictionPolicy 4}; what `kubectl create pdb` sends."""
+    obj: dict[str, Any] = {"metadata": _meta((f.get(1) or [b""])[-1])}
+    spec_f = fields((f.get(2) or [b""])[-1])
+    spec: dict[str, Any] = {}
+    if spec_f.get(1):
+        spec["minAvailable"] = _int_or_string(spec_f[1][-1])
+    if spec_f.get(2):
+        spec["selector"] = _label_selector(spec_f[2][-1])
+    if spec_f.get(3):
+        spec["maxUnavailable"] = _int_or_string(spec_f[3][-1])
+    policy = _str(spec_f, 4)
+    if policy:
+        spec["unhealthyPodEvictionPolicy"] = policy
+    obj["spec"] = spec
+    return obj
+
+
+def _eviction(f: Fields) -> dict[str, Any]:
+    """policy/v1 Eviction: metadata 1, deleteOptions 2 (what `kubectl drain` posts)."""
+    return {"metadata": _meta((f.get(1) or [b""])[-1])}
+
+
+_DECODERS = {("v1", "Namespace"): _namespace, ("v1", "ConfigMap"): _configmap, ("v1", "Secret"): _secret,
+             ("v1", "Service"): _service, ("v1", "ServiceAccount"): _service_account,
+             ("policy/v1", "PodDisruptionBudget"): _pdb, ("policy/v1", "Eviction"): _eviction}
 
 
 def decode(body: bytes) -> dict[str, Any]:
@@ -149,7 +247,8 @@ def decode(body: bytes) -> dict[str, Any]:
     kind = _str(type_meta, 2) or ""
     decoder = _DECODERS.get((api_version, kind))
     if decoder is None:
-        raise UnsupportedMedia(f"the sim-cluster decodes protobuf only for v1 Namespace, ConfigMap and Secret, not "
+        known = ", ".join(f"{v} {k}" for v, k in _DECODERS)
+        raise UnsupportedMedia(f"the sim-cluster decodes protobuf only for {known}, not "
                                f"{api_version} {kind}; send application/json")
     obj = decoder(fields((envelope.get(2) or [b""])[-1]))
     return {"apiVersion": api_version, "kind": kind, **obj}

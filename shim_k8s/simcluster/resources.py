@@ -96,7 +96,7 @@ NEW_EVENT_FIELDS = _BASE_FIELDS | {
     "reportingController", "type",
 }
 
-PODS = Resource("pods", "pod", "Pod", "", "v1", True, ("po",), ("all",), ("status", "binding"),
+PODS = Resource("pods", "pod", "Pod", "", "v1", True, ("po",), ("all",), ("status", "binding", "eviction"),
                 POD_FIELDS, has_status=True)
 NODES = Resource("nodes", "node", "Node", "", "v1", False, ("no",), (), ("status",), NODE_FIELDS, has_status=True)
 NAMESPACES = Resource("namespaces", "namespace", "Namespace", "", "v1", False, ("ns",), (), ("status",),
@@ -110,9 +110,17 @@ NEW_EVENTS = Resource("events", "event", "Event", "events.k8s.io", "v1", True, (
 CRDS = Resource("customresourcedefinitions", "customresourcedefinition", "CustomResourceDefinition",
                 "apiextensions.k8s.io", "v1", False, ("crd", "crds"), ("api-extensions",), ("status",),
                 has_status=True)
+SERVICEACCOUNTS = Resource("serviceaccounts", "serviceaccount", "ServiceAccount", "", "v1", True, ("sa",))
+SERVICES = Resource("services", "service", "Service", "", "v1", True, ("svc",), ("all",), ("status",),
+                    _BASE_FIELDS | {"spec.clusterIP", "spec.type"}, has_status=True)
+LEASES = Resource("leases", "lease", "Lease", "coordination.k8s.io", "v1", True)
+PDBS = Resource("poddisruptionbudgets", "poddisruptionbudget", "PodDisruptionBudget", "policy", "v1", True,
+                ("pdb",), (), ("status",), has_status=True)
 BINDINGS = Resource("bindings", "binding", "Binding", "", "v1", True, verbs=("create",))
+EVICTIONS = Resource("eviction", "", "Eviction", "policy", "v1", True, verbs=("create",))  # pods/eviction's body
 
-SERVED: tuple[Resource, ...] = (PODS, NODES, NAMESPACES, CONFIGMAPS, SECRETS, EVENTS, NEW_EVENTS, CRDS)
+SERVED: tuple[Resource, ...] = (PODS, NODES, NAMESPACES, CONFIGMAPS, SECRETS, EVENTS, NEW_EVENTS, CRDS,
+                                SERVICEACCOUNTS, SERVICES, LEASES, PDBS)
 
 BUCKETS: tuple[str, ...] = tuple(dict.fromkeys(r.bucket for r in SERVED))
 

@@ -3,12 +3,15 @@
 Only the levels we know completely are checked (the object's top level, ObjectMeta; for pods
 PodSpec, its securityContext and tolerations, and in every container ResourceRequirements, ports,
 env, envFrom, volumeMounts and securityContext; for nodes NodeSpec and its taints, as of Kubernetes
-1.32); anything below is accepted as is. An unknown field is reported the way a real apiserver does: `unknown field "spec.containers[0].foo"`.
+1.32); anything below is accepted as is. Services, ServiceAccounts, Leases and PodDisruptionBudgets
+are checked at every level against their vendored 1.32 schema (`k8sschema`). An unknown field is reported the way a real apiserver does: `unknown field "spec.containers[0].foo"`.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from . import k8sschema
 
 OBJECT_META = frozenset({
     "name", "generateName", "namespace", "selfLink", "uid", "resourceVersion", "generation", "creationTimestamp",
@@ -80,9 +83,18 @@ def _extra(obj: Any, known: frozenset[str], path: str, out: list[str]) -> None:
                 out.append(f"{path}.{key}" if path else key)
 
 
+# kinds checked against their whole vendored 1.32 schema (k8sschema), every level
+VENDORED = {
+    "services": "io.k8s.api.core.v1.Service", "serviceaccounts": "io.k8s.api.core.v1.ServiceAccount",
+    "leases": "io.k8s.api.coordination.v1.Lease", "poddisruptionbudgets": "io.k8s.api.policy.v1.PodDisruptionBudget",
+}
+
+
 def unknown_fields(kind_key: str, obj: Any) -> list[str]:
     """Paths of fields no 1.32 apiserver knows, e.g. ["spec.containers[0].foo"]."""
     out: list[str] = []
+    if isinstance(obj, dict) and kind_key in VENDORED:
+        return k8sschema.unknown_fields(VENDORED[kind_key], obj)
     if not isinstance(obj, dict) or kind_key not in TOP:
         return out
     _extra(obj, TOP[kind_key], "", out)

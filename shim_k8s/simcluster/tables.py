@@ -152,6 +152,33 @@ def _secret_row(secret: Obj) -> list[Any]:
             age(secret["metadata"].get("creationTimestamp"))]
 
 
+def _service_row(svc: Obj) -> list[Any]:
+    spec = svc.get("spec") or {}
+    ingress = ((svc.get("status") or {}).get("loadBalancer") or {}).get("ingress") or []
+    external = ",".join(i.get("ip") or i.get("hostname") or "" for i in ingress) or (
+        spec.get("externalName") or ("<pending>" if spec.get("type") == "LoadBalancer" else "<none>"))
+    ports = ",".join(f"{p.get('port')}{':' + str(p['nodePort']) if p.get('nodePort') else ''}/{p.get('protocol', 'TCP')}"
+                     for p in spec.get("ports") or []) or "<none>"
+    selector = ",".join(f"{k}={v}" for k, v in sorted((spec.get("selector") or {}).items())) or "<none>"
+    return [svc["metadata"]["name"], spec.get("type", "ClusterIP"), spec.get("clusterIP") or "<none>", external,
+            ports, age(svc["metadata"].get("creationTimestamp")), selector]
+
+
+def _serviceaccount_row(sa: Obj) -> list[Any]:
+    return [sa["metadata"]["name"], len(sa.get("secrets") or []), age(sa["metadata"].get("creationTimestamp"))]
+
+
+def _lease_row(lease: Obj) -> list[Any]:
+    return [lease["metadata"]["name"], (lease.get("spec") or {}).get("holderIdentity") or "",
+            age(lease["metadata"].get("creationTimestamp"))]
+
+
+def _pdb_row(pdb: Obj) -> list[Any]:
+    spec = pdb.get("spec") or {}
+    return [pdb["metadata"]["name"], str(spec.get("minAvailable", "N/A")), str(spec.get("maxUnavailable", "N/A")),
+            int((pdb.get("status") or {}).get("disruptionsAllowed") or 0), age(pdb["metadata"].get("creationTimestamp"))]
+
+
 def _crd_row(crd: Obj) -> list[Any]:
     return [crd["metadata"]["name"], crd["metadata"].get("creationTimestamp", "")]
 
@@ -207,6 +234,12 @@ TABLES: dict[str, tuple[list[Column], Callable[[Obj], list[Any]]]] = {
     "configmaps": ([_NAME, ("Data", "integer", "", 0), _AGE], _configmap_row),
     "secrets": ([_NAME, ("Type", "string", "", 0), ("Data", "integer", "", 0), _AGE], _secret_row),
     "customresourcedefinitions": ([_NAME, ("Created At", "date", "", 0)], _crd_row),
+    "services": ([_NAME, ("Type", "string", "", 0), ("Cluster-IP", "string", "", 0), ("External-IP", "string", "", 0),
+                  ("Port(s)", "string", "", 0), _AGE, ("Selector", "string", "", 1)], _service_row),
+    "serviceaccounts": ([_NAME, ("Secrets", "integer", "", 0), _AGE], _serviceaccount_row),
+    "leases": ([_NAME, ("Holder", "string", "", 0), _AGE], _lease_row),
+    "poddisruptionbudgets": ([_NAME, ("Min Available", "string", "", 0), ("Max Unavailable", "string", "", 0),
+                              ("Allowed Disruptions", "integer", "", 0), _AGE], _pdb_row),
 }
 
 
