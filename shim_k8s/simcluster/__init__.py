@@ -9,6 +9,7 @@ Modules (one concept each):
 - `scale`      the /scale sub-resource: an autoscaling/v1 Scale over a CRD's replicas paths
 - `gc`         deletion: finalizers, deletionTimestamp, propagation policies, the garbage collector
 - `store`      objects, the global resourceVersion, bounded change history, watchers
+- `priority`   PriorityClasses and the pods' Priority admission (priorityClassName -> spec.priority)
 - `kinds`      Services (ClusterIP allocation), ServiceAccounts, Leases, PDBs; what a namespace gets
 - `disruption` PodDisruptionBudgets: the budget arithmetic and the controller keeping their status
 - `eviction`   the pods/eviction sub-resource (what `kubectl drain` posts), honouring budgets (429)

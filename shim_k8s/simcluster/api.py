@@ -451,7 +451,7 @@ class Api:
         if isinstance(body, dict):
             self._check_rv(res, name, (body.get("metadata") or {}).get("resourceVersion"), old)
         new = objects.prepare_update(sres, body, old, sub)
-        kinds.on_update(sres, new, old)
+        kinds.on_update(self.store, sres, new, old)
         if tracked:
             apply.track_update(sres, old, new, apply.update_manager(
                 sres, req.param("fieldManager"), req.header("user-agent"), sub))

@@ -1,5 +1,6 @@
 """What the apiserver does for the simpler built-in kinds beyond `objects`: Services,
-ServiceAccounts, Leases, PodDisruptionBudgets, and the objects every namespace gets.
+ServiceAccounts, Leases, PodDisruptionBudgets, PriorityClasses (and pods' Priority admission,
+`priority`), and the objects every namespace gets.
 
 - A **Service** gets a ClusterIP from 10.96.0.0/12 (the lowest address no Service holds; the
   `kubernetes` Service in `default` holds 10.96.0.1), `clusterIPs`, `ipFamilies`, `type ClusterIP`,
@@ -22,10 +23,10 @@ import ipaddress
 import re
 from typing import Any
 
-from . import disruption
+from . import disruption, priority
 from .errors import Invalid
 from .objects import Cause, invalid, required
-from .resources import CONFIGMAPS, LEASES, PDBS, SERVICEACCOUNTS, SERVICES, Resource
+from .resources import CONFIGMAPS, LEASES, PDBS, PODS, PRIORITYCLASSES, SERVICEACCOUNTS, SERVICES, Resource
 from .store import Store
 
 Obj = dict[str, Any]
@@ -85,9 +86,13 @@ def on_create(store: Store, res: Resource, obj: Obj) -> None:
         obj["status"] = disruption.status_for(store, obj)
     elif res is LEASES:
         _validate_lease(obj)
+    elif res is PRIORITYCLASSES:
+        priority.validate_class(store, obj)
+    elif res is PODS:
+        priority.admit_pod(store, obj)
 
 
-def on_update(res: Resource, new: Obj, old: Obj) -> None:
+def on_update(store: Store, res: Resource, new: Obj, old: Obj) -> None:
     if res is SERVICES:
         spec, old_spec = new.setdefault("spec", {}), old.get("spec") or {}
         for key in ("clusterIP", "clusterIPs"):
@@ -102,6 +107,8 @@ def on_update(res: Resource, new: Obj, old: Obj) -> None:
         _validate_pdb(new)
     elif res is LEASES:
         _validate_lease(new)
+    elif res is PRIORITYCLASSES:
+        priority.validate_class(store, new, old)
 
 
 # -- services --------------------------------------------------------------------------------------

@@ -25,11 +25,11 @@ import trio
 from engine.resources import QuantityError, parse_milli, parse_quantity
 from common.cliutil import Failure, Parser, UsageError, run_main
 
-from . import disruption, kinds, leases, objects, workload
+from . import disruption, kinds, leases, objects, priority, workload
 from .api import Api
 from .httpserver import HttpServer, open_listeners
 from .kubelet import Kubelet
-from .resources import BUCKETS, NAMESPACES, NODES, SERVICES
+from .resources import BUCKETS, NAMESPACES, NODES, PRIORITYCLASSES, SERVICES
 from .store import Store
 
 PROG = "ykshm sim-cluster"
@@ -105,6 +105,8 @@ def populate(api: Api, nodes: int, cpu: str, memory: str, pods: int) -> None:
     for ns in ("default", "kube-system", "kube-public", "kube-node-lease"):
         api.create_object(NAMESPACES, "", {"metadata": {"name": ns}})
     api.create_object(SERVICES, "default", kinds.kubernetes_service())
+    for pc in priority.system_classes():
+        api.create_object(PRIORITYCLASSES, "", pc)
     width = max(4, len(str(nodes - 1))) if nodes else 4
     for i in range(nodes):
         name = f"node-{i:0{width}d}"

@@ -3,7 +3,8 @@
 kubectl's typed clients (`kubectl create namespace`, `kubectl create configmap`, `kubectl drain`'s
 deletes) send `application/vnd.kubernetes.protobuf` bodies: the magic `k8s\\0` and a
 `runtime.Unknown{typeMeta{apiVersion, kind}, raw}` envelope around the object's own message. We
-decode Namespace, ConfigMap, Secret, Service, ServiceAccount, PodDisruptionBudget and Eviction
+decode Namespace, ConfigMap, Secret, Service, ServiceAccount, PodDisruptionBudget, Eviction and
+PriorityClass
 (ObjectMeta: name, generateName, namespace, labels, annotations, finalizers) into the JSON form, and DeleteOptions (a typed client's `--cascade`); any other kind is
 `UnsupportedMedia` (415). Responses are JSON, which kubectl also accepts.
 """
@@ -232,9 +233,25 @@ def _eviction(f: Fields) -> dict[str, Any]:
     return {"metadata": _meta((f.get(1) or [b""])[-1])}
 
 
+def _priority_class(f: Fields) -> dict[str, Any]:
+    """scheduling.k8s.io/v1 PriorityClass: metadata 1, value 2, globalDefault 3, description 4,
+    preemptionPolicy 5 (what `kubectl create priorityclass` sends)."""
+    obj: dict[str, Any] = {"metadata": _meta((f.get(1) or [b""])[-1])}
+    if f.get(2):
+        obj["value"] = _int32(f[2][-1])
+    if f.get(3):
+        obj["globalDefault"] = bool(f[3][-1])
+    for n, key in ((4, "description"), (5, "preemptionPolicy")):
+        value = _str(f, n)
+        if value is not None:
+            obj[key] = value
+    return obj
+
+
 _DECODERS = {("v1", "Namespace"): _namespace, ("v1", "ConfigMap"): _configmap, ("v1", "Secret"): _secret,
              ("v1", "Service"): _service, ("v1", "ServiceAccount"): _service_account,
-             ("policy/v1", "PodDisruptionBudget"): _pdb, ("policy/v1", "Eviction"): _eviction}
+             ("policy/v1", "PodDisruptionBudget"): _pdb, ("policy/v1", "Eviction"): _eviction,
+             ("scheduling.k8s.io/v1", "PriorityClass"): _priority_class}
 
 
 def decode(body: bytes) -> dict[str, Any]:

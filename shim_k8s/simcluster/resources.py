@@ -116,11 +116,13 @@ SERVICES = Resource("services", "service", "Service", "", "v1", True, ("svc",), 
 LEASES = Resource("leases", "lease", "Lease", "coordination.k8s.io", "v1", True)
 PDBS = Resource("poddisruptionbudgets", "poddisruptionbudget", "PodDisruptionBudget", "policy", "v1", True,
                 ("pdb",), (), ("status",), has_status=True)
+PRIORITYCLASSES = Resource("priorityclasses", "priorityclass", "PriorityClass", "scheduling.k8s.io", "v1", False,
+                           ("pc",))
 BINDINGS = Resource("bindings", "binding", "Binding", "", "v1", True, verbs=("create",))
 EVICTIONS = Resource("eviction", "", "Eviction", "policy", "v1", True, verbs=("create",))  # pods/eviction's body
 
 SERVED: tuple[Resource, ...] = (PODS, NODES, NAMESPACES, CONFIGMAPS, SECRETS, EVENTS, NEW_EVENTS, CRDS,
-                                SERVICEACCOUNTS, SERVICES, LEASES, PDBS)
+                                SERVICEACCOUNTS, SERVICES, LEASES, PDBS, PRIORITYCLASSES)
 
 BUCKETS: tuple[str, ...] = tuple(dict.fromkeys(r.bucket for r in SERVED))
 

@@ -58,6 +58,8 @@ CONTAINER_PARTS: dict[str, tuple[frozenset[str], bool]] = {
     "envFrom": (ENV_FROM, True), "volumeMounts": (VOLUME_MOUNT, True), "securityContext": (SECURITY_CONTEXT, False),
 }
 TOP = {
+    "priorityclasses": frozenset({"apiVersion", "kind", "metadata", "value", "globalDefault", "description",
+                                  "preemptionPolicy"}),
     "pods": frozenset({"apiVersion", "kind", "metadata", "spec", "status"}),
     "nodes": frozenset({"apiVersion", "kind", "metadata", "spec", "status"}),
     "namespaces": frozenset({"apiVersion", "kind", "metadata", "spec", "status"}),
