@@ -188,6 +188,7 @@ class RingWatcher:
         self.highest = -1
         self.running = False
         self._fired = False
+        self._listeners: list[Any] = []
         self._samples: collections.deque[tuple[float, int]] = collections.deque(maxlen=16)
 
     def _look(self) -> tuple[Any, int]:
@@ -204,6 +205,8 @@ class RingWatcher:
             self._fired = True
             self._event.set()
             self._event = trio.Event()
+            for poke in self._listeners:
+                poke()
         return reader, seen
 
     async def _linger(self) -> None:
@@ -240,6 +243,10 @@ class RingWatcher:
                     await trio.sleep(self.POLL_SECONDS)
         finally:
             self.running = False
+
+    def subscribe(self, poke) -> None:
+        """Call `poke()` at every fire (the hub of web.hub: one wake for all its streams)."""
+        self._listeners.append(poke)
 
     async def wait_beyond(self, next_id: int, timeout: float) -> None:
         """Return when an event with id >= next_id may exist, or after `timeout` seconds."""
