@@ -77,6 +77,7 @@ async def serve(app: "App", stream: trio.SocketStream, head: RequestHead, extra:
     reason = "error"
     try:
         app.metrics.stream_opened()
+        app.metrics.stream_direct()
         await stream.send_all(response_head(HEADERS, date.value(), close=head.close)
                               + frame(first_line(reader)))
         app.metrics.request("events_stream", 200, time.perf_counter() - t0)

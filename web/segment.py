@@ -106,6 +106,8 @@ class MetricLayout:
         cell += 1
         self.streams_closed = cell
         cell += len(CLOSE_REASONS)
+        self.streams_direct = cell  # served on the raw socket by web.direct, not through hypercorn
+        cell += 1
         self.total_cells = cell
         if cell > REGION_CELLS:
             raise ValueError("too many routes for the metrics region")
