@@ -89,10 +89,36 @@ async def first_head(stream: trio.SocketStream, timeout: float) -> bytes:
     return buf
 
 
-async def handle(app: "App", hypercorn, date: DateHeader, timeout: float, stream: trio.SocketStream) -> None:
+class Waiting:
+    """Connections still waiting for their first request head: at shutdown they are closed at
+    once (hypercorn closes its idle keep-alive connections the same way), not after the grace."""
+
+    def __init__(self) -> None:
+        self.scopes: set[trio.CancelScope] = set()
+        self.closing = False
+
+    async def first_head(self, stream: trio.SocketStream, timeout: float) -> bytes:
+        if self.closing:
+            return b""
+        with trio.CancelScope() as scope:
+            self.scopes.add(scope)
+            try:
+                return await first_head(stream, timeout)
+            finally:
+                self.scopes.discard(scope)
+        return b""
+
+    def close_all(self) -> None:
+        self.closing = True
+        for scope in self.scopes:
+            scope.cancel()
+
+
+async def handle(app: "App", hypercorn, date: DateHeader, timeout: float, waiting: Waiting,
+                 stream: trio.SocketStream) -> None:
     """One accepted connection."""
     try:
-        buf = await first_head(stream, timeout)
+        buf = await waiting.first_head(stream, timeout)
         if not buf:
             await stream.aclose()
             return
@@ -127,7 +153,8 @@ async def worker_serve(asgi: Any, app: "App", config: "Config", *, sockets: "Soc
             listeners = [trio.SocketListener(trio.socket.from_stdlib_socket(sock))
                          for sock in sockets.insecure_sockets]
             hypercorn = partial(TCPServer, asgi, config, context, ConnectionState(lifespan_state.copy()))
-            handler = partial(handle, app, hypercorn, DateHeader(), config.keep_alive_timeout)
+            waiting = Waiting()
+            handler = partial(handle, app, hypercorn, DateHeader(), config.keep_alive_timeout, waiting)
             try:
                 async with trio.open_nursery(strict_exception_groups=True) as nursery:
                     nursery.start_soon(raise_shutdown, shutdown_trigger)
@@ -141,6 +168,7 @@ async def worker_serve(asgi: Any, app: "App", config: "Config", *, sockets: "Soc
                     raise other_errors
             finally:
                 await context.terminated.set()
+                waiting.close_all()
                 server_nursery.cancel_scope.deadline = trio.current_time() + config.graceful_timeout
         await lifespan.wait_for_shutdown()
         lifespan_nursery.cancel_scope.cancel()

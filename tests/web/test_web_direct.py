@@ -125,7 +125,12 @@ async def test_sigterm_ends_direct_streams_with_the_shutdown_line(name_factory):
         ring.publish(1, start=2)
         for s in streams:
             assert (await s.obj())["id"] == 2
+        idle = await _connect(server.port)  # connected, no request yet
+        streams.append(idle)
         server.proc.send_signal(signal.SIGTERM)
+        with trio.fail_after(10):
+            assert await idle.recv(100) == b""  # closed, not left waiting for a request
+        streams.pop()
         for s in streams:
             with trio.fail_after(10):
                 rest = await s.rest()
