@@ -172,13 +172,15 @@ class RingWatcher:
     FALLBACK_SECONDS = 0.05
     """The longest a wait on a waking writer's futex lasts before the header is looked at anyway."""
 
-    LINGER_SECONDS = 0.010
+    LINGER_SECONDS = 0.012
     """After a fire, the least time before the next one: what a stream waits at most for the events
     published meanwhile to go out in one write. Measured with `bench web` (100 streams at 1,000
     events/s, 2 workers, the direct path of web.hub): 3 ms -> p50 2.1 / p99 5 ms / 2.1 us of web CPU
-    per delivered event, 6 ms -> 3.6 / 7-8 / 1.1-1.3, 10 ms -> 5.8 / 12 / 0.8-0.9 (Redis in the same
-    runs: ~1.0-1.4 us). What a write costs, kernel included, is most of the CPU per delivered event,
-    so fewer, fuller writes are what saves it; the first event after a quiet spell is not delayed."""
+    per delivered event, 6 ms -> 3.6 / 7-8 / 1.1-1.3, 10 ms -> 5.8 / 12 / 0.8-1.1, 12 ms -> p50 7.3 /
+    p99 14 / 0.83 read by the client (Redis in the same runs: ~0.9-1.4 us, p50 10-21 ms). What a
+    write costs, kernel included, is most of the CPU per delivered event (py-spy: ~75 % of a
+    worker's time is inside `os.write`), so fewer, fuller writes are what saves it; the first
+    event after a quiet spell is not delayed."""
 
     ROUND_CAP_SECONDS = 0.1
     """The longest the watcher waits for the streams of the last fire to finish their round."""
