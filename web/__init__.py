@@ -7,6 +7,7 @@ No request ever reaches the engine: workers map the event ring and the state sna
     listener   a worker's accept loop: event streams -> direct, everything else -> hypercorn
     direct     /ws/v1/events/stream on the raw socket: checks, response head, own-cursor catch-up
     hub        one task per worker writes shared, once-framed chunks to every stream at the head
+    budget     bytes per second a worker sends to streams at most (readers yield to the engine)
     httpwire   request-head parsing, response head and chunk framing as h11 writes them
     app        the ASGI application: guards (414/413), routing (404/405), error boundary, routes
     routing    starlette-shaped Route/Router, first full match wins, partial match -> 405

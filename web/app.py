@@ -31,6 +31,7 @@ from .errors import (JSON_CONTENT_TYPE, HTTPError, MethodNotAllowed, NotFound, P
 from .responses import GZIP_MIN_BYTES, GzipCache, accepts_gzip, cors_headers
 from .routing import Route, Router
 from .segment import MetricLayout, WebSegment
+from .budget import SendBudget
 from .fanout import ChunkCache
 from .hub import Hub
 from .sources import RingSource, RingWatcher, SnapshotSource
@@ -154,6 +155,7 @@ class App:
             self.snapshot = SnapshotSource(options.name)
             self.watcher = RingWatcher(self.ring)
         self.chunks = ChunkCache()
+        self.budget = SendBudget()
         self.hub: Hub | None = None if options.source else Hub(self)
         """The direct stream path's sender (web.hub); a Redis replica streams through ASGI only."""
         self.stopping = trio.Event()

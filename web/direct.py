@@ -145,5 +145,8 @@ async def _catch_up(app: "App", stream: trio.SocketStream, f: Follower,
             await stream.send_all(data + frame(lapped_line(lost)) + LAST_CHUNK)
             return "lapped", next_check
         await stream.send_all(data)
+        pause = app.budget.spend(len(data), trio.current_time())
+        if pause:
+            await trio.sleep(pause)  # between sends, never around one (web.budget)
         if size < COALESCE_BYTES:
             return None, next_check

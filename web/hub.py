@@ -63,6 +63,7 @@ class Hub:
         self._wake = trio.Event()
         self._next_check: dict[int, float] = {}  # id(reader) -> when to ask instance_changed again
         self.rounds = 0
+        self.bytes = 0
         self.writes = 0
         self.handoffs = 0
 
@@ -90,10 +91,12 @@ class Hub:
                     await self._wake.wait()
                 self._wake = trio.Event()
                 if self._followers:
-                    started, writes = trio.current_time(), self.writes
+                    started, writes, sent = trio.current_time(), self.writes, self.bytes
                     if self.round():
                         self.poke()  # someone read COALESCE_BYTES and is not at the head yet
-                    await trio.sleep_until(started + (self.writes - writes) * self.PACE_SECONDS)
+                    pause = self._app.budget.spend(self.bytes - sent, trio.current_time())
+                    await trio.sleep_until(max(started + (self.writes - writes) * self.PACE_SECONDS,
+                                               trio.current_time() + pause))
 
     async def _poke_on_stop(self) -> None:
         await self._app.stopping.wait()
@@ -129,6 +132,7 @@ class Hub:
             for f in group:
                 f.cursor.next_id = next_id
                 self._write(f, data)
+            self.bytes += len(data) * len(group)
             if lost is not None:
                 self._end([f for f in group if f in self._followers], lapped_line(lost), "lapped")
             elif size >= COALESCE_BYTES:
