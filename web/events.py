@@ -3,7 +3,10 @@
 Batch: one `read_range_json` call renders the records in C; the handler only glues the envelope
 `{"InstanceUUID","LowestID","HighestID","EventRecords"}` around it.
 
-Stream — rules of one stream (the seed's "Stream new events directly from ring buffer"):
+Stream — rules of one stream (the seed's "Stream new events directly from ring buffer"). Two
+paths keep them: a plain HTTP/1.1 request on a new connection is served on the raw socket
+(web.listener -> web.direct, web.hub: no hypercorn/h11 per chunk); the ASGI handler below serves
+the rest (a stream asked on a connection hypercorn already holds, HTTP/1.0, a Redis replica).
 
 1. The response starts with `{"InstanceUUID":..}`; then every event from the cursor's first id on,
    one per line, in id order. History (`count` past events, or everything from `start`) and live

@@ -7,6 +7,10 @@ one task, which for each position that streams share renders and frames the new 
 (`web.fanout`, `httpwire.frame`) and writes the same bytes to each of those streams with one
 non-blocking `write` — no task wake, no per-stream framing.
 
+Pacing: rounds follow the watcher's fires (its linger batches what was published meanwhile into
+one write per stream), start at least PACE_SECONDS per write of the last round apart (many streams:
+fewer, fuller writes), and share the worker's send budget (web.budget) with streams catching up.
+
 A stream belongs to the hub only while it is at the head and its socket takes what it is given.
 When a write is short (the client is slow or stalled) or the stream has to end, the hub hands the
 stream back to its own task (`Follower.scope` is cancelled) with the bytes it could not write in
@@ -62,10 +66,8 @@ class Hub:
         self._followers: dict[Follower, None] = {}  # insertion-ordered set
         self._wake = trio.Event()
         self._next_check: dict[int, float] = {}  # id(reader) -> when to ask instance_changed again
-        self.rounds = 0
+        self.writes = 0  # writes and bytes so far: what paces the rounds
         self.bytes = 0
-        self.writes = 0
-        self.handoffs = 0
 
     def __len__(self) -> int:
         return len(self._followers)
@@ -104,7 +106,6 @@ class Hub:
 
     def round(self) -> bool:
         """Send what is new to every follower; True if a group is still behind the head."""
-        self.rounds += 1
         app = self._app
         now = trio.current_time()
         stopping = app.stopping.is_set()
@@ -171,7 +172,6 @@ class Hub:
                 f.end = reason  # the short write handed it back: it sends the rest, then ends
 
     def _hand_back(self, f: Follower, pending: bytes, end: str | None) -> None:
-        self.handoffs += 1
         self._followers.pop(f, None)
         f.pending = pending
         f.end = end
