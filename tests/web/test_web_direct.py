@@ -150,3 +150,24 @@ async def test_sigterm_ends_direct_streams_with_the_shutdown_line(name_factory):
 def test_metrics_name_the_direct_streams(web):
     text = httpx.get(web.url + "/ws/v1/metrics", timeout=5).text
     assert "# HELP ykshm_web_streams_direct_total Event streams served on the raw socket" in text
+
+
+async def test_streams_served_by_hypercorn_keep_their_last_lines(web):
+    """The ASGI stream handler (a stream asked on a connection hypercorn holds) still ends with
+    the 410 line for lost events and the 503 line for a new engine instance."""
+    web.ring.publish(250)  # ids 150..249 retained
+    before = direct_streams(web)
+    sock = await _connect(web.port)
+    try:
+        await sock.send(b"GET /ws/v1/scheduler/healthcheck HTTP/1.1\r\nHost: x\r\n\r\n"
+                        b"GET /ws/v1/events/stream?start=120 HTTP/1.1\r\nHost: x\r\n\r\n")
+        buf = await _read_until(sock, b"", b"0\r\n\r\n")
+        assert b"lost events 120-149; reconnect with start=150" in buf
+        await sock.send(b"GET /ws/v1/events/stream?count=1 HTTP/1.1\r\nHost: x\r\n\r\n")
+        buf = await _read_until(sock, b"", b'"id":249')
+        web.ring.renew(100)
+        buf = await _read_until(sock, buf, b"0\r\n\r\n")
+        assert b'"status_code":503' in buf and b"its event IDs end at 249" in buf
+    finally:
+        sock.close()
+    assert direct_streams(web) == before
