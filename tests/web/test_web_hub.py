@@ -12,7 +12,6 @@ import trio
 
 from shm import RingReader, RingWriter
 from web.fanout import ChunkCache
-from web.httpwire import LAST_CHUNK
 from web.hub import Follower, Hub
 
 
