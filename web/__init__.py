@@ -3,7 +3,12 @@
 No request ever reaches the engine: workers map the event ring and the state snapshot read-only.
 
     main       `ykshm web` command line (bind, workers, config) -> server.serve
-    server     supervisor + hypercorn trio workers sharing one socket; TCP_USER_TIMEOUT; respawn
+    server     supervisor + trio workers sharing one socket; TCP_USER_TIMEOUT; respawn
+    listener   a worker's accept loop: event streams -> direct, everything else -> hypercorn
+    direct     /ws/v1/events/stream on the raw socket: checks, response head, own-cursor catch-up
+    hub        one task per worker writes shared, once-framed chunks to every stream at the head
+    budget     bytes per second a worker sends to streams at most (readers yield to the engine)
+    httpwire   request-head parsing, response head and chunk framing as h11 writes them
     app        the ASGI application: guards (414/413), routing (404/405), error boundary, routes
     routing    starlette-shaped Route/Router, first full match wins, partial match -> 405
     errors     HTTPError hierarchy and the `{"status_code","message","description"}` body

@@ -31,7 +31,9 @@ from .errors import (JSON_CONTENT_TYPE, HTTPError, MethodNotAllowed, NotFound, P
 from .responses import GZIP_MIN_BYTES, GzipCache, accepts_gzip, cors_headers
 from .routing import Route, Router
 from .segment import MetricLayout, WebSegment
+from .budget import SendBudget
 from .fanout import ChunkCache
+from .hub import Hub
 from .sources import RingSource, RingWatcher, SnapshotSource
 from .ui import StaticUI, is_ui_path
 
@@ -153,6 +155,9 @@ class App:
             self.snapshot = SnapshotSource(options.name)
             self.watcher = RingWatcher(self.ring)
         self.chunks = ChunkCache()
+        self.budget = SendBudget()
+        self.hub: Hub | None = None if options.source else Hub(self)
+        """The direct stream path's sender (web.hub); a Redis replica streams through ASGI only."""
         self.stopping = trio.Event()
         self.layout = MetricLayout(ROUTE_NAMES)
         self._segment: WebSegment | None = None
@@ -236,6 +241,8 @@ class App:
                         await send({"type": "lifespan.startup.failed", "message": str(exc)})
                         return
                     nursery.start_soon(self.watcher.run)
+                    if self.hub is not None:
+                        nursery.start_soon(self.hub.run)
                     await send({"type": "lifespan.startup.complete"})
                 elif message["type"] == "lifespan.shutdown":
                     self.stopping.set()

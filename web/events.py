@@ -3,7 +3,10 @@
 Batch: one `read_range_json` call renders the records in C; the handler only glues the envelope
 `{"InstanceUUID","LowestID","HighestID","EventRecords"}` around it.
 
-Stream — rules of one stream (the seed's "Stream new events directly from ring buffer"):
+Stream — rules of one stream (the seed's "Stream new events directly from ring buffer"). Two
+paths keep them: a plain HTTP/1.1 request on a new connection is served on the raw socket
+(web.listener -> web.direct, web.hub: no hypercorn/h11 per chunk); the ASGI handler below serves
+the rest (a stream asked on a connection hypercorn already holds, HTTP/1.0, a Redis replica).
 
 1. The response starts with `{"InstanceUUID":..}`; then every event from the cursor's first id on,
    one per line, in id order. History (`count` past events, or everything from `start`) and live
@@ -27,7 +30,7 @@ Stream — rules of one stream (the seed's "Stream new events directly from ring
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import orjson
 import trio
@@ -104,8 +107,14 @@ async def batch(app: "App", req: "Request", send) -> None:
     await app.send_json(send, 200, body)
 
 
-async def stream(app: "App", req: "Request", send) -> None:
-    """GET /ws/v1/events/stream?count=N[&start=S] (NDJSON)."""
+class StreamPlan(NamedTuple):
+    reader: Any
+    first: int
+
+
+def plan_stream(app: "App", req: "Request") -> StreamPlan:
+    """The checks of a stream request before any byte is sent (400/500/503 as HTTPError), and
+    the id it starts at. Shared by the ASGI handler and the direct path (web.direct)."""
     _require_tracking(app)
     count = _count_param(req, 0, zero_ok=True)
     start = _start_param(req)
@@ -118,9 +127,24 @@ async def stream(app: "App", req: "Request", send) -> None:
             raise BadRequest(
                 f"start {start} is past the next event ID {next_id} of instance {reader.instance_uuid}"
             )
-        first = start
-    else:
-        first = max(lowest, next_id - count)
+        return StreamPlan(reader, start)
+    return StreamPlan(reader, max(lowest, next_id - count))
+
+
+def first_line(reader) -> bytes:
+    return b'{"InstanceUUID":' + orjson.dumps(reader.instance_uuid) + b"}\n"
+
+
+RESPONSE_HEADERS = [
+    (b"content-type", NDJSON),
+    (b"cache-control", b"no-cache"),
+    (b"x-content-type-options", b"nosniff"),
+]
+
+
+async def stream(app: "App", req: "Request", send) -> None:
+    """GET /ws/v1/events/stream?count=N[&start=S] (NDJSON)."""
+    reader, first = plan_stream(app, req)
 
     host = req.client_host
     slot = app.segment.acquire_stream(host, app.settings.max_streams, app.settings.max_streams_per_host)
@@ -135,18 +159,14 @@ async def stream(app: "App", req: "Request", send) -> None:
             {
                 "type": "http.response.start",
                 "status": 200,
-                "headers": [
-                    (b"content-type", NDJSON),
-                    (b"cache-control", b"no-cache"),
-                    (b"x-content-type-options", b"nosniff"),
-                ],
+                "headers": list(RESPONSE_HEADERS),
             }
         )
         req.mark_started()
         await send(
             {
                 "type": "http.response.body",
-                "body": b'{"InstanceUUID":' + orjson.dumps(reader.instance_uuid) + b"}\n",
+                "body": first_line(reader),
                 "more_body": True,
             }
         )
@@ -177,20 +197,13 @@ async def _pump(app: "App", reader, cursor, send) -> str:
     next_check = 0.0
     while True:
         if app.stopping.is_set():
-            await _finish(send, 503, "Event stream closed: the server is shutting down; reconnect with start="
-                          f"{cursor.next_id}")
+            await _end(send, shutdown_line(cursor.next_id))
             return "shutdown"
         now = trio.current_time()
         if now >= next_check:
             next_check = now + INSTANCE_CHECK_SECONDS
             if reader.instance_changed():
-                await _finish(
-                    send,
-                    503,
-                    f"Event stream closed: the event ring of instance {reader.instance_uuid} was replaced "
-                    f"by a new instance or removed (engine restart); its event IDs end at {cursor.next_id - 1}; "
-                    "reconnect to follow the new instance",
-                )
+                await _end(send, instance_line(reader, cursor.next_id))
                 return "instance_changed"
         got = app.chunks.poll(reader, cursor, CHUNK)
         if got.lost is not None:
@@ -200,17 +213,8 @@ async def _pump(app: "App", reader, cursor, send) -> str:
             await app.watcher.wait_beyond(cursor.next_id, WAKE_SECONDS)
             continue
         # One write per wake: what is ready now goes out in one send, up to COALESCE_BYTES.
-        parts = [got.lines]
-        size = len(got.lines)
-        lost = None
-        while got.count == CHUNK and size < COALESCE_BYTES:
-            got = app.chunks.poll(reader, cursor, CHUNK)
-            lost = got.lost
-            if lost is not None or not got.count:
-                break
-            parts.append(got.lines)
-            size += len(got.lines)
-        await send({"type": "http.response.body", "body": b"".join(parts), "more_body": True})
+        body, size, lost = collect_more(app, reader, cursor, got)
+        await send({"type": "http.response.body", "body": body, "more_body": True})
         if lost is not None:
             await _lapped(send, lost)
             return "lapped"
@@ -220,16 +224,49 @@ async def _pump(app: "App", reader, cursor, send) -> str:
             await app.watcher.wait_beyond(cursor.next_id, WAKE_SECONDS)
 
 
-async def _lapped(send, lost: tuple[int, int]) -> None:
+def collect_more(app: "App", reader, cursor, got) -> tuple[bytes, int, tuple[int, int] | None]:
+    """`got` (a full chunk or less) and what else is ready now, up to COALESCE_BYTES:
+    (lines, their size, the lost range if the cursor was overwritten on the way)."""
+    parts = [got.lines]
+    size = len(got.lines)
+    while got.count == CHUNK and size < COALESCE_BYTES:
+        got = app.chunks.poll(reader, cursor, CHUNK)
+        if got.lost is not None:
+            return b"".join(parts), size, got.lost
+        if not got.count:
+            break
+        parts.append(got.lines)
+        size += len(got.lines)
+    return (parts[0] if len(parts) == 1 else b"".join(parts)), size, None
+
+
+def lapped_line(lost: tuple[int, int]) -> bytes:
     lo, hi = lost
-    await _finish(
-        send,
+    return error_line(
         410,
         f"Event stream closed: the client fell a whole ring behind and lost events {lo}-{hi}; "
         f"reconnect with start={hi + 1} or later",
     )
 
 
-async def _finish(send, status: int, message: str) -> None:
-    await send({"type": "http.response.body", "body": error_line(status, message), "more_body": True})
+def shutdown_line(next_id: int) -> bytes:
+    return error_line(503, "Event stream closed: the server is shutting down; reconnect with start="
+                      f"{next_id}")
+
+
+def instance_line(reader, next_id: int) -> bytes:
+    return error_line(
+        503,
+        f"Event stream closed: the event ring of instance {reader.instance_uuid} was replaced "
+        f"by a new instance or removed (engine restart); its event IDs end at {next_id - 1}; "
+        "reconnect to follow the new instance",
+    )
+
+
+async def _lapped(send, lost: tuple[int, int]) -> None:
+    await _end(send, lapped_line(lost))
+
+
+async def _end(send, line: bytes) -> None:
+    await send({"type": "http.response.body", "body": line, "more_body": True})
     await send({"type": "http.response.body", "body": b"", "more_body": False})

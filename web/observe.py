@@ -152,6 +152,9 @@ class WorkerMetrics:
     def stream_opened(self) -> None:
         self.app.segment.add(self.layout.streams_opened)
 
+    def stream_direct(self) -> None:
+        self.app.segment.add(self.layout.streams_direct)
+
     def stream_rejected(self) -> None:
         self.app.segment.add(self.layout.streams_rejected)
 
@@ -203,6 +206,11 @@ class _Collector:
             "ykshm_web_streams_rejected",
             "Event streams refused with 503 Too many streaming connections",
             value=cells[layout.streams_rejected],
+        )
+        yield CounterMetricFamily(
+            "ykshm_web_streams_direct",
+            "Event streams served on the raw socket (web.direct), not through hypercorn",
+            value=cells[layout.streams_direct],
         )
         closed = CounterMetricFamily("ykshm_web_streams_closed", "Event streams ended, by reason", labels=["reason"])
         for r, reason in enumerate(CLOSE_REASONS):

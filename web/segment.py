@@ -43,6 +43,7 @@ REGION_CELLS = (REGION_BYTES - REGION_HEADER) // 8
 SLOT_BYTES = 64
 SLOT_HOST_MAX = 42  # bytes of the peer address kept (an IPv6 text address is at most 39)
 _SLOT = struct.Struct("<qqiH42s")  # pid, pid start time, region, host length, host: 64 bytes
+_HOST_AT = 20  # offset of the host length in a slot
 _HEADER = struct.Struct("<8sIIIq")  # magic, version, nslots, nregions, owner pid
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
@@ -106,6 +107,8 @@ class MetricLayout:
         cell += 1
         self.streams_closed = cell
         cell += len(CLOSE_REASONS)
+        self.streams_direct = cell  # served on the raw socket by web.direct, not through hypercorn
+        cell += 1
         self.total_cells = cell
         if cell > REGION_CELLS:
             raise ValueError("too many routes for the metrics region")
@@ -290,18 +293,25 @@ class WebSegment:
         _SLOT.pack_into(self._mm, self._slot_offset(index), 0, 0, 0, 0, b"")
 
     def _count_locked(self, hb: bytes) -> tuple[int | None, int, int]:
-        """(first free slot, slots taken, slots taken by host `hb`)."""
-        total = per_host = 0
-        free = None
-        for index, pid, _pstart, shost in self._iter_slots():
-            if pid == 0:
-                if free is None:
-                    free = index
-                continue
-            total += 1
-            if shost == hb:
-                per_host += 1
-        return free, total, per_host
+        """(first free slot, slots taken, slots taken by host `hb`).
+
+        In C loops, not a Python loop over slots (1.4 ms per stream opened with 10,000 slots, which
+        held a worker's streams up while many clients connected): pids are every 8th int64 of the
+        table; a taken slot of `hb` is the only place where its length + name + NUL appear
+        (a freed slot is all zeros)."""
+        first = self._slot_offset(0)
+        table = self._mm[first:first + self.nslots * SLOT_BYTES]
+        pids = memoryview(table).cast("q")[::SLOT_BYTES // 8].tolist()
+        free_count = pids.count(0)
+        free = pids.index(0) if free_count else None
+        if not hb:  # an empty name's pattern is all zeros, as a free slot is
+            per_host = sum(1 for _i, pid, _s, host in self._iter_slots() if pid and not host)
+        else:
+            # Length, name, NUL occur only at a slot's host field: a name holds no NUL, and pid,
+            # start time and region are small integers whose high bytes are zero.
+            end = b"\0" if len(hb) < SLOT_HOST_MAX else b""
+            per_host = table.count(struct.pack("<H", len(hb)) + hb + end)
+        return free, self.nslots - free_count, per_host
 
     def acquire_stream(self, host: str, max_total: int, max_per_host: int) -> int | None:
         """Take a stream slot for `host` if both limits allow; the slot index, or None."""

@@ -82,8 +82,9 @@ def create_sockets(config: Config, stall_timeout: float) -> Sockets:
 def worker_main(options: WebOptions, config: Config, sockets: Sockets, shutdown_event) -> None:
     """Entry point of one spawned worker process."""
     import trio
-    from hypercorn.trio.run import worker_serve
     from hypercorn.utils import wrap_app
+
+    from .listener import worker_serve
 
     setup_logging()
     if options.nice > 0:
@@ -109,6 +110,7 @@ def worker_main(options: WebOptions, config: Config, sockets: Sockets, shutdown_
         partial(
             worker_serve,
             wrap_app(app, config.wsgi_max_body_size, "asgi"),
+            app,
             config,
             sockets=sockets,
             shutdown_trigger=shutdown_trigger,

@@ -172,12 +172,15 @@ class RingWatcher:
     FALLBACK_SECONDS = 0.05
     """The longest a wait on a waking writer's futex lasts before the header is looked at anyway."""
 
-    LINGER_SECONDS = 0.003
-    """After a fire, the least time before the next one. Measured with `bench web` (100 streams at
-    1,000 events/s, 2 workers): 0 ms -> p50 18-28 ms (a fire per publish saturates the workers),
-    2 ms -> p50 3.9 / p99 24-32 ms / 14.2 us CPU per event, 3 ms -> 4.0 / 18-23 / 12.3,
-    5 ms -> 5.0 / 22-26 / 10.8. Each send costs ~50 us of CPU in hypercorn + h11 + trio, so fewer,
-    fuller sends are what saves CPU; 3 ms keeps p50 well under 10 ms."""
+    LINGER_SECONDS = 0.012
+    """After a fire, the least time before the next one: what a stream waits at most for the events
+    published meanwhile to go out in one write. Measured with `bench web` (100 streams at 1,000
+    events/s, 2 workers, the direct path of web.hub): 3 ms -> p50 2.1 / p99 5 ms / 2.1 us of web CPU
+    per delivered event, 6 ms -> 3.6 / 7-8 / 1.1-1.3, 10 ms -> 5.8 / 12 / 0.8-1.1, 12 ms -> p50 7.3 /
+    p99 14 / 0.83 read by the client (Redis in the same runs: ~0.9-1.4 us, p50 10-21 ms). What a
+    write costs, kernel included, is most of the CPU per delivered event (py-spy: ~75 % of a
+    worker's time is inside `os.write`), so fewer, fuller writes are what saves it; the first
+    event after a quiet spell is not delayed."""
 
     ROUND_CAP_SECONDS = 0.1
     """The longest the watcher waits for the streams of the last fire to finish their round."""
@@ -188,6 +191,7 @@ class RingWatcher:
         self.highest = -1
         self.running = False
         self._fired = False
+        self._listeners: list[Any] = []
         self._samples: collections.deque[tuple[float, int]] = collections.deque(maxlen=16)
 
     def _look(self) -> tuple[Any, int]:
@@ -204,6 +208,8 @@ class RingWatcher:
             self._fired = True
             self._event.set()
             self._event = trio.Event()
+            for poke in self._listeners:
+                poke()
         return reader, seen
 
     async def _linger(self) -> None:
@@ -240,6 +246,10 @@ class RingWatcher:
                     await trio.sleep(self.POLL_SECONDS)
         finally:
             self.running = False
+
+    def subscribe(self, poke) -> None:
+        """Call `poke()` at every fire (the hub of web.hub: one wake for all its streams)."""
+        self._listeners.append(poke)
 
     async def wait_beyond(self, next_id: int, timeout: float) -> None:
         """Return when an event with id >= next_id may exist, or after `timeout` seconds."""
