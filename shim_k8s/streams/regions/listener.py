@@ -30,6 +30,7 @@ Error handling
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from functools import partial
 
@@ -103,10 +104,14 @@ class Connection:
             route = hot_route(request.method, request.path)
             if route is None or request.length > MAX_BODY:
                 return self.buf
-            body = await self._body(request)
-            if body is None:
+            end = request.body_start + request.length
+            if not await self._receive_until(end):
                 return None
+            if request.close and len(self.buf) > end:
+                return self.buf  # more after a close: h11 answers it 400, hypercorn's to say
+            body, self.buf = self.buf[request.body_start:end], self.buf[end:]
             self.served += 1
+            self.listener.stats.direct += 1
             answer = await api.call(*route, body, request.method, request.path)
             close = CLIENT_CLOSE if request.close else (
                 SERVER_CLOSE if self.served >= config.keep_alive_max_requests else b"")
@@ -118,7 +123,7 @@ class Connection:
     async def _next_head(self, timeout: float) -> Request | str | None:
         """The next request head (Request or FOREIGN), or None when the client went away or
         stayed idle for `timeout` seconds (hypercorn's keep-alive timeout)."""
-        request = parse(self.buf)
+        request = parse(self.buf) if self.buf else INCOMPLETE
         with trio.move_on_after(timeout):
             while request is INCOMPLETE:
                 data = await self.stream.receive_some(RECEIVE)
@@ -129,25 +134,32 @@ class Connection:
                 request = parse(self.buf)
         return None if request is INCOMPLETE else request
 
-    async def _body(self, request: Request) -> bytes | None:
-        """The request's body, taken off the front of the buffer; None if the client went away."""
-        end = request.body_start + request.length
+    async def _receive_until(self, end: int) -> bool:
+        """Until the buffer holds `end` bytes (a request's body); False if the client went away."""
         while len(self.buf) < end:
             data = await self.stream.receive_some(RECEIVE)
             if not data:
-                return None
+                return False
             self.buf += data
-        body, self.buf = self.buf[request.body_start:end], self.buf[end:]
-        return body
+        return True
+
+
+@dataclasses.dataclass(slots=True)
+class ListenerStats:
+    direct: int = 0
+    """Requests answered on the direct path."""
+    handed_over: int = 0
+    """Connections handed to hypercorn."""
 
 
 class Listener:
-    """The connection handler of `serve_api`."""
+    """The operator's API on one or more sockets (`serve_api`): the connection handler."""
 
     def __init__(self, api: RegionApi, config: Config) -> None:
         self.api = api
         self.config = config
         self.date = DateHeader()
+        self.stats = ListenerStats()
         asgi = wrap_app(api, config.wsgi_max_body_size, "asgi")
         self._hypercorn = partial(TCPServer, asgi, config, WorkerContext(None), ConnectionState({}))
 
@@ -157,6 +169,7 @@ class Listener:
             if rest is None:
                 await _close(stream)
             else:
+                self.stats.handed_over += 1
                 await self._hypercorn(ReplayStream(stream, rest))
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
             await stream.aclose()
@@ -174,9 +187,10 @@ async def _close(stream: trio.SocketStream) -> None:
     await stream.aclose()
 
 
-async def serve_api(api: RegionApi, config: Config, *,
-                    task_status=trio.TASK_STATUS_IGNORED) -> None:
-    """Listen on `config.bind` until cancelled; `started` with the URLs ("http://host:port")."""
+async def serve_api(listener: Listener, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    """Listen on the listener's `config.bind` until cancelled; `started` with the URLs
+    ("http://host:port")."""
+    config = listener.config
     sockets = config.create_sockets()
     listeners, binds = [], []
     for sock in sockets.insecure_sockets:
@@ -185,7 +199,6 @@ async def serve_api(api: RegionApi, config: Config, *,
         binds.append(f"http://{repr_socket_addr(sock.family, sock.getsockname())}")
     for url in binds:
         await config.log.info(f"Running on {url} (CTRL + C to quit)")
-    handler = Listener(api, config).handle
     async with trio.open_nursery() as nursery:
-        await nursery.start(partial(trio.serve_listeners, handler, listeners))
+        await nursery.start(partial(trio.serve_listeners, listener.handle, listeners))
         task_status.started(binds)

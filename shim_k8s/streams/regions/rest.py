@@ -399,13 +399,13 @@ async def serve(operator: RegionOperator, bind: str = "127.0.0.1:0", *, direct: 
     `direct` (the default): the listener (listener.py) answers the hot PE requests itself and
     hands everything else to hypercorn; False: hypercorn serves every request (the reference the
     tests compare the direct path with)."""
-    from .listener import serve_api  # listener builds on this module
+    from .listener import Listener, serve_api  # listener builds on this module
 
     async with trio.open_nursery() as nursery:
         await nursery.start(operator.run)
         api, config = RegionApi(operator), hypercorn_config(bind)
         if direct:
-            binds = await nursery.start(serve_api, api, config)
+            binds = await nursery.start(serve_api, Listener(api, config))
         else:
             binds = await nursery.start(lambda task_status: hypercorn_serve(
                 api, config, shutdown_trigger=trio.sleep_forever, task_status=task_status))
