@@ -146,6 +146,8 @@ class Connection:
 
 @dataclasses.dataclass(slots=True)
 class ListenerStats:
+    """What the listener did since it started (tests and debugging read it)."""
+
     direct: int = 0
     """Requests answered on the direct path."""
     handed_over: int = 0
@@ -172,10 +174,11 @@ class Listener:
                 self.stats.handed_over += 1
                 await self._hypercorn(ReplayStream(stream, rest))
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-            await stream.aclose()
+            pass
         except Exception:  # a bug costs one connection, never the listener
             log.exception("cr-operator: bug while serving a connection")
-            await stream.aclose()
+        finally:
+            await stream.aclose()  # closing twice is harmless; cancelled or not, it is closed
 
 
 async def _close(stream: trio.SocketStream) -> None:

@@ -294,6 +294,21 @@ async def test_a_malformed_head_gets_a_400_and_the_listener_goes_on(garbage, cap
         assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
 
 
+async def test_a_bug_in_a_hot_handler_is_the_same_500_and_the_connection_goes_on(caplog):
+    def broken(pe):
+        raise RuntimeError("a bug")
+
+    async with pair() as p:
+        await p.drain()
+        for op in p.operators:
+            op.board.for_pe = broken
+        direct, plain = await p.both(get(b"/pe/1") + get(b"/pe/1/region/0"), 2)
+        assert direct == plain and statuses(direct) == [500, 200]
+        assert b'"message":"internal server error"' in direct
+        assert p.listener.stats.direct == 2
+        assert len([r for r in caplog.records if "bug while answering" in r.getMessage()]) == 2
+
+
 async def test_connection_close_from_the_client_ends_the_connection_after_the_answer():
     async with pair() as p:
         await p.drain()
