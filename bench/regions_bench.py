@@ -109,6 +109,7 @@ async def _measure(args) -> dict:
             raise SystemExit(f"ykshm bench regions: error: the operator did not start ({url!r})")
         sim.base_url = url
         rounds: list[float] = []
+        clock = _Rounds(sim)
         async with trio.open_nursery() as nursery:
             await nursery.start(sim.run)
             total = args.warmup + args.rounds
@@ -116,7 +117,7 @@ async def _measure(args) -> dict:
                 for seq in range(1, total + 1):
                     await sim.wait_for("resumeSubmission", f"seqId={seq + 1};retId={seq - 1};pendCkpt=0")
                     if seq > args.warmup:
-                        rounds.append(_round_ms(sim, seq))
+                        rounds.append(clock.ms(seq))
             async with httpx.AsyncClient() as client:
                 metrics = (await client.get(url + "/metrics")).text
             nursery.cancel_scope.cancel()
@@ -202,12 +203,27 @@ async def _concurrent(raw, args, method: str, path, body: bytes = b"") -> list[f
     return rounds
 
 
-def _round_ms(sim, seq: int) -> float:
-    trigger = f"seqId={seq}"
-    resume = f"seqId={seq + 1};retId={seq - 1};pendCkpt=0"
-    start = min(s.at for s in sim.seen if s.type == "triggerDrain" and s.message == trigger)
-    end = max(s.at for s in sim.seen if s.type == "resumeSubmission" and s.message == resume)
-    return (end - start) * 1000.0
+class _Rounds:
+    """Each round's trigger -> resume time from the PEs' `seen` list, read once as it grows (a
+    rescan per round would cost the PE side milliseconds of CPU by the end of a run)."""
+
+    def __init__(self, sim) -> None:
+        self.sim = sim
+        self.scanned = 0
+        self.first: dict[str, float] = {}
+        self.last: dict[str, float] = {}
+
+    def ms(self, seq: int) -> float:
+        seen = self.sim.seen
+        for i in range(self.scanned, len(seen)):
+            s = seen[i]
+            if s.type == "triggerDrain":
+                self.first.setdefault(s.message, s.at)
+            elif s.type == "resumeSubmission":
+                self.last[s.message] = max(s.at, self.last.get(s.message, s.at))
+        self.scanned = len(seen)
+        start = self.first[f"seqId={seq}"]
+        return (self.last[f"seqId={seq + 1};retId={seq - 1};pendCkpt=0"] - start) * 1000.0
 
 
 def _percentile(values: list[float], q: float) -> float:

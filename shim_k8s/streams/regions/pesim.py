@@ -54,7 +54,7 @@ class RawHttp:
     """A minimal HTTP/1.1 keep-alive client, one connection per PE, for the benchmark: a real PE
     runtime (C++, libcurl) costs next to nothing per request, httpx under trio costs milliseconds on
     a loaded machine, which would measure the client instead of the operator. Content-Length
-    bodies only (what the operator's hypercorn sends); same `put`/`get` shape as httpx's answers."""
+    bodies only (what the operator's API sends); same `put`/`get` shape as httpx's answers."""
 
     def __init__(self, base_url: str) -> None:
         host_port = base_url.split("://", 1)[1].split("/", 1)[0]
