@@ -158,6 +158,9 @@ class Listener:
     """The operator's API on one or more sockets (`serve_api`): the connection handler."""
 
     def __init__(self, api: RegionApi, config: Config) -> None:
+        if config.include_server_header or config.alt_svc_headers or not config.include_date_header:
+            raise ValueError("the direct path writes hypercorn's response headers as "
+                             "rest.hypercorn_config sets them: date, no server, no alt-svc")
         self.api = api
         self.config = config
         self.date = DateHeader()

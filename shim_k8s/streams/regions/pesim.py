@@ -9,7 +9,7 @@ operator is given) or by polling `GET /pe/{peId}` (`listen="poll"`), and answers
 and records every notification it saw with the time it saw it (`seen`), for tests and the bench.
 A PE in `failing` stays silent (its region's drain or reset then times out), as a stuck PE would.
 
-Used by the end-to-end tests over real hypercorn, by `bench/regions_bench.py`, and (wired to
+Used by the end-to-end tests over the real API listener, by `bench/regions_bench.py`, and (wired to
 Kubernetes by the caller) by `ykshm pe-sim`. httpx under trio; every task in the `run` nursery.
 """
 

@@ -1,4 +1,6 @@
-"""The operator's REST API (ASGI, served by hypercorn with the trio worker) and its /metrics.
+"""The operator's REST API (an ASGI app) and its /metrics, on the listener (listener.py), which
+answers the PEs' hot requests (HOT) itself through `RegionApi.call` and hands the rest to
+hypercorn's trio worker; `serve(direct=False)` puts hypercorn in front of every request.
 
 Base path `/api/consistentregion`, the routes and bodies the real Streams PE runtime uses
 (OpenStreams ConsistentRegionService, K8SPlatform.cpp):

@@ -369,3 +369,10 @@ async def test_fuzz_any_mix_is_answered_as_hypercorn_alone_answers(requests, las
             data, count = [(r, answers_to(r)) for r in requests], 0
         direct, plain = await p.both(data, count, eof=bool(last))
         assert direct == plain
+
+
+def test_a_config_whose_headers_the_direct_path_would_not_write_is_refused():
+    config = hypercorn_config("127.0.0.1:0")
+    config.include_server_header = True
+    with pytest.raises(ValueError, match="server"):
+        Listener(RegionApi(operator()), config)
