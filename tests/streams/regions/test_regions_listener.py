@@ -234,6 +234,10 @@ async def test_a_non_hot_request_goes_to_hypercorn_on_the_same_connection():
 HANDED_OVER = [
     # (what, request, answers, the connection ends)
     ("HEAD of a hot route", b"HEAD %s/pe/1 HTTP/1.1\r\nHost: t\r\n\r\n" % B, 1, False),
+    ("PUT on a GET route: 405", put(b"/pe/1", b"1"), 1, False),
+    ("DELETE on a hot route: 405", b"DELETE %s/region/0/pe/1/checkpoint HTTP/1.1\r\nHost: t\r\n\r\n"
+     % B, 1, False),
+    ("no such route: 404", get(b"/pe/1/colour"), 1, False),
     ("a chunked body", b"PUT %s/region/0/pe/1/checkpoint HTTP/1.1\r\nHost: t\r\n"
      b"Transfer-Encoding: chunked\r\n\r\n1\r\n1\r\n0\r\n\r\n" % B, 1, False),
     ("Expect: 100-continue", put(b"/region/0/pe/2/checkpoint", b"1", b"Expect: 100-continue\r\n"),
