@@ -14,7 +14,9 @@ such request is answered — or refused with h11's 400 — exactly as before.
 hypercorn's connection rules held on the direct path: an idle connection (no whole head within
 keep_alive_timeout) is closed; the keep_alive_max_requests-th response carries
 `connection: close` and the connection ends; `Connection: close` from the client ends it after
-the answer. A connection handed to hypercorn starts its request count afresh.
+the answer (but a close request with more already pipelined behind it goes to hypercorn, since
+h11 answers that one with a 400). A connection handed to hypercorn starts its request count
+afresh.
 
 `serve_api` is hypercorn's trio `worker_serve` reduced to what the operator uses: plain-TCP
 sockets, no lifespan (the app has nothing to start), stopped by cancellation.
