@@ -2,13 +2,16 @@
 
 `--jobs N` runs the fleet benchmark instead (bench/regions_fleet.py): N jobs x 4 regions at once.
 
-One process serves the operator (its REST API on hypercorn, status writes to memory, UDP
-notifications), another plays the 100 PEs (pesim: one UDP socket per PE, checkpoint PUTs over
-HTTP/1.1 keep-alive). A round is timed from the moment the first PE receives triggerDrain to the
-moment the last PE receives the resumeSubmission of that round: trigger -> 100 checkpoints (each
-answered once the region's status is written) -> resumeSubmission. Printed: p50 / p99 / max
-against the targets (p50 <= 20 ms, p99 <= 50 ms), the operator's own average drain time, and the
-floor under it: the same client's 100 concurrent PUTs answered by hypercorn with a no-op app.
+One process serves the operator (its REST API on the listener, which answers the PEs' requests
+itself and hands the rest to hypercorn; `--hypercorn-only`: hypercorn answers all, as before;
+status writes to memory, UDP notifications), another plays the 100 PEs (pesim: one UDP socket per
+PE, checkpoint PUTs over HTTP/1.1 keep-alive). A round is timed from the moment the first PE
+receives triggerDrain to the moment the last PE receives the resumeSubmission of that round:
+trigger -> 100 checkpoints (each answered once the region's status is written) ->
+resumeSubmission. Printed: p50 / p99 / max against the targets (p50 <= 20 ms, p99 <= 50 ms), the
+operator's own average drain time, and two floors under it with the same client, 100 concurrent
+requests a round: the operator's API answering GET /pe/{pe} (the transport and routing, no FSM),
+and hypercorn with a no-op app (what every request cost before the listener).
 """
 
 from __future__ import annotations
@@ -36,6 +39,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--serve-noop", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--no-baseline", action="store_true",
                    help="skip the floor measurement (hypercorn with a no-op app)")
+    p.add_argument("--hypercorn-only", action="store_true",
+                   help="the operator's API on hypercorn alone, without the listener's direct path")
     fleet = p.add_argument_group("many jobs at once (bench/regions_fleet.py)")
     fleet.add_argument("--jobs", type=int, default=0, help="run the fleet benchmark with N jobs")
     fleet.add_argument("--regions", type=int, default=4, help="regions per job (default 4)")
@@ -49,7 +54,9 @@ def _parser() -> argparse.ArgumentParser:
 
 # -- the operator side (a child process) ----------------------------------------------------------
 
-def _serve(pes: int, period: float, ports: dict[str, int]) -> None:
+def _serve(pes: int, period: float, ports: dict[str, int], direct: bool) -> None:
+    from functools import partial
+
     import trio
 
     from shim_k8s.streams.regions.fsm import Region, RegionSpec
@@ -71,7 +78,7 @@ def _serve(pes: int, period: float, ports: dict[str, int]) -> None:
 
     async def main():
         async with trio.open_nursery() as nursery:
-            url = await nursery.start(serve, op)
+            url = await nursery.start(partial(serve, op, direct=direct))
             print(url, flush=True)
             await trio.to_thread.run_sync(sys.stdin.read)  # until the parent closes our stdin
             nursery.cancel_scope.cancel()
@@ -85,21 +92,24 @@ async def _measure(args) -> dict:
     import httpx
     import trio
 
-    from shim_k8s.streams.regions.pesim import PeSimulator
+    from shim_k8s.streams.regions.pesim import BASE, PeSimulator, RawHttp
 
     pes = range(1, args.pes + 1)
     sim = PeSimulator("http://placeholder:0", {0: pes}, listen="udp", raw=True)
     await sim.open_sockets()
     ports = {str(pe): addr[1] for pe, addr in sim.addresses().items()}
-    child = subprocess.Popen([sys.executable, "-m", "bench.regions_bench", "--serve", json.dumps(ports),
-                              "--pes", str(args.pes), "--period", str(args.period)],
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    command = [sys.executable, "-m", "bench.regions_bench", "--serve", json.dumps(ports),
+               "--pes", str(args.pes), "--period", str(args.period)]
+    if args.hypercorn_only:
+        command.append("--hypercorn-only")
+    child = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         url = (await trio.to_thread.run_sync(child.stdout.readline)).strip()
         if not url.startswith("http://"):
             raise SystemExit(f"ykshm bench regions: error: the operator did not start ({url!r})")
         sim.base_url = url
         rounds: list[float] = []
+        clock = _Rounds(sim)
         async with trio.open_nursery() as nursery:
             await nursery.start(sim.run)
             total = args.warmup + args.rounds
@@ -107,10 +117,13 @@ async def _measure(args) -> dict:
                 for seq in range(1, total + 1):
                     await sim.wait_for("resumeSubmission", f"seqId={seq + 1};retId={seq - 1};pendCkpt=0")
                     if seq > args.warmup:
-                        rounds.append(_round_ms(sim, seq))
+                        rounds.append(clock.ms(seq))
             async with httpx.AsyncClient() as client:
                 metrics = (await client.get(url + "/metrics")).text
             nursery.cancel_scope.cancel()
+        raw = RawHttp(url)
+        api_floor = await _concurrent(raw, args, "GET", lambda pe: f"{BASE}/pe/{pe}")
+        await raw.aclose()
     finally:
         child.stdin.close()
         try:
@@ -120,7 +133,8 @@ async def _measure(args) -> dict:
             child.wait()
     avg = next((float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()
                 if line.startswith("average_drain_time_milliseconds{")), float("nan"))
-    return {"rounds": rounds, "operator_avg_drain_ms": avg, "errors": len(sim.errors)}
+    return {"rounds": rounds, "operator_avg_drain_ms": avg, "errors": len(sim.errors),
+            "api_floor": api_floor}
 
 
 # -- the floor: hypercorn with an app that does nothing, the same client -----------------------------
@@ -165,15 +179,7 @@ async def _baseline(args) -> list[float]:
     try:
         url = (await trio.to_thread.run_sync(child.stdout.readline)).strip()
         raw = RawHttp(url)
-        rounds = []
-        for n in range(args.warmup + args.rounds):
-            t0 = trio.current_time()
-            async with trio.open_nursery() as nursery:
-                for pe in range(args.pes):
-                    nursery.start_soon(raw.request, pe, "PUT", "/checkpoint", b"1")
-            if n >= args.warmup:
-                rounds.append((trio.current_time() - t0) * 1000.0)
-            await trio.sleep(args.period)
+        rounds = await _concurrent(raw, args, "PUT", lambda pe: "/checkpoint", b"1")
         await raw.aclose()
         return rounds
     finally:
@@ -181,12 +187,43 @@ async def _baseline(args) -> list[float]:
         child.wait(timeout=10)
 
 
-def _round_ms(sim, seq: int) -> float:
-    trigger = f"seqId={seq}"
-    resume = f"seqId={seq + 1};retId={seq - 1};pendCkpt=0"
-    start = min(s.at for s in sim.seen if s.type == "triggerDrain" and s.message == trigger)
-    end = max(s.at for s in sim.seen if s.type == "resumeSubmission" and s.message == resume)
-    return (end - start) * 1000.0
+async def _concurrent(raw, args, method: str, path, body: bytes = b"") -> list[float]:
+    """Per round (after the warm-up), the ms until every PE's connection has its answer."""
+    import trio
+
+    rounds = []
+    for n in range(args.warmup + args.rounds):
+        t0 = trio.current_time()
+        async with trio.open_nursery() as nursery:
+            for pe in range(1, args.pes + 1):
+                nursery.start_soon(raw.request, pe, method, path(pe), body)
+        if n >= args.warmup:
+            rounds.append((trio.current_time() - t0) * 1000.0)
+        await trio.sleep(args.period)
+    return rounds
+
+
+class _Rounds:
+    """Each round's trigger -> resume time from the PEs' `seen` list, read once as it grows (a
+    rescan per round would cost the PE side milliseconds of CPU by the end of a run)."""
+
+    def __init__(self, sim) -> None:
+        self.sim = sim
+        self.scanned = 0
+        self.first: dict[str, float] = {}
+        self.last: dict[str, float] = {}
+
+    def ms(self, seq: int) -> float:
+        seen = self.sim.seen
+        for i in range(self.scanned, len(seen)):
+            s = seen[i]
+            if s.type == "triggerDrain":
+                self.first.setdefault(s.message, s.at)
+            elif s.type == "resumeSubmission":
+                self.last[s.message] = max(s.at, self.last.get(s.message, s.at))
+        self.scanned = len(seen)
+        start = self.first[f"seqId={seq}"]
+        return (self.last[f"seqId={seq + 1};retId={seq - 1};pendCkpt=0"] - start) * 1000.0
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -210,7 +247,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _serve_noop()
         return 0
     if args.serve is not None:
-        _serve(args.pes, args.period, json.loads(args.serve))
+        _serve(args.pes, args.period, json.loads(args.serve), not args.hypercorn_only)
         return 0
     import trio
 
@@ -219,13 +256,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     rounds = result["rounds"]
     p50, p99 = statistics.median(rounds), _percentile(rounds, 0.99)
     ok = p50 <= TARGET_P50_MS and p99 <= TARGET_P99_MS
+    api = "hypercorn alone" if args.hypercorn_only else "the listener's direct path"
     print(f"regions: {args.pes} PEs, {len(rounds)} drain rounds (period {args.period * 1000:.0f} ms), "
-          f"trigger -> all checkpoints -> resumeSubmission over loopback")
+          f"trigger -> all checkpoints -> resumeSubmission over loopback ({api})")
     print(f"  round trip p50 {p50:.1f} ms (target <= {TARGET_P50_MS:.0f}), p99 {p99:.1f} ms "
           f"(target <= {TARGET_P99_MS:.0f}), max {max(rounds):.1f} ms  -> {'OK' if ok else 'MISSED'}")
     print(f"  operator's average drain time (last 10, DrainPeriod -> last checkpoint): "
           f"{result['operator_avg_drain_ms']:.1f} ms; refused reports: {result['errors']}; "
           f"wall {time.perf_counter() - t0:.1f} s")
+    floor = result["api_floor"]
+    print(f"  floor, the operator's API alone (GET /pe/{{pe}}, no FSM, {args.pes} concurrent): "
+          f"p50 {statistics.median(floor):.1f} ms, p99 {_percentile(floor, 0.99):.1f} ms")
     if not args.no_baseline:
         floor = trio.run(_baseline, args)
         print(f"  floor, hypercorn alone (a no-op app, same client, {args.pes} concurrent PUTs): "

@@ -1,6 +1,6 @@
 """`ykshm bench regions --jobs 50 --regions 4`: many jobs' regions driven at once, one failure.
 
-One process serves J operators (one RegionOperator + hypercorn listener per job, as J cr-operator
+One process serves J operators (one RegionOperator + API listener per job, as J cr-operator
 processes would, but sharing a CPU budget we can measure), another plays every job's PEs (pesim,
 UDP). Every region drains periodically; at --fail-at seconds every region becomes unhealthy (its
 pods "fail") for --fail-for seconds, then healthy again, so each one resets and resumes. At the end

@@ -9,7 +9,7 @@ operator is given) or by polling `GET /pe/{peId}` (`listen="poll"`), and answers
 and records every notification it saw with the time it saw it (`seen`), for tests and the bench.
 A PE in `failing` stays silent (its region's drain or reset then times out), as a stuck PE would.
 
-Used by the end-to-end tests over real hypercorn, by `bench/regions_bench.py`, and (wired to
+Used by the end-to-end tests over the real API listener, by `bench/regions_bench.py`, and (wired to
 Kubernetes by the caller) by `ykshm pe-sim`. httpx under trio; every task in the `run` nursery.
 """
 
@@ -54,7 +54,7 @@ class RawHttp:
     """A minimal HTTP/1.1 keep-alive client, one connection per PE, for the benchmark: a real PE
     runtime (C++, libcurl) costs next to nothing per request, httpx under trio costs milliseconds on
     a loaded machine, which would measure the client instead of the operator. Content-Length
-    bodies only (what the operator's hypercorn sends); same `put`/`get` shape as httpx's answers."""
+    bodies only (what the operator's API sends); same `put`/`get` shape as httpx's answers."""
 
     def __init__(self, base_url: str) -> None:
         host_port = base_url.split("://", 1)[1].split("/", 1)[0]
@@ -235,12 +235,16 @@ class PeSimulator:
         if pes is None:
             pes = self.regions[region] if region is not None else self.pes
         want = set(pes)
-        while True:
-            times = {}
-            for s in self.seen:
+        times: dict[int, float] = {}
+        scanned = 0  # `seen` only grows: each wake-up reads what is new (the bench runs for
+        while True:  # thousands of notifications; rescanning them all per wake-up cost ms)
+            seen = self.seen
+            for i in range(scanned, len(seen)):
+                s = seen[i]
                 if s.type == kind and (message is None or s.message == message) and s.pe in want \
                         and (region is None or s.region == region):
                     times[s.pe] = s.at
-            if set(times) == want:
+            scanned = len(seen)
+            if len(times) == len(want):
                 return max(times.values())
             await self.changed.wait()

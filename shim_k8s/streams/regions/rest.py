@@ -1,4 +1,6 @@
-"""The operator's REST API (ASGI, served by hypercorn with the trio worker) and its /metrics.
+"""The operator's REST API (an ASGI app) and its /metrics, on the listener (listener.py), which
+answers the PEs' hot requests (HOT) itself through `RegionApi.call` and hands the rest to
+hypercorn's trio worker; `serve(direct=False)` puts hypercorn in front of every request.
 
 Base path `/api/consistentregion`, the routes and bodies the real Streams PE runtime uses
 (OpenStreams ConsistentRegionService, K8SPlatform.cpp):
@@ -69,6 +71,13 @@ class Answer:
     body: bytes = b""
     content_type: bytes = JSON
     headers: tuple[tuple[bytes, bytes], ...] = ()
+
+    def response_headers(self) -> list[tuple[bytes, bytes]]:
+        """The headers the app sends (hypercorn, or the listener, adds `date` after them)."""
+        headers = [] if self.status == 204 else [
+            (b"content-type", self.content_type), (b"content-length", b"%d" % len(self.body))]
+        headers.extend(self.headers)
+        return headers
 
 
 Handler = Callable[["RegionApi", dict, bytes], Awaitable[Answer]]
@@ -235,6 +244,11 @@ ROUTES: list[tuple[str, str, Handler]] = [
 
 _COMPILED = [(m, tuple(t.strip("/").split("/")), h) for m, t, h in ROUTES]
 
+HOT = frozenset({_checkpoint, _blocking_checkpoint, _pe_reset, _pe_notifications,
+                 _pe_region_notification})
+"""What every PE sends in every round: answered by the listener itself (listener.py), whose
+per-request cost is a fraction of hypercorn's; the rest of the API goes through hypercorn."""
+
 
 def resolve(method: str, path: str) -> tuple[Handler, dict[str, str]]:
     """The handler and path parameters, or NotFound / MethodNotAllowed (naming what is allowed)."""
@@ -260,6 +274,18 @@ def resolve(method: str, path: str) -> tuple[Handler, dict[str, str]]:
     raise NotFound(f"no endpoint at {path}")
 
 
+def hot_route(method: str, path: str) -> tuple[Handler, dict[str, str]] | None:
+    """The handler and parameters of a request the listener answers itself (HOT), else None
+    (another route, a HEAD, or no route at all: hypercorn and the ASGI app answer it)."""
+    if method not in ("GET", "PUT"):
+        return None
+    try:
+        handler, params = resolve(method, path)
+    except RegionError:
+        return None
+    return (handler, params) if handler in HOT else None
+
+
 class RegionApi:
     """The ASGI application of one operator."""
 
@@ -271,12 +297,8 @@ class RegionApi:
             await self._lifespan(receive, send)
         elif scope["type"] == "http":
             answer = await self._answer(scope, receive)
-            headers = [(b"content-type", answer.content_type),
-                       (b"content-length", str(len(answer.body)).encode("ascii"))]
-            if answer.status == 204:
-                headers = []
-            headers.extend(answer.headers)
-            await send({"type": "http.response.start", "status": answer.status, "headers": headers})
+            await send({"type": "http.response.start", "status": answer.status,
+                        "headers": answer.response_headers()})
             await send({"type": "http.response.body", "body": answer.body, "more_body": False})
 
     async def _lifespan(self, receive, send) -> None:
@@ -289,19 +311,39 @@ class RegionApi:
                 return
 
     async def _answer(self, scope: dict, receive) -> Answer:
+        method, path = scope["method"], scope["path"]
         try:
-            handler, params = resolve(scope["method"], scope["path"])
+            handler, params = resolve(method, path)
             body = await _read_body(scope, receive)
+        except RegionError as exc:
+            return _refusal(exc)
+        except Exception:
+            log.exception("cr-operator: bug while reading %s %s", method, path)
+            return INTERNAL_ERROR
+        return await self.call(handler, params, body, method, path)
+
+    async def call(self, handler: Handler, params: dict, body: bytes, method: str,
+                   path: str) -> Answer:
+        """A resolved request's answer: the handler's, its refusal's, or a 500 for a bug (the
+        one place both the ASGI app and the listener's direct path answer through)."""
+        try:
             return await handler(self, params, body)
         except RegionError as exc:
-            allow = exc.context.get("allow") if isinstance(exc, MethodNotAllowed) else None
-            headers = ((b"allow", ", ".join(allow).encode("ascii")),) if allow else ()
-            return Answer(exc.status, _error_body(exc), headers=headers)
+            return _refusal(exc)
         except Exception:
-            log.exception("cr-operator: bug while answering %s %s", scope["method"], scope["path"])
-            body = {"status_code": 500, "message": "internal server error",
-                    "description": "internal server error", "reason": "internal"}
-            return Answer(500, orjson.dumps(body))
+            log.exception("cr-operator: bug while answering %s %s", method, path)
+            return INTERNAL_ERROR
+
+
+INTERNAL_ERROR = Answer(500, orjson.dumps({
+    "status_code": 500, "message": "internal server error",
+    "description": "internal server error", "reason": "internal"}))
+
+
+def _refusal(exc: RegionError) -> Answer:
+    allow = exc.context.get("allow") if isinstance(exc, MethodNotAllowed) else None
+    headers = ((b"allow", ", ".join(allow).encode("ascii")),) if allow else ()
+    return Answer(exc.status, _error_body(exc), headers=headers)
 
 
 def _error_body(exc: RegionError) -> bytes:
@@ -351,13 +393,22 @@ def hypercorn_config(bind: str) -> Config:
     return config
 
 
-async def serve(operator: RegionOperator, bind: str = "127.0.0.1:0", *,
+async def serve(operator: RegionOperator, bind: str = "127.0.0.1:0", *, direct: bool = True,
                 task_status=trio.TASK_STATUS_IGNORED) -> None:
     """Run the operator and its API until cancelled; `started` with the URL it listens on
-    (e.g. "http://127.0.0.1:41234"), once restart statuses are written and the socket listens."""
+    (e.g. "http://127.0.0.1:41234"), once restart statuses are written and the socket listens.
+
+    `direct` (the default): the listener (listener.py) answers the hot PE requests itself and
+    hands everything else to hypercorn; False: hypercorn serves every request (the reference the
+    tests compare the direct path with)."""
+    from .listener import Listener, serve_api  # listener builds on this module
+
     async with trio.open_nursery() as nursery:
         await nursery.start(operator.run)
-        binds = await nursery.start(lambda task_status: hypercorn_serve(
-            RegionApi(operator), hypercorn_config(bind), shutdown_trigger=trio.sleep_forever,
-            task_status=task_status))
+        api, config = RegionApi(operator), hypercorn_config(bind)
+        if direct:
+            binds = await nursery.start(serve_api, Listener(api, config))
+        else:
+            binds = await nursery.start(lambda task_status: hypercorn_serve(
+                api, config, shutdown_trigger=trio.sleep_forever, task_status=task_status))
         task_status.started(binds[0])
