@@ -13,9 +13,9 @@ which answers it (or its error) exactly as before.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
-from wsgiref.handlers import format_date_time
+
+from common.replay import DateHeader  # noqa: F401 - part of this module's API
 
 HEAD_END = b"\r\n\r\n"
 LAST_CHUNK = b"0\r\n\r\n"
@@ -80,19 +80,6 @@ def _is_token(text: bytes) -> bool:
     return all(c in _TOKEN for c in text)
 
 
-class DateHeader:
-    """The `date` header value, formatted once per second (as hypercorn does per response)."""
-
-    def __init__(self) -> None:
-        self._second = -1
-        self._value = b""
-
-    def value(self) -> bytes:
-        now = int(time.time())
-        if now != self._second:
-            self._second = now
-            self._value = format_date_time(now).encode("ascii")
-        return self._value
 
 
 def response_head(headers: list[tuple[bytes, bytes]], date: bytes, *, close: bool) -> bytes:

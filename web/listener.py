@@ -27,6 +27,8 @@ from hypercorn.trio.worker_context import WorkerContext
 from hypercorn.typing import ConnectionState
 from hypercorn.utils import ShutdownError, raise_shutdown
 
+from common.replay import ReplayStream
+
 from . import direct
 from .httpwire import HEAD_END, DateHeader, parse_head
 
@@ -44,36 +46,6 @@ MAX_HEAD = 16 * 1024
 """A longer request head is not a stream request we serve ourselves (hypercorn answers it)."""
 
 
-class ReplayStream(trio.abc.HalfCloseableStream):
-    """A socket stream with bytes already read from it put back in front (for hypercorn).
-
-    It has the `socket` of the stream and no `do_handshake`, which is how hypercorn's TCPServer
-    recognises a plain (not TLS) connection."""
-
-    def __init__(self, stream: trio.SocketStream, prefix: bytes) -> None:
-        self._stream = stream
-        self._prefix = prefix
-        self.socket = stream.socket
-
-    async def receive_some(self, max_bytes: int | None = None) -> bytes:
-        if self._prefix:
-            data = self._prefix if max_bytes is None else self._prefix[:max_bytes]
-            self._prefix = self._prefix[len(data):]
-            await trio.lowlevel.checkpoint()
-            return data
-        return await self._stream.receive_some(max_bytes)
-
-    async def send_all(self, data) -> None:
-        await self._stream.send_all(data)
-
-    async def wait_send_all_might_not_block(self) -> None:
-        await self._stream.wait_send_all_might_not_block()
-
-    async def send_eof(self) -> None:
-        await self._stream.send_eof()
-
-    async def aclose(self) -> None:
-        await self._stream.aclose()
 
 
 async def first_head(stream: trio.SocketStream, timeout: float) -> bytes:

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import time
 from typing import Final
-from wsgiref.handlers import format_date_time
+
+from common.replay import DateHeader  # noqa: F401 - part of this module's API
 
 MAX_HEAD = 16 * 1024
 """hypercorn's h11_max_incomplete_size: a longer head is hypercorn's to refuse."""
@@ -91,19 +91,6 @@ def parse(buf: bytes) -> Request | str:
                    blank.end())
 
 
-class DateHeader:
-    """The `date` value, formatted once per second (hypercorn formats it per response)."""
-
-    def __init__(self) -> None:
-        self._second = -1
-        self._value = b""
-
-    def value(self) -> bytes:
-        now = int(time.time())
-        if now != self._second:
-            self._second = now
-            self._value = format_date_time(now).encode("ascii")
-        return self._value
 
 
 CLIENT_CLOSE = b"Connection: close\r\n"
