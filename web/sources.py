@@ -172,12 +172,14 @@ class RingWatcher:
     FALLBACK_SECONDS = 0.05
     """The longest a wait on a waking writer's futex lasts before the header is looked at anyway."""
 
-    LINGER_SECONDS = 0.012
+    LINGER_SECONDS = 0.010
     """After a fire, the least time before the next one: what a stream waits at most for the events
     published meanwhile to go out in one write. Measured with `bench web` (100 streams at 1,000
     events/s, 2 workers, the direct path of web.hub): 3 ms -> p50 2.1 / p99 5 ms / 2.1 us of web CPU
     per delivered event, 6 ms -> 3.6 / 7-8 / 1.1-1.3, 10 ms -> 5.8 / 12 / 0.8-1.1, 12 ms -> p50 7.3 /
-    p99 14 / 0.83 read by the client (Redis in the same runs: ~0.9-1.4 us, p50 10-21 ms). What a
+    p99 14 / 0.83 read by the client (Redis in the same runs: ~0.9-1.4 us, p50 10-21 ms). 10 ms is
+kept: at 12 ms a quiet-machine run had p99 13.9 against Redis's 13.5 (ratio 1.03), with CPU at
+0.70 of Redis's; at 10 ms both stay under Redis's (`ykshm bench web --peer-redis`). What a
     write costs, kernel included, is most of the CPU per delivered event (py-spy: ~75 % of a
     worker's time is inside `os.write`), so fewer, fuller writes are what saves it; the first
     event after a quiet spell is not delayed."""
