@@ -43,6 +43,9 @@ JobKey = tuple[str, str]          # (namespace, name)
 WATCHED = ("Job", "ProcessingElement", "HostPool", "ParallelRegion", "ConsistentRegionOperator",
            "Pod", "ConfigMap")
 LABELLED = ("Pod", "ConfigMap")   # watched by label: only the ones our jobs own
+SUBMITTED_KINDS = ("ProcessingElement", "ConfigMap", "HostPool", "ParallelRegion",
+                   "ConsistentRegionOperator")   # what a submission makes (and a retry removes)
+CLEAN_SLATE_SECONDS = 30.0
 
 
 @dataclasses.dataclass
@@ -278,8 +281,7 @@ class Controller:
         if key is None:
             return
         uid = job["metadata"].get("uid")
-        for kind in ("ProcessingElement", "ConfigMap", "HostPool", "ParallelRegion",
-                     "ConsistentRegionOperator"):
+        for kind in SUBMITTED_KINDS:
             for obj in self.objects_of(kind, key):
                 if any(r.get("uid") == uid for r in obj["metadata"].get("ownerReferences") or ()):
                     await kube.delete(self.client, kind, key[0], obj["metadata"]["name"],
@@ -287,6 +289,15 @@ class Controller:
         for obj in await self._listed(key, "ConsistentRegion"):
             await kube.delete(self.client, "ConsistentRegion", key[0], obj["metadata"]["name"],
                               propagation="Foreground")
+        # Foreground keeps an owner until its dependents are gone: a retry that created the same
+        # names meanwhile would take the old, terminating objects for its own (a 409 is "made")
+        with trio.move_on_after(CLEAN_SLATE_SECONDS):
+            while any(self._owned(kind, key, uid) for kind in SUBMITTED_KINDS):
+                await trio.sleep(0.05)
+
+    def _owned(self, kind: str, key: JobKey, uid: str | None) -> bool:
+        return any(any(r.get("uid") == uid for r in o["metadata"].get("ownerReferences") or ())
+                   for o in self.objects_of(kind, key))
 
     async def _listed(self, key: JobKey, kind: str) -> list[dict[str, Any]]:
         resp = await self.client.get(kube.KINDS[kind].collection(key[0]),
