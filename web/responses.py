@@ -14,11 +14,13 @@ same bytes object until the next publish, so its compressed form is kept beside 
 
 from __future__ import annotations
 
-import gzip
+from isal import igzip
 
 GZIP_MIN_BYTES = 1400
 GZIP_LEVEL = 1
-"""zlib level 1: ~4x smaller JSON at a fraction of level 6's cost; the cache makes it rarer still."""
+"""ISA-L level 1 (python-isal's igzip: the same gzip format, any client inflates it): a batch of
+10,000 events (2.8 MB of JSON) compresses in ~1.6 ms to ~330 KB, where zlib's level 1 took ~9 ms
+for ~375 KB, which alone put `count=10000` over its 15 ms target; the cache makes it rarer still."""
 
 ALLOW_HEADERS = b"X-Requested-With,Content-Type,Accept,Origin"
 
@@ -59,7 +61,7 @@ class GzipCache:
         entry = self._entries.get(id(body))
         if entry is not None and entry[0] is body:
             return entry[1]
-        packed = gzip.compress(body, GZIP_LEVEL, mtime=0)
+        packed = igzip.compress(body, GZIP_LEVEL, mtime=0)
         if len(self._entries) >= self.capacity:
             self._entries.clear()
         self._entries[id(body)] = (body, packed)
