@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "run": ("tools.run_cmd", "everything in one: sim-cluster, engine, shim and web (the embedded default)"),
+    "run": ("tools.run_cmd", "everything in one: sim-cluster, engine, shim, Streams controller and web (the embedded default)"),
     "engine": ("engine.main", "the scheduler process, only writer of the shared-memory ring"),
     "web": ("web.main", "REST and streaming readers (hypercorn, trio workers)"),
     "shim": ("shim_k8s.main", "the Kubernetes shim: list/watch, binding, restart recovery"),
@@ -23,7 +23,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "export": ("export.main", "copy the event ring and state snapshot to Redis Streams"),
     "ring": ("tools.ring_cmd", "create, inspect and feed shared-memory event rings"),
     "status": ("tools.status_cmd", "processes, ring and engine state of a running ykshm"),
-    "bench": ("bench.cli", "benchmarks: ring, sched, web, e2e"),
+    "bench": ("bench.cli", "benchmarks: ring, sched, web, export, retention, preempt, e2e, streams, regions"),
 }
 
 USAGE = "usage: ykshm <command> [options]   (ykshm <command> --help)\n\ncommands:\n" + "".join(
