@@ -235,7 +235,7 @@ class Queue:
 
     __slots__ = ("name", "path", "parent", "children", "parent_flag", "dynamic", "guaranteed",
                  "max", "max_apps", "properties", "limits", "template", "apps", "allocated",
-                 "pending", "pending_count", "running_apps", "draining",
+                 "pending", "pending_count", "prioritized", "running_apps", "draining",
                  "order", "share", "preempting")
 
     def __init__(self, name: str, path: str, parent: "Queue | None", *, leaf: bool,
@@ -256,6 +256,9 @@ class Queue:
         self.allocated: dict[str, int] = {}
         self.pending: dict[str, int] = {}
         self.pending_count = 0
+        self.prioritized = 0
+        """Pending asks of this leaf's apps with a priority other than 0: while there are none,
+        `application.sort.priority` cannot change the order and the cycle skips the scan."""
         self.running_apps = 0
         self.draining = False
         self.order = next(_seq)

@@ -54,6 +54,8 @@ def add(part: Partition, rm_id: str, request: AllocationAsk) -> str | None:
     if placement is not None:
         part.interpod.track(ask)
     app.pending.add(ask)
+    if ask.priority:
+        app.queue.prioritized += 1
     app.ver += 1
     app.pending_res = resources.add(app.pending_res, res)
     for q in app.queue.ancestors():
@@ -137,6 +139,8 @@ def take(part: Partition, app: Application, ask: Ask) -> None:
         part.interpod.forget(ask)
     del app.asks[ask.key]
     app.pending.remove(ask)
+    if ask.priority:
+        app.queue.prioritized -= 1
     app.ver += 1
     res = ask.resource
     pr = app.pending_res

@@ -2,9 +2,12 @@
 
 `schedule(part, deadline)` allocates until nothing more fits or the deadline passes. Each step
 descends from root to a leaf choosing children by fair share (usage / guaranteed, then
-configuration order), picks an application by the leaf's `application.sort.policy` (fifo:
-submission order; fair: smallest share of the queue's guaranteed, else the cluster), and tries
-its asks by priority then age. Node choice is `engine.partition.nodes.NodeIndex` (no scan per
+configuration order), picks an application by the leaf's `application.sort.priority` (YuniKorn's
+default, enabled: the highest priority among an app's pending asks first) and then its
+`application.sort.policy` (fifo: submission order; fair: smallest share of the queue's
+guaranteed, else the cluster), and tries its asks by priority then age. A leaf counts its
+pending asks with a priority (`Queue.prioritized`): while there are none, fifo takes the first
+app without scanning. Queues are not ordered by priority (YuniKorn does, by currentPriority). Node choice is `engine.partition.nodes.NodeIndex` (no scan per
 ask). Reserved nodes are tried first.
 
 Enforcement (`commit`) follows the user-group-usage seed: an application's first allocation
@@ -74,26 +77,31 @@ def schedule(part: Partition, deadline_ns: int) -> int:
     return part.allocations_made - before
 
 
+def app_priority(app: Application) -> int:
+    """YuniKorn's askMaxPriority: the highest priority among the app's pending asks (they are
+    kept in priority order), what `application.sort.priority` sorts a leaf's apps by."""
+    pending = app.pending
+    return pending[0].priority if pending else -(1 << 31)
+
+
 def _pick(q: Queue, skip: set[str], exhausted: set[int]) -> Application | None:
     """The next application to try under `q` (fair share between queues, sort policy in a
     leaf); queues found without candidates are remembered in `exhausted`."""
     if q.is_leaf:
-        apps = q.apps
-        if q.properties.get("application.sort.policy") == "fair":
-            best = None
-            for app in apps.values():
-                if app.asks and app.app_id not in skip and \
-                        app.fsm.state in SCHEDULABLE_STATES:
-                    if best is None or (app.share, app.submit_time, app.seq) < \
-                            (best.share, best.submit_time, best.seq):
-                        best = app
-            if best is not None:
-                return best
-        else:
-            for app in apps.values():
-                if app.asks and app.app_id not in skip and \
-                        app.fsm.state in SCHEDULABLE_STATES:
-                    return app
+        by_priority = q.prioritized and q.properties.get("application.sort.priority") != "disabled"
+        fair = q.properties.get("application.sort.policy") == "fair"
+        best, best_key = None, None
+        for app in q.apps.values():
+            if not app.asks or app.app_id in skip or app.fsm.state not in SCHEDULABLE_STATES:
+                continue
+            if not (by_priority or fair):
+                return app  # fifo: submission order
+            first = -app_priority(app) if by_priority else 0
+            key = (first, app.share, app.submit_time, app.seq) if fair else (first,)
+            if best is None or key < best_key:
+                best, best_key = app, key
+        if best is not None:
+            return best
         exhausted.add(id(q))
         return None
     children = [c for c in q.children.values() if c.pending_count and id(c) not in exhausted]

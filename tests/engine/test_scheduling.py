@@ -48,6 +48,33 @@ def test_application_sort_policy(policy, ask_order, expected):
     assert set(h.allocated()) == expected
 
 
+@pytest.mark.parametrize("policy", ["fifo", "fair"])
+@pytest.mark.parametrize("sorting, expected", [
+    # YuniKorn's default `application.sort.priority: enabled`: the later app's higher-priority
+    # asks go first; then the sort policy decides among equals
+    (None, {"s1", "s2", "s3", "f1"}),
+    ("enabled", {"s1", "s2", "s3", "f1"}),
+    ("disabled", None),
+])
+def test_applications_sorted_by_priority_first(policy, sorting, expected):
+    props = {"application.sort.policy": policy}
+    if sorting is not None:
+        props["application.sort.priority"] = sorting
+    h = Harness(cfg(leaf("q", properties=props)))
+    h.nodes("n1", cap=res(4, 4000))
+    for app in ("first", "second"):
+        h.app(app, queue="root.q")
+    h.asks("first", "f1", "f2", "f3", priority=0)
+    h.asks("second", "s1", "s2", "s3", priority=10)
+    h.cycle()
+    if expected is None:  # as without priorities: fifo first-come, fair shares
+        expected = {"f1", "f2", "f3", "s1"} if policy == "fifo" else {"f1", "f2", "s1", "s2"}
+    assert set(h.allocated()) == expected
+    # the leaf counts the pending asks with a priority (0 puts it back on the fifo fast path)
+    waiting = {"s1", "s2", "s3"} - set(h.allocated())
+    assert h.part.queues["root.q"].prioritized == len(waiting)
+
+
 def test_queues_sorted_by_share_of_guaranteed():
     h = Harness(cfg(leaf("a", resources={"guaranteed": {"memory": "1Gi"}}),
                     leaf("b", resources={"guaranteed": {"memory": "3Gi"}})))
