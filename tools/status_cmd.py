@@ -33,7 +33,7 @@ from common.cliutil import Failure, Parser, UsageError, run_main
 from common.shimstatus import status_path
 
 PROG = "ykshm status"
-ROLES = ("run", "engine", "web", "shim", "sim-cluster", "export", "streams", "cr-operator")
+ROLES = ("run", "engine", "web", "shim", "sim-cluster", "export", "streams", "cr-operator", "pe-sim")
 HEARTBEAT_STALE_SECONDS = 10.0
 
 
