@@ -3,9 +3,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import threading
 
+import httpx
 import psutil
 import pytest
 
@@ -62,6 +65,33 @@ def region_cluster(ring_name, tmp_path):
         if sim is not None:
             sim.stop()
         c.close()
+
+
+class StateRecorder:
+    """Records `status.state` of one ConsistentRegion from every watch event, in a thread."""
+
+    def __init__(self, url: str, name: str) -> None:
+        self.seen: list[str] = []
+        self._client = httpx.Client(base_url=url, timeout=httpx.Timeout(10.0, read=None))
+        self._params = {"watch": "1", "fieldSelector": f"metadata.name={name}"}
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            with self._client.stream("GET", "/apis/streams.ibm.com/v1/namespaces/default/streamscrs",
+                                     params=self._params) as resp:
+                for line in resp.iter_lines():
+                    if line:
+                        state = ((json.loads(line).get("object") or {}).get("status") or {}).get("state")
+                        if state:
+                            self.seen.append(state)
+        except Exception:  # noqa: BLE001 - the client is closed under it by close(), from the test's thread
+            pass
+
+    def close(self) -> None:
+        self._client.close()
+        self._thread.join(10)
 
 
 def region(k: Kubectl) -> dict:
@@ -122,7 +152,6 @@ def test_region_drains_survives_operator_kill_and_pod_failure(region_cluster):
              "a drain completed after the reset")
 
     # the REST API answers as the PE runtime expects, at the address the status names
-    import httpx
     address = k.json("get", "stcro", "cr")["status"]["address"]
     assert httpx.get(f"{address}/region/0/trigger").json() == "periodic"
     assert httpx.get(f"{address}/region/9/state").status_code == 404
@@ -164,16 +193,15 @@ def test_operator_killed_in_draining_and_resetting_resumes_with_consistent_seq_i
                  "drains completing once every PE answers")
     finally:
         sim.stop()
+    # every state the region's status passes through, from a watch (a poll can miss a short one;
+    # the operator writes CHECKPOINT_PENDING before it asks the PEs for their full checkpoints)
+    states = StateRecorder(c.url, "cr-0")
     blocking = Proc("pe-sim", ["pe-sim", "--job", "default/cr", "--api-server", c.url, "--blocking"],
                     c.log_dir)
     try:
-        states: set[str] = set()
-
-        def pending_rounds() -> bool:
-            states.add(state())
-            return "CHECKPOINT_PENDING" in states and seen_completed[0] >= mark + 2
-
         mark = seen_completed[0]
-        wait_for(pending_rounds, 60, "blocking checkpoints: CHECKPOINT_PENDING, then drained", interval=0.01)
+        wait_for(lambda: "CHECKPOINT_PENDING" in states.seen and state() and seen_completed[0] >= mark + 2,
+                 60, "blocking checkpoints: CHECKPOINT_PENDING, then drained")
     finally:
         blocking.stop()
+        states.close()
