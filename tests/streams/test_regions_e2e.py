@@ -137,17 +137,19 @@ def test_region_drains_survives_operator_kill_and_pod_failure(region_cluster):
 
     # a PE pod fails: the region goes UNHEALTHY, the controller relaunches the PE, the region
     # resets and completes drains again
-    seen_unhealthy = []
+    states = StateRecorder(c.url, "cr-0")
+    try:
+        mark = region(k)["status"]["lastCompletedSeqID"]
+        k("annotate", "pod", "cr-1-1", "ykshm.io/exit-code=1")
 
-    def unhealthy_then_processing() -> bool:
-        state = region(k)["status"].get("state")
-        if state in ("UNHEALTHY", "RESETTING"):
-            seen_unhealthy.append(state)
-        return bool(seen_unhealthy) and state == "PROCESSING"
+        def unhealthy_then_processing() -> bool:
+            seen = states.seen
+            bad = next((i for i, s in enumerate(seen) if s == "UNHEALTHY"), None)
+            return bad is not None and "RESETTING" in seen[bad:] and "PROCESSING" in seen[bad:]
 
-    mark = region(k)["status"]["lastCompletedSeqID"]
-    k("annotate", "pod", "cr-1-1", "ykshm.io/exit-code=1")
-    wait_for(unhealthy_then_processing, 60, "UNHEALTHY/RESETTING, then PROCESSING again", interval=0.01)
+        wait_for(unhealthy_then_processing, 60, "UNHEALTHY, RESETTING, then PROCESSING again")
+    finally:
+        states.close()
     wait_for(lambda: region(k)["status"].get("lastCompletedSeqID", 0) > mark, 60,
              "a drain completed after the reset")
 
