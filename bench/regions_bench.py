@@ -24,6 +24,8 @@ import sys
 import time
 from collections.abc import Sequence
 
+from bench.regions_fleet import stop_server
+
 TARGET_P50_MS = 20.0
 TARGET_P99_MS = 50.0
 
@@ -125,12 +127,7 @@ async def _measure(args) -> dict:
         api_floor = await _concurrent(raw, args, "GET", lambda pe: f"{BASE}/pe/{pe}")
         await raw.aclose()
     finally:
-        child.stdin.close()
-        try:
-            child.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            child.kill()
-            child.wait()
+        stop_server(child)
     avg = next((float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()
                 if line.startswith("average_drain_time_milliseconds{")), float("nan"))
     return {"rounds": rounds, "operator_avg_drain_ms": avg, "errors": len(sim.errors),
@@ -183,8 +180,7 @@ async def _baseline(args) -> list[float]:
         await raw.aclose()
         return rounds
     finally:
-        child.stdin.close()
-        child.wait(timeout=10)
+        stop_server(child)
 
 
 async def _concurrent(raw, args, method: str, path, body: bytes = b"") -> list[float]:

@@ -123,14 +123,19 @@ async def _drive(args) -> tuple[dict, list, float]:
             summary = json.loads(await trio.to_thread.run_sync(child.stdout.readline))
             nursery.cancel_scope.cancel()
     finally:
-        child.stdin.close()
-        try:
-            child.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            child.kill()
-            child.wait()
+        stop_server(child)
     errors = [e for sim in sims.values() for e in sim.errors]
     return summary, errors, time.perf_counter() - t0
+
+
+def stop_server(child: subprocess.Popen) -> None:
+    """Stop a benchmark's server process the way it expects (its stdin closes), by pid after 10 s."""
+    child.stdin.close()
+    try:
+        child.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.wait()
 
 
 def run(args) -> int:

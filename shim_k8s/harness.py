@@ -25,7 +25,7 @@ from typing import Any
 import httpx
 import orjson
 
-from .shim import read_status, status_path
+from common.shimstatus import read_status, status_path
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -242,11 +242,12 @@ async def list_all(client: httpx.AsyncClient, path: str, page: int = PAGE_SIZE
 
 
 def event_object(kind: str, namespace: str, name: str, uid: str, reason: str, message: str,
-                 type_: str = "Normal", component: str = "yunikorn") -> dict[str, Any]:
+                 type_: str = "Normal", component: str = "yunikorn",
+                 api_version: str = "v1") -> dict[str, Any]:
     now = dt.datetime.now(dt.timezone.utc)
     stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
     ns = namespace or "default"
-    involved = {"kind": kind, "name": name, "apiVersion": "v1"}
+    involved = {"kind": kind, "name": name, "apiVersion": api_version}
     if namespace:
         involved["namespace"] = namespace
     if uid:

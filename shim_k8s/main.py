@@ -77,7 +77,7 @@ def _status(argv: Sequence[str]) -> int:
     parser.add_argument("--json", action="store_true", help="print the status document as JSON")
     parser.add_argument("--nodes", action="store_true", help="list every node's recovery state")
     args = parser.parse_args(argv)
-    from .shim import read_status, status_path
+    from common.shimstatus import read_status, status_path
 
     path = args.status_file or status_path(args.name)
     try:

@@ -41,7 +41,7 @@ import trio
 
 from engine.si import protocol as si
 
-from common.shimstatus import read_status, status_path  # noqa: F401 - re-exported
+from common.shimstatus import status_path
 from . import kubeclient
 from .core import Actions, Bind, ShimCore
 from .core.registration import check_recovery_deadline

@@ -32,7 +32,9 @@ from .app import Request
 from .errors import HTTPError
 from .events import (CHUNK, COALESCE_BYTES, INSTANCE_CHECK_SECONDS, RESPONSE_HEADERS, collect_more,
                      first_line, instance_line, lapped_line, plan_stream, shutdown_line)
-from .httpwire import LAST_CHUNK, DateHeader, RequestHead, frame, response_head
+from common.replay import DateHeader
+
+from .httpwire import LAST_CHUNK, RequestHead, frame, response_head
 from .hub import Follower
 from .responses import cors_headers
 

@@ -27,10 +27,10 @@ from hypercorn.trio.worker_context import WorkerContext
 from hypercorn.typing import ConnectionState
 from hypercorn.utils import ShutdownError, raise_shutdown
 
-from common.replay import ReplayStream
+from common.replay import DateHeader, ReplayStream
 
 from . import direct
-from .httpwire import HEAD_END, DateHeader, parse_head
+from .httpwire import HEAD_END, parse_head
 
 if TYPE_CHECKING:
     from hypercorn.config import Config, Sockets

@@ -32,7 +32,7 @@ import httpx
 import trio
 
 from ..kubeclient import ApiStatusError, Informer
-from . import kube, objects, reconcile, submission
+from . import kube, reconcile, submission
 from .errors import LogicalError
 from .jobspec import JobSpec, read_job
 from .objects import LABEL_JOB, LABEL_KIND
@@ -129,8 +129,8 @@ class Controller:
         async for batch in receive:
             for _type, obj in batch.events or ():
                 self.mark(_job_key_of(obj))
-                if obj.get("kind") == "ConsistentRegionOperator" and self.operators is not None:
-                    self.operators.update(self.informers["ConsistentRegionOperator"].store)
+            if batch.kind == "ConsistentRegionOperator" and self.operators is not None:
+                self.operators.update(self.informers["ConsistentRegionOperator"].store)
 
     async def _reconcile_loop(self) -> None:
         while True:

@@ -32,7 +32,8 @@ def manifests() -> list[dict[str, Any]]:
 async def install(client: httpx.AsyncClient, timeout: float = 30.0) -> list[str]:
     """Create (or replace) every CRD and wait until its resources are served; their names."""
     names = []
-    for crd in manifests():
+    docs = manifests()
+    for crd in docs:
         name = crd["metadata"]["name"]
         resp = await client.post(CRD_PATH, json=crd)
         if resp.status_code == 409:
@@ -43,7 +44,7 @@ async def install(client: httpx.AsyncClient, timeout: float = 30.0) -> list[str]
         check(resp)
         names.append(name)
     with trio.fail_after(timeout):
-        for crd in manifests():
+        for crd in docs:
             spec = crd["spec"]
             version = next(v["name"] for v in spec["versions"] if v.get("served", True))
             path = f"/apis/{spec['group']}/{version}/{spec['names']['plural']}"

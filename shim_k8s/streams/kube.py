@@ -9,14 +9,12 @@ brings the new version and the reconcile runs again).
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
-import uuid
 from collections.abc import Mapping
 from typing import Any
 
 import httpx
 
-from ..kubeclient import ApiStatusError, check, list_all
+from ..kubeclient import ApiStatusError, check, event_object, list_all
 
 GROUP_PATH = "/apis/streams.ibm.com/v1"
 
@@ -109,15 +107,9 @@ def event_for(obj: Mapping[str, Any], reason: str, message: str, type_: str = "N
               component: str = "ykshm-streams") -> dict[str, Any]:
     """A core/v1 Event about `obj` (what `kubectl describe` lists under Events)."""
     meta = obj["metadata"]
-    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    ns = meta.get("namespace") or "default"
-    return {"apiVersion": "v1", "kind": "Event",
-            "metadata": {"name": f"{meta['name']}.{uuid.uuid4().hex[:16]}", "namespace": ns},
-            "involvedObject": {"apiVersion": obj.get("apiVersion", "v1"), "kind": obj["kind"],
-                               "name": meta["name"], "namespace": ns, "uid": meta.get("uid", "")},
-            "reason": reason, "message": message[:1024], "type": type_,
-            "source": {"component": component}, "firstTimestamp": stamp, "lastTimestamp": stamp,
-            "count": 1, "reportingComponent": component, "reportingInstance": component}
+    return event_object(obj["kind"], meta.get("namespace") or "default", meta["name"],
+                        meta.get("uid", ""), reason, message, type_, component,
+                        api_version=obj.get("apiVersion", "v1"))
 
 
 async def post_event(client: httpx.AsyncClient, obj: Mapping[str, Any], reason: str, message: str,

@@ -29,7 +29,7 @@ import trio
 
 from ..kubeclient import ApiStatusError, Informer
 from . import kube
-from .objects import LABEL_JOB, pod_name
+from .objects import LABEL_JOB, pe_name, pod_name
 from .regions.docs import region_from_status
 from .regions.errors import RegionError
 from .regions.fsm import Region, RegionSpec
@@ -69,22 +69,21 @@ class JobRegions:
         return list(self.informers[kind].store)
 
     def _pe(self, index: int) -> dict[str, Any] | None:
-        for pe in self._objects("ProcessingElement"):
-            if int(pe["spec"].get("id", -1)) == index:
-                return pe
-        return None
+        """The PE `JOB-N` from the informer's cache (its name is the controller's, deterministic)."""
+        return self.informers["ProcessingElement"].store.items.get(
+            f"{self.namespace}/{pe_name(self.job, index)}")
 
     # --- what the regions/ operator is given ------------------------------------------------
 
     async def health(self, region: int) -> Health:
         views: dict[int, PeView] = {}
-        pods = {p["metadata"]["name"]: p for p in self._objects("Pod")}
+        pods = self.informers["Pod"].store.items
         for index in self.region_pes.get(region, ()):
             pe = self._pe(index)
             if pe is None:
                 continue
             launch = int(pe["spec"].get("launchCount") or 1)
-            pod = pods.get(pod_name(self.job, index, launch))
+            pod = pods.get(f"{self.namespace}/{pod_name(self.job, index, launch)}")
             owned = pod is not None and any(r.get("uid") == pe["metadata"].get("uid")
                                             for r in pod["metadata"].get("ownerReferences") or ())
             phase = ((pod.get("status") or {}).get("phase") or "Pending") if owned and pod else None
@@ -107,7 +106,7 @@ class JobRegions:
         """Return once the informer cache holds `name` at resourceVersion >= rv."""
         async with self._seen:
             while True:
-                obj = next((o for o in self._objects(kind) if o["metadata"]["name"] == name), None)
+                obj = self.informers[kind].store.items.get(f"{self.namespace}/{name}")
                 if obj is not None and _rv(obj) >= rv:
                     return
                 await self._seen.wait()

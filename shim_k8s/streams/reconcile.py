@@ -22,7 +22,8 @@ A PE without a ConfigMap (a parallel region narrowed) is deleted.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+import functools
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -98,7 +99,7 @@ def plan_job(view: JobView, *, spec: Any, reported: set[str]) -> list[Step]:
     """
     steps: list[Step] = []
     job = view.job
-    docs = {int(pe_doc(cm)["index"]): pe_doc(cm) for cm in view.configmaps}
+    docs = {int(d["index"]): d for d in map(pe_doc, view.configmaps)}
     content = {int((cm["metadata"].get("labels") or {}).get(LABEL_PE, -1)):
                (cm["metadata"].get("labels") or {}).get(LABEL_CONTENT, "") for cm in view.configmaps}
     pes = {int(pe["spec"]["id"]): pe for pe in view.pes}
@@ -108,7 +109,8 @@ def plan_job(view: JobView, *, spec: Any, reported: set[str]) -> list[Step]:
             pods_by_pe.setdefault(int((pod["metadata"].get("labels") or {}).get(LABEL_PE, -1)), []).append(pod)
         except ValueError:
             continue
-    groups_json = orjson.dumps(objects.task_groups(spec, list(docs.values()))).decode()
+    # the task-groups annotation is needed only when a pod is made, not on every pass
+    groups_json = functools.cache(lambda: orjson.dumps(objects.task_groups(spec, list(docs.values()))).decode())
     running: dict[int, bool] = {}
     current_pods: dict[int, Obj | None] = {}
     for index, pe in pes.items():
@@ -148,7 +150,7 @@ def _missing_pe(spec: Any, job: Obj, doc: Mapping[str, Any], content_id: str, na
 
 
 def _pe_steps(spec: Any, pe: Obj, doc: Mapping[str, Any], content_id: str, current: Obj | None,
-              pods: Sequence[Obj], view: JobView, pe_count: int, groups_json: str,
+              pods: Sequence[Obj], view: JobView, pe_count: int, groups_json: Callable[[], str],
               conn: str) -> list[Step]:
     steps: list[Step] = []
     pe_spec = pe["spec"]
@@ -173,7 +175,7 @@ def _pe_steps(spec: Any, pe: Obj, doc: Mapping[str, Any], content_id: str, curre
         if view.host_pools_present < view.host_pools_expected:
             return steps + _status(pe, status, phase="Waiting", conn="None",
                                    message="waiting for the job's host pools")
-        pod = objects.pod_object(spec, pe, doc, pe_count, groups_json)
+        pod = objects.pod_object(spec, pe, doc, pe_count, groups_json())
         # podName/launchCount enter the status only once the pod is seen, so a pod that
         # vanishes afterwards is known to have been deleted (not never made)
         return steps + [Step("create", pod)] + _status(pe, status, phase="Pending", conn="None")

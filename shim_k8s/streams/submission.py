@@ -130,7 +130,10 @@ async def submit(client: httpx.AsyncClient, job_obj: Mapping[str, Any], spec: Jo
     nodes = await kube.schedulable_nodes(client)
     prepared = prepare(app, spec, nodes=max(nodes, 1))
     for obj in desired_objects(spec, job_obj, prepared):
-        await kube.create(client, obj)
+        made = await kube.create(client, obj)
+        if made is not None and obj["kind"] == "ParallelRegion":
+            # the width it was fused at: no re-fusion is due until `/scale` changes spec.width
+            await kube.put_status(client, made, {"width": obj["spec"]["width"]})
     return prepared
 
 

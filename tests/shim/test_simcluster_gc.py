@@ -6,12 +6,9 @@ Job -> ProcessingElement -> Pod and Job -> ConfigMap (custom and built-in kinds 
 from __future__ import annotations
 
 import json
-import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
-import pytest
 import trio
 import yaml
 from hypothesis import given, settings
@@ -21,26 +18,10 @@ from shim_k8s.simcluster import protobuf
 from shim_k8s.simcluster.api import Api
 from shim_k8s.simcluster.resources import BUCKETS, CONFIGMAPS, NAMESPACES
 from shim_k8s.simcluster.store import Store
-from tests.shim.test_simcluster import ROOT, kubectl, start_cluster, stop_cluster
-from tests.shim.test_simcluster_crd import next_events
+from tests.shim.test_simcluster import kubectl
+from tests.shim.test_simcluster_crd import cluster, next_events, ok  # noqa: F401 - `cluster` is a fixture
 
 STREAMS = "/apis/streams.ibm.com/v1/namespaces"
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    proc, url = start_cluster("--nodes", "2", "--kubelet-delay", "0.1")
-    try:
-        out = kubectl(url, tmp_path_factory.mktemp("home"), "apply", "-f", str(ROOT / "deploy" / "crds"))
-        assert out.returncode == 0, out.stderr
-        yield url
-    finally:
-        stop_cluster(proc)
-
-
-def ok(out: subprocess.CompletedProcess[str]) -> str:
-    assert out.returncode == 0, out.stderr
-    return out.stdout
 
 
 def apply(cluster: str, home: Path, *docs: dict) -> None:

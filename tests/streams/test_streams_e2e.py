@@ -69,8 +69,7 @@ def test_job_runs_as_one_gang_restarts_by_policy_and_is_deleted_whole(streams_cl
                     "three PE pods Running")
     # scheduled by ykshm, as one application with one task group per PE
     assert {p["spec"]["schedulerName"] for p in pods.values()} == {"yunikorn"}
-    assert {p["spec"].get("nodeName") for p in pods.values()} and all(
-        p["spec"].get("nodeName") for p in pods.values())
+    assert all(p["spec"].get("nodeName") for p in pods.values())
     app = wait_for(lambda: next((a for a in c.applications() if a["applicationID"] == "default-pipe"), None),
                    30, "the job as one application in the engine's state")
     assert app["queueName"] == "root.default"

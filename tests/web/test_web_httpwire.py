@@ -8,7 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from web.direct import HEADERS
-from web.httpwire import LAST_CHUNK, DateHeader, frame, parse_head, response_head
+from common.replay import DateHeader
+from web.httpwire import LAST_CHUNK, frame, parse_head, response_head
 
 DATE = b"Tue, 24 Nov 2026 22:29:49 GMT"
 

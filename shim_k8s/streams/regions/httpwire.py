@@ -21,8 +21,6 @@ import dataclasses
 import re
 from typing import Final
 
-from common.replay import DateHeader  # noqa: F401 - part of this module's API
-
 MAX_HEAD = 16 * 1024
 """hypercorn's h11_max_incomplete_size: a longer head is hypercorn's to refuse."""
 

@@ -43,9 +43,9 @@ from hypercorn.trio.worker_context import WorkerContext
 from hypercorn.typing import ConnectionState
 from hypercorn.utils import repr_socket_addr, wrap_app
 
-from common.replay import ReplayStream
+from common.replay import DateHeader, ReplayStream
 
-from .httpwire import (CLIENT_CLOSE, FOREIGN, INCOMPLETE, SERVER_CLOSE, DateHeader, Request,
+from .httpwire import (CLIENT_CLOSE, FOREIGN, INCOMPLETE, SERVER_CLOSE, Request,
                        parse, response)
 from .rest import MAX_BODY, RegionApi, hot_route
 
