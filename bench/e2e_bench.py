@@ -5,7 +5,7 @@
                     [--concurrency 4] [--bind-workers 8] [--json]
 
 Starts `ykshm sim-cluster --nodes N --no-kubelet-events`, `ykshm engine` and `ykshm shim` as
-subprocesses under a unique instance name (shim_k8s.harness), then (the simulated kubelet's
+subprocesses under a unique instance name (tools.harness), then (the simulated kubelet's
 Pulled/Created/Started events are off, as KWOK's default stages post none, so the number compares
 with YuniKorn-on-KWOK; its node leases stay on, as KWOK's):
 
@@ -50,8 +50,8 @@ async def _create(url: str, names: list[str], app: str, concurrency: int,
     trio nursery leaves it as an ExceptionGroup, which `run_main` would show as a traceback."""
     import trio
 
-    from shim_k8s.harness import pod_body
-    from shim_k8s.kubeclient import KubeConfig, RawConnection
+    from tools.harness import pod_body
+    from kube.client import KubeConfig, RawConnection
 
     it = iter(names)
 
@@ -85,7 +85,7 @@ async def _create_and_follow(url: str, names: list[str], app: str, concurrency: 
     import httpx
     import trio
 
-    from shim_k8s.kubeclient import Informer
+    from kube.client import Informer
 
     want = set(names)
     bound: set[str] = set()
@@ -157,7 +157,7 @@ def _body(argv: Sequence[str]) -> int:
         raise UsageError("--nodes, --pods and --concurrency must be positive")
     import trio
 
-    from shim_k8s.harness import Cluster, HarnessError, wait_for
+    from tools.harness import Cluster, HarnessError, wait_for
 
     name = f"bench-{uuid.uuid4().hex[:8]}"
     out: dict[str, Any] = {"nodes": args.nodes, "pods": args.pods,

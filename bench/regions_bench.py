@@ -61,10 +61,10 @@ def _serve(pes: int, period: float, ports: dict[str, int], direct: bool) -> None
 
     import trio
 
-    from shim_k8s.streams.regions.fsm import Region, RegionSpec
-    from shim_k8s.streams.regions.health import Health
-    from shim_k8s.streams.regions.operator import RegionOperator
-    from shim_k8s.streams.regions.rest import serve
+    from streams.regions.fsm import Region, RegionSpec
+    from streams.regions.health import Health
+    from streams.regions.operator import RegionOperator
+    from streams.regions.rest import serve
 
     async def write(index, doc):
         pass
@@ -94,7 +94,7 @@ async def _measure(args) -> dict:
     import httpx
     import trio
 
-    from shim_k8s.streams.regions.pesim import BASE, PeSimulator, RawHttp
+    from streams.regions.pesim import BASE, PeSimulator, RawHttp
 
     pes = range(1, args.pes + 1)
     sim = PeSimulator("http://placeholder:0", {0: pes}, listen="udp", raw=True)
@@ -151,7 +151,7 @@ def _serve_noop() -> None:
     import trio
     from hypercorn.trio import serve
 
-    from shim_k8s.streams.regions.rest import hypercorn_config
+    from streams.regions.rest import hypercorn_config
 
     async def main():
         async with trio.open_nursery() as nursery:
@@ -169,7 +169,7 @@ async def _baseline(args) -> list[float]:
     """100 concurrent PUTs (one per PE connection) answered 204 by a no-op app, per round."""
     import trio
 
-    from shim_k8s.streams.regions.pesim import RawHttp
+    from streams.regions.pesim import RawHttp
 
     child = subprocess.Popen([sys.executable, "-m", "bench.regions_bench", "--serve-noop"],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)

@@ -23,10 +23,10 @@ def serve_fleet(jobs: int, regions: int, pes: int, period: float, fail_at: float
     """The operators' side: print {job: url}, run the schedule, print the summary, exit."""
     import trio
 
-    from shim_k8s.streams.regions.fsm import Region, RegionSpec
-    from shim_k8s.streams.regions.health import Health
-    from shim_k8s.streams.regions.operator import RegionOperator
-    from shim_k8s.streams.regions.rest import serve
+    from streams.regions.fsm import Region, RegionSpec
+    from streams.regions.health import Health
+    from streams.regions.operator import RegionOperator
+    from streams.regions.rest import serve
 
     health = {"value": Health(True)}
     counts: dict[tuple[int, int], dict] = {}
@@ -96,7 +96,7 @@ def _cpu() -> float:
 async def _drive(args) -> tuple[dict, list, float]:
     import trio
 
-    from shim_k8s.streams.regions.pesim import PeSimulator
+    from streams.regions.pesim import PeSimulator
 
     sims = {}
     ports = {}

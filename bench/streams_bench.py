@@ -1,7 +1,7 @@
 """`ykshm bench streams`: the Streams controller against its targets (issue 13).
 
 - submission: a job fused into 100 PEs on 200 nodes, `kubectl create` -> every PE pod Running
-  (target <= 3 s). Real processes: sim-cluster, engine, shim, `ykshm streams` (shim_k8s.harness).
+  (target <= 3 s). Real processes: sim-cluster, engine, shim, `ykshm streams` (tools.harness).
 - restart: a PE pod fails (the simulated kubelet's `ykshm.io/exit-code`) -> its replacement
   Running, p50 over `--failures` failures (target <= 1 s).
 - fusion: parse + fuse + AADLs of a 10,000-operator ADL (<= 1 s) and a width change (<= 100 ms),
@@ -50,8 +50,8 @@ def _wait(cond, timeout: float, what: str):
 
 
 def run_cluster(pes: int, nodes: int, failures: int) -> None:
-    from shim_k8s.harness import Cluster
-    from shim_k8s.streams import appgen
+    from tools.harness import Cluster
+    from streams import appgen
 
     name = f"bst-{uuid.uuid4().hex[:8]}"
     with tempfile.TemporaryDirectory() as bundles, Cluster(name, nodes=nodes, kubelet_delay=0.01,

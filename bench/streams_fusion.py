@@ -111,9 +111,9 @@ def synthetic_adl(operators: int, *, pipeline: int = 10, region_ops: int = 10, w
 
 
 def _submit(adl: bytes, pes: int):
-    from shim_k8s.streams.aadl import aadls, content_id
-    from shim_k8s.streams.adl import parse_adl
-    from shim_k8s.streams.fusion import FusionSpec, fuse
+    from streams.aadl import aadls, content_id
+    from streams.adl import parse_adl
+    from streams.fusion import FusionSpec, fuse
 
     app = parse_adl(adl)
     spec = FusionSpec.from_job({"manual": pes, "type": "channelIsolation"})
@@ -126,8 +126,8 @@ def _submit(adl: bytes, pes: int):
 def _rescale(app, spec, fused, docs, width: int):
     """What the controller does on /scale: re-fuse, then the AADL and content id of every PE
     (an unchanged PE keeps its AADL bytes: `aadls(previous=...)`)."""
-    from shim_k8s.streams.aadl import aadls, content_id
-    from shim_k8s.streams.fusion import refuse
+    from streams.aadl import aadls, content_id
+    from streams.fusion import refuse
 
     refused = refuse(app, fused, spec, widths={REGION: width})
     new_docs = aadls(app, refused, job="bench", previous=(fused, docs))

@@ -2,7 +2,7 @@
 
 Two of our servers answer some requests on the raw socket and give every other connection to
 hypercorn's trio `TCPServer` (the web's event streams, `web.listener`; the cr-operator's PE
-reports, `shim_k8s.streams.regions.listener`). Both need the same two pieces, kept here once.
+reports, `streams.regions.listener`). Both need the same two pieces, kept here once.
 """
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from common.quantity import QuantityError
 from engine import resources as _res
 from engine.ugm.limits import LimitConfig
 
@@ -287,7 +288,7 @@ def _resource_map(key: str, raw: object) -> dict[str, int]:
     for name, value in raw.items():
         try:
             result.update(_res.from_config({name: value}))
-        except (_res.QuantityError, TypeError, ValueError) as exc:
+        except (QuantityError, TypeError, ValueError) as exc:
             raise ConfigError(f"{key}.{name}", value, str(exc)) from None
     return result
 

@@ -20,7 +20,7 @@ import orjson
 from common.cliutil import Failure, Parser, UsageError, run_main
 from shm.segment import pid_exists
 
-from . import kubeargs
+from kube import args as kubeargs
 
 PROG = "ykshm shim"
 

@@ -55,7 +55,8 @@ import orjson
 
 from engine import kubeschema, resources
 from engine.predicates import PlacementPaths, placement_doc
-from engine.resources import QuantityError, Resource, parse_milli, parse_quantity
+from common.quantity import QuantityError, parse_milli, parse_quantity
+from engine.resources import Resource
 
 SCHEDULER_NAMES = frozenset({"yunikorn", "ykshm"})
 DEFAULT_QUEUE = "root.default"

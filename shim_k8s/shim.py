@@ -42,10 +42,10 @@ import trio
 from engine.si import protocol as si
 
 from common.shimstatus import status_path
-from . import kubeclient
+from kube import client as kubeclient
 from .core import Actions, Bind, ShimCore
 from .core.registration import check_recovery_deadline
-from .kubeclient import ApiStatusError, Informer, KubeConfig, WatchBatch
+from kube.client import ApiStatusError, Informer, KubeConfig, WatchBatch
 from .state import ShimState
 
 log = logging.getLogger("ykshm.shim")

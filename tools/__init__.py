@@ -7,6 +7,7 @@
     ring_input  validation of the events `ykshm ring publish` reads
     ring_render human-readable events and numbers for `ykshm ring` and `ykshm status`
     shmscan     an instance's segments seen from outside: files, memory, mapping processes
+    harness     a real sim-cluster + engine + shim as subprocesses, for end-to-end tests and bench
     k8s_schema_vendor  regenerates sim-cluster's vendored Kubernetes 1.32 schemas (run by hand)
 
 What every subcommand shares (one-line errors, exit codes) is `common.cliutil`.

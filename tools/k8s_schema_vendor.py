@@ -1,4 +1,4 @@
-"""Regenerate `shim_k8s/simcluster/k8s_openapi.json`: the Kubernetes 1.32 schemas sim-cluster serves.
+"""Regenerate `simcluster/k8s_openapi.json`: the Kubernetes 1.32 schemas sim-cluster serves.
 
 The schemas are the real ones (descriptions, list types, map keys, patch strategies) as published
 for Kubernetes 1.32, taken from the `kubernetes-validate` wheel (Apache-2.0), which ships the
@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-OUT = Path(__file__).resolve().parents[1] / "shim_k8s" / "simcluster" / "k8s_openapi.json"
+OUT = Path(__file__).resolve().parents[1] / "simcluster" / "k8s_openapi.json"
 ROOTS = (
     "io.k8s.api.core.v1.Pod", "io.k8s.api.core.v1.Node", "io.k8s.api.core.v1.Namespace",
     "io.k8s.api.core.v1.ConfigMap", "io.k8s.api.core.v1.Secret", "io.k8s.api.core.v1.Event",

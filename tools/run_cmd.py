@@ -334,7 +334,7 @@ def streams_demo(args, runtime: Path) -> Child | None:
     not come up (the rest of the demo runs anyway)."""
     import json
 
-    from shim_k8s.streams import appgen
+    from streams import appgen
 
     api = f"http://127.0.0.1:{args.api_port}"
     adl = appgen.pipeline_adl("apps.demo::Checkpointed", operators=6,

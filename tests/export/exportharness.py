@@ -14,7 +14,7 @@ import orjson
 import redis
 
 from export.keys import Keys, parse_stream_id
-from shim_k8s.harness import wait_for as harness_wait_for
+from tools.harness import wait_for as harness_wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 import psutil
 
-from shim_k8s.harness import HarnessError, pod_body, wait_for
+from tools.harness import HarnessError, pod_body, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -17,7 +17,7 @@ import time
 import httpx
 
 from runharness import ROOT, RunInstance, alive, children, cmdline, free_port, pids_naming, ykshm
-from shim_k8s.harness import wait_for
+from tools.harness import wait_for
 
 
 def run_cli(*args: str, timeout: float = 30) -> tuple[subprocess.CompletedProcess, float]:

@@ -8,7 +8,7 @@ import signal
 import subprocess
 
 from runharness import ROOT, free_port, pids_naming, ykshm
-from shim_k8s.harness import wait_for
+from tools.harness import wait_for
 
 from bench.redis_server import RedisServer
 from export.keys import Keys

@@ -20,7 +20,7 @@ import orjson
 import pytest
 
 from runharness import RunInstance, alive, proc_state
-from shim_k8s.harness import wait_for
+from tools.harness import wait_for
 
 USERS = {u: orjson.dumps({"user": u, "groups": [f"g-{u}"]}).decode() for u in ("alice", "bob")}
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from shim_k8s.harness import Cluster
+from tools.harness import Cluster
 
 
 @pytest.fixture

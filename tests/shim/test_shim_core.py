@@ -711,7 +711,7 @@ async def test_the_watchdog_fails_a_recovery_that_outlives_its_timeout(autojump_
     and the core loop then ends the process with ShimFailed (exit 1)."""
     import trio
 
-    from shim_k8s.kubeclient import KubeConfig
+    from kube.client import KubeConfig
     from shim_k8s.shim import RecoveryDeadline, Shim, ShimOptions
 
     core, _sent = _recovering()

@@ -1,4 +1,4 @@
-"""End to end: a real sim-cluster, engine and shim as subprocesses (shim_k8s.harness).
+"""End to end: a real sim-cluster, engine and shim as subprocesses (tools.harness).
 
 Each test starts its own processes under a unique `--name` (the `ring_name` fixture) and stops
 them by pid in `finally` (the harness's context manager).
@@ -13,7 +13,7 @@ import time
 
 import orjson
 
-from shim_k8s.harness import Cluster, wait_for
+from tools.harness import Cluster, wait_for
 
 
 def _bound_pods(c: Cluster) -> dict[str, str]:

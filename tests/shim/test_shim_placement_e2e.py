@@ -1,6 +1,6 @@
 """End to end, driven by kubectl: nodeSelector, required node affinity and taints/tolerations.
 
-A real sim-cluster, engine and shim (shim_k8s.harness); nodes are labelled and tainted with
+A real sim-cluster, engine and shim (tools.harness); nodes are labelled and tainted with
 `kubectl label` / `kubectl taint`, pods created with `kubectl create -f`, as a user would.
 """
 
@@ -10,8 +10,8 @@ import os
 
 import orjson
 
-from shim_k8s import harness
-from shim_k8s.harness import wait_for
+from tools import harness
+from tools.harness import wait_for
 
 
 def _pod(name: str, spec_extra: str) -> str:

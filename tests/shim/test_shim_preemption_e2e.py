@@ -1,11 +1,11 @@
 """End to end: a high-priority pod in a queue below its guarantee evicts a pod of a queue above
-its guarantee and runs (real sim-cluster, engine and shim: shim_k8s.harness)."""
+its guarantee and runs (real sim-cluster, engine and shim: tools.harness)."""
 
 from __future__ import annotations
 
 import pytest
 
-from shim_k8s.harness import Cluster, wait_for
+from tools.harness import Cluster, wait_for
 
 CONFIG = """\
 partitions:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shim_k8s.store import ADDED, DELETED, MODIFIED, Store, diff, object_key
+from kube.store import ADDED, DELETED, MODIFIED, Store, diff, object_key
 
 
 def obj(name, rv, ns="ns", **extra):

@@ -12,8 +12,8 @@ import httpx
 import psutil
 import pytest
 
-from shim_k8s.harness import Cluster, Kubectl, Proc, wait_for
-from shim_k8s.streams import appgen
+from tools.harness import Cluster, Kubectl, Proc, wait_for
+from streams import appgen
 
 JOB = """\
 apiVersion: streams.ibm.com/v1

@@ -6,9 +6,9 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
-from shim_k8s.streams.aadl import aadl_for, aadls, content_id
-from shim_k8s.streams.adl import parse_adl
-from shim_k8s.streams.fusion import FusionSpec, fuse, refuse
+from streams.aadl import aadl_for, aadls, content_id
+from streams.adl import parse_adl
+from streams.fusion import FusionSpec, fuse, refuse
 from streams_adl import Op, Region, adl, pipeline
 
 NS = "{http://www.ibm.com/xmlns/prod/streams/application/augmented/v4200}"

@@ -6,9 +6,9 @@ import pathlib
 
 import pytest
 
-from shim_k8s.streams.adl import parse_adl
-from shim_k8s.streams.errors import AdlError
-from shim_k8s.streams.model import PortRef
+from streams.adl import parse_adl
+from streams.errors import AdlError
+from streams.model import PortRef
 from streams_adl import Op, Pool, Region, Stv, adl, pipeline
 
 DATA = pathlib.Path(__file__).parent / "data"

@@ -5,7 +5,7 @@ touches. (The figures themselves are the benchmark's business, not a test's.)"""
 from __future__ import annotations
 
 from bench.streams_fusion import REGION, measure, synthetic_adl
-from shim_k8s.streams.adl import parse_adl
+from streams.adl import parse_adl
 
 
 def test_the_generated_adl_has_the_operators_and_region_asked_for():

@@ -7,9 +7,9 @@ import zipfile
 
 import pytest
 
-from shim_k8s.streams.adl import parse_adl
-from shim_k8s.streams.bundle import read_bundle
-from shim_k8s.streams.errors import BundleError
+from streams.adl import parse_adl
+from streams.bundle import read_bundle
+from streams.errors import BundleError
 from streams_adl import pipeline, sab
 
 

@@ -11,9 +11,9 @@ from streams_adl import Op, Region, adl
 
 SCRIPT = """
 import sys
-from shim_k8s.streams.aadl import aadls, content_id
-from shim_k8s.streams.adl import parse_adl
-from shim_k8s.streams.fusion import FusionSpec, fuse
+from streams.aadl import aadls, content_id
+from streams.adl import parse_adl
+from streams.fusion import FusionSpec, fuse
 app = parse_adl(sys.stdin.buffer.read())
 for kind in ({"manual": 4, "type": "channelExlocation"}, {"automatic": True}, {"legacy": True}):
     pes = fuse(app, 4, FusionSpec.from_job(kind))

@@ -1,7 +1,7 @@
 """The Streams controller end to end, driven by kubectl as a user would.
 
-Real processes (shim_k8s.harness): sim-cluster, engine, shim and `ykshm streams`; bundles are
-`.sab` files the compiler's way (shim_k8s.streams.appgen) in the controller's bundle directory.
+Real processes (tools.harness): sim-cluster, engine, shim and `ykshm streams`; bundles are
+`.sab` files the compiler's way (streams.appgen) in the controller's bundle directory.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import signal
 
 import pytest
 
-from shim_k8s.harness import Cluster, Kubectl, wait_for
-from shim_k8s.streams import appgen
+from tools.harness import Cluster, Kubectl, wait_for
+from streams import appgen
 
 JOB = """\
 apiVersion: streams.ibm.com/v1

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 import pytest
 import trustme
 
-from shim_k8s.streams.errors import FetchError, LogicalError
-from shim_k8s.streams.fetch import fetch_bundle, object_readers, parse_bundle_spec
+from streams.errors import FetchError, LogicalError
+from streams.fetch import fetch_bundle, object_readers, parse_bundle_spec
 from streams_adl import pipeline, sab
 
 SERVER = pathlib.Path(__file__).parent / "https_server.py"

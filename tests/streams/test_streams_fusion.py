@@ -8,10 +8,10 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from shim_k8s.streams.adl import parse_adl
-from shim_k8s.streams.errors import AdlError, LogicalError
-from shim_k8s.streams.fusion import FusionSpec, fuse, pe_count, refuse
-from shim_k8s.streams.topology import expand
+from streams.adl import parse_adl
+from streams.errors import AdlError, LogicalError
+from streams.fusion import FusionSpec, fuse, pe_count, refuse
+from streams.topology import expand
 from streams_adl import Op, Region, adl, pipeline
 
 # -- the spec ------------------------------------------------------------------------------------
@@ -327,7 +327,7 @@ def test_operators_that_cannot_be_neighbours_in_a_pe_still_fuse_quickly():
 
 
 def test_widths_that_would_exhaust_the_controller_are_refused(monkeypatch):
-    from shim_k8s.streams import topology
+    from streams import topology
 
     monkeypatch.setattr(topology, "MAX_CONNECTIONS", 1000)
     ops = [Op("src", inputs=0), Op("A"), Op("B"), Op("sink", outputs=0)]

@@ -17,12 +17,12 @@ import zipfile
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from shim_k8s.streams.aadl import aadls
-from shim_k8s.streams.adl import parse_adl
-from shim_k8s.streams.bundle import read_bundle
-from shim_k8s.streams.errors import AdlError, BundleError, LogicalError
-from shim_k8s.streams.fetch import parse_bundle_spec
-from shim_k8s.streams.fusion import FusionSpec, fuse, pe_count, refuse
+from streams.aadl import aadls
+from streams.adl import parse_adl
+from streams.bundle import read_bundle
+from streams.errors import AdlError, BundleError, LogicalError
+from streams.fetch import parse_bundle_spec
+from streams.fusion import FusionSpec, fuse, pe_count, refuse
 from streams_adl import Op, Region, Stv, adl, sab
 
 DATA = pathlib.Path(__file__).parent / "data"

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shim_k8s.streams import objects, reconcile, restart
-from shim_k8s.streams.errors import LogicalError
-from shim_k8s.streams.jobspec import read_job, resources_for_pes
+from streams import objects, reconcile, restart
+from streams.errors import LogicalError
+from streams.jobspec import read_job, resources_for_pes
 
 
 def job_obj(spec=None, name="j", uid="job-uid", labels=None):

@@ -1,5 +1,7 @@
-"""The roles sit below the command line: engine, web, shim_k8s, shm and common never import
-`tools` (or `bench`), and the engine imports no other role."""
+"""The packages point one way: the roles sit below the command line (`tools`, `bench`); the
+engine imports no other role; `simcluster` (the simulated control plane) imports no role and no
+role imports it (only tests and `tools` may); `streams` and `shim_k8s` meet only in `kube`, the
+client they share, which itself imports no role."""
 
 from __future__ import annotations
 
@@ -9,12 +11,18 @@ import pathlib
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+ABOVE = {"tools", "bench"}
+ROLES = {"engine", "web", "shim_k8s", "streams", "export"}
 FORBIDDEN = {
-    "engine": {"tools", "bench", "web", "shim_k8s"},
-    "web": {"tools", "bench", "shim_k8s"},
-    "shim_k8s": {"tools", "bench", "web"},
-    "shm": {"tools", "bench", "engine", "web", "shim_k8s", "common"},
-    "common": {"tools", "bench", "engine", "web", "shim_k8s", "shm"},
+    "engine": ABOVE | {"web", "shim_k8s", "streams", "simcluster", "kube", "export"},
+    "web": ABOVE | {"shim_k8s", "streams", "simcluster", "kube"},
+    "shim_k8s": ABOVE | {"web", "streams", "simcluster", "export"},
+    "streams": ABOVE | {"web", "shim_k8s", "simcluster", "export"},
+    "kube": ABOVE | ROLES | {"simcluster"},
+    "simcluster": ABOVE | ROLES | {"kube", "shm"},
+    "export": ABOVE | {"shim_k8s", "streams", "simcluster", "kube"},
+    "shm": ABOVE | ROLES | {"simcluster", "kube", "common"},
+    "common": ABOVE | ROLES | {"simcluster", "kube", "shm"},
 }
 
 

@@ -15,7 +15,7 @@ from webharness import ROOT, WebServer, cleanup, unique_name
 from bench.redis_server import RedisServer
 from export.keys import Keys
 from shm import RingWriter, SnapshotWriter
-from shim_k8s.harness import wait_for as harness_wait_for
+from tools.harness import wait_for as harness_wait_for
 from shm.bench_support import seed_mix
 
 CONFIG = """\

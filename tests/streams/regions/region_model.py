@@ -1,6 +1,6 @@
 """A reference model of the consistent-region FSM, written separately from the notes
 (research/openstreams.md) in a different shape (one dict, one function per event), to check
-shim_k8s.streams.regions.fsm against. Errors are named by class name; they change nothing."""
+streams.regions.fsm against. Errors are named by class name; they change nothing."""
 
 from __future__ import annotations
 

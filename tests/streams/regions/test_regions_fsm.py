@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 from region_model import Model, Refused
 
-from shim_k8s.streams.regions import errors
-from shim_k8s.streams.regions.fsm import (STEP_TARGET, TRANSITIONS, ArmTimer, CancelTimers,
+from streams.regions import errors
+from streams.regions.fsm import (STEP_TARGET, TRANSITIONS, ArmTimer, CancelTimers,
                                           Checkpoint, ClearBoard, DrainRequest, MetricSamples,
                                           Notify, OperatorRestarted, Region, RegionSpec,
                                           RegionState, RegionUpdate, ResetDone, ResetRequest,

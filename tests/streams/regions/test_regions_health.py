@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shim_k8s.streams.regions.health import Health, PeView, region_health
+from streams.regions.health import Health, PeView, region_health
 
 UP = PeView("Full", 1, "Running")
 

@@ -7,9 +7,9 @@ import h11
 from hypothesis import event as note, given, settings
 from hypothesis import strategies as st
 
-from shim_k8s.streams.regions.httpwire import (CLIENT_CLOSE, FOREIGN, INCOMPLETE, MAX_HEAD,
+from streams.regions.httpwire import (CLIENT_CLOSE, FOREIGN, INCOMPLETE, MAX_HEAD,
                                                SERVER_CLOSE, Request, parse, response)
-from shim_k8s.streams.regions.rest import Answer
+from streams.regions.rest import Answer
 
 def mostly(good: list[bytes], odd: list[bytes]):
     """Mostly plain values (so that `parse` takes a fair share of requests), sometimes odd ones."""

@@ -17,11 +17,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypercorn.trio import serve as hypercorn_serve
 
-from shim_k8s.streams.regions.fsm import Region, RegionSpec, Timeout, TimerKind
-from shim_k8s.streams.regions.health import Health
-from shim_k8s.streams.regions.listener import Listener, serve_api
-from shim_k8s.streams.regions.operator import RegionOperator
-from shim_k8s.streams.regions.rest import RegionApi, hypercorn_config
+from streams.regions.fsm import Region, RegionSpec, Timeout, TimerKind
+from streams.regions.health import Health
+from streams.regions.listener import Listener, serve_api
+from streams.regions.operator import RegionOperator
+from streams.regions.rest import RegionApi, hypercorn_config
 
 B = b"/api/consistentregion"
 PES = frozenset((1, 2, 3))

@@ -10,10 +10,10 @@ import pytest
 import trio
 import trio.testing
 
-from shim_k8s.streams.regions import errors
-from shim_k8s.streams.regions.fsm import Checkpoint, Region, RegionSpec, ResetDone, ResetRequest
-from shim_k8s.streams.regions.health import Health
-from shim_k8s.streams.regions.operator import RegionOperator
+from streams.regions import errors
+from streams.regions.fsm import Checkpoint, Region, RegionSpec, ResetDone, ResetRequest
+from streams.regions.health import Health
+from streams.regions.operator import RegionOperator
 
 PES = (1, 2, 3)
 

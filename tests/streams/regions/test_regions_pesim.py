@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import trio
 
-from shim_k8s.streams.regions.fsm import Region, RegionSpec
-from shim_k8s.streams.regions.health import Health
-from shim_k8s.streams.regions.operator import RegionOperator
-from shim_k8s.streams.regions.pesim import PeSimulator, parse_message
-from shim_k8s.streams.regions.rest import serve
+from streams.regions.fsm import Region, RegionSpec
+from streams.regions.health import Health
+from streams.regions.operator import RegionOperator
+from streams.regions.pesim import PeSimulator, parse_message
+from streams.regions.rest import serve
 
 PES = tuple(range(10, 15))
 

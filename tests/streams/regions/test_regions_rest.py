@@ -13,10 +13,10 @@ import trio.testing
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from shim_k8s.streams.regions.fsm import Region, RegionSpec, Timeout, TimerKind
-from shim_k8s.streams.regions.health import Health
-from shim_k8s.streams.regions.operator import RegionOperator
-from shim_k8s.streams.regions.rest import BASE, RegionApi, serve
+from streams.regions.fsm import Region, RegionSpec, Timeout, TimerKind
+from streams.regions.health import Health
+from streams.regions.operator import RegionOperator
+from streams.regions.rest import BASE, RegionApi, serve
 
 PES = (1, 2, 3)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import trio
 import trio.testing
 
-from shim_k8s.streams.regions.visibility import Visibility
+from streams.regions.visibility import Visibility
 
 
 async def test_wait_returns_when_the_watch_delivers_the_version(autojump_clock):
@@ -57,7 +57,7 @@ async def _collect(vis, results):
 
 
 async def test_visible_writer_returns_once_the_watch_echoes_the_write(autojump_clock):
-    from shim_k8s.streams.regions.visibility import visible_writer
+    from streams.regions.visibility import visible_writer
 
     vis = Visibility()
     puts = []

@@ -17,12 +17,12 @@ from typing import Any
 
 import httpx
 
-from engine.resources import parse_milli
+from common.quantity import parse_milli
 
 from . import aadl as aadl_mod
 from . import bundle as bundle_mod
 from . import adl as adl_mod
-from . import fusion, kube, objects
+from . import fusion, kubecalls as kube, objects
 from .errors import StreamsError
 from .jobspec import JobSpec
 

@@ -26,7 +26,7 @@ def add_source(parser: argparse.ArgumentParser) -> None:
 
 def kube_config(args: argparse.Namespace) -> Any:
     """The KubeConfig the flags name; UsageError (exit 2) for a bad URL or kubeconfig."""
-    from .kubeclient import KubeConfig, KubeConfigError, load_kubeconfig
+    from .client import KubeConfig, KubeConfigError, load_kubeconfig
 
     if args.api_server:
         if not args.api_server.startswith(("http://", "https://")):

@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import trio
 
-from . import kube
+from . import kubecalls as kube
 from .objects import LABEL_JOB
 from .operator_process import NOTIFY_ADDRESS
 from .regions.pesim import PeSimulator

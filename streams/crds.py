@@ -14,7 +14,7 @@ import httpx
 import trio
 import yaml
 
-from ..kubeclient import check
+from kube.client import check
 
 CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 

@@ -23,7 +23,7 @@ import orjson
 import trio
 import yaml
 
-from engine.resources import QuantityError, parse_milli, parse_quantity
+from common.quantity import QuantityError, parse_milli, parse_quantity
 
 from .errors import ApiError
 from .resources import PODS

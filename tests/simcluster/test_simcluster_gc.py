@@ -14,12 +14,12 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shim_k8s.simcluster import protobuf
-from shim_k8s.simcluster.api import Api
-from shim_k8s.simcluster.resources import BUCKETS, CONFIGMAPS, NAMESPACES
-from shim_k8s.simcluster.store import Store
-from tests.shim.test_simcluster import kubectl
-from tests.shim.test_simcluster_crd import cluster, next_events, ok  # noqa: F401 - `cluster` is a fixture
+from simcluster import protobuf
+from simcluster.api import Api
+from simcluster.resources import BUCKETS, CONFIGMAPS, NAMESPACES
+from simcluster.store import Store
+from tests.simcluster.test_simcluster import kubectl
+from tests.simcluster.test_simcluster_crd import cluster, next_events, ok  # noqa: F401 - `cluster` is a fixture
 
 STREAMS = "/apis/streams.ibm.com/v1/namespaces"
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 import trio
 
-from shim_k8s.simcluster import objects, tables
-from shim_k8s.simcluster.errors import BadRequest, Expired, Invalid
-from shim_k8s.simcluster.patch import apply_patch, json_patch, merge_patch, strategic_merge
-from shim_k8s.simcluster.resources import BUCKETS, NODES, PODS
-from shim_k8s.simcluster.selectors import parse_field_selector, parse_label_selector
-from shim_k8s.simcluster.store import Store
+from simcluster import objects, tables
+from simcluster.errors import BadRequest, Expired, Invalid
+from simcluster.patch import apply_patch, json_patch, merge_patch, strategic_merge
+from simcluster.resources import BUCKETS, NODES, PODS
+from simcluster.selectors import parse_field_selector, parse_label_selector
+from simcluster.store import Store
 
 
 def obj(name: str, ns: str = "default", **labels: str) -> dict:

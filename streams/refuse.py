@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from . import adl as adl_mod
-from . import kube, objects, reconcile, submission
+from . import kubecalls as kube, objects, reconcile, submission
 from .jobspec import JobSpec
 from .objects import ADL_XML, LABEL_CONTENT, LABEL_KIND, LABEL_PE
 

@@ -15,7 +15,7 @@ import pytest
 import trio
 import yaml
 
-from tests.shim.test_simcluster import ROOT, kubectl, start_cluster, stop_cluster
+from tests.simcluster.test_simcluster import ROOT, kubectl, start_cluster, stop_cluster
 
 CRDS = ROOT / "deploy" / "crds"
 STREAMS = "/apis/streams.ibm.com/v1/namespaces/default"

@@ -1,4 +1,4 @@
-"""shim_k8s.streams: IBM Streams on ykshm — the instance controller's backend (a lightweight SAM).
+"""streams: IBM Streams on ykshm (the Streams system; it meets the shim only in `kube`) — the instance controller's backend (a lightweight SAM).
 
     errors      the submission errors: BundleError, AdlError, LogicalError, FetchError (one base)
     model       frozen dataclasses: Application (logical model), Operator, Port, HostPool,
@@ -20,7 +20,7 @@ The instance controller (`ykshm streams`):
     reconcile   the pure plan: PEs, pods by launch count, restarts, connectivity, PE status
     restart     the seed's restart policy table, as data
     objects     the job's Kubernetes objects with deterministic names (PE pods: gang, placement)
-    kube        where each kind lives, idempotent writes, events
+    kubecalls   where each kind lives, idempotent writes, events (imported as `kube`)
     crds        the packaged CRDs (crds/ links to deploy/crds) and `--install-crds`
     operators   one supervised `ykshm cr-operator` process per job with consistent regions
     operator_process  `ykshm cr-operator`: regions/ on Kubernetes (CR status, PE/pod monitors)
@@ -28,7 +28,7 @@ The instance controller (`ykshm streams`):
     region_main       the command lines of `ykshm cr-operator` and `ykshm pe-sim`
     appgen      ADL and .sab files in the compiler's format, for tests, the bench and the demo
 
-Pure modules (all but fetch, controller, submission, refuse, kube, crds, operators and the
+Pure modules (all but fetch, controller, submission, refuse, kubecalls, crds, operators and the
 *_process modules) do no I/O.
 
 Consistent regions (`ykshm cr-operator`, one per job):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.shim.test_simcluster import kubectl, start_cluster, stop_cluster
+from tests.simcluster.test_simcluster import kubectl, start_cluster, stop_cluster
 
 POD = """\
 apiVersion: v1

@@ -1,5 +1,5 @@
 """Server-side apply's pure parts: field sets and their FieldsV1 form, apply merges, conflicts and
-removals, Update managers (`shim_k8s.simcluster.fieldsets`, `apply`)."""
+removals, Update managers (`simcluster.fieldsets`, `apply`)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shim_k8s.simcluster import apply, fieldsets
-from shim_k8s.simcluster.resources import CONFIGMAPS, PODS
+from simcluster import apply, fieldsets
+from simcluster.resources import CONFIGMAPS, PODS
 
 KEYS = st.text("abcdef", min_size=1, max_size=3)
 DATA = st.dictionaries(KEYS, st.text("xyz", max_size=2), max_size=6)

@@ -2,7 +2,7 @@
 
 `prepare_create` and `prepare_update` return the object to store or raise `Invalid` (422) whose
 causes name every bad field (`spec.containers[0].resources.requests[cpu]`), `BadRequest` (400) for a
-body that is not the expected kind. Quantities are checked with `engine.resources.parse_quantity` /
+body that is not the expected kind. Quantities are checked with `common.quantity.parse_quantity` /
 `parse_milli`, the same parser the shim and engine use, so an object we accept is one they accept.
 
 A custom resource (its Resource has a `custom` part) is pruned, defaulted and validated against its
@@ -22,7 +22,7 @@ import re
 import uuid
 from typing import Any
 
-from engine.resources import QuantityError, parse_milli, parse_quantity
+from common.quantity import QuantityError, parse_milli, parse_quantity
 
 from . import crd, structural
 from .errors import BadRequest, Conflict, Invalid

@@ -20,7 +20,7 @@ from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 from kubernetes.dynamic import DynamicClient
 
-from tests.shim.test_simcluster import kubectl, start_cluster, stop_cluster
+from tests.simcluster.test_simcluster import kubectl, start_cluster, stop_cluster
 
 APPLY = "application/apply-patch+yaml"
 

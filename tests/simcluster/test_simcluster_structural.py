@@ -11,11 +11,11 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from shim_k8s.simcluster import jsonpath, structural
-from shim_k8s.simcluster.api import Api
-from shim_k8s.simcluster.httpserver import Request
-from shim_k8s.simcluster.resources import BUCKETS, CRDS, NAMESPACES
-from shim_k8s.simcluster.store import Store
+from simcluster import jsonpath, structural
+from simcluster.api import Api
+from simcluster.httpserver import Request
+from simcluster.resources import BUCKETS, CRDS, NAMESPACES
+from simcluster.store import Store
 
 ROOT = Path(__file__).resolve().parents[2]
 JOB_CRD = yaml.safe_load((ROOT / "deploy" / "crds" / "job.yaml").read_text())

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 from common.cliutil import Parser, UsageError, run_main
 
-from .. import kubeargs
+from kube import args as kubeargs
 
 PROG = "ykshm streams"
 

@@ -31,8 +31,8 @@ from typing import Any
 import httpx
 import trio
 
-from ..kubeclient import ApiStatusError, Informer
-from . import kube, reconcile, submission
+from kube.client import ApiStatusError, Informer
+from . import kubecalls as kube, reconcile, submission
 from .errors import LogicalError
 from .jobspec import JobSpec, read_job
 from .objects import LABEL_JOB, LABEL_KIND

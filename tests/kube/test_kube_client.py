@@ -11,8 +11,8 @@ import orjson
 import pytest
 import trio
 
-from shim_k8s import kubeclient
-from shim_k8s.kubeclient import GoneError, Informer, KubeConfigError, load_kubeconfig
+from kube import client as kubeclient
+from kube.client import GoneError, Informer, KubeConfigError, load_kubeconfig
 
 
 def pod(name, rv):

@@ -27,8 +27,8 @@ from typing import Any
 import httpx
 import trio
 
-from ..kubeclient import ApiStatusError, Informer
-from . import kube
+from kube.client import ApiStatusError, Informer
+from . import kubecalls as kube
 from .objects import LABEL_JOB, pe_name, pod_name
 from .regions.docs import region_from_status
 from .regions.errors import RegionError

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
-from engine.resources import QuantityError, parse_milli, parse_quantity
+from common.quantity import QuantityError, parse_milli, parse_quantity
 
 from .errors import LogicalError
 from .fetch import parse_bundle_spec

@@ -1,4 +1,4 @@
-"""shim_k8s.streams.regions: the consistent-region operator of one Streams job (`ykshm cr-operator`).
+"""streams.regions: the consistent-region operator of one Streams job (`ykshm cr-operator`).
 
     errors     why a region refuses a request: RegionError -> 400 / 404 / 409, raised before any change
     fsm        the region state machine (OpenStreams' rules, transitions as data), pure: events in,

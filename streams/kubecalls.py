@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 
-from ..kubeclient import ApiStatusError, check, event_object, list_all
+from kube.client import ApiStatusError, check, event_object, list_all
 
 GROUP_PATH = "/apis/streams.ibm.com/v1"
 

@@ -9,7 +9,7 @@ reflector, reduced to what the shim needs:
   `allowWatchBookmarks=true` and `timeoutSeconds`; every event (BOOKMARKs included) moves the
   resume point; a watch that ends normally resumes from it without a relist. A 410 — as an HTTP
   status or as a watch `ERROR` event carrying a `Status` with code 410 — relists and diffs the
-  local cache (`shim_k8s.store.Store.replace`), so objects that vanished meanwhile come out as
+  local cache (`kube.store.Store.replace`), so objects that vanished meanwhile come out as
   DELETED and changed ones as MODIFIED. Any other error: back off 0.8 s, doubling to 30 s, reset
   after a watch that delivered something.
 - `bind_raw` and `post_raw` (bindings and events over a `RawConnection`), `delete_pod`,

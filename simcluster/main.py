@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 
 import trio
 
-from engine.resources import QuantityError, parse_milli, parse_quantity
+from common.quantity import QuantityError, parse_milli, parse_quantity
 from common.cliutil import Failure, Parser, UsageError, run_main
 
 from . import disruption, kinds, leases, objects, priority, workload

@@ -17,7 +17,7 @@ from typing import Any
 
 from common.cliutil import Failure, Parser, UsageError, run_main
 
-from .. import kubeargs
+from kube import args as kubeargs
 
 
 def _common(parser: Parser) -> None:
