@@ -2,7 +2,7 @@
 
 Plain slotted classes with no behaviour beyond their own bookkeeping; the partition
 (`engine.partition`) owns them and is the only code that changes them, so every change can emit
-its event in one place. Resources are `dict[str, int]` (see `engine.resources`). Timestamps
+its event in one place. Resources are `dict[str, int]` (see `si.resources`). Timestamps
 (epoch ns) are given by the partition, from its injected wall clock.
 """
 
@@ -14,10 +14,11 @@ from typing import Any
 import orjson
 from sortedcontainers import SortedList
 
-from engine import resources
 from engine.app_state import ApplicationFSM, AppState
-from engine.predicates import PLACEMENT_TAG, Placement, Taint, admits
+from engine.predicates import Placement, Taint, admits
 from engine.ugm import UserGroup
+from si import resources
+from si.tags import PLACEMENT_TAG
 
 _seq = itertools.count()
 

@@ -8,7 +8,7 @@ that are well formed but refused (an unknown application, a node that exists) ar
 item by item, as YuniKorn does. `cycle()` fires timers
 and schedules every partition; `take_outgoing()` returns the asynchronous messages per rmID that
 the cycle produced (AllocationResponse.new, app state updates, releases, EventRecords).
-The trio code that owns the socket lives in `engine.si.server`; this module is driven directly by
+The trio code that owns the socket lives in `engine.si_server`; this module is driven directly by
 tests and by `bench sched`.
 """
 
@@ -21,10 +21,10 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from engine.config import EngineConfig, PartitionConfig
-from engine.history import MetricsHistory
 from engine.events_out import request_records
+from engine.history import MetricsHistory
 from engine.partition import Outbox, Partition, Timing
-from engine.si import messages, protocol
+from si import messages, protocol
 
 _RM_PREFIX = re.compile(r"^\[[^\]]*\]")
 _TYPED = (messages.RegisterResourceManager, messages.ApplicationRequest, messages.NodeRequest,

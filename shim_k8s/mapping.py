@@ -53,10 +53,10 @@ from typing import Any
 
 import orjson
 
-from engine import kubeschema, resources
-from engine.predicates import PlacementPaths, placement_doc
 from common.quantity import QuantityError, parse_milli, parse_quantity
-from engine.resources import Resource
+from si import kubeschema, resources
+from si.placement import PlacementPaths, placement_doc
+from si.resources import Resource
 
 SCHEDULER_NAMES = frozenset({"yunikorn", "ykshm"})
 DEFAULT_QUEUE = "root.default"
@@ -400,7 +400,7 @@ def _required_pod_terms(affinity: Any, kind: str) -> Any:
 
 def placement_of(spec: Mapping[str, Any]) -> str:
     """The ask tag ykshm.io/placement for a pod spec, "" when unconstrained. Raises PodError
-    naming the pod field (the rules are the engine's: `engine.predicates.placement_doc`)."""
+    naming the pod field (the rules are the SI's: `si.placement.placement_doc`)."""
     affinity = spec.get("affinity")
     try:
         doc = placement_doc(spec.get("nodeSelector"), _required_terms(affinity),

@@ -10,18 +10,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from engine import resources
 from engine.app_state import AppEvent, AppState
 from engine.objects import Allocation, Application, Node
 from engine.partition import apps, asks
 from engine.partition.eventcodes import ADD, APP, NODE, REMOVE
-from engine.si.requests import DEFAULT_PREEMPTION
-from engine.predicates import PLACEMENT_TAG, Placement, placement_of_tag
+from engine.predicates import Placement, placement_of_tag
 from shm.events import EventChangeDetail as Detail
+from si import resources
+from si.requests import DEFAULT_PREEMPTION
+from si.tags import PLACEMENT_TAG
 
 if TYPE_CHECKING:
     from engine.partition.coordinator import Partition
-    from engine.si.messages import ExistingAllocation
+    from si.messages import ExistingAllocation
 
 TERMINATION_DETAIL = {
     "STOPPED_BY_RM": int(Detail.ALLOC_CANCEL),

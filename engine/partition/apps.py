@@ -20,7 +20,7 @@ from shm.events import EventChangeDetail as Detail
 
 if TYPE_CHECKING:
     from engine.partition.coordinator import Partition
-    from engine.si.messages import AddApplication
+    from si.messages import AddApplication
 
 
 def set_state(part: Partition, app: Application, event: AppEvent, message: str = "") -> bool:

@@ -10,19 +10,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from engine import resources
 from engine.app_state import SCHEDULABLE_STATES, AppEvent, AppState
 from engine.objects import Application, Ask
 from engine.partition import apps, nodes
 from engine.partition.eventcodes import ADD, APP, REMOVE
-from engine.podaffinity import LABEL_TAG_PREFIX
-from engine.predicates import PLACEMENT_TAG, placement_of_tag
-from engine.si.requests import DEFAULT_PREEMPTION
+from engine.predicates import placement_of_tag
 from shm.events import EventChangeDetail as Detail
+from si import resources
+from si.requests import DEFAULT_PREEMPTION
+from si.tags import LABEL_TAG_PREFIX, PLACEMENT_TAG
 
 if TYPE_CHECKING:
     from engine.partition.coordinator import Partition
-    from engine.si.messages import AllocationAsk
+    from si.messages import AllocationAsk
 
 
 def add(part: Partition, rm_id: str, request: AllocationAsk) -> str | None:

@@ -23,8 +23,8 @@ from engine.partition.interpod import InterPodIndex
 from engine.partition.nodes import NodeIndex
 from engine.partition.outbox import Outbox
 from engine.partition.timers import Timers, Timing
-from engine.si.messages import AddApplication, AllocationAsk, ExistingAllocation, NodeChange
 from engine.ugm import UserGroupManager
+from si.messages import AddApplication, AllocationAsk, ExistingAllocation, NodeChange
 
 
 class Partition:

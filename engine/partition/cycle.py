@@ -37,13 +37,13 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING
 
-from engine import resources
 from engine.app_state import SCHEDULABLE_STATES
 from engine.objects import Allocation, Application, Ask, Node, Queue
 from engine.partition import allocations, asks, nodes, preemption, queues
 from engine.partition.interpod import Probe
 from engine.predicates import rejection
 from shm.events import EventChangeDetail as Detail
+from si import resources
 
 if TYPE_CHECKING:
     from engine.partition.coordinator import Partition

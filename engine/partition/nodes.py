@@ -42,17 +42,18 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
-from engine import resources
 from engine.objects import Application, Ask, Node
 from engine.partition import allocations
 from engine.partition.eventcodes import ADD, NODE, REMOVE, SET
 from engine.partition.interpod import Probe
-from engine.predicates import TAINTS_ATTRIBUTE, Placement, Taint, parse_taints
+from engine.predicates import Placement, Taint, parse_taints
 from shm.events import EventChangeDetail as Detail
+from si import resources
+from si.tags import TAINTS_ATTRIBUTE, node_ready
 
 if TYPE_CHECKING:
     from engine.partition.coordinator import Partition
-    from engine.si.messages import NodeChange
+    from si.messages import NodeChange
 
 
 class NodeIndex:
@@ -194,7 +195,7 @@ def add(part: Partition, rm_id: str, request: NodeChange, *,
     except ValueError as exc:
         return f"node {node_id}: {exc}"
     node = Node(node_id, rm_id, part.name, cap, occ, attrs, schedulable=not drain,
-                ready=_ready(attrs), taints=taints)
+                ready=node_ready(attrs), taints=taints)
     part.nodes[node_id] = node
     part.capacity = resources.add(part.capacity, cap)
     part.emit(NODE, ADD, int(Detail.DETAILS_NONE), node_id, "", "", cap)
@@ -232,7 +233,7 @@ def update(part: Partition, request: NodeChange) -> str | None:
         node.attributes = attrs
         node.taints = taints
         _placement_changed(part)
-        ready = _ready(attrs)
+        ready = node_ready(attrs)
         if ready != node.ready:
             node.ready = ready
             part.emit(NODE, SET, int(Detail.NODE_READY), node.node_id, "", f"ready: {ready}")
@@ -343,10 +344,6 @@ def _unreserve_node(part: Partition, node: Node) -> None:
 
 
 # --- node attributes ---------------------------------------------------------------------------
-
-def _ready(attrs: Mapping[str, str]) -> bool:
-    return attrs.get("ready", "true").lower() != "false"
-
 
 def _taints(attrs: Mapping[str, str]) -> tuple[Taint, ...]:
     """The node's parsed taints; ValueError names the attribute."""

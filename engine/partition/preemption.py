@@ -61,7 +61,7 @@ from typing import TYPE_CHECKING
 from engine.config import PREEMPTION_DELAY_NS, parse_duration_ns
 from engine.objects import Allocation, Application, Ask, Node, Queue
 from engine.partition import nodes, queues
-from engine.si.protocol import TERMINATION_PREEMPTED
+from si.protocol import TERMINATION_PREEMPTED
 
 if TYPE_CHECKING:
     from engine.partition.coordinator import Partition

@@ -20,11 +20,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from engine import placement, resources
+from engine import placement
 from engine.config import PartitionConfig, QueueConfig
 from engine.objects import Queue
 from engine.partition.eventcodes import ADD, QUEUE, REMOVE, SET
 from shm.events import EventChangeDetail as Detail
+from si import resources
 
 if TYPE_CHECKING:
     from engine.objects import Application

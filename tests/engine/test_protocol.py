@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.si import protocol as P
+from si import protocol as P
 
 MSGS = [{"type": "Ack", "replyTo": 1}, {"type": "Error", "message": "x", "messageType": ""},
         {"type": "AllocationResponse", "new": [{"allocationKey": "k" * 1000}]}]

@@ -1,7 +1,9 @@
 """The packages point one way: the roles sit below the command line (`tools`, `bench`); the
 engine imports no other role; `simcluster` (the simulated control plane) imports no role and no
 role imports it (only tests and `tools` may); `streams` and `shim_k8s` meet only in `kube`, the
-client they share, which itself imports no role."""
+client they share, which itself imports no role. `si`, the scheduler interface, is the contract
+between the engine and the shim: every role may import it, it imports nothing of ours but
+`common`, and neither the shim nor the Streams controller imports the engine."""
 
 from __future__ import annotations
 
@@ -13,16 +15,18 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 ABOVE = {"tools", "bench"}
 ROLES = {"engine", "web", "shim_k8s", "streams", "export"}
+PACKAGES = ABOVE | ROLES | {"si", "kube", "simcluster", "shm", "common"}
 FORBIDDEN = {
     "engine": ABOVE | {"web", "shim_k8s", "streams", "simcluster", "kube", "export"},
     "web": ABOVE | {"shim_k8s", "streams", "simcluster", "kube"},
-    "shim_k8s": ABOVE | {"web", "streams", "simcluster", "export"},
-    "streams": ABOVE | {"web", "shim_k8s", "simcluster", "export"},
-    "kube": ABOVE | ROLES | {"simcluster"},
-    "simcluster": ABOVE | ROLES | {"kube", "shm"},
+    "shim_k8s": ABOVE | {"engine", "web", "streams", "simcluster", "export"},
+    "streams": ABOVE | {"engine", "web", "shim_k8s", "simcluster", "export"},
+    "si": PACKAGES - {"si", "common"},
+    "kube": ABOVE | ROLES | {"simcluster", "si"},
+    "simcluster": ABOVE | ROLES | {"kube", "shm", "si"},
     "export": ABOVE | {"shim_k8s", "streams", "simcluster", "kube"},
-    "shm": ABOVE | ROLES | {"simcluster", "kube", "common"},
-    "common": ABOVE | ROLES | {"simcluster", "kube", "shm"},
+    "shm": ABOVE | ROLES | {"simcluster", "kube", "common", "si"},
+    "common": ABOVE | ROLES | {"simcluster", "kube", "shm", "si"},
 }
 
 
