@@ -211,17 +211,20 @@ def queue_of(pod: Mapping[str, Any]) -> str:
     return DEFAULT_QUEUE
 
 
+def _json_annotation(name: str, raw: str, kind: type, what: str) -> Any:
+    """An annotation holding a JSON document of one type; PodError names the annotation."""
+    try:
+        return kubeschema.load(raw, kind, what)
+    except ValueError as exc:
+        raise PodError(f"annotation {name}: {exc}: {raw!r}") from None
+
+
 def user_of(pod: Mapping[str, Any]) -> tuple[str, tuple[str, ...]]:
     """(user, groups) from the user.info annotation. Raises PodError on bad JSON."""
     raw = _strmap(_meta(pod).get("annotations")).get(ANN_USER_INFO)
     if not raw:
         return DEFAULT_USER, ()
-    try:
-        info = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        raise PodError(f"annotation {ANN_USER_INFO} is not valid JSON: {raw!r}") from None
-    if not isinstance(info, Mapping):
-        raise PodError(f"annotation {ANN_USER_INFO} must be a JSON object")
+    info = _json_annotation(ANN_USER_INFO, raw, dict, "object")
     user = info.get("user") or DEFAULT_USER
     groups = info.get("groups") or []
     if not isinstance(user, str) or not isinstance(groups, list) or not all(
@@ -297,12 +300,7 @@ def _task_groups(annotations: Mapping[str, str]) -> tuple[TaskGroup, ...]:
     raw = annotations.get(ANN_TASK_GROUPS)
     if not raw:
         return ()
-    try:
-        groups = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        raise PodError(f"annotation {ANN_TASK_GROUPS} is not valid JSON") from None
-    if not isinstance(groups, list):
-        raise PodError(f"annotation {ANN_TASK_GROUPS} must be a JSON list")
+    groups = _json_annotation(ANN_TASK_GROUPS, raw, list, "list")
     result = []
     for i, g in enumerate(groups):
         if not isinstance(g, Mapping) or not isinstance(g.get("name"), str) or not g["name"]:
