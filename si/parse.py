@@ -240,3 +240,7 @@ def _ask_release(f: _Fields) -> AskRelease:
     return AskRelease(app_id, f.text("allocationKey"), f.text("partitionName"), f.text("message"))
 
 
+def validate(msg: Mapping[str, Any]) -> str:
+    """Check a shim -> engine message; return its type. Raises ProtocolError naming the field
+    (the checks of `parse`, the typed message dropped)."""
+    return parse(msg).TYPE

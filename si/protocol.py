@@ -58,8 +58,8 @@ whole, byte by byte or with trailing data it yields the same messages). Trio hel
 `send_message(stream, msg)`, `receive_message(stream, decoder)`. The messages of both directions
 as typed values are `si.messages`: `parse(msg)` makes a shim message (raising
 `ProtocolError` naming the field; the engine answers that with `Error`), `read_engine(msg)` an
-engine message, and every message's `to_si()` is its wire form. `validate(msg)` runs `parse`'s
-checks and returns the type.
+engine message, and every message's `to_si()` is its wire form. `si.parse.validate(msg)` runs
+`parse`'s checks and returns the type.
 
 Errors::
 
@@ -128,7 +128,7 @@ def default_socket_path(name: str = "ykshm") -> str:
 class ProtocolError(ValueError):
     """A received message is malformed or breaks the schema; `str()` names the field.
 
-    Raised by `FrameDecoder` (bad JSON, not an object) and `validate` (missing or ill-typed
+    Raised by `FrameDecoder` (bad JSON, not an object) and `si.parse.parse` (missing or ill-typed
     field). The engine turns it into an `Error` answer and keeps the connection.
     """
 
@@ -218,14 +218,3 @@ async def receive_message(stream: Any, decoder: FrameDecoder,
         if not data:
             return None
         decoder.feed(data)
-
-
-# --- schema validation --------------------------------------------------------------------------
-
-def validate(msg: Mapping[str, Any]) -> str:
-    """Check a shim -> engine message; return its type. Raises ProtocolError naming the field.
-
-    The checks are those of `si.parse.parse`, which also builds the typed message."""
-    from si.parse import parse  # parse builds on this module's names
-
-    return parse(msg).TYPE
