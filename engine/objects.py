@@ -327,6 +327,26 @@ class Application(VersionedDao):
         self._dao: tuple[int, dict[str, Any]] | None = None
         self._frag: tuple[int, Any] | None = None
 
+    # --- placeholder counters (the REST placeholderData) ---------------------------------------
+
+    def count_placeholder(self, task_group: str, res: dict[str, int]) -> None:
+        """One more placeholder of a task group (asked, or recovered already placed)."""
+        data = self.placeholder_data.setdefault(
+            task_group, {"count": 0, "replaced": 0, "timedout": 0, "minResource": res})
+        data["count"] += 1
+
+    def count_timedout(self, task_group: str) -> None:
+        """One more placeholder of the task group timed out (or was released as mismatched)."""
+        data = self.placeholder_data.get(task_group)
+        if data is not None:
+            data["timedout"] += 1
+
+    def count_replaced(self, task_group: str) -> None:
+        """One more placeholder of the task group was replaced by a real allocation."""
+        data = self.placeholder_data.get(task_group)
+        if data is not None:
+            data["replaced"] += 1
+
     @property
     def state(self) -> AppState:
         return self.fsm.state
