@@ -8,7 +8,6 @@ import orjson
 from shim_core_helpers import FakeEngine, node, pod, start
 
 from shim_k8s import mapping
-from shim_k8s.core import ShimCore
 from shim_k8s.state import ShimState
 
 
