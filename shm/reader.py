@@ -77,6 +77,7 @@ class RingStats:
     requests_written: int
     requests_delivered: int
     requests_overwritten: int
+    requests_skipped: int        # corrupt or forged request slots refused by the taker
 
 
 class RingReader:
@@ -240,7 +241,7 @@ class RingReader:
                 return None
             return {"capacity": int(h.capacity), "size": int(h.total_size),
                     "written": int(h.events_written), "delivered": int(h.req_delivered),
-                    "overwritten": int(h.req_overwritten)}
+                    "overwritten": int(h.req_overwritten), "skipped": int(h.req_skipped)}
         finally:
             req.close()
 
@@ -248,7 +249,7 @@ class RingReader:
         h = self._h
         b = self.bounds()
         req = self._requests_header() or {"capacity": 0, "size": 0, "written": 0,
-                                           "delivered": 0, "overwritten": 0}
+                                           "delivered": 0, "overwritten": 0, "skipped": 0}
         total = int(h.total_size) + req["size"]
         return RingStats(
             name=self.name,
@@ -286,6 +287,7 @@ class RingReader:
             requests_written=req["written"],
             requests_delivered=req["delivered"],
             requests_overwritten=req["overwritten"],
+            requests_skipped=req["skipped"],
         )
 
     def verify(self, max_lines: int = 1000) -> _verification.VerifyReport:
