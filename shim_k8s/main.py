@@ -50,7 +50,6 @@ def _run(argv: Sequence[str]) -> int:
     if not args.recovery_timeout > 0:
         raise UsageError(f"--recovery-timeout {args.recovery_timeout:g}: must be more than 0 seconds")
 
-    import trio  # noqa: PLC0415 - keep `ykshm --help` light
 
     from .shim import ShimFailed, ShimOptions, serve
 
@@ -61,7 +60,7 @@ def _run(argv: Sequence[str]) -> int:
                        bind_workers=args.bind_workers, watch_timeout=args.watch_timeout,
                        recovery_timeout=args.recovery_timeout)
     try:
-        trio.run(serve, opts)
+        kubeargs.run_role(serve, opts)
     except* ShimFailed as group:
         leaf: BaseException = group
         while isinstance(leaf, BaseExceptionGroup):

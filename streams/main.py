@@ -40,7 +40,6 @@ def _run(argv: Sequence[str]) -> int:
     if not os.path.isdir(args.bundle_dir):
         raise UsageError(f"--bundle-dir {args.bundle_dir!r}: not a directory")
 
-    import trio  # noqa: PLC0415 - keep `ykshm --help` light
 
     from .controller import Controller, Settings
 
@@ -58,7 +57,7 @@ def _run(argv: Sequence[str]) -> int:
                 await install(client)
             await Controller(client, settings).run()
 
-    trio.run(serve)
+    kubeargs.run_role(serve)
     return 0
 
 

@@ -42,12 +42,11 @@ def _operator(argv: Sequence[str]) -> int:
                         help="the REST API's address (default 127.0.0.1, a free port)")
     args = parser.parse_args(argv)
     kube_config, namespace, job = _setup(args)
-    import trio
 
     from .operator_process import OperatorError, run
 
     try:
-        trio.run(run, kube_config, namespace, job, args.bind)
+        kubeargs.run_role(run, kube_config, namespace, job, args.bind)
     except* OperatorError as group:
         raise Failure(str(group.exceptions[0])) from None
     return 0
@@ -64,11 +63,10 @@ def _pesim(argv: Sequence[str]) -> int:
                         help="answer a drain with a blocking checkpoint first (CHECKPOINT_PENDING)")
     args = parser.parse_args(argv)
     kube_config, namespace, job = _setup(args)
-    import trio
 
     from .pesim_process import play
 
-    trio.run(lambda: play(kube_config, namespace, job, failing=set(args.fail_pe), listen=args.listen,
+    kubeargs.run_role(lambda: play(kube_config, namespace, job, failing=set(args.fail_pe), listen=args.listen,
                           blocking=args.blocking))
     return 0
 
