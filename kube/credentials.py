@@ -94,9 +94,10 @@ class TokenFile(Credentials):
         return self.read(force=True) != old
 
 
-def load_client_cert(ctx: ssl.SSLContext, cert: bytes, key: bytes) -> None:
-    """Put a PEM certificate + key into an SSL context (ssl loads only from files: a 0700 temp
-    directory, 0600 files made with O_EXCL, removed at once). ssl.SSLError is the caller's."""
+def load_pem_chain(ctx: ssl.SSLContext, cert: bytes, key: bytes) -> None:
+    """Put a PEM certificate (chain) + key into an SSL context, client or server side (ssl loads
+    only from files: a 0700 temp directory, 0600 files made with O_EXCL, removed at once).
+    ssl.SSLError is the caller's."""
     with tempfile.TemporaryDirectory(prefix="ykshm-kc-") as tmp:
         cpath, kpath = os.path.join(tmp, "c.pem"), os.path.join(tmp, "k.pem")
         for path, data in ((cpath, cert), (kpath, key)):
@@ -133,7 +134,7 @@ class Applier:
             if self.tls is None:
                 raise CredentialsError(f"{self.creds.describe}: a client certificate needs https")
             try:
-                load_client_cert(self.tls, cred.cert_pem, cred.key_pem)
+                load_pem_chain(self.tls, cred.cert_pem, cred.key_pem)
             except ssl.SSLError as exc:
                 raise CredentialsError(f"{self.creds.describe}: client certificate: {exc}") from None
             self._cert = (cred.cert_pem, cred.key_pem)
@@ -167,4 +168,4 @@ class KubeAuth(httpx.Auth):
 
 
 __all__ = ["Applier", "Credential", "Credentials", "KubeAuth", "StaticToken", "TokenFile",
-           "load_client_cert", "refused"]
+           "load_pem_chain", "refused"]

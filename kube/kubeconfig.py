@@ -24,7 +24,7 @@ from typing import Any
 import yaml
 
 from .config import KubeConfig, tls_context
-from .credentials import Credentials, StaticToken, TokenFile, load_client_cert
+from .credentials import Credentials, StaticToken, TokenFile, load_pem_chain
 from .errors import CredentialsError, KubeConfigError
 from .execplugin import ExecPlugin, cluster_info
 
@@ -145,7 +145,7 @@ def _credentials(user: Entry | None, cluster: Entry, ca: bytes | None, tls: ssl.
         if tls is None:
             raise KubeConfigError(f"{where}: a client certificate needs an https:// server")
         try:
-            load_client_cert(tls, cert, key)
+            load_pem_chain(tls, cert, key)
         except ssl.SSLError as exc:
             raise KubeConfigError(f"{where}: client certificate/key: {exc}") from None
     if body.get("exec"):
