@@ -1,7 +1,7 @@
 """`ykshm admission`: YuniKorn's admission controller (an HTTPS webhook, port 9089 as YuniKorn's).
 
     ykshm admission [--api-server URL | --kubeconfig FILE] [--namespace NS] [--bind HOST:PORT]
-                    [--webhook-url URL] [--key-bits N] [--log-level LEVEL]
+                    [--webhook-url URL] [--key-bits N] [--rotation-grace S] [--log-level LEVEL]
 
 YuniKorn's binary takes no flags; these have its defaults: the namespace is $NAMESPACE (else the
 pod's, else `default`), the listener `0.0.0.0:9089` (`fd://N` too), RSA 4096 keys. The webhook
@@ -37,11 +37,16 @@ def _parse(argv: Sequence[str]) -> Any:
                         help="HTTPS listener (default 0.0.0.0:9089; fd://N an inherited socket)")
     parser.add_argument("--webhook-url", default="", metavar="URL",
                         help="register the webhooks with this https:// URL instead of the Service")
+    parser.add_argument("--rotation-grace", type=float, default=15.0, metavar="S",
+                        help="seconds between writing a new caBundle and serving the new "
+                             "certificate (default 15: kube-apiserver's watch catches up)")
     parser.add_argument("--key-bits", type=int, default=4096, choices=[2048, 3072, 4096],
                         help="RSA key size of the CAs and serving certificate (4096, as YuniKorn)")
     args = parser.parse_args(argv)
     if args.webhook_url and not args.webhook_url.startswith("https://"):
         raise UsageError(f"--webhook-url {args.webhook_url!r}: must be an https:// URL")
+    if not args.rotation_grace >= 0:
+        raise UsageError(f"--rotation-grace {args.rotation_grace:g}: must be 0 or more seconds")
     if not args.bind.startswith("fd://") and ":" not in args.bind:
         raise UsageError(f"--bind {args.bind!r}: expected HOST:PORT or fd://N")
     return args
@@ -70,7 +75,8 @@ async def serve(kube: Any, args: Any, namespace: str) -> None:
         async with trio.open_nursery() as nursery:
             await start_informers(nursery, client, cache)
             manager = CertManager(client, lambda: cache.conf, tls, url=args.webhook_url,
-                                  extra_hosts=(host,) if host else (), key_bits=args.key_bits)
+                                  extra_hosts=(host,) if host else (), key_bits=args.key_bits,
+                                  grace=args.rotation_grace)
             await manager.refresh()
             nursery.start_soon(manager.run)
             nursery.start_soon(manager.on_sigusr1)

@@ -5,8 +5,10 @@ hypercorn builds its SSL context once per listener; `SwappableTLSConfig` hands i
 new certificate, connections already open finish on the old one, no request is dropped and no
 listener restarted. `CertManager.refresh` is YuniKorn's UpdateWebhookConfiguration: the CA pair
 from the Secret (kept or renewed), a new serving certificate signed by the CA that expires last,
-the caBundle written into the webhook configurations first (so kube-apiserver trusts the new
-chain before it is served), then the swap. `run` sleeps until the first CA expiry minus 30 days
+the caBundle written into the webhook configurations first, then, after `grace` seconds (kube-
+apiserver learns the new caBundle by watch; until it does it trusts only the old CAs, and the
+certificate served meanwhile is the old one, signed by a CA both bundles hold), the swap. YuniKorn
+restarts its server instead, dropping what is in flight. `run` sleeps until the first CA expiry minus 30 days
 (or SIGUSR1, as YuniKorn) and refreshes; a refresh that fails there is retried every minute while
 the current certificate is still valid.
 """
@@ -67,15 +69,17 @@ class CertManager:
     """Certificates in the Secret, caBundle in the webhook configurations, the served chain."""
 
     def __init__(self, client: httpx.AsyncClient, conf: Callable[[], AdmissionConf], tls: ServingTLS,
-                 *, url: str = "", extra_hosts: tuple[str, ...] = (), key_bits: int = certs.KEY_BITS) -> None:
-        self.client, self.conf, self.tls = client, conf, tls
+                 *, url: str = "", extra_hosts: tuple[str, ...] = (), key_bits: int = certs.KEY_BITS,
+                 grace: float = 15.0) -> None:
+        self.client, self.conf, self.tls, self.grace = client, conf, tls, grace
         self.url, self.extra_hosts, self.key_bits = url, extra_hosts, key_bits
         self.renew = dt.datetime.max.replace(tzinfo=dt.timezone.utc)
         self.refreshes = 0
         self.wake = trio.Event()
 
     async def refresh(self) -> None:
-        """Raises webhooks.SetupError (with the API error in it) when it cannot be done."""
+        """Raises webhooks.SetupError (with the API error in it) when it cannot be done. The first
+        refresh swaps at once: nothing is served yet."""
         conf = self.conf()
         try:
             ca1, ca2 = await webhooks.load_cas(self.client, conf.namespace, self.key_bits)
@@ -86,6 +90,8 @@ class CertManager:
             await webhooks.install(self.client, conf, certs.bundle(ca1, ca2), self.url)
         except (ApiStatusError, httpx.HTTPError) as exc:
             raise webhooks.SetupError(f"certificates and webhooks: {exc}") from None
+        if self.refreshes:
+            await trio.sleep(self.grace)
         self.tls.swap(server, signer)
         self.renew = certs.renew_at(ca1, ca2)
         self.refreshes += 1

@@ -122,7 +122,8 @@ class AdmissionWorld:
     def start(self, *extra: str) -> "AdmissionWorld":
         self.proc = Proc("admission", ["admission", "--api-server", self.cluster.url,
                                        "--namespace", NAMESPACE, "--bind", f"127.0.0.1:{self.port}",
-                                       "--webhook-url", self.url, "--key-bits", "2048", *extra],
+                                       "--webhook-url", self.url, "--key-bits", "2048",
+                                       "--rotation-grace", "1", *extra],
                          self.cluster.log_dir)
         wait_for(self._healthy, 60, "ykshm admission /health")
         return self
