@@ -7,6 +7,7 @@
                 actions out), one module per concept (see its map)
     state       the shim's state machines: the scheduler shim, each node's recovery
     mapping     Kubernetes objects -> what the scheduler needs, by YuniKorn's conventions
+    admission/  `ykshm admission`, YuniKorn's admission controller (HTTPS webhook; see its map)
 
 The Kubernetes client (list/watch, credentials, role flags) is the shared `kube` package; the
 simulated control plane is `simcluster`; the Streams controller is `streams`.
