@@ -177,3 +177,24 @@ def test_the_webhook_configurations_carry_the_ca_bundle(world):
         assert base64.b64decode(hook["clientConfig"]["caBundle"]) == bundle
         assert hook["clientConfig"]["url"] == world.url + path
         assert (hook["failurePolicy"], hook["sideEffects"]) == ("Ignore", "None")
+
+
+def test_http2_as_kube_apiserver_may_negotiate_it(world):
+    import httpx
+
+    with httpx.Client(http2=True, verify=world.verify(), timeout=10) as client:
+        resp = client.post(world.url + "/mutate", content=orjson.dumps(review(pod())),
+                           headers={"Content-Type": "application/json"})
+    assert resp.http_version == "HTTP/2" and resp.json()["response"]["allowed"] is True
+
+
+def test_a_configmap_change_is_in_force_without_a_restart(world):
+    """Hot reload: trusting a CI user through yunikorn-configs lets its user.info through."""
+    forged = pod(annotations={USER_INFO: '{"user":"bob"}'})
+    assert world.admit(review(forged, user="ci-bot"))["allowed"] is False
+    world.put_configs({"admissionController.webHook.schedulerServiceAddress": f"127.0.0.1:{world.web_port}",
+                       "admissionController.accessControl.externalUsers": "^ci-bot$"})
+    response = world.eventually(review(forged, user="ci-bot"), lambda r: r["allowed"])
+    assert response["allowed"] is True
+    world.put_configs({"admissionController.webHook.schedulerServiceAddress": f"127.0.0.1:{world.web_port}"})
+    assert world.eventually(review(forged, user="ci-bot"), lambda r: not r["allowed"])["allowed"] is False
