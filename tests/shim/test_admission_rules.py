@@ -148,3 +148,49 @@ def test_user_info_must_decode_as_yunikorns_type(text, error):
 def test_user_info_is_written_as_go_marshals_it():
     assert user_info_value("alice", ()) == '{"user":"alice"}'
     assert user_info_value("a<b>&c", ("g",)) == '{"user":"a\\u003cb\\u003e\\u0026c","groups":["g"]}'
+
+
+def test_hot_refresh_off_freezes_the_configuration_after_start():
+    from shim_k8s.admission.caches import ClusterCache
+
+    cache = ClusterCache("yunikorn")
+    cm = {"metadata": {"name": "yunikorn-configs"},
+          "data": {"service.enableConfigHotRefresh": "false",
+                   "admissionController.accessControl.externalUsers": "^ci$"}}
+    cache.apply("configmaps", [("ADDED", cm)])
+    cache.started = True
+    assert [p.pattern for p in cache.conf.external_users] == ["^ci$"]
+    cm["data"]["admissionController.accessControl.externalUsers"] = "^anyone"
+    cache.apply("configmaps", [("MODIFIED", cm)])
+    assert [p.pattern for p in cache.conf.external_users] == ["^ci$"]
+    # someone else's ConfigMap in the namespace is not configuration
+    cache.apply("configmaps", [("ADDED", {"metadata": {"name": "other"}, "data": {"x": "y"}})])
+    assert "other" not in cache.configmaps
+
+
+def test_the_validated_document_is_the_merged_policy_group():
+    from shim_k8s.admission.validate import queues_yaml
+
+    conf = AdmissionConf.parse({}, "yunikorn")
+    maps = {"yunikorn-defaults": {"service.policyGroup": "team", "team.yaml": "defaults"},
+            "yunikorn-configs": None}
+    assert queues_yaml(conf, maps, "yunikorn-configs", {"team.yaml": "mine"}) == "mine"
+    assert queues_yaml(conf, maps, "yunikorn-configs", {}) == "defaults"
+    assert queues_yaml(conf, maps, "yunikorn-defaults", {"queues.yaml": "q"}) == "q"
+    assert queues_yaml(conf, {}, "yunikorn-configs", {"other": "x"}) == ""
+
+
+async def test_validation_fails_open_when_the_scheduler_cannot_be_asked(caplog):
+    import httpx
+
+    from shim_k8s.admission.validate import validate_conf
+
+    conf = AdmissionConf.parse({"admissionController.webHook.schedulerServiceAddress": "127.0.0.1:1"},
+                               "yunikorn")
+    cm = {"metadata": {"name": "yunikorn-configs"}, "data": {"queues.yaml": "not: [yaml"}}
+    req = decode(orjson.dumps(review(cm, kind="ConfigMap", namespace="yunikorn")))
+    with caplog.at_level(logging.ERROR, logger="ykshm.admission"):
+        async with httpx.AsyncClient() as client:
+            response = await validate_conf(conf, {}, client, req)
+    assert response.allowed is True
+    assert any("unreachable" in r.getMessage() for r in caplog.records)
