@@ -18,6 +18,9 @@ Modules (one concept each):
 - `fieldsets`  field sets in FieldsV1 form, list semantics from the schema
 - `k8sschema`  the vendored Kubernetes 1.32 schemas (`k8s_openapi.json`) of the built-in kinds
 - `timestamps` Time / MicroTime fields normalised to UTC `Z`
+- `admission`  the admission chain: matching mutating, then validating webhooks, AdmissionReview v1
+- `webhookconfig` Mutating/ValidatingWebhookConfiguration: defaults and validation (422 naming the field)
+- `webhookcall` one webhook call: url or service resolution, HTTPS against caBundle, timeoutSeconds
 - `api`        routing and verbs: list/watch, create/get/update/patch/delete, binding, status
 - `objects`    defaults, system metadata and validation (422 causes naming the field)
 - `schema`     known fields, for `?fieldValidation=Strict|Warn`

@@ -118,11 +118,18 @@ PDBS = Resource("poddisruptionbudgets", "poddisruptionbudget", "PodDisruptionBud
                 ("pdb",), (), ("status",), has_status=True)
 PRIORITYCLASSES = Resource("priorityclasses", "priorityclass", "PriorityClass", "scheduling.k8s.io", "v1", False,
                            ("pc",))
+MUTATING_WEBHOOKS = Resource("mutatingwebhookconfigurations", "mutatingwebhookconfiguration",
+                             "MutatingWebhookConfiguration", "admissionregistration.k8s.io", "v1", False,
+                             categories=("api-extensions",))
+VALIDATING_WEBHOOKS = Resource("validatingwebhookconfigurations", "validatingwebhookconfiguration",
+                               "ValidatingWebhookConfiguration", "admissionregistration.k8s.io", "v1", False,
+                               categories=("api-extensions",))
 BINDINGS = Resource("bindings", "binding", "Binding", "", "v1", True, verbs=("create",))
 EVICTIONS = Resource("eviction", "", "Eviction", "policy", "v1", True, verbs=("create",))  # pods/eviction's body
 
 SERVED: tuple[Resource, ...] = (PODS, NODES, NAMESPACES, CONFIGMAPS, SECRETS, EVENTS, NEW_EVENTS, CRDS,
-                                SERVICEACCOUNTS, SERVICES, LEASES, PDBS, PRIORITYCLASSES)
+                                SERVICEACCOUNTS, SERVICES, LEASES, PDBS, PRIORITYCLASSES, MUTATING_WEBHOOKS,
+                                VALIDATING_WEBHOOKS)
 
 BUCKETS: tuple[str, ...] = tuple(dict.fromkeys(r.bucket for r in SERVED))
 
