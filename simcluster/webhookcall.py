@@ -92,6 +92,22 @@ def _ssl_context(config: Obj) -> ssl.SSLContext:
     return ssl.create_default_context()
 
 
+def _describe(exc: BaseException, target: Target) -> str:
+    """The cause as Go's client words the usual ones (x509, connection refused)."""
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, ssl.SSLCertVerificationError):
+            if "hostname" in (cause.verify_message or "") or "IP address mismatch" in (cause.verify_message or ""):
+                name = target.server_name or httpx.URL(target.url).host
+                return f"tls: failed to verify certificate: x509: certificate is not valid for {name}"
+            return "tls: failed to verify certificate: x509: certificate signed by unknown authority " \
+                   f"({cause.verify_message} [CERTIFICATE_VERIFY_FAILED])"
+        if isinstance(cause, ConnectionRefusedError):
+            return "dial tcp: connect: connection refused"
+        cause = cause.__cause__ or cause.__context__
+    return str(exc) or type(exc).__name__
+
+
 async def post(store: Store, config: Obj, body: bytes, timeout: int) -> Any:
     """POST the AdmissionReview, return the decoded answer; CallError on any failure."""
     target = resolve(store, config)
@@ -107,7 +123,7 @@ async def post(store: Store, config: Obj, body: bytes, timeout: int) -> Any:
     except trio.TooSlowError:
         raise CallError(f"failed to call webhook: {shown}: context deadline exceeded") from None
     except (httpx.HTTPError, ssl.SSLError, OSError) as exc:
-        raise CallError(f"failed to call webhook: {shown}: {exc}") from None
+        raise CallError(f"failed to call webhook: {shown}: {_describe(exc, target)}") from None
     if response.status_code >= 400:
         raise CallError(f"failed to call webhook: the server responded with the status code "
                         f"{response.status_code} but did not return more information")
