@@ -23,7 +23,7 @@ import ipaddress
 import re
 from typing import Any
 
-from . import disruption, priority, webhookconfig
+from . import disruption, priority, webhookconfig, workloads
 from .errors import Invalid
 from .objects import Cause, invalid, required
 from .resources import (CONFIGMAPS, LEASES, MUTATING_WEBHOOKS, PDBS, PODS, PRIORITYCLASSES, SERVICEACCOUNTS, SERVICES,
@@ -93,6 +93,8 @@ def on_create(store: Store, res: Resource, obj: Obj) -> None:
         priority.admit_pod(store, obj)
     elif res in (MUTATING_WEBHOOKS, VALIDATING_WEBHOOKS):
         webhookconfig.validate(res.kind, obj)
+    elif res in workloads.KINDS:
+        workloads.on_create(res, obj)
 
 
 def on_update(store: Store, res: Resource, new: Obj, old: Obj) -> None:
@@ -114,6 +116,8 @@ def on_update(store: Store, res: Resource, new: Obj, old: Obj) -> None:
         priority.validate_class(store, new, old)
     elif res in (MUTATING_WEBHOOKS, VALIDATING_WEBHOOKS):
         webhookconfig.validate(res.kind, new)
+    elif res in workloads.KINDS:
+        workloads.on_update(res, new, old)
 
 
 # -- services --------------------------------------------------------------------------------------
