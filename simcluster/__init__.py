@@ -28,6 +28,7 @@ Modules (one concept each):
 - `schema`     known fields, for `?fieldValidation=Strict|Warn`
 - `errors`     Kubernetes API errors: an HTTP code plus a `Status` object
 - `protobuf`   just enough of the Kubernetes protobuf encoding for kubectl's typed writes
+- `protoworkloads` protobuf Deployments and Jobs (`kubectl create deployment|job`)
 - `patch`      merge, strategic-merge and JSON patch
 - `selectors`  label and field selectors
 - `tables`     meta.k8s.io Table output for `kubectl get`
