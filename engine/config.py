@@ -20,7 +20,9 @@ from typing import Any
 
 import yaml
 
+from common import safeyaml
 from common.quantity import QuantityError
+from common.safeyaml import YamlLimitError, YamlLimits
 from engine import resources as _res
 from engine.ugm.limits import LimitConfig
 
@@ -36,6 +38,14 @@ class ConfigError(Exception):
         self.key = key
         self.value = value
         self.reason = reason
+
+
+class ConfigLimitError(ConfigError):
+    """The document is over a parsing limit (common.safeyaml); `limit` names it."""
+
+    def __init__(self, where: str, exc: YamlLimitError) -> None:
+        super().__init__("file", where, str(exc))
+        self.limit = exc.limit
 
 
 def parse_bool(key: str, value: object) -> bool:
@@ -107,20 +117,27 @@ def parse_event_settings(raw: object) -> EventSettings:
     return EventSettings(**values)
 
 
-def read_yaml(path: str | Path) -> dict[str, Any]:
-    """Read the file as a YAML mapping; an empty file is an empty mapping."""
+def read_yaml(path: str | Path, limits: YamlLimits = YamlLimits()) -> dict[str, Any]:
+    """Read the file as a YAML mapping (common.safeyaml's limits); an empty file is an empty mapping."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = Path(path).read_bytes()
     except OSError as exc:
         raise ConfigError("file", str(path), exc.strerror or str(exc)) from None
+    return _document(text, str(path), limits)
+
+
+def _document(text: str | bytes, where: str, limits: YamlLimits) -> dict[str, Any]:
+    """One YAML mapping; ConfigLimitError over a limit, ConfigError if not a YAML mapping."""
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError("file", str(path), f"not valid YAML ({exc.__class__.__name__})") from None
+        data = safeyaml.load(text, limits)
+    except YamlLimitError as exc:
+        raise ConfigLimitError(where, exc) from None
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise ConfigError("file", where, f"not valid YAML ({exc.__class__.__name__})") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise ConfigError("file", str(path), "the top level must be a mapping")
+        raise ConfigError("file", where, "the top level must be a mapping")
     return data
 
 
@@ -128,11 +145,14 @@ RETENTION_SECONDS = 3 * 24 * 3600
 """How long a finished application stays visible (YuniKorn's terminatedTimeout: 3 days)."""
 
 
+_SERVICE_KEYS = {"event", "applicationRetentionSeconds", "maxRetainedApplications", "cors"}
+
+
 def _service_events(data: Mapping[str, Any]) -> EventSettings:
-    """`service.event.*` of a parsed file (`service` holds only that and the retention)."""
+    """`service.event.*` of a parsed file (the other `service` keys are read on their own)."""
     service = _mapping("service", data.get("service"))
     for key in service:
-        if key not in ("event", "applicationRetentionSeconds"):
+        if key not in _SERVICE_KEYS:
             raise ConfigError(f"service.{key}", service[key], "unknown key")
     return parse_event_settings(service.get("event"))
 
@@ -143,6 +163,35 @@ def _retention(data: Mapping[str, Any]) -> int:
     if value is None:
         return RETENTION_SECONDS
     return parse_uint32("service.applicationRetentionSeconds", value)
+
+
+MAX_RETAINED_APPS = 10_000
+"""Finished applications kept visible at most per partition; the oldest expires first."""
+
+
+def _max_retained(data: Mapping[str, Any]) -> int:
+    """`service.maxRetainedApplications` (0: none kept; finished apps expire at once)."""
+    value = _mapping("service", data.get("service")).get("maxRetainedApplications")
+    if value is None:
+        return MAX_RETAINED_APPS
+    return parse_uint32("service.maxRetainedApplications", value)
+
+
+_ORIGIN = _re.compile(r"^https?://[^/\s?#]+$")
+
+
+def _cors_origins(data: Mapping[str, Any]) -> tuple[str, ...]:
+    """`service.cors.allowedOrigins`: `*` (YuniKorn's default) or origins `scheme://host[:port]`."""
+    cors = _mapping("service.cors", _mapping("service", data.get("service")).get("cors"))
+    _check_keys("service.cors", cors, {"allowedOrigins"})
+    if cors.get("allowedOrigins") is None:
+        return ("*",)
+    origins = _seq("service.cors.allowedOrigins", cors["allowedOrigins"])
+    for i, origin in enumerate(origins):
+        if not isinstance(origin, str) or not (origin == "*" or _ORIGIN.match(origin)):
+            raise ConfigError(f"service.cors.allowedOrigins[{i}]", origin,
+                              "must be * or an origin such as https://ui.example.com:8443")
+    return tuple(origins)
 
 
 def load_event_settings(path: str | Path | None) -> EventSettings:
@@ -167,13 +216,22 @@ def _ui_dir(data: Mapping[str, Any]) -> str:
     return value
 
 
-def load_web_config(path: str | Path | None) -> tuple[EventSettings, str]:
-    """What the web reads of a config file: the service settings and `ui.dir`."""
+@dataclasses.dataclass(frozen=True, slots=True)
+class WebConfig:
+    """What the web reads of a config file."""
+
+    event: EventSettings = dataclasses.field(default_factory=EventSettings)
+    ui_dir: str = ""
+    cors_origins: tuple[str, ...] = ("*",)
+
+
+def load_web_config(path: str | Path | None) -> WebConfig:
+    """What the web reads of a config file: the service settings, `ui.dir`, the CORS origins."""
     if path is None:
-        return EventSettings(), ""
+        return WebConfig()
     data = read_yaml(path)
     _check_keys("", data, _TOP_KEYS)
-    return _service_events(data), _ui_dir(data)
+    return WebConfig(_service_events(data), _ui_dir(data), _cors_origins(data))
 
 
 # --- partitions and queues (YuniKorn queues.yaml) -----------------------------------------------
@@ -245,6 +303,8 @@ class EngineConfig:
     """SHA-256 of the file's bytes in upper-case hex, as YuniKorn's `Checksum` ("" without a file)."""
     retention_s: int = RETENTION_SECONDS
     """`service.applicationRetentionSeconds`: how long finished applications stay visible."""
+    max_retained_apps: int = MAX_RETAINED_APPS
+    """`service.maxRetainedApplications`: how many finished applications stay visible at most."""
 
 
 def default_partition(name: str = "default") -> PartitionConfig:
@@ -460,9 +520,10 @@ def _parse_queue(key: str, raw: object, parent_path: str,
             properties=_parse_properties(f"{tkey}.properties", traw.get("properties")))
     seen: set[str] = set()
     for i, child_raw in enumerate(_seq(f"{key}.queues", raw.get("queues"))):
+        child_name = child_raw.get("name") if isinstance(child_raw, Mapping) else None
+        if isinstance(child_name, str) and child_name.lower() in seen:  # before its subtree is walked
+            raise ConfigError(f"{key}.queues[{i}].name", child_name, "duplicate queue name")
         child = _parse_queue(f"{key}.queues[{i}]", child_raw, path, maximum or parent_max)
-        if child.name.lower() in seen:
-            raise ConfigError(f"{key}.queues[{i}].name", child.name, "duplicate queue name")
         seen.add(child.name.lower())
         queue.children.append(child)
     if not parent_path:
@@ -529,6 +590,7 @@ def parse_config(data: Mapping[str, Any]) -> EngineConfig:
     _check_keys("", data, _TOP_KEYS)
     events = _service_events(data)
     _ui_dir(data)
+    _cors_origins(data)
     partitions = []
     seen: set[str] = set()
     for i, raw in enumerate(_seq("partitions", data.get("partitions"))):
@@ -539,7 +601,8 @@ def parse_config(data: Mapping[str, Any]) -> EngineConfig:
         partitions.append(part)
     if not partitions:
         partitions.append(default_partition())
-    return EngineConfig(event=events, partitions=partitions, source=dict(data), retention_s=_retention(data))
+    return EngineConfig(event=events, partitions=partitions, source=dict(data),
+                        retention_s=_retention(data), max_retained_apps=_max_retained(data))
 
 
 def load_config(path: str | Path | None) -> EngineConfig:
@@ -551,14 +614,6 @@ def load_config(path: str | Path | None) -> EngineConfig:
     return config
 
 
-def parse_config_text(text: str | bytes) -> EngineConfig:
+def parse_config_text(text: str | bytes, limits: YamlLimits = YamlLimits()) -> EngineConfig:
     """Parse a whole configuration document (what `POST /ws/v1/validate-conf` receives)."""
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError("file", "<request body>", f"not valid YAML ({exc.__class__.__name__})") from None
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        raise ConfigError("file", "<request body>", "the top level must be a mapping")
-    return parse_config(data)
+    return parse_config(_document(text, "<request body>", limits))
