@@ -117,7 +117,12 @@ def parse_event_settings(raw: object) -> EventSettings:
     return EventSettings(**values)
 
 
-def read_yaml(path: str | Path, limits: YamlLimits = YamlLimits()) -> dict[str, Any]:
+FILE_LIMITS = YamlLimits(max_bytes=16 << 20, max_nodes=500_000)
+"""The config file is the operator's own: larger than validate-conf's limits (web.cluster), but an
+alias bomb in it still stops at the load, naming the limit, instead of hanging the engine's start."""
+
+
+def read_yaml(path: str | Path, limits: YamlLimits = FILE_LIMITS) -> dict[str, Any]:
     """Read the file as a YAML mapping (common.safeyaml's limits); an empty file is an empty mapping."""
     try:
         text = Path(path).read_bytes()
