@@ -4,13 +4,15 @@ Finished applications stay in the engine (and its snapshot) for the retention ti
 (`service.applicationRetentionSeconds`, YuniKorn's 3 days), so their cost bounds the engine's
 memory on a busy cluster: N applications each run one pod to completion through the real
 scheduler (SI messages, a cycle, the release), pass Completing -> Completed, and the Python
-heap growth (tracemalloc) per retained application is printed.
+heap growth (tracemalloc) and snapshot bytes per retained application are printed. At most
+`service.maxRetainedApplications` (default 10,000) are retained: more apps than that show the bound.
 
     ykshm bench retention [--apps N]
 """
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import tracemalloc
 from collections.abc import Sequence
@@ -20,8 +22,11 @@ from common.cliutil import Parser, UsageError, run_main
 PROG = "ykshm bench retention"
 
 
-def _measure(apps: int) -> tuple[int, str]:
+def _measure(apps: int) -> "Measured":
+    import orjson
+
     from engine.config import parse_config
+    from engine.snapshot import build
     from engine.events_out import MemoryEventSink
     from engine.resources import to_si
     from engine.scheduler import Scheduler
@@ -54,8 +59,19 @@ def _measure(apps: int) -> tuple[int, str]:
     sched.take_outgoing()
     after = tracemalloc.get_traced_memory()[0]
     tracemalloc.stop()
-    states = {a.fsm.state.value for p in sched.partitions.values() for a in p.all_apps()}
-    return (after - before) // apps, ", ".join(sorted(states))
+    retained = [a for p in sched.partitions.values() for a in p.all_apps()]
+    states = {a.fsm.state.value for a in retained}
+    snapshot = len(orjson.dumps(build(sched, fragments=True)))
+    return Measured(len(retained), (after - before) // max(1, len(retained)), snapshot,
+                    ", ".join(sorted(states)))
+
+
+@dataclasses.dataclass(frozen=True)
+class Measured:
+    retained: int
+    heap_per_app: int
+    snapshot_bytes: int
+    states: str
 
 
 def _body(argv: Sequence[str]) -> int:
@@ -64,9 +80,12 @@ def _body(argv: Sequence[str]) -> int:
     args = parser.parse_args(list(argv))
     if args.apps < 1:
         raise UsageError("--apps must be at least 1")
-    per_app, states = _measure(args.apps)
-    print(f"retained applications: {args.apps:,} ({states}); {per_app:,} bytes per retained app "
-          f"(engine heap growth, tracemalloc), {per_app * args.apps / 2**20:.1f} MiB in all")
+    m = _measure(args.apps)
+    print(f"finished applications: {args.apps:,}; retained: {m.retained:,} ({m.states}; "
+          f"service.maxRetainedApplications bounds it); {m.heap_per_app:,} bytes per retained app "
+          f"(engine heap growth, tracemalloc), {m.heap_per_app * m.retained / 2**20:.1f} MiB in all; "
+          f"snapshot document {m.snapshot_bytes / 2**20:.1f} MiB "
+          f"({m.snapshot_bytes // max(1, m.retained):,} bytes per retained app)")
     return 0
 
 

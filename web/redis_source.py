@@ -38,7 +38,7 @@ import trio
 from export.keys import GAP_FIELD, MAX_SEQ, STREAM_FIELD, Keys, parse_gap, parse_stream_id
 
 from .errors import Unavailable
-from .sources import SnapshotSource
+from .sources import SnapshotSource, usable
 
 log = logging.getLogger("ykshm.web")
 
@@ -419,7 +419,7 @@ class RedisSnapshotSource(SnapshotSource):
         if self._doc is None:
             raise Unavailable("No scheduler state: the exporter has not copied the engine's state to Redis "
                               f"({self.store.keys.state} is missing); only the event endpoints are served")
-        return self._doc
+        return usable(self._doc)
 
     def published_nano(self) -> int:
         try:

@@ -17,7 +17,9 @@ restarts:
   every 5 ms as before; a waking one is also looked at every 50 ms in case it published and then
   stalled before its next heartbeat.
 
-Missing sources raise `Unavailable` (503) with a message naming what is missing.
+Missing sources raise `Unavailable` (503) with a message naming what is missing, and so does a
+snapshot the engine marked unavailable (its state did not fit: engine.snapshot.unavailable_document),
+so no state view serves an old state as the current one.
 """
 
 from __future__ import annotations
@@ -84,6 +86,14 @@ class RingSource:
         return fresh
 
 
+def usable(doc: dict) -> dict:
+    """`doc`, unless the engine published that its state could not be written (then 503, why)."""
+    problem = doc.get("unavailable")
+    if problem:
+        raise Unavailable(str(problem.get("reason") or "The engine's state snapshot is unavailable"))
+    return doc
+
+
 class SnapshotSource:
     """The worker's handle on `/dev/shm/NAME.state` with a parsed-document cache."""
 
@@ -140,7 +150,7 @@ class SnapshotSource:
             self._doc = doc
             self._generation = generation
             self._cache.clear()
-        return self._doc
+        return usable(self._doc)
 
     def published_nano(self) -> int:
         self._ensure()
