@@ -16,47 +16,64 @@ import dataclasses
 import sys
 import tracemalloc
 from collections.abc import Sequence
+from typing import Any
 
 from common.cliutil import Parser, UsageError, run_main
 
 PROG = "ykshm bench retention"
 
 
+class FinishingCluster:
+    """A real scheduler with one huge node, and applications run to Completed through SI messages
+    (also what tests/web/test_web_snapshot_overflow fills a snapshot with)."""
+
+    def __init__(self, config: Any = None) -> None:
+        from engine.config import parse_config
+        from engine.events_out import MemoryEventSink
+        from engine.resources import to_si
+        from engine.scheduler import Scheduler
+
+        self.clock = [0]
+        self.sched = Scheduler(config or parse_config({}), MemoryEventSink(tracking=False),
+                               instance_uuid="bench", ring_name="bench", clock=lambda: self.clock[0])
+        self.sched.handle({"type": "RegisterResourceManager", "rmID": "bench"}, None)
+        self.sched.handle({"type": "NodeRequest", "rmID": "bench", "nodes": [
+            {"nodeID": "node-0", "action": "CREATE", "attributes": {"ready": "true"},
+             "schedulableResource": to_si({"memory": 1 << 50, "vcore": 1 << 40, "pods": 1 << 30})}]},
+            "bench")
+        self.ask = to_si({"memory": 1 << 30, "vcore": 1000, "pods": 1})
+        self.sched.take_outgoing()
+
+    def finish(self, first: int, count: int, name: str = "app-{:07d}") -> None:
+        """Applications `first..first+count-1` each run one pod, release it and reach Completed."""
+        sched = self.sched
+        for i in range(first, first + count):
+            app = name.format(i)
+            sched.handle({"type": "ApplicationRequest", "rmID": "bench", "new": [
+                {"applicationID": app, "queueName": "", "ugi": {"user": "alice"},
+                 "tags": {"namespace": "default"}}]}, "bench")
+            sched.handle({"type": "AllocationRequest", "rmID": "bench", "asks": [
+                {"allocationKey": f"{app}-pod", "applicationID": app, "resourceAsk": self.ask}]}, "bench")
+            sched.cycle(1.0)
+            sched.handle({"type": "AllocationRequest", "rmID": "bench", "releases": {"allocationsToRelease": [
+                {"applicationID": app, "allocationKey": f"{app}-pod", "terminationType": "STOPPED_BY_RM"}]}},
+                "bench")
+            sched.take_outgoing()
+        self.clock[0] += 31 * 10**9  # past the completing timeout: every app is Completed
+        sched.cycle(1.0)
+        sched.take_outgoing()
+
+
 def _measure(apps: int) -> "Measured":
     import orjson
 
-    from engine.config import parse_config
     from engine.snapshot import build
-    from engine.events_out import MemoryEventSink
-    from engine.resources import to_si
-    from engine.scheduler import Scheduler
 
-    clock = [0]
-    sched = Scheduler(parse_config({}), MemoryEventSink(tracking=False), instance_uuid="bench",
-                      ring_name="bench", clock=lambda: clock[0])
-    sched.handle({"type": "RegisterResourceManager", "rmID": "bench"}, None)
-    sched.handle({"type": "NodeRequest", "rmID": "bench", "nodes": [
-        {"nodeID": "node-0", "action": "CREATE", "attributes": {"ready": "true"},
-         "schedulableResource": to_si({"memory": 1 << 50, "vcore": 1 << 40, "pods": 1 << 30})}]}, "bench")
-    ask = to_si({"memory": 1 << 30, "vcore": 1000, "pods": 1})
-    sched.take_outgoing()
+    cluster = FinishingCluster()
+    sched = cluster.sched
     tracemalloc.start()
     before = tracemalloc.get_traced_memory()[0]
-    for i in range(apps):
-        app = f"app-{i:07d}"
-        sched.handle({"type": "ApplicationRequest", "rmID": "bench", "new": [
-            {"applicationID": app, "queueName": "", "ugi": {"user": "alice"},
-             "tags": {"namespace": "default"}}]}, "bench")
-        sched.handle({"type": "AllocationRequest", "rmID": "bench", "asks": [
-            {"allocationKey": f"{app}-pod", "applicationID": app, "resourceAsk": ask}]}, "bench")
-        sched.cycle(1.0)
-        sched.handle({"type": "AllocationRequest", "rmID": "bench", "releases": {"allocationsToRelease": [
-            {"applicationID": app, "allocationKey": f"{app}-pod", "terminationType": "STOPPED_BY_RM"}]}},
-            "bench")
-        sched.take_outgoing()
-    clock[0] += 31 * 10**9  # past the completing timeout: every app is Completed
-    sched.cycle(1.0)
-    sched.take_outgoing()
+    cluster.finish(0, apps)
     after = tracemalloc.get_traced_memory()[0]
     tracemalloc.stop()
     retained = [a for p in sched.partitions.values() for a in p.all_apps()]

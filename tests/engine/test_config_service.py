@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 
+from common.configsection import GoBool, Uint32, parse_section
 from engine.config import (ConfigError, ConfigLimitError, load_config, load_web_config,
                            parse_config)
 
@@ -45,3 +47,21 @@ def test_max_retained_applications_parses_as_go_uint32():
     assert parse_config({"service": {"maxRetainedApplications": "25"}}).max_retained_apps == 25
     with pytest.raises(ConfigError, match=r"service\.maxRetainedApplications: invalid value '-1'"):
         parse_config({"service": {"maxRetainedApplications": "-1"}})
+
+
+class Section(msgspec.Struct, frozen=True, rename="camel"):
+    enabled: GoBool = False
+    max_items: Uint32 = 5
+    label: str = ""
+
+
+def test_a_section_is_declared_once_with_go_rules_and_msgspec_types():
+    assert parse_section(Section, "x", {"enabled": "T", "maxItems": "7"}) == Section(True, 7, "")
+    assert parse_section(Section, "x", None) == Section()
+    for raw, line in [({"maxItems": "4294967296"}, "config: x.maxItems: invalid value '4294967296': "
+                       "out of range for an unsigned 32-bit integer"),
+                      ({"label": 3}, "config: x.label: invalid value 3: expected `str`, got `int`"),
+                      ({"max_items": 1}, "config: x.max_items: invalid value 1: unknown key")]:
+        with pytest.raises(ConfigError) as err:
+            parse_section(Section, "x", raw)
+        assert str(err.value) == line
