@@ -30,7 +30,7 @@ class FinishingCluster:
     def __init__(self, config: Any = None) -> None:
         from engine.config import parse_config
         from engine.events_out import MemoryEventSink
-        from engine.resources import to_si
+        from si.resources import to_si
         from engine.scheduler import Scheduler
 
         self.clock = [0]

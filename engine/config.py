@@ -29,8 +29,9 @@ from common.configsection import (ConfigError, GoBool, Uint32, check_keys, choic
                                   parse_uint32, parsed_by, seq)
 from common.quantity import QuantityError
 from common.safeyaml import YamlLimitError, YamlLimits
-from engine import resources as _res
+from si import resources as _res
 from engine.ugm.limits import LimitConfig
+from si import resources as _res
 
 
 class ConfigLimitError(ConfigError):

@@ -19,11 +19,12 @@ import time
 from collections import Counter
 from typing import Any
 
-from engine import config_doc, placement, resources
+from engine import config_doc, placement
 from engine.objects import Queue
 from engine.partition import Partition, queues
 from engine.partition.preemption import MIN_PRIORITY, queue_priority
 from shm.errors import SnapshotTooLargeError
+from si import resources
 
 log = logging.getLogger("ykshm.engine")
 
