@@ -4,7 +4,7 @@ kubectl's typed clients (`kubectl create namespace`, `kubectl create configmap`,
 deletes) send `application/vnd.kubernetes.protobuf` bodies: the magic `k8s\\0` and a
 `runtime.Unknown{typeMeta{apiVersion, kind}, raw}` envelope around the object's own message. We
 decode Namespace, ConfigMap, Secret, Service, ServiceAccount, PodDisruptionBudget, Eviction and
-PriorityClass, the authorization/authentication reviews and TokenRequest
+PriorityClass, the RBAC kinds, the authorization/authentication reviews and TokenRequest
 (ObjectMeta: name, generateName, namespace, labels, annotations, finalizers) into the JSON form, and DeleteOptions (a typed client's `--cascade`); any other kind is
 `UnsupportedMedia` (415). Responses are JSON, which kubectl also accepts.
 """
@@ -305,6 +305,37 @@ def _token_review(f: Fields) -> dict[str, Any]:
             "spec": {"token": _str(spec, 1) or "", "audiences": _strings(spec, 2)}}
 
 
+def _policy_rules(f: Fields) -> list[dict[str, Any]]:
+    """PolicyRule: verbs 1, apiGroups 2, resources 3, resourceNames 4, nonResourceURLs 5."""
+    out = []
+    for raw in f.get(2, []):
+        r = fields(raw)
+        rule = {key: _strings(r, n) for n, key in ((1, "verbs"), (2, "apiGroups"), (3, "resources"),
+                                                  (4, "resourceNames"), (5, "nonResourceURLs")) if r.get(n)}
+        rule.setdefault("verbs", [])
+        out.append(rule)
+    return out
+
+
+def _role(f: Fields) -> dict[str, Any]:
+    """Role / ClusterRole: metadata 1, rules 2, aggregationRule 3 {clusterRoleSelectors 1}."""
+    obj: dict[str, Any] = {"metadata": _meta((f.get(1) or [b""])[-1]), "rules": _policy_rules(f)}
+    if f.get(3):
+        obj["aggregationRule"] = {"clusterRoleSelectors": [_label_selector(s) for s in _sub(f, 3).get(1, [])]}
+    return obj
+
+
+def _role_binding(f: Fields) -> dict[str, Any]:
+    """RoleBinding / ClusterRoleBinding: subjects 2 {kind 1, apiGroup 2, name 3, namespace 4},
+    roleRef 3 {apiGroup 1, kind 2, name 3}."""
+    subjects = [_strs(fields(raw), ("kind", "apiGroup", "name", "namespace")) for raw in f.get(2, [])]
+    obj: dict[str, Any] = {"metadata": _meta((f.get(1) or [b""])[-1]),
+                           "roleRef": _strs(_sub(f, 3), ("apiGroup", "kind", "name"))}
+    if subjects:
+        obj["subjects"] = subjects
+    return obj
+
+
 _DECODERS = {("v1", "Namespace"): _namespace, ("v1", "ConfigMap"): _configmap, ("v1", "Secret"): _secret,
              ("v1", "Service"): _service, ("v1", "ServiceAccount"): _service_account,
              ("policy/v1", "PodDisruptionBudget"): _pdb, ("policy/v1", "Eviction"): _eviction,
@@ -315,7 +346,10 @@ _DECODERS = {("v1", "Namespace"): _namespace, ("v1", "ConfigMap"): _configmap, (
              ("authorization.k8s.io/v1", "SelfSubjectRulesReview"): _rules_review,
              ("authentication.k8s.io/v1", "SelfSubjectReview"): _self_subject_review,
              ("authentication.k8s.io/v1", "TokenRequest"): _token_request,
-             ("authentication.k8s.io/v1", "TokenReview"): _token_review}
+             ("authentication.k8s.io/v1", "TokenReview"): _token_review,
+             ("rbac.authorization.k8s.io/v1", "Role"): _role, ("rbac.authorization.k8s.io/v1", "ClusterRole"): _role,
+             ("rbac.authorization.k8s.io/v1", "RoleBinding"): _role_binding,
+             ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"): _role_binding}
 
 
 def decode(body: bytes) -> dict[str, Any]:
