@@ -86,4 +86,4 @@ def validate(res: Resource, obj: Obj, old: Obj | None = None) -> None:
     else:
         return
     if causes:
-        raise Invalid.fields(res.kind, obj["metadata"].get("name", ""), causes, GROUP)
+        raise Invalid.fields(f"{res.kind}.{GROUP}", obj["metadata"].get("name", ""), causes, GROUP)

@@ -50,7 +50,7 @@ class Issuer:
 def _attributes(spec: Obj, kind: str) -> Attributes:
     res, non = spec.get("resourceAttributes"), spec.get("nonResourceAttributes")
     if (res is None) == (non is None):
-        raise Invalid.fields(kind, "", [("FieldValueInvalid", "spec.resourceAttributes",
+        raise Invalid.fields(f"{kind}.authorization.k8s.io", "", [("FieldValueInvalid", "spec.resourceAttributes",
                                          "Invalid value: exactly one of nonResourceAttributes or resourceAttributes "
                                          "must be specified")], "authorization.k8s.io")
     if non is not None:
@@ -58,6 +58,11 @@ def _attributes(spec: Obj, kind: str) -> Attributes:
     return Attributes(str(res.get("verb") or ""), True, str(res.get("namespace") or ""), str(res.get("group") or ""),
                       str(res.get("version") or ""), str(res.get("resource") or ""),
                       str(res.get("subresource") or ""), str(res.get("name") or ""))
+
+
+def _bad_expiration(name: str, seconds: Any, why: str) -> Invalid:
+    return Invalid.fields("TokenRequest.authentication.k8s.io", name, [
+        ("FieldValueInvalid", "spec.expirationSeconds", f"Invalid value: {seconds}: {why}")], "authentication.k8s.io")
 
 
 def _answer(body: Obj, status: Obj) -> Obj:
@@ -101,7 +106,7 @@ class Reviews:
     def subject_access(self, req: Request, ns: str, name: str, body: Obj, kind: str = "SubjectAccessReview") -> Obj:
         spec = body.get("spec") or {}
         if not spec.get("user") and not spec.get("groups"):
-            raise Invalid.fields(kind, "", [("FieldValueInvalid", "spec.user",
+            raise Invalid.fields(f"{kind}.authorization.k8s.io", "", [("FieldValueInvalid", "spec.user",
                                              'Invalid value: "": at least one of user or group must be specified')],
                                  "authorization.k8s.io")
         extra = {k: tuple(v) for k, v in (spec.get("extra") or {}).items()}
@@ -158,13 +163,9 @@ class Reviews:
         seconds = spec.get("expirationSeconds")
         seconds = tokens.DEFAULT_EXPIRATION if seconds is None else seconds
         if not isinstance(seconds, int) or seconds < tokens.MIN_EXPIRATION:
-            raise Invalid.fields("TokenRequest", name, [("FieldValueInvalid", "spec.expirationSeconds",
-                                 f"Invalid value: {seconds}: may not specify a duration less than 10 minutes")],
-                                 "authentication.k8s.io")
+            raise _bad_expiration(name, seconds, "may not specify a duration less than 10 minutes")
         if seconds > 1 << 32:
-            raise Invalid.fields("TokenRequest", name, [("FieldValueInvalid", "spec.expirationSeconds",
-                                 f"Invalid value: {seconds}: may not specify a duration larger than 2^32 seconds")],
-                                 "authentication.k8s.io")
+            raise _bad_expiration(name, seconds, "may not specify a duration larger than 2^32 seconds")
         if self.issuer.max_seconds:
             seconds = min(seconds, self.issuer.max_seconds)
         audiences = list(spec.get("audiences") or self.issuer.audiences or (self.issuer.issuer,))
