@@ -13,6 +13,9 @@
     --pki-dir DIR                               make (or reuse) a CA, serving cert, SA key and an
                                                 admin client cert in DIR: all the TLS/CA/SA flags
                                                 above, plus DIR/admin.kubeconfig once listening
+    --policy-file F                             RBAC objects (YAML documents or a List) created at
+                                                start after the bootstrap policy, as an addon manager
+                                                would: the roles a deployment's components need
 
 Authentication is on when any credential source is configured (token file, client CA, SA keys,
 --pki-dir). Every bad file is a one-line usage error naming the flag and the file (exit 2).
@@ -22,14 +25,18 @@ from __future__ import annotations
 
 import argparse
 import ssl
-from dataclasses import dataclass
+from typing import Any
+
+import yaml
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from common.cliutil import UsageError
 
 from . import access, authn, bootstrap_policy, pki, rbac, reviews, tlsserve, tokens
 from .api import Api
-from .resources import CLUSTERROLEBINDINGS, CLUSTERROLES, RBAC_KINDS
+from .errors import ApiError
+from .resources import CLUSTERROLEBINDINGS, CLUSTERROLES, RBAC_KINDS, Resource
 
 
 def add_flags(p: argparse.ArgumentParser) -> None:
@@ -50,6 +57,8 @@ def add_flags(p: argparse.ArgumentParser) -> None:
                    help="serve requests without credentials as system:anonymous (default false: 401)")
     g.add_argument("--authorization-mode", choices=access.MODES, default="AlwaysAllow",
                    help="AlwaysAllow (default) or RBAC")
+    g.add_argument("--policy-file", metavar="FILE", help="Role/ClusterRole/RoleBinding/ClusterRoleBinding "
+                                                         "objects (YAML) created at start")
     g.add_argument("--pki-dir", metavar="DIR", help="make a CA, serving/admin certificates and SA keys in DIR "
                                                     "and write DIR/admin.kubeconfig")
 
@@ -64,6 +73,7 @@ class Security:
     mode: str
     pki: pki.Pki | None = None
     root_ca_pem: str | None = None
+    policy: list[tuple[Resource, dict]] = field(default_factory=list)
 
     @property
     def scheme(self) -> str:
@@ -104,6 +114,29 @@ def _sa(args: argparse.Namespace) -> tuple[authn.SaTokens | None, reviews.Issuer
     return sa, issuer
 
 
+def load_policy(path: str) -> list[tuple[Resource, dict]]:
+    """The RBAC objects of `--policy-file`; UsageError naming the file and document otherwise."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            docs = [d for d in yaml.safe_load_all(f) if d is not None]
+    except OSError as exc:
+        raise UsageError(f"--policy-file {path}: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise UsageError(f"--policy-file {path}: not YAML: {str(exc).splitlines()[0]}") from None
+    if len(docs) == 1 and isinstance(docs[0], dict) and docs[0].get("kind") == "List":
+        docs = docs[0].get("items") or []
+    kinds = {(r.api_version, r.kind): r for r in RBAC_KINDS}
+    out: list[tuple[Resource, dict]] = []
+    for i, doc in enumerate(docs):
+        res = kinds.get((doc.get("apiVersion"), doc.get("kind"))) if isinstance(doc, dict) else None
+        if res is None:
+            what: Any = f"{doc.get('apiVersion')} {doc.get('kind')}" if isinstance(doc, dict) else type(doc).__name__
+            raise UsageError(f"--policy-file {path}: document {i + 1}: {what} is not a "
+                             "rbac.authorization.k8s.io/v1 Role, ClusterRole, RoleBinding or ClusterRoleBinding")
+        out.append((res, doc))
+    return out
+
+
 def load(args: argparse.Namespace) -> Security:
     """Check every file the flags name; UsageError naming flag and file for a bad one."""
     made = _apply_pki(args)
@@ -125,7 +158,18 @@ def load(args: argparse.Namespace) -> Security:
     authenticator = authn.Authenticator(static, bool(args.client_ca_file), sa, args.anonymous_auth == "true") \
         if on else None
     root_ca = Path(args.client_ca_file).read_text(encoding="utf-8") if args.client_ca_file else None
-    return Security(tls, authenticator, issuer, args.authorization_mode, made, root_ca)
+    policy = load_policy(args.policy_file) if args.policy_file else []
+    return Security(tls, authenticator, issuer, args.authorization_mode, made, root_ca, policy)
+
+
+def create_policy(api: Api, security: Security) -> None:
+    """The `--policy-file` objects (after the namespaces exist); UsageError for an invalid one."""
+    for res, obj in security.policy:
+        meta = obj.get("metadata") or {}
+        try:
+            api.create_object(res, str(meta.get("namespace") or ""), obj)
+        except ApiError as exc:
+            raise UsageError(f"--policy-file: {res.kind} {meta.get('name')!r}: {exc.message}") from None
 
 
 def install(api: Api, security: Security) -> None:

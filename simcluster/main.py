@@ -133,6 +133,7 @@ async def serve(args, apps: list[workload.App] | None, security: authconfig.Secu
     node_leases = leases.NodeLeases(api, args.node_lease_interval)
     authconfig.install(api, security)
     populate(api, args.nodes, args.node_cpu, args.node_memory, args.node_pods)
+    authconfig.create_policy(api, security)
     server = HttpServer(api.handle)
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with trio.open_nursery() as nursery:
