@@ -248,9 +248,13 @@ class Supervisor:
         self.log = log
         self.stopping = False
 
-    def start_all(self) -> None:
-        for child in self.children:
+    def start_all(self, first_up=lambda: True) -> None:
+        """Start the first child (sim-cluster), wait for `first_up()`, then the rest: the roles that
+        call the API at start (the Streams controller installs its CRDs) then find it listening."""
+        for i, child in enumerate(self.children):
             child.start(self.log)
+            if i == 0:
+                first_up()
 
     def tick(self) -> list[str]:
         """Restart children that exited on their own; returns what happened, for the log."""
@@ -459,7 +463,7 @@ def _run(argv: Sequence[str]) -> int:
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
     try:
-        supervisor.start_all()
+        supervisor.start_all(lambda: wait_tcp(args.api_port, time.monotonic() + READY_TIMEOUT))
         if not wait_ready(args, supervisor):
             if supervisor.stopping:
                 return 0
