@@ -321,3 +321,29 @@ def test_malformed_ca_and_key_files_are_exit_2_naming_the_file(tmp_path: Path) -
         assert out.returncode == 2, (flags, out.stderr)
         lines = out.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("ykshm sim-cluster: error: ") and expected in lines[0], lines
+
+
+# -- ykshm's own Kubernetes client (kube.client) over HTTPS ---------------------------------------------
+
+async def test_kube_client_loads_kubeconfigs_with_ca_client_certificate_and_token(secure: Secure,
+                                                                                 tmp_path: Path) -> None:
+    from kube.client import RawConnection, load_kubeconfig
+
+    admin = load_kubeconfig(secure.admin)  # certificate-authority + client-certificate/key files
+    async with admin.client() as http:
+        assert (await http.get("/api/v1/nodes")).status_code == 200
+    secure.ok("create", "serviceaccount", "kc-user")
+    token = secure.ok("create", "token", "kc-user").strip()
+    config = tmp_path / "sa.kubeconfig"
+    config.write_text(pki.kubeconfig(secure.url, secure.pki.ca_crt, "kc-user", {"token": token}))
+    as_sa = load_kubeconfig(str(config))
+    async with as_sa.client() as http:
+        r = await http.get("/api/v1/nodes")
+    assert r.status_code == 403 and 'User "system:serviceaccount:default:kc-user"' in r.json()["message"]
+    conn = RawConnection(admin)  # the shim's binding/event connection, over TLS
+    try:
+        status, _ = await conn.post("/api/v1/namespaces/default/configmaps",
+                                    json.dumps({"metadata": {"name": "raw-tls"}}).encode())
+    finally:
+        await conn.aclose()
+    assert status == 201
