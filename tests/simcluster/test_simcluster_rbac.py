@@ -189,6 +189,11 @@ def test_bootstrap_roles_and_bindings_are_served(secure: Secure) -> None:
         assert f"clusterrole.rbac.authorization.k8s.io/{name}" in roles
     binding = json.loads(secure.ok("get", "clusterrolebinding", "cluster-admin", "-o", "json"))
     assert binding["subjects"] == [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:masters"}]
+    rows = [line.split() for line in secure.ok("get", "clusterrolebinding", "-o", "wide").splitlines()]
+    assert rows[0] == ["NAME", "ROLE", "AGE", "USERS", "GROUPS", "SERVICEACCOUNTS"]
+    assert [r for r in rows if r[0] == "system:kube-scheduler"][0][1::2] == ["ClusterRole/system:kube-scheduler",
+                                                                            "system:kube-scheduler"]
+    assert secure.ok("get", "clusterrole", "view").split()[:3] == ["NAME", "CREATED", "AT"]
     view = json.loads(secure.ok("get", "clusterrole", "view", "-o", "json"))
     assert view["aggregationRule"]["clusterRoleSelectors"] == [
         {"matchLabels": {"rbac.authorization.k8s.io/aggregate-to-view": "true"}}]
