@@ -37,5 +37,16 @@ Modules (one concept each):
 - `kubelet`    bound pods become Running, then Succeeded after `ykshm.io/run-seconds`; pod events
 - `workload`   pods for the `yunikorn` scheduler from a file or `--demo`
 - `httpserver` HTTP/1.1 on trio + h11 with long-lived chunked watch streams
+- `tlsserve`   HTTPS: the server SSLContext (serving cert, optional client CA), listeners wrapped
+- `pki`        `--pki-dir`: a self-made CA, serving/admin certificates, SA key pair, admin kubeconfig
+- `authconfig` the kube-apiserver security flags: checked at start, installed on the Api
+- `access`     the per-request gate: authenticate, impersonate, authorize (401/403)
+- `authn`      authenticators: client certificates, static token file, ServiceAccount JWTs
+- `tokens`     ServiceAccount tokens: RS256 JWT signing/verification, bound claims
+- `requestinfo` a request's authorizer attributes (verb, group, resource, sub-resource, name, path)
+- `rbac`       the RBAC authorizer, kube's 403 wording, escalation prevention, role aggregation
+- `rbacobjects` validation of Role/ClusterRole/RoleBinding/ClusterRoleBinding (422 causes)
+- `bootstrap_policy` the default ClusterRoles and ClusterRoleBindings, as data
+- `reviews`    Self/Local/SubjectAccessReview, SelfSubjectRulesReview, SelfSubjectReview, TokenReview, TokenRequest
 - `main`       the CLI
 """

@@ -108,11 +108,18 @@ class Api:
         self._v2_pb = discovery.openapi_v2_protobuf()
         self.requests = 0
         self.fresh_wait = 3.0
+        # authentication/authorization hooks (simcluster.access, reviews, rbac), set by main
+        self.access: Any = None  # .admit(req): 401/403 before routing
+        self.virtual: dict[tuple[str, str], Callable[[Request, str, str, Obj], Obj]] = {}  # reviews, tokens
+        self.admit_write: Callable[[Request, Resource, str, Obj], None] | None = None  # RBAC escalation
+        self.root_ca_pem = kinds.ROOT_CA_PEM  # each namespace's kube-root-ca.crt
 
     # -- entry -------------------------------------------------------------------------------
     async def handle(self, req: Request) -> Response | StreamResponse:
         self.requests += 1
         try:
+            if self.access is not None:
+                self.access.admit(req)
             return await self._route(req)
         except ApiError as exc:
             return _error(exc)
@@ -210,6 +217,14 @@ class Api:
         if sub and sub not in res.subresources and not (res is PODS and sub == "log"):
             raise NotFound.path()
         method = req.method
+        virtual = self.virtual.get((res.group, f"{res.name}/{sub}" if sub else res.name))
+        if virtual is not None or res.verbs == ("create",) and res is not BINDINGS:
+            if method != "POST" or virtual is None:
+                raise MethodNotAllowed("the server does not allow this method on the requested resource")
+            body = self._decode(req, res)
+            if not isinstance(body, dict):
+                raise BadRequest(f"the object provided is unrecognized (must be of type {res.kind})")
+            return _json(201, virtual(req, namespace or "", name or "", body))
         if res is BINDINGS:
             if method != "POST" or name is not None or namespace is None:
                 raise MethodNotAllowed("the server does not allow this method on the requested resource")
@@ -381,7 +396,7 @@ class Api:
             return obj
         stored = self.store.create(res.bucket, obj)
         if res is NAMESPACES:  # its default ServiceAccount and kube-root-ca.crt
-            for kind, body in kinds.namespace_objects(stored["metadata"]["name"]):
+            for kind, body in kinds.namespace_objects(stored["metadata"]["name"], self.root_ca_pem):
                 self.create_object(kind, stored["metadata"]["name"], body)
         return self._sync_crd(stored) if res is CRDS else stored
 
@@ -450,11 +465,16 @@ class Api:
         warnings = self._field_validation(req, res, body)
         name = str(((body.get("metadata") or {}) if isinstance(body, dict) else {}).get("name") or "")
         body = await self._admit(req, "CREATE", res, namespace, name, "", body, None)
+        self._admit_write(req, res, namespace, body)
         manager = apply.update_manager(res, req.param("fieldManager"), req.header("user-agent"))
         obj = self.create_object(res, namespace, body, dry_run=req.param("dryRun") == "All", manager=manager)
         response = _json(201, self._out(res, obj))
         response.headers.extend(warnings)
         return response
+
+    def _admit_write(self, req: Request, res: Resource, namespace: str, body: Any) -> None:
+        if self.admit_write is not None and isinstance(body, dict):
+            self.admit_write(req, res, namespace, body)
 
     def _check_rv(self, res: Resource, name: str, given: Any, old: Obj) -> None:
         if given not in (None, "") and str(given) != old["metadata"]["resourceVersion"]:
@@ -470,6 +490,7 @@ class Api:
             self._check_rv(res, name, (body.get("metadata") or {}).get("resourceVersion"), old)
         new = objects.prepare_update(sres, body, old, sub)
         kinds.on_update(self.store, sres, new, old)
+        self._admit_write(req, sres, new["metadata"].get("namespace", ""), new)
         if tracked:
             apply.track_update(sres, old, new, apply.update_manager(
                 sres, req.param("fieldManager"), req.header("user-agent"), sub))
@@ -536,6 +557,7 @@ class Api:
         if old is None:
             if sub:
                 raise NotFound.object(res.name, name, res.group)
+            self._admit_write(req, res, ns, cfg)
             obj = self.create_object(res, ns, apply.created(res, cfg, mgr), dry_run=req.param("dryRun") == "All")
             response = _json(201, self._out(res, obj))
         else:

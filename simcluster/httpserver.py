@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from typing import Any
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -43,6 +44,9 @@ class Request:
     headers: dict[str, str]
     body: bytes = b""
     peer: str = ""
+    peer_cert: dict | None = None  # a verified TLS client certificate (`ssl.getpeercert()`)
+    header_items: list[tuple[str, str]] = field(default_factory=list)  # every header, repeats kept
+    user: Any = None  # the authenticated caller (`access.Access.admit`), when authentication is on
 
     def param(self, name: str, default: str = "") -> str:
         values = self.query.get(name)
@@ -115,13 +119,16 @@ class HttpServer:
         self.connections += 1
         conn = h11.Connection(h11.SERVER, max_incomplete_event_size=64 * 1024)
         try:
-            peer = stream.socket.getpeername()
+            peer = getattr(stream, "transport_stream", stream).socket.getpeername()
             peer_s = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         except OSError:
             peer_s = "?"
         try:
+            peer_cert = await _handshake(stream)
             while True:
                 request = await self._read_request(stream, conn, peer_s)
+                if request is not None:
+                    request.peer_cert = peer_cert
                 if request is None:
                     return
                 try:
@@ -140,7 +147,7 @@ class HttpServer:
                     conn.start_next_cycle()
                 except h11.LocalProtocolError:
                     return
-        except (_Closed, trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
+        except (_Closed, trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError, ConnectionError):
             return
         except (h11.LocalProtocolError, h11.RemoteProtocolError) as exc:
             if isinstance(exc, h11.LocalProtocolError):
@@ -195,9 +202,11 @@ class HttpServer:
         target = event.target.decode("latin-1")
         parts = urlsplit(target)
         headers: dict[str, str] = {}
+        items: list[tuple[str, str]] = []
         for name, value in event.headers:
             key = name.decode("latin-1").lower()
             val = value.decode("latin-1")
+            items.append((key, val))
             headers[key] = f"{headers[key]},{val}" if key in headers and key == "accept" else val
         return Request(
             method=event.method.decode("ascii").upper(),
@@ -206,6 +215,7 @@ class HttpServer:
             headers=headers,
             body=bytes(body),
             peer=peer,
+            header_items=items,
         )
 
     def _headers(self, content_type: str, extra: list[tuple[str, str]], length: int | None) -> list[tuple[str, str]]:
@@ -271,6 +281,16 @@ class HttpServer:
         if gone:
             raise _Closed("peer went away")
         await self._send(stream, conn.send(h11.EndOfMessage()))
+
+
+async def _handshake(stream: trio.abc.Stream) -> dict | None:
+    """TLS (an `SSLStream` from `tlsserve`): finish the handshake within 10 s; the verified client
+    certificate, if one was sent. A failed handshake raises BrokenResourceError (ends the connection)."""
+    if not isinstance(stream, trio.SSLStream):
+        return None
+    with trio.fail_after(10):
+        await stream.do_handshake()
+    return stream.getpeercert() or None
 
 
 async def open_listeners(host: str, port: int) -> list[trio.SocketListener]:

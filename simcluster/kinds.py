@@ -23,7 +23,7 @@ import ipaddress
 import re
 from typing import Any
 
-from . import disruption, priority, webhookconfig, workloads
+from . import disruption, priority, rbacobjects, webhookconfig, workloads
 from .errors import Invalid
 from .objects import Cause, invalid, required
 from .resources import (CONFIGMAPS, LEASES, MUTATING_WEBHOOKS, PDBS, PODS, PRIORITYCLASSES, SERVICEACCOUNTS, SERVICES,
@@ -57,13 +57,14 @@ _PERCENT = re.compile(r"^[0-9]+%$")
 
 # -- namespaces ----------------------------------------------------------------------------------
 
-def namespace_objects(namespace: str) -> list[tuple[Resource, Obj]]:
-    """What a new namespace gets at once (the service-account and root-CA controllers' work)."""
+def namespace_objects(namespace: str, ca_pem: str = ROOT_CA_PEM) -> list[tuple[Resource, Obj]]:
+    """What a new namespace gets at once (the service-account and root-CA controllers' work);
+    `ca_pem` is the cluster's CA when sim-cluster serves HTTPS (`authconfig`)."""
     return [
         (SERVICEACCOUNTS, {"metadata": {"name": "default", "namespace": namespace}}),
         (CONFIGMAPS, {"metadata": {"name": ROOT_CA_NAME, "namespace": namespace,
                                    "annotations": {"kubernetes.io/description": ROOT_CA_DESCRIPTION}},
-                      "data": {"ca.crt": ROOT_CA_PEM}}),
+                      "data": {"ca.crt": ca_pem}}),
     ]
 
 
@@ -95,6 +96,8 @@ def on_create(store: Store, res: Resource, obj: Obj) -> None:
         webhookconfig.validate(res.kind, obj)
     elif res in workloads.KINDS:
         workloads.on_create(res, obj)
+    else:
+        rbacobjects.validate(res, obj)
 
 
 def on_update(store: Store, res: Resource, new: Obj, old: Obj) -> None:
@@ -118,6 +121,8 @@ def on_update(store: Store, res: Resource, new: Obj, old: Obj) -> None:
         webhookconfig.validate(res.kind, new)
     elif res in workloads.KINDS:
         workloads.on_update(res, new, old)
+    else:
+        rbacobjects.validate(res, new, old)
 
 
 # -- services --------------------------------------------------------------------------------------
