@@ -25,7 +25,6 @@ import yaml
 from engine import config_doc
 from engine.config import ConfigError, parse_config_text
 
-from .errors import BadRequest
 
 if TYPE_CHECKING:
     from .app import App, Request
@@ -143,25 +142,9 @@ async def config(app: "App", req: "Request", send) -> None:
     await app.send_body(send, 200, body, YAML_CONTENT_TYPE)
 
 
-async def read_body(req: "Request", limit: int) -> bytes:
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        message = await req.receive()
-        if message["type"] == "http.disconnect":
-            raise BadRequest("Client closed the request before its body was read")
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            raise BadRequest(f"Request body larger than {limit} bytes")
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            return b"".join(chunks)
-
-
 async def validate_conf(app: "App", req: "Request", send) -> None:
     """YuniKorn answers 200 either way; `reason` names the key and value the engine refuses."""
-    body = await read_body(req, req.max_body)
+    body = await app.read_body(req)
     try:
         parse_config_text(body)
         result = {"allowed": True, "reason": ""}

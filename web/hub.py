@@ -30,7 +30,7 @@ import trio
 
 from .events import (CHUNK, COALESCE_BYTES, INSTANCE_CHECK_SECONDS, WAKE_SECONDS, collect_more,
                      instance_line, lapped_line, shutdown_line)
-from .httpwire import LAST_CHUNK, frame
+from common.http1.wire import LAST_CHUNK, frame
 
 if TYPE_CHECKING:
     from .app import App

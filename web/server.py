@@ -46,14 +46,15 @@ def setup_logging() -> None:
     log_to_stderr("web")
 
 
-def build_config(bind: str, workers: int, *, graceful_timeout: float = 3.0) -> Config:
+def build_config(bind: str, workers: int, *, graceful_timeout: float = 3.0,
+                 keep_alive_timeout: float = 5.0) -> Config:
     config = Config()
     config.bind = [bind]
     config.worker_class = "trio"
     config.workers = workers
     config.graceful_timeout = graceful_timeout
     config.h11_max_incomplete_size = 64 * 1024
-    config.keep_alive_timeout = 5
+    config.keep_alive_timeout = keep_alive_timeout
     config.backlog = 1024
     config.accesslog = None
     config.errorlog = "-"
@@ -82,7 +83,6 @@ def create_sockets(config: Config, stall_timeout: float) -> Sockets:
 def worker_main(options: WebOptions, config: Config, sockets: Sockets, shutdown_event) -> None:
     """Entry point of one spawned worker process."""
     import trio
-    from hypercorn.utils import wrap_app
 
     from .listener import worker_serve
 
@@ -109,9 +109,9 @@ def worker_main(options: WebOptions, config: Config, sockets: Sockets, shutdown_
     trio.run(
         partial(
             worker_serve,
-            wrap_app(app, config.wsgi_max_body_size, "asgi"),
             app,
             config,
+            options.limits,
             sockets=sockets,
             shutdown_trigger=shutdown_trigger,
         )
@@ -193,9 +193,10 @@ class Supervisor:
         return exit_code
 
 
-def serve(options: WebOptions, bind: str, workers: int, stall_timeout: float) -> int:
+def serve(options: WebOptions, bind: str, workers: int, stall_timeout: float,
+          idle_timeout: float = 5.0) -> int:
     """Run `ykshm web` in this process until SIGINT/SIGTERM; returns the exit code."""
-    config = build_config(bind, workers)
+    config = build_config(bind, workers, keep_alive_timeout=idle_timeout)
     sockets = create_sockets(config, stall_timeout)
     segment = WebSegment.create(options.name, max(options.settings.max_streams, 1))
     try:
