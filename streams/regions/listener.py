@@ -41,7 +41,7 @@ from .rest import MAX_BODY, JSON, RegionApi, hot_route
 log = logging.getLogger("ykshm.cr-operator")
 
 LIMITS = Limits()
-"""The operator's connection limits (common.http1.limits defaults)."""
+"""The operator's connection limits by default (common.http1.limits; README names them)."""
 BUSY = (JSON, b'{"status_code":503,"message":"too many connections","description":'
               b'"too many connections","reason":"tooManyConnections"}')
 

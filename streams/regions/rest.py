@@ -389,20 +389,22 @@ def hypercorn_config(bind: str) -> Config:
 
 
 async def serve(operator: RegionOperator, bind: str = "127.0.0.1:0", *, direct: bool = True,
-                task_status=trio.TASK_STATUS_IGNORED) -> None:
+                limits: Limits = Limits(), task_status=trio.TASK_STATUS_IGNORED) -> None:
     """Run the operator and its API until cancelled; `started` with the URL it listens on
     (e.g. "http://127.0.0.1:41234"), once restart statuses are written and the socket listens.
 
     `direct` (the default): the listener (listener.py) answers the hot PE requests itself and
     hands everything else to hypercorn; False: hypercorn serves every request (the reference the
-    tests compare the direct path with)."""
+    tests compare the direct path with). `limits`: connections per process and per client
+    address, head and body deadlines (common.http1.limits; the idle keep-alive timeout is
+    hypercorn_config's 30 s)."""
     from .listener import Listener, serve_api  # listener builds on this module
 
     async with trio.open_nursery() as nursery:
         await nursery.start(operator.run)
-        api, config = RegionApi(operator), hypercorn_config(bind)
+        api, config = RegionApi(operator, limits.body_timeout), hypercorn_config(bind)
         if direct:
-            binds = await nursery.start(serve_api, Listener(api, config))
+            binds = await nursery.start(serve_api, Listener(api, config, limits))
         else:
             binds = await nursery.start(lambda task_status: hypercorn_serve(
                 api, config, shutdown_trigger=trio.sleep_forever, task_status=task_status))
