@@ -22,7 +22,6 @@ from __future__ import annotations
 import logging
 import os
 import signal
-import socket
 import time
 from functools import partial
 from multiprocessing import get_context
@@ -32,13 +31,12 @@ from multiprocessing.process import BaseProcess
 from hypercorn.config import Config, Sockets
 
 from common.cliutil import log_to_stderr
+from common.http1.listener import tune
 
 from .app import App, WebOptions
 from .segment import WebSegment
 
 log = logging.getLogger("ykshm.web")
-
-TCP_USER_TIMEOUT = getattr(socket, "TCP_USER_TIMEOUT", 18)
 
 
 def setup_logging() -> None:
@@ -69,14 +67,7 @@ def create_sockets(config: Config, stall_timeout: float) -> Sockets:
         sockets = config.create_sockets()
     finally:
         config.workers = workers
-    for sock in sockets.insecure_sockets:
-        if sock.family not in (socket.AF_INET, socket.AF_INET6):
-            continue
-        # hypercorn sets TCP_NODELAY only on sockets it binds itself; an fd://N socket from
-        # systemd needs it too, or Nagle holds back small stream writes (~40 ms tails).
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        if stall_timeout > 0:
-            sock.setsockopt(socket.IPPROTO_TCP, TCP_USER_TIMEOUT, int(stall_timeout * 1000))
+    tune(sockets, stall_timeout)
     return sockets
 
 

@@ -5,7 +5,8 @@
     limits      Limits (connections per worker and peer, head and body deadlines) and the Gate
     connection  one connection while a direct path reads it: buffer, idle/head/body deadlines
     replay      ReplayStream: the bytes already read put back in front, for hypercorn
-    listener    the worker's accept loop: Gate -> direct path -> hypercorn's TCPServer; `serve`
+    listener    the worker's accept loop: Gate -> direct path -> hypercorn's TCPServer; `serve`;
+                `tune` (TCP_NODELAY, TCP_USER_TIMEOUT on the listening sockets)
     routing     Route/Router, first full match wins, partial match -> 405, the app's own errors
     body        the ASGI request-body reader: size cap and deadline, the app's own errors
 

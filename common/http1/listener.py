@@ -26,6 +26,7 @@ Error handling
 from __future__ import annotations
 
 import logging
+import socket
 import sys
 from collections.abc import Awaitable, Callable
 from functools import partial
@@ -47,6 +48,8 @@ from .wire import SERVER_CLOSE, DateHeader, response
 
 if sys.version_info < (3, 11):
     from exceptiongroup import BaseExceptionGroup
+
+TCP_USER_TIMEOUT = getattr(socket, "TCP_USER_TIMEOUT", 18)
 
 DirectPath = Callable[[Connection], Awaitable["bytes | None"]]
 GONE = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
@@ -110,6 +113,20 @@ class Listener:
             await close(stream)
         except GONE:
             await stream.aclose()
+
+
+def tune(sockets: Sockets, stall_timeout: float) -> None:
+    """TCP_NODELAY and TCP_USER_TIMEOUT on the listening sockets (accepted ones inherit them): a
+    peer that stops reading is reset by the kernel after `stall_timeout` seconds of unacknowledged
+    data, which ends a blocked send — no timeout is ever put around a send. hypercorn sets
+    TCP_NODELAY only on sockets it binds itself; an fd://N socket from systemd needs it too, or
+    Nagle holds back small writes (~40 ms tails)."""
+    for sock in sockets.insecure_sockets:
+        if sock.family not in (socket.AF_INET, socket.AF_INET6):
+            continue
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if stall_timeout > 0:
+            sock.setsockopt(socket.IPPROTO_TCP, TCP_USER_TIMEOUT, int(stall_timeout * 1000))
 
 
 async def close(stream: trio.abc.HalfCloseableStream) -> None:

@@ -42,6 +42,8 @@ log = logging.getLogger("ykshm.cr-operator")
 
 LIMITS = Limits()
 """The operator's connection limits by default (common.http1.limits; README names them)."""
+STALL_TIMEOUT = 10.0
+"""TCP_USER_TIMEOUT of the API socket: a PE that stops reading is reset after this (seconds)."""
 BUSY = (JSON, b'{"status_code":503,"message":"too many connections","description":'
               b'"too many connections","reason":"tooManyConnections"}')
 
@@ -104,6 +106,7 @@ async def serve_api(listener: Listener, *, task_status=trio.TASK_STATUS_IGNORED)
     ("http://host:port")."""
     config = listener.config
     sockets = config.create_sockets()
+    http1.tune(sockets, STALL_TIMEOUT)
     binds = []
     for sock in sockets.insecure_sockets:
         sock.listen(config.backlog)
