@@ -230,3 +230,13 @@ async def test_sim_cluster_closes_an_idle_connection():
             assert answer.startswith(b"HTTP/1.1 200 ")  # answered, then closed once idle
             assert 0.4 < trio.current_time() - t0 < 3
         nursery.cancel_scope.cancel()
+
+
+def test_a_limit_that_makes_no_sense_is_one_line_and_exit_2():
+    cases = [(["--max-connections-per-peer", "0"], "--max-connections-per-peer must be at least 1, not 0"),
+             (["--head-timeout", "-1"], "--head-timeout must be more than 0 seconds, not -1.0")]
+    for args, message in cases:
+        r = subprocess.run([sys.executable, "-m", "tools.cli", "web", *args], capture_output=True,
+                           text=True, timeout=60, cwd=HERE.parents[1])
+        assert r.returncode == 2
+        assert r.stderr.strip().splitlines() == [f"ykshm web: error: {message}"]
