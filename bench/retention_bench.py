@@ -23,7 +23,7 @@ PROG = "ykshm bench retention"
 def _measure(apps: int) -> tuple[int, str]:
     from engine.config import parse_config
     from engine.events_out import MemoryEventSink
-    from engine.resources import to_si
+    from si.resources import to_si
     from engine.scheduler import Scheduler
 
     clock = [0]

@@ -21,8 +21,8 @@ from typing import Any
 import yaml
 
 from common.quantity import QuantityError
-from engine import resources as _res
 from engine.ugm.limits import LimitConfig
+from si import resources as _res
 
 _TRUE = {"1", "t", "T", "TRUE", "true", "True"}
 _FALSE = {"0", "f", "F", "FALSE", "false", "False"}

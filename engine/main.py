@@ -25,13 +25,13 @@ from collections.abc import Sequence
 
 import trio
 
+from common.cliutil import Failure, Parser, UsageError, run_main
 from engine.config import ConfigError, load_config
 from engine.events_out import RingEventSink
 from engine.scheduler import Scheduler
 from engine.sdnotify import Notifier
 from engine.service import EngineService
-from engine.si.protocol import default_socket_path
-from common.cliutil import Failure, Parser, UsageError, run_main
+from si.protocol import default_socket_path
 
 log = logging.getLogger("ykshm.engine")
 

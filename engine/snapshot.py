@@ -18,10 +18,11 @@ import time
 from collections import Counter
 from typing import Any
 
-from engine import config_doc, placement, resources
+from engine import config_doc, placement
 from engine.objects import Queue
 from engine.partition import Partition, queues
 from engine.partition.preemption import MIN_PRIORITY, queue_priority
+from si import resources
 
 
 def _package_version() -> str:

@@ -226,8 +226,6 @@ kept: at 12 ms a quiet-machine run had p99 13.9 against Redis's 13.5 (ratio 1.03
             await trio.testing.wait_all_tasks_blocked()
 
     async def run(self) -> None:
-        from shm import futex
-
         self.running = True
         next_sample = 0.0
         try:
@@ -241,7 +239,7 @@ kept: at 12 ms a quiet-machine run had p99 13.9 against Redis's 13.5 (ratio 1.03
                     self._fired = False
                     await self._linger()
                     continue
-                if reader is not None and seen and futex.AVAILABLE:
+                if reader is not None and seen:
                     await trio.to_thread.run_sync(reader.wait_for_wake, seen, self.FALLBACK_SECONDS,
                                                   abandon_on_cancel=True)
                 else:
