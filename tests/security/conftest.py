@@ -1,8 +1,10 @@
-"""The security tests start real servers: the web's harness (tests/web/webharness.py) is theirs too."""
+"""The security tests start real servers: the web's harness (tests/web/webharness.py) and the CLI
+helpers (tests/tools/ykcli.py: stop a process by pid) are theirs too."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "web"))
+for folder in ("web", "tools"):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / folder))

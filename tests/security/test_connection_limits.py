@@ -13,7 +13,6 @@ from __future__ import annotations
 import errno
 import os
 import resource
-import signal
 import socket
 import subprocess
 import sys
@@ -24,6 +23,7 @@ import trio
 
 from simcluster.httpserver import HttpServer, Response, open_listeners
 from webharness import Ring, WebServer, cleanup, unique_name
+from ykcli import stop
 
 ATTACKERS = 2000
 FD_LIMIT = 1024
@@ -135,12 +135,8 @@ def operator_server(max_connections: int = 4096, max_per_peer: int = 256, body_t
         assert url.startswith("http://127.0.0.1:"), url
         yield int(url.rsplit(":", 1)[1])
     finally:
-        os.kill(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.wait()
+        stop(proc)
+        proc.stdout.close()
 
 
 STATE = b"/api/consistentregion/region/0/state"
