@@ -11,6 +11,8 @@ deadlines (connection.py, body.py), so a trickling client frees its place in bou
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import trio
 
@@ -77,15 +79,24 @@ class Gate:
     def _room(self) -> bool:
         if self.total < self.limits.max_connections:
             return True
-        for key, scope in self._waiting.items():  # the longest waiting goes
-            del self._waiting[key]
-            scope.cancel()
-            return True
-        return False
+        oldest = next(iter(self._waiting), None)  # the longest waiting makes room
+        if oldest is None:
+            return False
+        self._waiting.pop(oldest).cancel()
+        return True
 
-    def waiting(self, scope: trio.CancelScope) -> "_Waiting":
-        """`with gate.waiting(scope):` while a connection waits for a head; evictable meanwhile."""
-        return _Waiting(self, scope)
+    @contextmanager
+    def waiting(self, scope: trio.CancelScope) -> Iterator[None]:
+        """`with gate.waiting(scope):` while a connection waits for a head; evictable meanwhile
+        (and cancelled at once once the worker is closing)."""
+        if self._closing:
+            scope.cancel()
+        else:
+            self._waiting[id(scope)] = scope
+        try:
+            yield
+        finally:
+            self._waiting.pop(id(scope), None)
 
     def close_waiting(self) -> None:
         """At shutdown: connections waiting for a head close at once (as hypercorn's idle ones)."""
@@ -93,17 +104,3 @@ class Gate:
         for scope in self._waiting.values():
             scope.cancel()
         self._waiting.clear()
-
-
-class _Waiting:
-    def __init__(self, gate: Gate, scope: trio.CancelScope) -> None:
-        self.gate, self.scope = gate, scope
-
-    def __enter__(self) -> None:
-        if self.gate._closing:
-            self.scope.cancel()
-        else:
-            self.gate._waiting[id(self.scope)] = self.scope
-
-    def __exit__(self, *exc: object) -> None:
-        self.gate._waiting.pop(id(self.scope), None)
