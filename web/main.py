@@ -23,7 +23,7 @@ import socket
 from collections.abc import Sequence
 
 from common.cliutil import Failure, Parser, UsageError, run_main
-from common.http1.limits import LimitError, Limits
+from common.http1.flags import add_limit_flags, limits_of
 
 DEFAULT_BIND = "127.0.0.1:9080"
 
@@ -45,36 +45,8 @@ def _parser() -> Parser:
     parser.add_argument("--source", default="", metavar="URL",
                         help="serve from Redis (read replica of `ykshm export`): redis://host[:port][/db]"
                              "[?instance=NAME] (instance default: --name)")
-    _limit_flags(parser)
+    add_limit_flags(parser, idle_timeout=5.0)
     return parser
-
-
-def _limit_flags(parser: Parser) -> None:
-    """Connection limits per worker (common.http1.limits; README "Connections and slow clients")."""
-    d = Limits()
-    parser.add_argument("--max-connections", type=int, default=d.max_connections,
-                        help=f"open connections per worker (default {d.max_connections})")
-    parser.add_argument("--max-connections-per-peer", type=int, default=d.max_per_peer,
-                        help=f"open connections per client address and worker (default {d.max_per_peer})")
-    parser.add_argument("--idle-timeout", type=float, default=5.0,
-                        help="close a keep-alive connection idle this long (s, default 5)")
-    parser.add_argument("--head-timeout", type=float, default=d.head_timeout,
-                        help=f"a request head must arrive within this (s, default {d.head_timeout:g})")
-    parser.add_argument("--body-timeout", type=float, default=d.body_timeout,
-                        help=f"a request body must arrive within this (s, default {d.body_timeout:g})")
-
-
-def _limits(args) -> Limits:
-    limits = Limits(max_connections=args.max_connections, max_per_peer=args.max_connections_per_peer,
-                    head_timeout=args.head_timeout, body_timeout=args.body_timeout)
-    try:
-        limits.check()
-    except LimitError as exc:
-        flag = "--max-connections-per-peer" if exc.name == "max_per_peer" else "--" + exc.name.replace("_", "-")
-        raise UsageError(f"{flag} {exc.rule}, not {exc.value}") from None
-    if not args.idle_timeout > 0:
-        raise UsageError(f"--idle-timeout must be more than 0 seconds, not {args.idle_timeout}")
-    return limits
 
 
 def check_source(url: str, name: str) -> tuple[str, str]:
@@ -147,7 +119,7 @@ def _body(argv: Sequence[str]) -> int:
     except ValueError:
         raise UsageError(f"--name {args.name!r}: not a valid instance name") from None
     bind = check_bind(args.bind)
-    limits = _limits(args)
+    limits = limits_of(args)
 
     from engine.config import ConfigError, load_web_config
 

@@ -3,6 +3,7 @@
     head        the strict request-head parser: Head, INCOMPLETE, FOREIGN (h11 reads the same)
     wire        responses and chunked framing as h11 writes them; DateHeader
     limits      Limits (connections per worker and peer, head and body deadlines) and the Gate
+    flags       the limits as command-line flags (`ykshm web`, `ykshm cr-operator`)
     connection  one connection while a direct path reads it: buffer, idle/head/body deadlines
     replay      ReplayStream: the bytes already read put back in front, for hypercorn
     listener    the worker's accept loop: Gate -> direct path -> hypercorn's TCPServer; `serve`;

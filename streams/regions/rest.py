@@ -375,34 +375,36 @@ class _Disconnected(RegionError):
         super().__init__("the client went away before sending its body")
 
 
-def hypercorn_config(bind: str) -> Config:
-    """hypercorn settings of the operator's API: one trio worker, no access log."""
+def hypercorn_config(bind: str, idle_timeout: float = 30.0) -> Config:
+    """hypercorn settings of the operator's API: one trio worker, no access log; `idle_timeout`
+    is the keep-alive timeout (the direct path's too)."""
     config = Config()
     config.bind = [bind]
     config.worker_class = "trio"
     config.accesslog = None
     config.errorlog = "-"
     config.graceful_timeout = 1.0
-    config.keep_alive_timeout = 30
+    config.keep_alive_timeout = idle_timeout
     config.include_server_header = False
     return config
 
 
 async def serve(operator: RegionOperator, bind: str = "127.0.0.1:0", *, direct: bool = True,
-                limits: Limits = Limits(), task_status=trio.TASK_STATUS_IGNORED) -> None:
+                limits: Limits = Limits(), idle_timeout: float = 30.0,
+                task_status=trio.TASK_STATUS_IGNORED) -> None:
     """Run the operator and its API until cancelled; `started` with the URL it listens on
     (e.g. "http://127.0.0.1:41234"), once restart statuses are written and the socket listens.
 
     `direct` (the default): the listener (listener.py) answers the hot PE requests itself and
     hands everything else to hypercorn; False: hypercorn serves every request (the reference the
     tests compare the direct path with). `limits`: connections per process and per client
-    address, head and body deadlines (common.http1.limits; the idle keep-alive timeout is
-    hypercorn_config's 30 s)."""
+    address, head and body deadlines (common.http1.limits); `idle_timeout`: the keep-alive
+    timeout (`ykshm cr-operator` flags, common.http1.flags)."""
     from .listener import Listener, serve_api  # listener builds on this module
 
     async with trio.open_nursery() as nursery:
         await nursery.start(operator.run)
-        api, config = RegionApi(operator, limits.body_timeout), hypercorn_config(bind)
+        api, config = RegionApi(operator, limits.body_timeout), hypercorn_config(bind, idle_timeout)
         if direct:
             binds = await nursery.start(serve_api, Listener(api, config, limits))
         else:

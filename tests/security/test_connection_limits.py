@@ -229,10 +229,15 @@ async def test_sim_cluster_closes_an_idle_connection():
 
 
 def test_a_limit_that_makes_no_sense_is_one_line_and_exit_2():
-    cases = [(["--max-connections-per-peer", "0"], "--max-connections-per-peer must be at least 1, not 0"),
-             (["--head-timeout", "-1"], "--head-timeout must be more than 0 seconds, not -1.0")]
+    cases = [(["web", "--max-connections-per-peer", "0"],
+              "ykshm web: error: --max-connections-per-peer must be at least 1, not 0"),
+             (["web", "--head-timeout", "-1"],
+              "ykshm web: error: --head-timeout must be more than 0 seconds, not -1.0"),
+             (["cr-operator", "--job", "ns/job", "--api-server", "http://127.0.0.1:9",
+               "--body-timeout", "0"],
+              "ykshm cr-operator: error: --body-timeout must be more than 0 seconds, not 0.0")]
     for args, message in cases:
-        r = subprocess.run([sys.executable, "-m", "tools.cli", "web", *args], capture_output=True,
+        r = subprocess.run([sys.executable, "-m", "tools.cli", *args], capture_output=True,
                            text=True, timeout=60, cwd=HERE.parents[1])
         assert r.returncode == 2
-        assert r.stderr.strip().splitlines() == [f"ykshm web: error: {message}"]
+        assert r.stderr.strip().splitlines() == [message]
