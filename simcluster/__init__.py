@@ -18,11 +18,17 @@ Modules (one concept each):
 - `fieldsets`  field sets in FieldsV1 form, list semantics from the schema
 - `k8sschema`  the vendored Kubernetes 1.32 schemas (`k8s_openapi.json`) of the built-in kinds
 - `timestamps` Time / MicroTime fields normalised to UTC `Z`
+- `admission`  the admission chain: matching mutating, then validating webhooks, AdmissionReview v1
+- `webhookconfig` Mutating/ValidatingWebhookConfiguration: defaults and validation (422 naming the field)
+- `webhookcall` one webhook call: url or service resolution, HTTPS against caBundle, timeoutSeconds
+- `workloads`  Deployments, ReplicaSets, Jobs: defaults and validation (the kinds as stored)
+- `controllers` the Deployment, ReplicaSet and Job controllers: pods owned by them, rollouts, completion
 - `api`        routing and verbs: list/watch, create/get/update/patch/delete, binding, status
 - `objects`    defaults, system metadata and validation (422 causes naming the field)
 - `schema`     known fields, for `?fieldValidation=Strict|Warn`
 - `errors`     Kubernetes API errors: an HTTP code plus a `Status` object
 - `protobuf`   just enough of the Kubernetes protobuf encoding for kubectl's typed writes
+- `protoworkloads` protobuf Deployments and Jobs (`kubectl create deployment|job`)
 - `patch`      merge, strategic-merge and JSON patch
 - `selectors`  label and field selectors
 - `tables`     meta.k8s.io Table output for `kubectl get`

@@ -23,10 +23,11 @@ import ipaddress
 import re
 from typing import Any
 
-from . import disruption, priority
+from . import disruption, priority, webhookconfig, workloads
 from .errors import Invalid
 from .objects import Cause, invalid, required
-from .resources import CONFIGMAPS, LEASES, PDBS, PODS, PRIORITYCLASSES, SERVICEACCOUNTS, SERVICES, Resource
+from .resources import (CONFIGMAPS, LEASES, MUTATING_WEBHOOKS, PDBS, PODS, PRIORITYCLASSES, SERVICEACCOUNTS, SERVICES,
+                        VALIDATING_WEBHOOKS, Resource)
 from .store import Store
 
 Obj = dict[str, Any]
@@ -90,6 +91,10 @@ def on_create(store: Store, res: Resource, obj: Obj) -> None:
         priority.validate_class(store, obj)
     elif res is PODS:
         priority.admit_pod(store, obj)
+    elif res in (MUTATING_WEBHOOKS, VALIDATING_WEBHOOKS):
+        webhookconfig.validate(res.kind, obj)
+    elif res in workloads.KINDS:
+        workloads.on_create(res, obj)
 
 
 def on_update(store: Store, res: Resource, new: Obj, old: Obj) -> None:
@@ -109,6 +114,10 @@ def on_update(store: Store, res: Resource, new: Obj, old: Obj) -> None:
         _validate_lease(new)
     elif res is PRIORITYCLASSES:
         priority.validate_class(store, new, old)
+    elif res in (MUTATING_WEBHOOKS, VALIDATING_WEBHOOKS):
+        webhookconfig.validate(res.kind, new)
+    elif res in workloads.KINDS:
+        workloads.on_update(res, new, old)
 
 
 # -- services --------------------------------------------------------------------------------------

@@ -25,7 +25,7 @@ import trio
 from common.quantity import QuantityError, parse_milli, parse_quantity
 from common.cliutil import Failure, Parser, UsageError, run_main
 
-from . import disruption, kinds, leases, objects, priority, workload
+from . import controllers, disruption, kinds, leases, objects, priority, workload
 from .api import Api
 from .httpserver import HttpServer, open_listeners
 from .kubelet import Kubelet
@@ -135,6 +135,7 @@ async def serve(args, apps: list[workload.App] | None) -> None:
             await nursery.start(kubelet.run)
             await nursery.start(api.gc.run)
             await nursery.start(disruption.DisruptionController(store).run)
+            await nursery.start(controllers.Controllers(api).run)
             await nursery.start(node_leases.run)
             await nursery.start(api.run_event_expiry, args.event_ttl)
             await nursery.start(server.serve, listeners)

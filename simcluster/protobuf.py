@@ -262,7 +262,9 @@ def decode(body: bytes) -> dict[str, Any]:
     type_meta = fields((envelope.get(1) or [b""])[-1])
     api_version = _str(type_meta, 1) or ""
     kind = _str(type_meta, 2) or ""
-    decoder = _DECODERS.get((api_version, kind))
+    from .protoworkloads import DECODERS as workload_decoders  # it reads this module's helpers
+
+    decoder = _DECODERS.get((api_version, kind)) or workload_decoders.get((api_version, kind))
     if decoder is None:
         known = ", ".join(f"{v} {k}" for v, k in _DECODERS)
         raise UnsupportedMedia(f"the sim-cluster decodes protobuf only for {known}, not "

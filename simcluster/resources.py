@@ -36,6 +36,7 @@ class Resource:
     store: str = ""  # the store bucket (events.k8s.io/v1 events share core/v1 events); default name
     verbs: tuple[str, ...] = VERBS_ALL
     custom: Custom | None = field(default=None, compare=False)  # set for resources a CRD defines
+    scale: ScalePaths | None = None  # a built-in kind's /scale sub-resource (a CRD's is in `custom`)
 
     @property
     def api_version(self) -> str:
@@ -118,11 +119,23 @@ PDBS = Resource("poddisruptionbudgets", "poddisruptionbudget", "PodDisruptionBud
                 ("pdb",), (), ("status",), has_status=True)
 PRIORITYCLASSES = Resource("priorityclasses", "priorityclass", "PriorityClass", "scheduling.k8s.io", "v1", False,
                            ("pc",))
+MUTATING_WEBHOOKS = Resource("mutatingwebhookconfigurations", "mutatingwebhookconfiguration",
+                             "MutatingWebhookConfiguration", "admissionregistration.k8s.io", "v1", False,
+                             categories=("api-extensions",))
+VALIDATING_WEBHOOKS = Resource("validatingwebhookconfigurations", "validatingwebhookconfiguration",
+                               "ValidatingWebhookConfiguration", "admissionregistration.k8s.io", "v1", False,
+                               categories=("api-extensions",))
+DEPLOYMENTS = Resource("deployments", "deployment", "Deployment", "apps", "v1", True, ("deploy",), ("all",),
+                       ("status", "scale"), has_status=True, scale=ScalePaths(".spec.replicas", ".status.replicas"))
+REPLICASETS = Resource("replicasets", "replicaset", "ReplicaSet", "apps", "v1", True, ("rs",), ("all",),
+                       ("status", "scale"), has_status=True, scale=ScalePaths(".spec.replicas", ".status.replicas"))
+JOBS = Resource("jobs", "job", "Job", "batch", "v1", True, (), ("all",), ("status",), has_status=True)
 BINDINGS = Resource("bindings", "binding", "Binding", "", "v1", True, verbs=("create",))
 EVICTIONS = Resource("eviction", "", "Eviction", "policy", "v1", True, verbs=("create",))  # pods/eviction's body
 
 SERVED: tuple[Resource, ...] = (PODS, NODES, NAMESPACES, CONFIGMAPS, SECRETS, EVENTS, NEW_EVENTS, CRDS,
-                                SERVICEACCOUNTS, SERVICES, LEASES, PDBS, PRIORITYCLASSES)
+                                SERVICEACCOUNTS, SERVICES, LEASES, PDBS, PRIORITYCLASSES, MUTATING_WEBHOOKS,
+                                VALIDATING_WEBHOOKS, DEPLOYMENTS, REPLICASETS, JOBS)
 
 BUCKETS: tuple[str, ...] = tuple(dict.fromkeys(r.bucket for r in SERVED))
 
