@@ -3,6 +3,8 @@
 Why not hypercorn: a watch is a response that never ends by itself; we need to notice a client
 that went away while nothing is being written (a concurrent read sees EOF and cancels the stream),
 bound a stalled writer (`send_timeout`), and flush every event at once. That is a few lines on h11.
+A connection that sends no whole request head within `idle_timeout` (90 s, as kube-apiserver) of
+its last answer is closed, so idle or trickling clients do not pile up.
 
 Resource handling: `serve()` runs under the caller's nursery (`nursery.start(serve, ...)`), one
 task per connection; cancelling that nursery closes every connection. Error handling: a handler
@@ -84,10 +86,17 @@ class _Closed(Exception):
     pass
 
 
+IDLE_TIMEOUT = 90.0
+"""Seconds a connection may wait for its next request (kube-apiserver's IdleTimeout, which is
+http.DefaultTransport's keep-alive: clients drop theirs first)."""
+
+
 class HttpServer:
-    def __init__(self, handler: Handler, send_timeout: float = 30.0) -> None:
+    def __init__(self, handler: Handler, send_timeout: float = 30.0,
+                 idle_timeout: float = IDLE_TIMEOUT) -> None:
         self.handler = handler
         self.send_timeout = send_timeout
+        self.idle_timeout = idle_timeout
         self.connections = 0
 
     async def serve(self, listeners: list[trio.SocketListener], *, task_status=trio.TASK_STATUS_IGNORED) -> None:
@@ -178,7 +187,9 @@ class HttpServer:
             return event
 
     async def _read_request(self, stream: trio.SocketStream, conn: h11.Connection, peer: str) -> Request | None:
-        event = await self._next_event(stream, conn)
+        event = None
+        with trio.move_on_after(self.idle_timeout):  # an idle (or never finished) head: close
+            event = await self._next_event(stream, conn)
         if isinstance(event, h11.ConnectionClosed) or event is h11.PAUSED:
             return None
         if not isinstance(event, h11.Request):
