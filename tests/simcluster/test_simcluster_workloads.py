@@ -60,7 +60,8 @@ def test_deployment_scheduled_by_ykshm_survives_rollout_and_scale(ring_name: str
         owners = {p["metadata"]["ownerReferences"][0]["name"] for p in first}
         assert len(owners) == 1 and first[0]["metadata"]["ownerReferences"][0]["controller"] is True
         assert any(a["applicationID"] == "web-app" for a in c.applications())
-        assert k.run("rollout", "status", "deployment/web", "--timeout=30s").returncode == 0
+        status = k.run("rollout", "status", "deployment/web", "--timeout=30s")
+        assert status.returncode == 0, status.stderr
 
         k("set", "image", "deployment/web", "c=nginx:2")
         out = k.run("rollout", "status", "deployment/web", "--timeout=60s")
