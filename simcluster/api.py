@@ -27,8 +27,8 @@ import orjson
 import trio
 import yaml
 
-from . import (apply, crd, discovery, disruption, eventconv, eviction, fieldsets, gc, kinds, objects, protobuf, scale,
-               schema, structural, tables, timestamps)
+from . import (apply, crd, discovery, disruption, eventconv, eviction, fieldsets, gc, kinds, objects, podlogs, protobuf,
+               scale, schema, structural, tables, timestamps)
 from .errors import (AlreadyExists, ApiError, BadRequest, Conflict, Expired, Forbidden, InternalError, Invalid,
                      MethodNotAllowed, NotFound, TooLargeVersion, UnsupportedMedia, status_object, success_status)
 from .httpserver import Request, Response, StreamResponse
@@ -107,6 +107,7 @@ class Api:
         self._v2_pb = discovery.openapi_v2_protobuf()
         self.requests = 0
         self.fresh_wait = 3.0
+        self.logs: podlogs.LogSource | None = None  # process pods' output (procpods); else logs are empty
 
     # -- entry -------------------------------------------------------------------------------
     async def handle(self, req: Request) -> Response | StreamResponse:
@@ -233,8 +234,7 @@ class Api:
             raise MethodNotAllowed("the server does not allow this method on the requested resource")
         ns = namespace or ""
         if method in ("GET", "HEAD") and sub == "log":
-            self._must_get(res, ns, name)
-            return Response(200, b"", "text/plain")  # a simulated container writes no logs
+            return podlogs.respond(self.logs, self._must_get(res, ns, name), req)
         if sub == "scale":
             return self._scale(req, res, ns, name)
         if method in ("GET", "HEAD") and sub in ("", "status"):

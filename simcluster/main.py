@@ -16,16 +16,19 @@ import argparse
 import ipaddress
 import logging
 import math
+import shutil
 import signal
 import sys
+import tempfile
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import trio
 
 from common.quantity import QuantityError, parse_milli, parse_quantity
 from common.cliutil import Failure, Parser, UsageError, run_main
 
-from . import disruption, kinds, leases, objects, priority, workload
+from . import disruption, kinds, leases, objects, priority, procimages, procpods, workload
 from .api import Api
 from .httpserver import HttpServer, open_listeners
 from .kubelet import Kubelet
@@ -73,6 +76,20 @@ def build_parser() -> Parser:
                    help="seconds between node lease renewals in kube-node-lease (default 10; 0 = no leases)")
     p.add_argument("--event-ttl", type=_seconds(1), default=3600.0,
                    help="seconds an Event is kept, as the apiserver's --event-ttl (default 3600)")
+    proc = p.add_argument_group("process pods (ykshm's own images run as local processes)")
+    proc.add_argument("--ykshm-image", metavar="IMAGE", default=None,
+                      help=f"the image that runs `ykshm` (default {procimages.default_image()})")
+    proc.add_argument("--process-image", action="append", default=[], metavar="IMAGE=COMMAND",
+                      help="run IMAGE as COMMAND, which starts with ykshm (e.g. 'streams-runtime:1=ykshm pe-sim'); repeat")
+    proc.add_argument("--process-images", action="append", default=[], metavar="FILE",
+                      help="a YAML mapping IMAGE: COMMAND, as --process-image")
+    proc.add_argument("--no-process-pods", action="store_true", help="simulate every pod, run none")
+    proc.add_argument("--pods-dir", metavar="DIR", default=None,
+                      help="where process pods' directories go (default: a new temporary directory, removed at exit)")
+    proc.add_argument("--backoff-initial", type=_seconds(0.01), default=10.0,
+                      help="CrashLoopBackOff's first delay in seconds, doubling (default 10, as the kubelet)")
+    proc.add_argument("--backoff-max", type=_seconds(0.01), default=300.0,
+                      help="CrashLoopBackOff's longest delay in seconds (default 300)")
     p.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
     return p
 
@@ -98,6 +115,10 @@ def _check_args(args) -> None:
         parse_quantity(args.node_memory)
     except QuantityError as exc:
         raise UsageError(f"--node-cpu/--node-memory: {exc}") from None
+    try:
+        args.images = procimages.ProcessImages.build(args.ykshm_image, args.process_image, args.process_images)
+    except procimages.ImageConfigError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def populate(api: Api, nodes: int, cpu: str, memory: str, pods: int) -> None:
@@ -126,12 +147,18 @@ async def serve(args, apps: list[workload.App] | None) -> None:
     host = f"[{args.bind}]" if ":" in args.bind else args.bind
     api = Api(store, server=f"{args.bind}:{port}", bookmark_interval=args.bookmark_interval,
               node_cpu=args.node_cpu, node_memory=args.node_memory)
-    kubelet = Kubelet(store, start_delay=args.kubelet_delay, events=not args.no_kubelet_events)
+    own_dir = None if args.pods_dir or args.no_process_pods else tempfile.mkdtemp(prefix="ykshm-pods-")
+    pods = None if args.no_process_pods else procpods.ProcPods(store, procpods.Settings(
+        Path(args.pods_dir or own_dir), args.images, args.bind, port, args.backoff_initial, args.backoff_max))
+    api.logs = pods
+    kubelet = Kubelet(store, start_delay=args.kubelet_delay, events=not args.no_kubelet_events, procpods=pods)
     node_leases = leases.NodeLeases(api, args.node_lease_interval)
     populate(api, args.nodes, args.node_cpu, args.node_memory, args.node_pods)
     server = HttpServer(api.handle)
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with trio.open_nursery() as nursery:
+            if pods is not None:
+                await nursery.start(pods.run)
             await nursery.start(kubelet.run)
             await nursery.start(api.gc.run)
             await nursery.start(disruption.DisruptionController(store).run)
@@ -148,6 +175,8 @@ async def serve(args, apps: list[workload.App] | None) -> None:
                 log.warning("sim-cluster: %s, stopping", signal.Signals(signum).name)
                 nursery.cancel_scope.cancel()
                 break
+    if own_dir is not None:
+        shutil.rmtree(own_dir, ignore_errors=True)
 
 
 def _body(argv: Sequence[str]) -> int:
