@@ -28,7 +28,8 @@ import trio
 from common.quantity import QuantityError, parse_milli, parse_quantity
 from common.cliutil import Failure, Parser, UsageError, run_main
 
-from . import disruption, kinds, leases, objects, priority, procimages, procpods, workload
+from . import (disruption, endpoints, kinds, leases, loopback, objects, priority, procimages, procpods, services,
+               workload)
 from .api import Api
 from .httpserver import HttpServer, open_listeners
 from .kubelet import Kubelet
@@ -86,6 +87,8 @@ def build_parser() -> Parser:
     proc.add_argument("--no-process-pods", action="store_true", help="simulate every pod, run none")
     proc.add_argument("--pods-dir", metavar="DIR", default=None,
                       help="where process pods' directories go (default: a new temporary directory, removed at exit)")
+    proc.add_argument("--loopback-block", type=int, default=None, metavar="N",
+                      help="serve pods and Services on 127.N.0.0/16 (100..254; default: the first free one)")
     proc.add_argument("--backoff-initial", type=_seconds(0.01), default=10.0,
                       help="CrashLoopBackOff's first delay in seconds, doubling (default 10, as the kubelet)")
     proc.add_argument("--backoff-max", type=_seconds(0.01), default=300.0,
@@ -115,6 +118,8 @@ def _check_args(args) -> None:
         parse_quantity(args.node_memory)
     except QuantityError as exc:
         raise UsageError(f"--node-cpu/--node-memory: {exc}") from None
+    if args.loopback_block is not None and not 100 <= args.loopback_block <= 254:
+        raise UsageError(f"--loopback-block must be 100..254, got {args.loopback_block}")
     try:
         args.images = procimages.ProcessImages.build(args.ykshm_image, args.process_image, args.process_images)
     except procimages.ImageConfigError as exc:
@@ -147,9 +152,20 @@ async def serve(args, apps: list[workload.App] | None) -> None:
     host = f"[{args.bind}]" if ":" in args.bind else args.bind
     api = Api(store, server=f"{args.bind}:{port}", bookmark_interval=args.bookmark_interval,
               node_cpu=args.node_cpu, node_memory=args.node_memory)
-    own_dir = None if args.pods_dir or args.no_process_pods else tempfile.mkdtemp(prefix="ykshm-pods-")
-    pods = None if args.no_process_pods else procpods.ProcPods(store, procpods.Settings(
-        Path(args.pods_dir or own_dir), args.images, args.bind, port, args.backoff_initial, args.backoff_max))
+    endpoints_ctl = endpoints.EndpointsController(store, api.create_object, (args.bind, port))
+    pods, network, block, own_dir = None, None, None, None
+    if not args.no_process_pods:
+        try:
+            block = loopback.Block.take(args.loopback_block)
+        except loopback.BlockTaken as exc:
+            raise Failure(str(exc)) from None
+        own_dir = None if args.pods_dir else tempfile.mkdtemp(prefix="ykshm-pods-")
+        pods_dir = Path(args.pods_dir or own_dir)
+        pods_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        network = services.ServiceNetwork(store, block, pods_dir / "hosts")
+        pods = procpods.ProcPods(store, procpods.Settings(pods_dir, args.images, args.bind, port, args.backoff_initial,
+                                                          args.backoff_max), block,
+                                 extra_env=lambda pod: services.dns_env(pod, network.hosts))
     api.logs = pods
     kubelet = Kubelet(store, start_delay=args.kubelet_delay, events=not args.no_kubelet_events, procpods=pods)
     node_leases = leases.NodeLeases(api, args.node_lease_interval)
@@ -157,7 +173,9 @@ async def serve(args, apps: list[workload.App] | None) -> None:
     server = HttpServer(api.handle)
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with trio.open_nursery() as nursery:
-            if pods is not None:
+            await nursery.start(endpoints_ctl.run)
+            if pods is not None and network is not None:
+                await nursery.start(network.run)
                 await nursery.start(pods.run)
             await nursery.start(kubelet.run)
             await nursery.start(api.gc.run)
@@ -177,6 +195,8 @@ async def serve(args, apps: list[workload.App] | None) -> None:
                 break
     if own_dir is not None:
         shutil.rmtree(own_dir, ignore_errors=True)
+    if block is not None:
+        block.close()
 
 
 def _body(argv: Sequence[str]) -> int:

@@ -1,9 +1,9 @@
 """Process pods: the simulated kubelet runs ykshm's own containers as local processes.
 
 A bound pod with a container whose image `procimages` maps to a command is handed here by the
-`Kubelet` instead of being simulated. Per pod: a loopback address (127.244.0.0/16, never 127.0.0.1)
-as `status.podIP`, a directory (`volumes.PodDir`, 0700) with its volumes, ServiceAccount token and
-logs, and one task per process container that
+`Kubelet` instead of being simulated. Per pod: a loopback address of this sim-cluster's block
+(`loopback`, 127.N.0.x, never 127.0.0.1) as `status.podIP`, a directory (`volumes.PodDir`, 0700)
+with its volumes, ServiceAccount token and logs, and one task per process container that
 
 1. configures it: volumes (a missing Secret/ConfigMap: waiting `ContainerCreating`, a `FailedMount`
    event, retried every `retry` s), the environment (`podenv`; a bad reference:
@@ -29,7 +29,6 @@ pod the same way with at most `shutdown_grace` seconds each.
 from __future__ import annotations
 
 import ctypes
-import ipaddress
 import os
 import signal
 import subprocess
@@ -42,10 +41,10 @@ import trio
 
 from . import objects, podenv, podevents, podlogs, podstatus, podtoken, probes, procimages, volumes
 from .kinds import ROOT_CA_PEM
+from .loopback import Block
 from .store import Store
 
 Obj = dict[str, Any]
-POD_NETWORK = ipaddress.IPv4Network("127.244.0.0/16")
 
 
 @dataclass(frozen=True)
@@ -60,23 +59,6 @@ class Settings:
     shutdown_grace: float = 5.0
 
 
-@dataclass
-class AddressPool:
-    """Loopback pod addresses: the lowest free one of POD_NETWORK (127.244.0.1 ...)."""
-
-    used: set[str] = field(default_factory=set)
-
-    def take(self) -> str:
-        for host in POD_NETWORK.hosts():
-            if str(host) not in self.used:
-                self.used.add(str(host))
-                return str(host)
-        raise RuntimeError("no free pod address in 127.244.0.0/16")
-
-    def give(self, ip: str) -> None:
-        self.used.discard(ip)
-
-
 def _die_with_parent() -> None:
     """In the child before exec: SIGKILL when sim-cluster goes, however it goes."""
     try:
@@ -88,15 +70,13 @@ def _die_with_parent() -> None:
 class ProcPods:
     """Every process pod of this sim-cluster; `run` owns their tasks."""
 
-    def __init__(self, store: Store, settings: Settings, signer: podtoken.Signer = podtoken.unsigned,
-                 extra_env: Callable[[Obj], dict[str, str]] | None = None,
-                 translate_ip: Callable[[str], str] = lambda ip: ip) -> None:
+    def __init__(self, store: Store, settings: Settings, block: Block, signer: podtoken.Signer = podtoken.unsigned,
+                 extra_env: Callable[[Obj], dict[str, str]] | None = None) -> None:
         self.store = store
         self.settings = settings
+        self.block = block  # pod addresses, and the loopback address serving a ClusterIP
         self.signer = signer
         self.extra_env = extra_env  # the Service names' resolver settings (services.py)
-        self.translate_ip = translate_ip  # a ClusterIP -> the loopback address serving it
-        self.pool = AddressPool()
         self.runners: dict[str, PodRunner] = {}
         self._nursery: trio.Nursery | None = None
 
@@ -143,7 +123,7 @@ class PodRunner:
         addrs = {a.get("type"): a.get("address") for a in (node.get("status") or {}).get("addresses") or []}
         self.host_ip = addrs.get("InternalIP") or "10.0.0.1"
         self.node = node
-        self.ip = owner.pool.take()
+        self.ip = owner.block.take_pod_address()
         self.dir = volumes.PodDir.create(owner.settings.pods_dir, pod)
         self.stopping = trio.Event()
         images = owner.settings.images
@@ -194,7 +174,7 @@ class PodRunner:
             await self.stopping.wait()  # logs stay readable until the pod is deleted
         finally:
             self.dir.remove()
-            self.owner.pool.give(self.ip)
+            self.owner.block.give_pod_address(self.ip)
             self.owner.runners.pop(self.uid, None)
 
 
@@ -233,7 +213,7 @@ class ContainerRunner:
         if (pod.get("spec") or {}).get("enableServiceLinks") is not False:
             services = owner.store.list("services", self.pod.ns)[0]
             links = podenv.service_links(services)
-            env.update({k: owner.translate_ip(v) if k.endswith("_SERVICE_HOST") else v for k, v in links.items()})
+            env.update({k: owner.block.service_address(v) if k.endswith("_SERVICE_HOST") else v for k, v in links.items()})
         host, port = owner.settings.api_host, str(owner.settings.api_port)
         env.update({"KUBERNETES_SERVICE_HOST": host, "KUBERNETES_SERVICE_PORT": port,
                     "KUBERNETES_SERVICE_PORT_HTTPS": port, "KUBERNETES_PORT": f"tcp://{host}:{port}"})

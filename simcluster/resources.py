@@ -118,11 +118,14 @@ PDBS = Resource("poddisruptionbudgets", "poddisruptionbudget", "PodDisruptionBud
                 ("pdb",), (), ("status",), has_status=True)
 PRIORITYCLASSES = Resource("priorityclasses", "priorityclass", "PriorityClass", "scheduling.k8s.io", "v1", False,
                            ("pc",))
+ENDPOINTS = Resource("endpoints", "endpoints", "Endpoints", "", "v1", True, ("ep",))
+ENDPOINTSLICES = Resource("endpointslices", "endpointslice", "EndpointSlice", "discovery.k8s.io", "v1", True,
+                          field_labels=_BASE_FIELDS | {"addressType"})
 BINDINGS = Resource("bindings", "binding", "Binding", "", "v1", True, verbs=("create",))
 EVICTIONS = Resource("eviction", "", "Eviction", "policy", "v1", True, verbs=("create",))  # pods/eviction's body
 
 SERVED: tuple[Resource, ...] = (PODS, NODES, NAMESPACES, CONFIGMAPS, SECRETS, EVENTS, NEW_EVENTS, CRDS,
-                                SERVICEACCOUNTS, SERVICES, LEASES, PDBS, PRIORITYCLASSES)
+                                SERVICEACCOUNTS, SERVICES, LEASES, PDBS, PRIORITYCLASSES, ENDPOINTS, ENDPOINTSLICES)
 
 BUCKETS: tuple[str, ...] = tuple(dict.fromkeys(r.bucket for r in SERVED))
 
