@@ -195,6 +195,7 @@ class ContainerRunner:
         self.kill = trio.Event()
         self.live = False
         self.backoff = 0.0
+        self.problem = ""  # the last configuration problem reported by an event
         self.ports = {p["name"]: p["containerPort"] for p in spec.get("ports") or [] if p.get("name")}
 
     # -- logs -------------------------------------------------------------------------------
@@ -257,7 +258,8 @@ class ContainerRunner:
         return Launch(argv, env, cwd)
 
     def _waiting(self, reason: str, message: str, event: str, event_message: str) -> None:
-        if self.state.state.get("waiting") != podstatus.waiting(reason, message)["waiting"]:
+        if self.problem != event_message:  # once per new problem (a real kubelet repeats and counts it)
+            self.problem = event_message
             self.pod.event(self.state.name, event, event_message, "Warning")
         self.state.state = podstatus.waiting(reason, message)
         self.pod.write()
@@ -315,6 +317,7 @@ class ContainerRunner:
             os.close(fd)
             return self._exited(128, started, path), 0.0
         os.close(fd)
+        self.problem = ""
         self.kill = trio.Event()
         if self.pod.stopping.is_set():
             self.kill.set()
