@@ -573,9 +573,10 @@ class Api:
         return _json(200, self._deleted(res, *self.delete_object(res, ns, name, opts["propagationPolicy"])))
 
     def _deleted(self, res: Resource, obj: Obj, gone: bool) -> Obj:
-        """DELETE's answer: the object for pods and namespaces (their registries return it) and for
-        an object that stays (finalizers), a Status for every other kind (the generic registry's)."""
-        if res.kind in ("Pod", "Namespace") or not gone:
+        """DELETE's answer: the object for pods, namespaces and services (their registries set
+        ReturnDeletedObject; the official client decodes a V1Service) and for an object that stays
+        (finalizers), a Status for every other kind (the generic registry's)."""
+        if res.kind in ("Pod", "Namespace", "Service") or not gone:
             return self._out(res, obj)
         details = {"name": obj["metadata"]["name"], "kind": res.name, "uid": obj["metadata"].get("uid", "")}
         if res.group:

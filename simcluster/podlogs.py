@@ -7,7 +7,7 @@ previous run. `GET .../pods/NAME/log` takes `container` (needed when the pod has
 `follow` (a chunked stream that ends when that run of the container ends). Errors are the
 apiserver's 400s: `a container name must be specified for pod P, choose one of: [a b]`,
 `container X is not valid for pod P`, `previous terminated container "c" in pod "p" not found`,
-`container "c" in pod "p" is waiting to start: ContainerCreating`. A simulated pod's log is empty.
+`container "c" in pod "p" is waiting to start: ContainerCreating`. A simulated container's log is empty.
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ TAIL_LINES = 80
 class LogSource(Protocol):
     """What the kubelet knows of a pod's container runs (ProcPods implements it)."""
 
-    def knows(self, uid: str) -> bool:
-        """Whether the pod runs as processes here."""
+    def knows(self, uid: str, container: str) -> bool:
+        """Whether that container of that pod runs as a process here."""
 
     def log_file(self, uid: str, container: str, previous: bool) -> tuple[Path | None, bool]:
         """(the run's log file or None, whether that run is still going)."""
@@ -107,7 +107,7 @@ def respond(source: LogSource | None, pod: Obj, req: Request) -> Response | Stre
 def _no_log(source: LogSource | None, pod: Obj, container: str, previous: bool) -> None:
     """A process container without that log: the apiserver's 400; a simulated one: an empty log."""
     uid, name = pod["metadata"]["uid"], pod["metadata"]["name"]
-    if source is None or not source.knows(uid):
+    if source is None or not source.knows(uid, container):
         return
     if previous:
         raise BadRequest(f'previous terminated container "{container}" in pod "{name}" not found')

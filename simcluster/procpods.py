@@ -96,8 +96,9 @@ class ProcPods:
         if runner is not None:
             runner.stop()
 
-    def knows(self, uid: str) -> bool:
-        return uid in self.runners
+    def knows(self, uid: str, container: str) -> bool:
+        runner = self.runners.get(uid)
+        return runner is not None and container in runner.containers
 
     def log_file(self, uid: str, container: str, previous: bool) -> tuple[Path | None, bool]:
         runner = self.runners.get(uid)

@@ -21,6 +21,7 @@ from typing import Any
 import httpx
 import pytest
 from kubernetes import client as k8s
+from kubernetes.client.rest import ApiException
 
 from common import podhosts
 from simcluster import podtoken
@@ -387,3 +388,102 @@ def test_podhosts_resolves_service_names_with_the_search_list(tmp_path: Path) ->
     hosts.write_text("127.150.128.9 api.team.svc.cluster.local\n")
     os.utime(hosts, (time.time() + 5, time.time() + 5))
     assert table.lookup("api") == "127.150.128.9"
+
+
+# -- more of the kubelet's contract ---------------------------------------------------------------
+
+def test_two_containers_one_simulated(cluster: str, core: k8s.CoreV1Api, ns: str, tmp_path: Path) -> None:
+    two = server_pod("two")
+    two["spec"]["containers"][0]["name"] = "srv"
+    two["spec"]["containers"].append({"name": "side", "image": "nginx:1"})
+    core.create_namespaced_pod(ns, two)
+    eventually(lambda: all(c.get("ready") for c in status(core, ns, "two").get("containerStatuses") or [{}]),
+               timeout=15)
+    assert "2/2" in ok(kubectl(cluster, tmp_path, "get", "pod", "two", "-n", ns))
+    with pytest.raises(ApiException) as err:  # the API wants a container; kubectl picks the first itself
+        core.read_namespaced_pod_log("two", ns)
+    assert err.value.status == 400
+    assert json.loads(err.value.body)["message"] == ("a container name must be specified for pod two, "
+                                                     "choose one of: [srv side]")
+    assert ok(kubectl(cluster, tmp_path, "logs", "two", "-n", ns, "-c", "side")) == ""
+    eventually(lambda: "sim-cluster listening" in ok(kubectl(cluster, tmp_path, "logs", "two", "-n", ns)))
+    delete_and_wait(core, ns, "two", pid_of(status(core, ns, "two")["containerStatuses"][0]))
+
+
+def test_startup_probe_gates_and_restarts(cluster: str, core: k8s.CoreV1Api, ns: str, tmp_path: Path) -> None:
+    good = {"tcpSocket": {"port": "web"}, "periodSeconds": 1, "failureThreshold": 10}
+    bad = {"tcpSocket": {"port": 8999}, "periodSeconds": 1, "failureThreshold": 2}
+    core.create_namespaced_pod(ns, server_pod("gated", container={"startupProbe": good}))
+    core.create_namespaced_pod(ns, server_pod("never-up", container={"startupProbe": bad}))
+    gated = running(core, ns, "gated")
+    assert gated["started"] is True and gated["restartCount"] == 0
+    failed = eventually(lambda: container(core, ns, "never-up").get("restartCount", 0) >= 1, timeout=20)
+    assert failed
+    events = ok(kubectl(cluster, tmp_path, "get", "events", "-n", ns, "--field-selector", "reason=Killing"))
+    assert "Container c failed startup probe, will be restarted" in events
+    delete_and_wait(core, ns, "gated", pid_of(gated))
+    core.delete_namespaced_pod("never-up", ns)
+
+
+def test_deleting_a_service_takes_its_endpoints_name_and_address(core: k8s.CoreV1Api, ns: str,
+                                                                 pods_dir: Path) -> None:
+    core.create_namespaced_pod(ns, server_pod("web", labels={"app": "web"}))
+    core.create_namespaced_service(ns, {"metadata": {"name": "web"}, "spec": {
+        "selector": {"app": "web"}, "ports": [{"port": 9090, "targetPort": 8080}]}})
+    core.create_namespaced_service(ns, {"metadata": {"name": "web-headless"}, "spec": {
+        "clusterIP": "None", "selector": {"app": "web"}, "ports": [{"port": 8080}]}})
+    pid = pid_of(running(core, ns, "web"))
+    pod_ip = status(core, ns, "web")["podIP"]
+    hosts = pods_dir / "hosts"
+    line = eventually(lambda: [ln for ln in hosts.read_text().splitlines() if f" web.{ns}.svc.cluster.local" in ln])
+    address = line[0].split()[0]
+    assert address.startswith("127.") and address != pod_ip
+    eventually(lambda: f"{pod_ip} web-headless.{ns}.svc.cluster.local" in hosts.read_text())
+    eventually(lambda: _readyz(f"http://{address}:9090"), timeout=10)  # the ClusterIP proxies to the pod
+    core.delete_namespaced_service("web", ns)
+    eventually(lambda: f"web.{ns}.svc" not in hosts.read_text())
+    eventually(lambda: not _connects(address, 9090))
+    assert [e.metadata.name for e in core.list_namespaced_endpoints(ns).items] == ["web-headless"]
+    eventually(lambda: [s.metadata.labels["kubernetes.io/service-name"] for s in k8s.DiscoveryV1Api(
+        core.api_client).list_namespaced_endpoint_slice(ns).items] == ["web-headless"])
+    delete_and_wait(core, ns, "web", pid)
+    eventually(lambda: not core.read_namespaced_endpoints("web-headless", ns).subsets)
+
+
+def _connects(host: str, port: int) -> bool:
+    import socket
+    try:
+        socket.create_connection((host, port), timeout=1).close()
+        return True
+    except OSError:
+        return False
+
+
+def test_env_sources_and_volumes(core: k8s.CoreV1Api, ns: str) -> None:
+    core.create_namespaced_config_map(ns, {"metadata": {"name": "cm"}, "data": {"LEVEL": "debug", "a.yaml": "x: 1\n"}})
+    env = [{"name": "APP", "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['app']"}}},
+           {"name": "GREETING", "value": "$(APP)-$(LEVEL)-$$(APP)-$(NOPE)"},
+           {"name": "MEM", "valueFrom": {"resourceFieldRef": {"resource": "limits.memory", "divisor": "1Mi"}}},
+           {"name": "CPU", "valueFrom": {"resourceFieldRef": {"resource": "requests.cpu", "divisor": "1m"}}},
+           {"name": "OPT", "valueFrom": {"configMapKeyRef": {"name": "gone", "key": "k", "optional": True}}},
+           {"name": "CONF", "value": "/etc/conf/a.yaml"}]
+    volumes = [{"name": "conf", "projected": {"sources": [
+        {"configMap": {"name": "cm", "items": [{"key": "a.yaml", "path": "a.yaml"}]}},
+        {"downwardAPI": {"items": [{"path": "labels/app", "fieldRef": {"fieldPath": "metadata.labels['app']"}}]}},
+        {"serviceAccountToken": {"path": "tok", "audience": "vault", "expirationSeconds": 600}}]}},
+        {"name": "scratch", "emptyDir": {}}]
+    spec = server_pod("envs", labels={"app": "shop"}, volumes=volumes, container={
+        "env": env, "envFrom": [{"configMapRef": {"name": "cm"}, "prefix": "CM_"}],
+        "resources": {"requests": {"cpu": "250m"}, "limits": {"memory": "64Mi"}},
+        "volumeMounts": [{"name": "conf", "mountPath": "/etc/conf"}, {"name": "scratch", "mountPath": "/scratch"}]})
+    core.create_namespaced_pod(ns, spec)
+    pid = pid_of(running(core, ns, "envs"))
+    got = environ(pid)
+    assert got["APP"] == "shop" and got["GREETING"] == "shop-$(LEVEL)-$(APP)-$(NOPE)"
+    assert (got["MEM"], got["CPU"], got["CM_LEVEL"]) == ("64", "250", "debug") and "OPT" not in got
+    root = Path(got["YKSHM_ROOT"])
+    assert got["CONF"] == f"{root}/etc/conf/a.yaml" and Path(got["CONF"]).read_text() == "x: 1\n"
+    assert (root / "etc/conf/labels/app").read_text() == "shop"
+    assert podtoken.decode_claims((root / "etc/conf/tok").read_text())["aud"] == ["vault"]
+    assert (root / "scratch").is_dir()
+    delete_and_wait(core, ns, "envs", pid)
