@@ -4,7 +4,10 @@ A probe waits `initialDelaySeconds`, then checks every `periodSeconds` (default 
 `timeoutSeconds` budget (1): `httpGet` (status 200-399 passes; `host` defaults to the pod IP, `port`
 a number or a named containerPort, `scheme` HTTP or HTTPS without certificate verification as the
 kubelet does, `httpHeaders`, User-Agent `kube-probe/1.32`), `tcpSocket` (a connection passes) or
-`exec` (exit 0 passes; the command must be `ykshm ...`, run with the container's environment).
+`exec` (exit 0 passes; the command must be `ykshm ...`, run with the container's environment, or
+one of the few commands sim-cluster answers itself without running anything: `true`, `false`,
+`cat PATH`, `test -e|-f|-d PATH` (`/bin/` or `/usr/bin/` before them too), PATH a container path
+looked up under the pod's `YKSHM_ROOT`; so Streams' `/bin/true` liveness probe works).
 `successThreshold` consecutive passes (1) or `failureThreshold` consecutive failures (3) change the
 result; each failure is reported to `on_fail` (the kubelet's `Unhealthy` event), each change to
 `on_result`. Liveness and readiness start once the startup probe (if any) passed.
@@ -15,6 +18,7 @@ from __future__ import annotations
 import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import trio
@@ -88,8 +92,34 @@ async def _tcp(spec: Obj, target: Target) -> str | None:
     return None
 
 
+def _container_file(path: str, target: Target) -> Path | None:
+    if not path.startswith("/") or ".." in path.split("/"):
+        return None
+    return Path(target.env.get("YKSHM_ROOT", "/nonexistent")) / path.lstrip("/")
+
+
+def builtin(words: list[str], target: Target) -> str | None | bool:
+    """The commands answered without a process: None passes, a string fails, False: not one of them."""
+    name = words[0].removeprefix("/usr").removeprefix("/bin/") if words else ""
+    if name == "true" and len(words) == 1:
+        return None
+    if name == "false" and len(words) == 1:
+        return f"command {words!r} exited with 1"
+    tests = {"-e": Path.exists, "-f": Path.is_file, "-d": Path.is_dir}
+    if name == "cat" and len(words) == 2 or name == "test" and len(words) == 3 and words[1] in tests:
+        path = _container_file(words[-1], target)
+        check = Path.is_file if name == "cat" else tests[words[1]]
+        if path is not None and check(path):
+            return None
+        return f"command {words!r} exited with 1: {words[-1]}: No such file or directory"
+    return False
+
+
 async def _exec(spec: Obj, target: Target) -> str | None:
     words = [str(w) for w in spec.get("command") or []]
+    answered = builtin(words, target)
+    if answered is not False:
+        return answered
     try:
         argv = procimages.resolve(words)
     except procimages.RefusedCommand as exc:

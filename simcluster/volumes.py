@@ -203,7 +203,7 @@ def materialise(pod: Obj, container: Obj, pod_dir: PodDir, mat: Materialiser, ca
             raise VolumeError(f"volumeMount {vm.get('name')!r}: no such volume")
         src = pod_dir.path / "volumes" / _safe_rel(vol.get("name"), "volume name")
         if not src.exists():
-            mat.volume(vol, src)
+            _whole(lambda dest, vol=vol: mat.volume(vol, dest), src)
         if vm.get("subPath"):
             src = src / _safe_rel(vm["subPath"], "subPath")
         _link(pod_dir.root, mount, src)
@@ -211,13 +211,30 @@ def materialise(pod: Obj, container: Obj, pod_dir: PodDir, mat: Materialiser, ca
     if SA_PATH not in mounts.mounts and wants_sa_token(pod, sa):
         sa_dir = pod_dir.path / "volumes" / "kube-api-access"
         if not sa_dir.exists():
-            token = mat.token(None, podtoken.DEFAULT_EXPIRATION)
-            _write(sa_dir / "token", token.encode(), 0o600)
-            _write(sa_dir / "ca.crt", ca_pem.encode(), 0o644)
-            _write(sa_dir / "namespace", pod["metadata"]["namespace"].encode(), 0o644)
+            _whole(lambda dest: _sa_files(dest, mat.token(None, podtoken.DEFAULT_EXPIRATION), ca_pem,
+                                          pod["metadata"]["namespace"]), sa_dir)
         _link(pod_dir.root, SA_PATH, sa_dir)
         mounts.mounts[SA_PATH] = sa_dir
     return mounts
+
+
+def _sa_files(dest: Path, token: str, ca_pem: str, namespace: str) -> None:
+    _write(dest / "token", token.encode(), 0o600)
+    _write(dest / "ca.crt", ca_pem.encode(), 0o644)
+    _write(dest / "namespace", namespace.encode(), 0o644)
+
+
+def _whole(fill: Callable[[Path], None], dest: Path) -> None:
+    """Fill a volume's directory completely or not at all (a failed one is retried from scratch)."""
+    tmp = dest.with_name(dest.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        tmp.mkdir(mode=0o755, parents=True)
+        fill(tmp)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    os.replace(tmp, dest)
 
 
 def _link(root: Path, mount: str, src: Path) -> None:

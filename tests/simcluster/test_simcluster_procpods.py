@@ -331,6 +331,10 @@ def test_log_of_a_waiting_container_is_a_400(cluster: str, core: k8s.CoreV1Api, 
     out = kubectl(cluster, tmp_path, "logs", "nomount", "-n", ns)
     assert out.returncode == 1
     assert 'container "c" in pod "nomount" is waiting to start: ContainerCreating' in out.stderr
+    core.create_namespaced_config_map(ns, {"metadata": {"name": "absent"}, "data": {"f": "here"}})
+    pid = pid_of(running(core, ns, "nomount"))  # the mount is retried and then complete
+    assert (Path(environ(pid)["YKSHM_ROOT"]) / "etc/v/f").read_text() == "here"
+    delete_and_wait(core, ns, "nomount", pid)
 
 
 def test_bad_process_image_flags_are_one_line_errors(tmp_path: Path) -> None:
@@ -423,6 +427,24 @@ def test_startup_probe_gates_and_restarts(cluster: str, core: k8s.CoreV1Api, ns:
     assert "Container c failed startup probe, will be restarted" in events
     delete_and_wait(core, ns, "gated", pid_of(gated))
     core.delete_namespaced_pod("never-up", ns)
+
+
+def test_exec_probes_sim_cluster_answers_itself(core: k8s.CoreV1Api, ns: str) -> None:
+    token = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+    probes = {"livenessProbe": {"exec": {"command": ["/bin/true"]}, "periodSeconds": 1, "failureThreshold": 1},
+              "readinessProbe": {"exec": {"command": ["test", "-f", token]}, "periodSeconds": 1}}
+    core.create_namespaced_pod(ns, server_pod("execs", container=probes))
+    core.create_namespaced_pod(ns, server_pod("nofile", container={"readinessProbe": {
+        "exec": {"command": ["cat", "/etc/absent"]}, "periodSeconds": 1, "failureThreshold": 1}}))
+    pid = pid_of(running(core, ns, "execs"))
+    other = pid_of(running(core, ns, "nofile", ready=False))
+    events = eventually(lambda: [e.message for e in core.list_namespaced_event(ns).items if e.reason == "Unhealthy"])
+    assert events[0].startswith("Readiness probe failed: command ['cat', '/etc/absent'] exited with 1")
+    time.sleep(2.5)  # three liveness periods: /bin/true keeps passing
+    cs = container(core, ns, "execs")
+    assert cs["restartCount"] == 0 and cs["ready"] and not container(core, ns, "nofile")["ready"]
+    delete_and_wait(core, ns, "execs", pid)
+    delete_and_wait(core, ns, "nofile", other)
 
 
 def test_deleting_a_service_takes_its_endpoints_name_and_address(core: k8s.CoreV1Api, ns: str,
