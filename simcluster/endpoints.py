@@ -17,6 +17,7 @@ writes what changed (create through the API, replace/delete in the store).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -26,6 +27,7 @@ from .disruption import selector_matches
 from .resources import ENDPOINTS, ENDPOINTSLICES, PODS, SERVICES, Resource
 from .store import Change, Store
 
+log = logging.getLogger("ykshm.sim-cluster.endpoints")
 Obj = dict[str, Any]
 Key = tuple[str, str]
 SERVICE_NAME = "kubernetes.io/service-name"
@@ -132,9 +134,12 @@ class EndpointsController:
             if self.store.get("namespaces", "", ns) is None:
                 continue
             svc = self.store.get(SERVICES.bucket, ns, name)
-            want = desired(self.store, svc, self.api_address) if svc is not None else None
-            self._sync_endpoints(ns, name, svc, want)
-            self._sync_slice(ns, name, svc, want)
+            try:
+                want = desired(self.store, svc, self.api_address) if svc is not None else None
+                self._sync_endpoints(ns, name, svc, want)
+                self._sync_slice(ns, name, svc, want)
+            except Exception:  # one Service's trouble must not stop the others (or sim-cluster)
+                log.exception("endpoints of service %s/%s", ns, name)
 
     def _sync_endpoints(self, ns: str, name: str, svc: Obj | None, want: tuple | None) -> None:
         old = self.store.get(ENDPOINTS.bucket, ns, name)

@@ -81,7 +81,8 @@ def build_parser() -> Parser:
     proc.add_argument("--ykshm-image", metavar="IMAGE", default=None,
                       help=f"the image that runs `ykshm` (default {procimages.default_image()})")
     proc.add_argument("--process-image", action="append", default=[], metavar="IMAGE=COMMAND",
-                      help="run IMAGE as COMMAND, which starts with ykshm (e.g. 'streams-runtime:1=ykshm pe-sim'); repeat")
+                      help="run IMAGE as COMMAND, which starts with ykshm "
+                           "(e.g. 'streams-runtime:1=ykshm pe-sim'); repeat")
     proc.add_argument("--process-images", action="append", default=[], metavar="FILE",
                       help="a YAML mapping IMAGE: COMMAND, as --process-image")
     proc.add_argument("--no-process-pods", action="store_true", help="simulate every pod, run none")

@@ -29,11 +29,12 @@ pod the same way with at most `shutdown_grace` seconds each.
 from __future__ import annotations
 
 import ctypes
+import logging
 import os
 import signal
 import subprocess
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,7 @@ from .kinds import ROOT_CA_PEM
 from .loopback import Block
 from .store import Store
 
+log = logging.getLogger("ykshm.sim-cluster.procpods")
 Obj = dict[str, Any]
 
 
@@ -168,10 +170,13 @@ class PodRunner:
                     state.state, state.ready, state.started, state.ever_started = (
                         {"running": {"startedAt": now}}, True, True, True)
             self.write()
-            async with trio.open_nursery() as nursery:
-                for cont in self.containers.values():
-                    nursery.start_soon(cont.run)
-            self.write()
+            try:
+                async with trio.open_nursery() as nursery:
+                    for cont in self.containers.values():
+                        nursery.start_soon(cont.run)
+                self.write()
+            except Exception:  # a kubelet bug (or a full disk) stops this pod, never sim-cluster
+                log.exception("process pod %s/%s failed", self.ns, self.name)
             await self.stopping.wait()  # logs stay readable until the pod is deleted
         finally:
             self.dir.remove()
@@ -215,7 +220,8 @@ class ContainerRunner:
         if (pod.get("spec") or {}).get("enableServiceLinks") is not False:
             services = owner.store.list("services", self.pod.ns)[0]
             links = podenv.service_links(services)
-            env.update({k: owner.block.service_address(v) if k.endswith("_SERVICE_HOST") else v for k, v in links.items()})
+            env.update({k: owner.block.service_address(v) if k.endswith("_SERVICE_HOST") else v
+                        for k, v in links.items()})
         host, port = owner.settings.api_host, str(owner.settings.api_port)
         env.update({"KUBERNETES_SERVICE_HOST": host, "KUBERNETES_SERVICE_PORT": port,
                     "KUBERNETES_SERVICE_PORT_HTTPS": port, "KUBERNETES_PORT": f"tcp://{host}:{port}"})

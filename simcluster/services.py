@@ -39,6 +39,7 @@ Obj = dict[str, Any]
 ListenerKey = tuple[str, str, int]  # (service uid, loopback ip, port)
 LOOPBACK = ipaddress.IPv4Network("127.0.0.0/8")
 BUFFER = 65536
+CONNECT_TIMEOUT = 5.0
 
 
 def dns_env(pod: Obj, hosts: Path) -> dict[str, str]:
@@ -94,7 +95,8 @@ class ServiceNetwork:
             self._wake.set()
 
     def write_hosts(self) -> None:
-        text = "# sim-cluster Service names (services.py)\n" + "".join(f"{line}\n" for line in hosts_lines(self.store, self.block))
+        lines = hosts_lines(self.store, self.block)
+        text = "# sim-cluster Service names (services.py)\n" + "".join(f"{line}\n" for line in lines)
         tmp = self.hosts.with_name(self.hosts.name + ".tmp")
         tmp.write_text(text)
         os.chmod(tmp, 0o644)
@@ -110,15 +112,18 @@ class ServiceNetwork:
                 continue
             for port in spec.get("ports") or []:
                 if (port.get("protocol") or "TCP") == "TCP":
-                    out[(meta["uid"], self.block.service_address(ip), int(port["port"]))] = (meta["namespace"], meta["name"],
-                                                                          port.get("name") or "")
+                    key = (meta["uid"], self.block.service_address(ip), int(port["port"]))
+                    out[key] = (meta["namespace"], meta["name"], port.get("name") or "")
         return out
 
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
             task_status.started()
             while True:
-                self.write_hosts()
+                try:
+                    self.write_hosts()
+                except OSError as exc:
+                    log.warning("cannot write %s: %s", self.hosts, exc.strerror or exc)
                 wanted = self.wanted()
                 for key in [k for k in self._listeners if k not in wanted]:
                     self._listeners.pop(key).cancel()
@@ -148,17 +153,22 @@ class ServiceNetwork:
         return ready[next(self._turn) % len(ready)] if ready else None
 
     async def _proxy(self, client: trio.SocketStream, target: tuple[str, str, str]) -> None:
-        async with client:
-            chosen = self._pick(target)
-            if chosen is None:
-                return
-            try:
-                upstream = await trio.open_tcp_stream(*chosen)
-            except OSError:
-                return
-            async with upstream, trio.open_nursery() as nursery:
-                nursery.start_soon(_copy, client, upstream, nursery.cancel_scope)
-                nursery.start_soon(_copy, upstream, client, nursery.cancel_scope)
+        """One connection: to a ready endpoint, or closed at once when there is none (or it refuses)."""
+        try:
+            async with client:
+                chosen = self._pick(target)
+                if chosen is None:
+                    return
+                upstream = None
+                with trio.move_on_after(CONNECT_TIMEOUT):
+                    upstream = await trio.open_tcp_stream(*chosen)
+                if upstream is None:
+                    return
+                async with upstream, trio.open_nursery() as nursery:
+                    nursery.start_soon(_copy, client, upstream, nursery.cancel_scope)
+                    nursery.start_soon(_copy, upstream, client, nursery.cancel_scope)
+        except (OSError, trio.BrokenResourceError, trio.ClosedResourceError):
+            return
 
 
 async def _copy(src: trio.SocketStream, dst: trio.SocketStream, scope: trio.CancelScope) -> None:

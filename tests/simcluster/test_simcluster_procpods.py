@@ -82,6 +82,10 @@ def container(core: k8s.CoreV1Api, ns: str, name: str) -> dict[str, Any]:
     return (status(core, ns, name).get("containerStatuses") or [{}])[0]
 
 
+def waiting_state(core: k8s.CoreV1Api, ns: str, name: str) -> dict[str, Any]:
+    return (container(core, ns, name).get("state") or {}).get("waiting") or {}
+
+
 def pid_of(cs: dict[str, Any]) -> int:
     assert cs["containerID"].startswith("process://"), cs
     return int(cs["containerID"].removeprefix("process://"))
@@ -123,7 +127,8 @@ def test_secret_env_and_volume_and_a_service_by_name(cluster: str, core: k8s.Cor
     core.create_namespaced_secret(ns, {"metadata": {"name": "conf"},
                                        "stringData": {"port": "8181", "workload.yaml": WORKLOAD}})
     api = server_pod("api", labels={"app": "api"}, volumes=[{"name": "wl", "secret": {"secretName": "conf"}}],
-                     container={"env": [{"name": "PORT", "valueFrom": {"secretKeyRef": {"name": "conf", "key": "port"}}}],
+                     container={"env": [{"name": "PORT",
+                                         "valueFrom": {"secretKeyRef": {"name": "conf", "key": "port"}}}],
                                 "ports": [{"name": "web", "containerPort": 8181}],
                                 "volumeMounts": [{"name": "wl", "mountPath": "/etc/wl", "readOnly": True}],
                                 "readinessProbe": {"httpGet": {"path": "/readyz", "port": "web"},
@@ -311,7 +316,7 @@ def test_logs_follow_ends_with_the_run(cluster: str, core: k8s.CoreV1Api, ns: st
 def test_missing_secret_is_create_container_config_error_until_it_exists(core: k8s.CoreV1Api, ns: str) -> None:
     env = [{"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "later", "key": "token"}}}]
     core.create_namespaced_pod(ns, server_pod("waits", container={"env": env}))
-    waiting = eventually(lambda: (container(core, ns, "waits").get("state") or {}).get("waiting", {}).get("message"), timeout=10)
+    waiting = eventually(lambda: waiting_state(core, ns, "waits").get("message"), timeout=10)
     assert waiting == 'secret "later" not found'
     assert container(core, ns, "waits")["state"]["waiting"]["reason"] == "CreateContainerConfigError"
     assert status(core, ns, "waits")["phase"] == "Pending"
@@ -325,7 +330,7 @@ def test_log_of_a_waiting_container_is_a_400(cluster: str, core: k8s.CoreV1Api, 
     volumes = [{"name": "v", "configMap": {"name": "absent"}}]
     core.create_namespaced_pod(ns, server_pod("nomount", volumes=volumes,
                                               container={"volumeMounts": [{"name": "v", "mountPath": "/etc/v"}]}))
-    eventually(lambda: (container(core, ns, "nomount").get("state") or {}).get("waiting", {}).get("reason") == "ContainerCreating")
+    eventually(lambda: waiting_state(core, ns, "nomount").get("reason") == "ContainerCreating")
     events = eventually(lambda: [e for e in core.list_namespaced_event(ns).items if e.reason == "FailedMount"])
     assert 'configmap "absent" not found' in events[0].message and events[0].type == "Warning"
     out = kubectl(cluster, tmp_path, "logs", "nomount", "-n", ns)
