@@ -5,6 +5,8 @@
     podhosts Service names for ykshm processes run as sim-cluster pods (YKSHM_HOSTS, search list)
     quantity Kubernetes quantities ("500m", "1Gi") as integers, YuniKorn's vcore rule
     replay   a connection handed to hypercorn after we read its head (ReplayStream, DateHeader)
+    configsection  one way to declare a validated config section (msgspec Struct + Go's value rules)
+    safeyaml YAML at a bounded cost (aliases, nodes, depth, bytes, time): validate-conf, config files
 
 every package but `shm` may import it; it imports none of them.
 """

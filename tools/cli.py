@@ -25,7 +25,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "export": ("export.main", "copy the event ring and state snapshot to Redis Streams"),
     "ring": ("tools.ring_cmd", "create, inspect and feed shared-memory event rings"),
     "status": ("tools.status_cmd", "processes, ring and engine state of a running ykshm"),
-    "bench": ("bench.cli", "benchmarks: ring, sched, web, export, retention, preempt, e2e, streams, regions"),
+    "bench": ("bench.cli", "benchmarks: ring, sched, web, export, retention, preempt, e2e, streams, regions, report"),
 }
 
 USAGE = "usage: ykshm <command> [options]   (ykshm <command> --help)\n\ncommands:\n" + "".join(

@@ -19,9 +19,11 @@ No request ever reaches the engine: workers map the event ring and the state sna
     responses  CORS headers and gzip as YuniKorn's core sets them
     ui         a single-page UI build served at / beside /ws (--ui-dir)
     observe    /ws/v1/scheduler/healthcheck and /ws/v1/metrics (Prometheus text)
-    sources    lazy attach / re-attach of ring and snapshot; the per-worker ring watcher (futex wake)
+    sources    lazy attach / re-attach of ring and snapshot; StreamWatcher, the per-worker watcher
+               that wakes streams (the ring's: futex wake); a snapshot marked unavailable is a 503
     fanout     render once, send to many: the chunks that streams at the same position share
-    redis_source  the same three from Redis for a read replica (`--source redis://`, ykshm export)
+    redis_source  the same three from Redis for a read replica (`--source redis://`, ykshm export);
+               its watcher is a StreamWatcher waiting in XREAD BLOCK
     segment    /dev/shm/NAME.web: stream slots (limits across workers) and metric regions
     openapi.yaml  the API document, served at /ws/v1/openapi.yaml and /ws/v1/openapi.json
 

@@ -26,9 +26,9 @@ import trio
 from engine.config import EventSettings
 
 from . import applications, cluster, events, observe, views
-from .errors import (JSON_CONTENT_TYPE, HTTPError, MethodNotAllowed, NotFound, PayloadTooLarge,
-                     URITooLong, error_body)
-from .responses import GZIP_MIN_BYTES, GzipCache, accepts_gzip, cors_headers
+from .errors import (JSON_CONTENT_TYPE, Forbidden, HTTPError, MethodNotAllowed, NotFound,
+                     PayloadTooLarge, URITooLong, error_body)
+from .responses import GZIP_MIN_BYTES, Cors, GzipCache, accepts_gzip
 from .routing import Route, Router
 from .segment import MetricLayout, WebSegment
 from .budget import SendBudget
@@ -46,8 +46,9 @@ heads over its h11 limit, 64 KiB here, on its own with an empty 400/431.)"""
 MAX_BODY = 65536
 """Largest request body accepted by a route that reads none; larger is 413."""
 
-MAX_CONFIG_BODY = 4 << 20
-"""Largest configuration `POST /ws/v1/validate-conf` takes."""
+MAX_CONFIG_BODY = cluster.VALIDATE_LIMITS.max_bytes
+"""Largest configuration `POST /ws/v1/validate-conf` takes: half a Kubernetes ConfigMap; ~2,500
+queues (330 KB) parse in ~0.5 s."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,6 +65,8 @@ class WebOptions:
     """"" serves from /dev/shm; a redis:// URL makes the worker a read replica (web/redis_source)."""
     source_instance: str = ""
     """The instance whose Redis keys a replica reads (default: `name`)."""
+    cors_origins: tuple[str, ...] = ("*",)
+    """`service.cors.allowedOrigins` (web.responses.Cors)."""
 
 
 class Request:
@@ -167,6 +170,9 @@ class App:
         self._openapi_json: bytes | None = None
         self.gzip = GzipCache()
         self.ui = StaticUI(options.ui_dir) if options.ui_dir else None
+        self.cors = Cors(options.cors_origins)
+        self.parse_limiter = trio.CapacityLimiter(1)
+        """One configuration parse at a time per worker (web.cluster.validate_conf)."""
 
     # -- shared resources -----------------------------------------------------------------
 
@@ -286,7 +292,7 @@ class App:
                 await self._ui(scope, tracked_send)
                 return
             if scope["method"] == "OPTIONS":
-                await self._options(path, tracked_send)
+                await self._options(scope, path, tracked_send)
                 return
             route, params, error = self._resolve(scope["method"], path)
             _check_body(scope, route.max_body if route is not None else MAX_BODY)
@@ -294,7 +300,10 @@ class App:
                 raise error
             route_name = route.name
             if route.cors:
-                shaping["cors"] = cors_headers(route.methods)
+                shaping["cors"] = self.cors.headers(scope, route.methods)
+            refusal = self.cors.refusal(scope)
+            if refusal is not None:
+                raise Forbidden(refusal)
             shaping["gzip"] = route.name != "events_stream" and accepts_gzip(scope)
             req = Request(scope, receive, params, route.max_body)
             await route.handler(self, req, tracked_send)
@@ -333,13 +342,15 @@ class App:
                     (b"content-encoding", b"gzip"), (b"vary", b"Accept-Encoding")]
         return {**start, "headers": headers}, {**body_message, "body": packed}
 
-    async def _options(self, path: str, send) -> None:
-        """httprouter's default OPTIONS answer: 200 with `Allow`, no CORS headers."""
+    async def _options(self, scope: dict, path: str, send) -> None:
+        """httprouter's default OPTIONS answer: 200 with `Allow`, no CORS headers (but for an
+        origin listed in service.cors.allowedOrigins: web.responses.Cors)."""
         methods = self.router.allowed(path)
         if not methods:
             raise NotFound(f"No endpoint at {path}")
         allow = ", ".join(sorted({*methods, "OPTIONS"})).encode("ascii")
-        await self.send_body(send, 200, b"", b"text/plain; charset=utf-8", [(b"allow", allow)])
+        cors = self.cors.preflight_headers(scope, tuple(methods))
+        await self.send_body(send, 200, b"", b"text/plain; charset=utf-8", [(b"allow", allow), *cors])
 
     async def _ui(self, scope: dict, send) -> None:
         if scope["method"] not in ("GET", "HEAD"):

@@ -2,6 +2,7 @@
 
     HTTPError                 base, never raised itself; carries status and message
     ├── BadRequest            400  a query parameter or a name in the path is wrong
+    ├── Forbidden             403  a cross-origin request to a state-changing route, origin not allowed
     ├── NotFound              404  no route, or the partition / user / group is unknown
     ├── MethodNotAllowed      405  the path exists, the method does not (carries `allow`)
     ├── PayloadTooLarge       413  a request body over the limit
@@ -37,6 +38,12 @@ class BadRequest(HTTPError):
     """A query parameter is not what the endpoint accepts, or a name in the path is invalid."""
 
     status = 400
+
+
+class Forbidden(HTTPError):
+    """A browser request from an origin the configuration does not allow (web.responses.Cors)."""
+
+    status = 403
 
 
 class NotFound(HTTPError):

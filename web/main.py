@@ -120,10 +120,10 @@ def _body(argv: Sequence[str]) -> int:
     from engine.config import ConfigError, load_web_config
 
     try:
-        settings, ui_dir = load_web_config(args.config)
+        web_config = load_web_config(args.config)
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
-    ui_dir = _ui_dir(args.ui_dir if args.ui_dir is not None else ui_dir,
+    ui_dir = _ui_dir(args.ui_dir if args.ui_dir is not None else web_config.ui_dir,
                      "--ui-dir" if args.ui_dir is not None else "ui.dir")
 
     from .app import WebOptions
@@ -132,9 +132,10 @@ def _body(argv: Sequence[str]) -> int:
 
     setup_logging()
     source, source_instance = check_source(args.source, args.name) if args.source else ("", "")
-    options = WebOptions(name=args.name, settings=settings, heartbeat_timeout=args.heartbeat_timeout,
-                         nice=args.nice, ui_dir=ui_dir, source=source,
-                         source_instance=source_instance)
+    options = WebOptions(name=args.name, settings=web_config.event,
+                         heartbeat_timeout=args.heartbeat_timeout, nice=args.nice, ui_dir=ui_dir,
+                         source=source, source_instance=source_instance,
+                         cors_origins=web_config.cors_origins)
     try:
         return serve(options, bind, args.workers, args.stall_timeout)
     except SegmentError as exc:

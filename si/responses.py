@@ -1,6 +1,6 @@
 """What the engine sends the shim: responses, request events, Ack and Error, as frozen structs.
 
-Built by the engine (`engine.partition.outbox`, `engine.scheduler`, `engine.si.server`) and sent
+Built by the engine (`engine.partition.outbox`, `engine.scheduler`, `engine.si_server`) and sent
 as `to_si()`; read back by the shim with `read_engine(msg)`, which is lenient (the engine is
 trusted: a missing field reads as its default, an item that is not an object is skipped).
 Releases use the request's types (`AllocationRelease`, `AskRelease`), as SI does.
@@ -13,11 +13,11 @@ from typing import Any, ClassVar
 
 import msgspec
 
-from engine import resources
-from engine.resources import Resource
-from engine.si.protocol import (ACK, ALLOCATION_RESPONSE, APPLICATION_RESPONSE, ERROR,
-                                EVENT_RECORDS, NODE_RESPONSE, REGISTER_RM_RESPONSE)
-from engine.si.requests import AllocationRelease, AskRelease, FrozenMessage, put_optional
+from si import resources
+from si.protocol import (ACK, ALLOCATION_RESPONSE, APPLICATION_RESPONSE, ERROR,
+                         EVENT_RECORDS, NODE_RESPONSE, REGISTER_RM_RESPONSE)
+from si.requests import AllocationRelease, AskRelease, FrozenMessage, put_optional
+from si.resources import Resource
 
 
 class NewAllocation(FrozenMessage):

@@ -1,4 +1,5 @@
-"""Kubernetes API field rules shared by the placement parsers (`predicates`, `podaffinity`).
+"""Kubernetes API field rules: the placement tag's validator (`si.placement`) and the shim's
+pod readers share them.
 
 The engine checks a placement tag, and the shim builds it from a pod, with the same rules the
 apiserver applies to the pod, so an error names the field where the user wrote it: every
@@ -17,6 +18,8 @@ import orjson
 _NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_INT64 = re.compile(r"[+-]?[0-9]+")  # Go's strconv.ParseInt(s, 10, 64): no spaces, no "_"
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 
 def load(text: Any, kind: type, what: str) -> Any:
@@ -30,6 +33,15 @@ def load(text: Any, kind: type, what: str) -> Any:
     if not isinstance(doc, kind):
         raise ValueError(f"not a JSON {what}")
     return doc
+
+
+def int64(text: str) -> int | None:
+    """The integer Go's strconv.ParseInt(text, 10, 64) reads (a Gt/Lt value, a label value
+    compared with one), or None if it is no int64."""
+    if not _INT64.fullmatch(text):
+        return None
+    value = int(text)
+    return value if _INT64_MIN <= value <= _INT64_MAX else None
 
 
 def string(value: Any, where: str) -> str:

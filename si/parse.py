@@ -1,7 +1,7 @@
-"""A received dict becomes a typed shim request (`engine.si.requests`), every field checked.
+"""A received dict becomes a typed shim request (`si.requests`), every field checked.
 
 `parse(msg)` is the engine's entrance: a malformed message raises `ProtocolError` naming the
-field, in the wording of the schema (`engine.si.protocol`), before anything is applied.
+field, in the wording of the schema (`si.protocol`), before anything is applied.
 """
 
 from __future__ import annotations
@@ -9,15 +9,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from engine.resources import Resource
-from engine.si.protocol import (APPLICATION_REQUEST, GANG_HARD, GANG_SOFT, NODE_ACTIONS,
-                                NODE_REQUEST, PARTITION_ATTRIBUTE, REGISTER_RM, SHIM_MESSAGES,
-                                TERMINATION_TYPES, ProtocolError)
-from engine.si.requests import (AddApplication, AllocationAsk, AllocationRelease,
-                                AllocationRequest, ApplicationRequest, AskRelease,
-                                ExistingAllocation, NodeChange, NodeRequest, PreemptionPolicy,
-                                RegisterResourceManager, RemoveApplication, ShimMessage,
-                                UserGroupInfo)
+from si.protocol import (APPLICATION_REQUEST, GANG_HARD, GANG_SOFT, NODE_ACTIONS,
+                         NODE_REQUEST, REGISTER_RM, SHIM_MESSAGES,
+                         TERMINATION_TYPES, ProtocolError)
+from si.requests import (AddApplication, AllocationAsk, AllocationRelease,
+                         AllocationRequest, ApplicationRequest, AskRelease,
+                         ExistingAllocation, NodeChange, NodeRequest, PreemptionPolicy,
+                         RegisterResourceManager, RemoveApplication, ShimMessage,
+                         UserGroupInfo)
+from si.resources import Resource
+from si.tags import PARTITION_ATTRIBUTE
 
 
 class _Fields:
@@ -239,3 +240,7 @@ def _ask_release(f: _Fields) -> AskRelease:
     return AskRelease(app_id, f.text("allocationKey"), f.text("partitionName"), f.text("message"))
 
 
+def validate(msg: Mapping[str, Any]) -> str:
+    """Check a shim -> engine message; return its type. Raises ProtocolError naming the field
+    (the checks of `parse`, the typed message dropped)."""
+    return parse(msg).TYPE

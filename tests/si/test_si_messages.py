@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.si import messages
-from engine.si.protocol import NODE_ACTIONS, TERMINATION_TYPES, ProtocolError
+from si import messages
+from si.protocol import NODE_ACTIONS, TERMINATION_TYPES, ProtocolError
 
 names = st.text("abc-1", min_size=1, max_size=4)
 text = st.text("xyz", max_size=3)

@@ -14,7 +14,7 @@ exactly one `{"type": "Ack", "replyTo": id}` or `{"type": "Error", "replyTo": id
 scheduling cycle, application state updates, request events).
 
 Resources in SI: `{"resources": {"memory": {"value": 1073741824}, "vcore": {"value": 500}}}`
-(memory in bytes, vcore in milli-CPU); `engine.resources.from_si`/`to_si` convert.
+(memory in bytes, vcore in milli-CPU); `si.resources.from_si`/`to_si` convert.
 
 Shim -> engine (`SHIM_MESSAGES`)
 --------------------------------
@@ -56,10 +56,10 @@ Using this module
 Sans-I/O core: `encode(msg) -> bytes` (one frame), `FrameDecoder` (feed bytes, get objects; fed
 whole, byte by byte or with trailing data it yields the same messages). Trio helpers:
 `send_message(stream, msg)`, `receive_message(stream, decoder)`. The messages of both directions
-as typed values are `engine.si.messages`: `parse(msg)` makes a shim message (raising
+as typed values are `si.messages`: `parse(msg)` makes a shim message (raising
 `ProtocolError` naming the field; the engine answers that with `Error`), `read_engine(msg)` an
-engine message, and every message's `to_si()` is its wire form. `validate(msg)` runs `parse`'s
-checks and returns the type.
+engine message, and every message's `to_si()` is its wire form. `si.parse.validate(msg)` runs
+`parse`'s checks and returns the type.
 
 Errors::
 
@@ -116,9 +116,6 @@ TERMINATION_PLACEHOLDER_REPLACED = "PLACEHOLDER_REPLACED"
 TERMINATION_TYPES = frozenset({TERMINATION_UNKNOWN, TERMINATION_STOPPED_BY_RM, TERMINATION_TIMEOUT,
                                TERMINATION_PREEMPTED, TERMINATION_PLACEHOLDER_REPLACED})
 
-PARTITION_ATTRIBUTE = "si/node-partition"
-"""The node attribute naming the node's partition."""
-
 GANG_SOFT = "Soft"
 GANG_HARD = "Hard"
 
@@ -131,7 +128,7 @@ def default_socket_path(name: str = "ykshm") -> str:
 class ProtocolError(ValueError):
     """A received message is malformed or breaks the schema; `str()` names the field.
 
-    Raised by `FrameDecoder` (bad JSON, not an object) and `validate` (missing or ill-typed
+    Raised by `FrameDecoder` (bad JSON, not an object) and `si.parse.parse` (missing or ill-typed
     field). The engine turns it into an `Error` answer and keeps the connection.
     """
 
@@ -221,14 +218,3 @@ async def receive_message(stream: Any, decoder: FrameDecoder,
         if not data:
             return None
         decoder.feed(data)
-
-
-# --- schema validation --------------------------------------------------------------------------
-
-def validate(msg: Mapping[str, Any]) -> str:
-    """Check a shim -> engine message; return its type. Raises ProtocolError naming the field.
-
-    The checks are those of `engine.si.parse.parse`, which also builds the typed message."""
-    from engine.si.parse import parse  # parse builds on this module's names
-
-    return parse(msg).TYPE

@@ -11,17 +11,17 @@
 Each field of the wire format is spelled once, in a `to_si()` and its reader.
 """
 
-from engine.si.parse import parse
-from engine.si.requests import (AddApplication, AllocationAsk, AllocationRelease,
-                                AllocationRequest, ApplicationRequest, AskRelease,
-                                DEFAULT_PREEMPTION, ExistingAllocation, NodeChange,
-                                NodeRequest, PreemptionPolicy, RegisterResourceManager,
-                                RemoveApplication, ShimMessage, UserGroupInfo)
-from engine.si.responses import (Ack, AllocationResponse, ApplicationResponse, EngineMessage,
-                                 Error, EventRecord, EventRecords, NewAllocation, NodeResponse,
-                                 RegisterResourceManagerResponse, RejectedAllocation,
-                                 RejectedApplication, RejectedNode, UpdatedApplication,
-                                 read_engine)
+from si.parse import parse
+from si.requests import (AddApplication, AllocationAsk, AllocationRelease,
+                         AllocationRequest, ApplicationRequest, AskRelease,
+                         DEFAULT_PREEMPTION, ExistingAllocation, NodeChange,
+                         NodeRequest, PreemptionPolicy, RegisterResourceManager,
+                         RemoveApplication, ShimMessage, UserGroupInfo)
+from si.responses import (Ack, AllocationResponse, ApplicationResponse, EngineMessage,
+                          Error, EventRecord, EventRecords, NewAllocation, NodeResponse,
+                          RegisterResourceManagerResponse, RejectedAllocation,
+                          RejectedApplication, RejectedNode, UpdatedApplication,
+                          read_engine)
 
 __all__ = [
     "DEFAULT_PREEMPTION", "PreemptionPolicy",

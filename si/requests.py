@@ -1,7 +1,7 @@
 """What the shim sends the engine: the four SI requests and their parts, as frozen structs.
 
 Built by the shim (and the engine's test builders) and sent as `to_si()`; made from a received
-dict by `engine.si.parse.parse`, which checks every field. The values are frozen
+dict by `si.parse.parse`, which checks every field. The values are frozen
 `msgspec.Struct`s (see `FrozenMessage` for why not frozen dataclasses). An optional field that
 was not sent is None where "absent" and "empty" mean different things (a node UPDATE without
 `attributes` keeps the node's; with `{}` it clears them), else its SI default ("" / 0 / False);
@@ -15,10 +15,10 @@ from typing import Any, ClassVar
 
 import msgspec
 
-from engine import resources
-from engine.resources import Resource
-from engine.si.protocol import (ALLOCATION_REQUEST, APPLICATION_REQUEST, NODE_REQUEST,
-                                PARTITION_ATTRIBUTE, REGISTER_RM)
+from si import resources
+from si.protocol import ALLOCATION_REQUEST, APPLICATION_REQUEST, NODE_REQUEST, REGISTER_RM
+from si.resources import Resource
+from si.tags import PARTITION_ATTRIBUTE
 
 
 class FrozenMessage(msgspec.Struct, frozen=True):
@@ -114,7 +114,7 @@ class PreemptionPolicy(FrozenMessage):
     """SI PreemptionPolicy of an ask or allocation: may it be preempted (`allow_preempt_self`,
     the pod annotation yunikorn.apache.org/allow-preemption), may it preempt others
     (`allow_preempt_other`, the pod's preemptionPolicy is not Never). Not sent at all means
-    YuniKorn's defaults: self true, other false (`engine.si.requests.DEFAULT_PREEMPTION`)."""
+    YuniKorn's defaults: self true, other false (`si.requests.DEFAULT_PREEMPTION`)."""
 
     allow_preempt_self: bool = False
     allow_preempt_other: bool = False

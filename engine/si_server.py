@@ -34,9 +34,9 @@ from typing import Any
 import trio
 
 from engine.scheduler import OutOfOrderError, Scheduler
-from engine.si import messages, protocol
+from si import messages, protocol
 
-log = logging.getLogger("ykshm.engine.si")
+log = logging.getLogger("ykshm.si")
 
 OUTGOING_LIMIT = 100_000
 """Messages queued for one connection before it is considered stalled and closed."""

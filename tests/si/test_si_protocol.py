@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.si import protocol as P
+from si import protocol as P
+from si.parse import validate
 
 MSGS = [{"type": "Ack", "replyTo": 1}, {"type": "Error", "message": "x", "messageType": ""},
         {"type": "AllocationResponse", "new": [{"allocationKey": "k" * 1000}]}]
@@ -75,14 +76,14 @@ def test_bad_body_is_consumed_and_oversize_is_sticky():
 ])
 def test_validate_names_the_field(msg, text):
     with pytest.raises(P.ProtocolError) as info:
-        P.validate(msg)
+        validate(msg)
     assert text in str(info.value)
 
 
 def test_valid_messages_pass():
-    assert P.validate({"type": "RegisterResourceManager", "rmID": "r", "version": "1"}) == \
+    assert validate({"type": "RegisterResourceManager", "rmID": "r", "version": "1"}) == \
         P.REGISTER_RM
-    assert P.validate({"type": "NodeRequest", "rmID": "r", "nodes": [
+    assert validate({"type": "NodeRequest", "rmID": "r", "nodes": [
         {"nodeID": "n", "action": a} for a in sorted(P.NODE_ACTIONS)]}) == P.NODE_REQUEST
 
 
@@ -100,7 +101,7 @@ def test_fuzz_validate_only_raises_protocol_error(mtype, body):
     msg = dict(body) if isinstance(body, dict) else {}
     msg["type"] = mtype
     try:
-        P.validate(msg)
+        validate(msg)
     except P.ProtocolError:
         pass
 
