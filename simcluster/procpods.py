@@ -341,7 +341,7 @@ class ContainerRunner:
             self.live = False
             if proc.returncode is None:
                 with trio.CancelScope(shield=True):
-                    await _terminate(proc, self.pod.owner.settings.shutdown_grace)
+                    await terminate(proc, self.pod.owner.settings.shutdown_grace)
         code = proc.returncode if proc.returncode >= 0 else 128 - proc.returncode
         return self._exited(code, started, path), trio.current_time() - t0
 
@@ -375,7 +375,7 @@ class ContainerRunner:
     async def _killer(self, proc: trio.Process) -> None:
         await self.kill.wait()
         grace = (self.pod.pod.get("spec") or {}).get("terminationGracePeriodSeconds")
-        await _terminate(proc, 30.0 if grace is None else float(grace))
+        await terminate(proc, 30.0 if grace is None else float(grace))
 
     def _start_probes(self, nursery: trio.Nursery, launch: Launch, gate: trio.Event) -> None:
         target = probes.Target(self.pod.ip, self.ports, launch.env, launch.cwd)
@@ -413,7 +413,7 @@ class ContainerRunner:
         self.kill.set()
 
 
-async def _terminate(proc: trio.Process, grace: float) -> None:
+async def terminate(proc: trio.Process, grace: float) -> None:
     """SIGTERM the run's process group, SIGKILL it after `grace` seconds."""
     _signal_group(proc, signal.SIGTERM)
     with trio.move_on_after(grace):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -20,11 +21,12 @@ from typing import Any
 
 import httpx
 import pytest
+import trio
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 
 from common import podhosts
-from simcluster import podtoken
+from simcluster import podtoken, procpods
 from tests.simcluster.test_simcluster import kubectl, start_cluster, stop_cluster
 from tests.simcluster.test_simcluster_clients import eventually, make_namespace, ok
 
@@ -478,7 +480,6 @@ def test_deleting_a_service_takes_its_endpoints_name_and_address(core: k8s.CoreV
 
 
 def _connects(host: str, port: int) -> bool:
-    import socket
     try:
         socket.create_connection((host, port), timeout=1).close()
         return True
@@ -514,3 +515,25 @@ def test_env_sources_and_volumes(core: k8s.CoreV1Api, ns: str) -> None:
     assert podtoken.decode_claims((root / "etc/conf/tok").read_text())["aud"] == ["vault"]
     assert (root / "scratch").is_dir()
     delete_and_wait(core, ns, "envs", pid)
+
+
+async def test_a_process_ignoring_sigterm_is_killed_after_the_grace_period() -> None:
+    """What deleting a pod does to a run that will not stop: SIGTERM, the grace period, SIGKILL."""
+    code = ("import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('up', flush=True); "
+            "time.sleep(60)")
+    proc = await trio.lowlevel.open_process([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                                            start_new_session=True)
+    try:
+        assert proc.stdout is not None
+        seen = b""
+        while b"\n" not in seen:
+            seen += await proc.stdout.receive_some(16)
+        assert seen == b"up\n"
+        started = trio.current_time()
+        await procpods.terminate(proc, 0.5)
+        assert proc.returncode == -9 and trio.current_time() - started >= 0.5
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+        await proc.stdout.aclose()
