@@ -46,6 +46,21 @@ def cluster(pods_dir: Path) -> Iterator[str]:
         yield url
     finally:
         stop_cluster(proc)
+    assert not survivors(pods_dir), "sim-cluster left process pods running"
+
+
+def survivors(pods_dir: Path) -> list[int]:
+    """Live processes whose YKSHM_ROOT is under `pods_dir` (a process pod of that cluster)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                root = environ(int(entry.name)).get("YKSHM_ROOT", "")
+            except OSError:
+                continue
+            if root.startswith(str(pods_dir)) and alive(int(entry.name)):
+                found.append(int(entry.name))
+    return found
 
 
 @pytest.fixture(scope="module")
@@ -382,7 +397,7 @@ def test_a_mapped_image_runs_its_command(tmp_path: Path) -> None:
     finally:
         stop_cluster(proc)
     # stopping sim-cluster stops its process pods and removes their directories
-    assert pid is not None and not alive(pid)
+    assert pid is not None and not alive(pid) and not survivors(tmp_path / "pods")
     assert not [p for p in (tmp_path / "pods").iterdir() if p.is_dir()]
 
 
