@@ -41,7 +41,6 @@ from typing import Any
 import trio
 
 from . import objects, podenv, podevents, podlogs, podstatus, podtoken, probes, procimages, volumes
-from .kinds import ROOT_CA_PEM
 from .loopback import Block
 from .store import Store
 
@@ -240,7 +239,7 @@ class ContainerRunner:
         sa = store.get("serviceaccounts", self.pod.ns, (pod.get("spec") or {}).get("serviceAccountName") or "default")
         try:
             mounts = volumes.materialise(pod, self.spec, self.pod.dir, volumes.Materialiser(pod, lookup, self._token),
-                                         ROOT_CA_PEM, sa)
+                                         sa)
         except (volumes.VolumeError, OSError) as exc:
             self._waiting("ContainerCreating", "", "FailedMount", f"MountVolume.SetUp failed: {exc}")
             return None

@@ -192,7 +192,7 @@ def wants_sa_token(pod: Obj, sa: Obj | None) -> bool:
     return value is not False
 
 
-def materialise(pod: Obj, container: Obj, pod_dir: PodDir, mat: Materialiser, ca_pem: str, sa: Obj | None) -> MountMap:
+def materialise(pod: Obj, container: Obj, pod_dir: PodDir, mat: Materialiser, sa: Obj | None) -> MountMap:
     """Write the container's volumes and the SA token; link each mountPath under root/."""
     volumes = {v.get("name"): v for v in (pod.get("spec") or {}).get("volumes") or []}
     mounts = MountMap(pod_dir.root)
@@ -211,17 +211,19 @@ def materialise(pod: Obj, container: Obj, pod_dir: PodDir, mat: Materialiser, ca
     if SA_PATH not in mounts.mounts and wants_sa_token(pod, sa):
         sa_dir = pod_dir.path / "volumes" / "kube-api-access"
         if not sa_dir.exists():
-            _whole(lambda dest: _sa_files(dest, mat.token(None, podtoken.DEFAULT_EXPIRATION), ca_pem,
-                                          pod["metadata"]["namespace"]), sa_dir)
+            _whole(lambda dest: mat.volume(kube_api_access(), dest), sa_dir)
         _link(pod_dir.root, SA_PATH, sa_dir)
         mounts.mounts[SA_PATH] = sa_dir
     return mounts
 
 
-def _sa_files(dest: Path, token: str, ca_pem: str, namespace: str) -> None:
-    _write(dest / "token", token.encode(), 0o600)
-    _write(dest / "ca.crt", ca_pem.encode(), 0o644)
-    _write(dest / "namespace", namespace.encode(), 0o644)
+def kube_api_access() -> Obj:
+    """The projected volume the ServiceAccount admission adds to a pod (`kube-api-access-*`):
+    a token, the namespace's `kube-root-ca.crt` as ca.crt, and the namespace."""
+    return {"name": "kube-api-access", "projected": {"defaultMode": 0o644, "sources": [
+        {"serviceAccountToken": {"path": "token", "expirationSeconds": podtoken.DEFAULT_EXPIRATION}},
+        {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+        {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {"fieldPath": "metadata.namespace"}}]}}]}}
 
 
 def _whole(fill: Callable[[Path], None], dest: Path) -> None:
