@@ -321,7 +321,7 @@ class ContainerRunner:
         except OSError as exc:
             os.write(fd, f"{exc}\n".encode())
             os.close(fd)
-            return self._exited(128, started, path), 0.0
+            return self._exited(128, started, path, "StartError"), 0.0  # the kubelet's words for it
         os.close(fd)
         self.problem = ""
         self.kill = trio.Event()
@@ -361,8 +361,9 @@ class ContainerRunner:
             gate.set()
         return gate
 
-    def _exited(self, code: int, started: str, path: Path) -> int:
-        term: Obj = {"exitCode": code, "reason": "Completed" if code == 0 else "Error", "startedAt": started,
+    def _exited(self, code: int, started: str, path: Path, reason: str = "") -> int:
+        reason = reason or ("Completed" if code == 0 else "Error")
+        term: Obj = {"exitCode": code, "reason": reason, "startedAt": started,
                      "finishedAt": objects.now_rfc3339(), "containerID": self.state.container_id}
         if code != 0:
             term["message"] = podlogs.tail(path)

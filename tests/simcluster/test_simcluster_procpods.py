@@ -552,3 +552,25 @@ async def test_a_process_ignoring_sigterm_is_killed_after_the_grace_period() -> 
             proc.kill()
             await proc.wait()
         await proc.stdout.aclose()
+
+
+def test_a_service_without_selector_uses_the_users_endpoints(cluster: str, core: k8s.CoreV1Api, ns: str,
+                                                             pods_dir: Path, tmp_path: Path) -> None:
+    core.create_namespaced_pod(ns, server_pod("backend"))
+    pid = pid_of(running(core, ns, "backend"))
+    ip = status(core, ns, "backend")["podIP"]
+    manifest = tmp_path / "ext.yaml"
+    manifest.write_text(f"apiVersion: v1\nkind: Service\nmetadata: {{name: ext, namespace: {ns}}}\n"
+                        "spec: {ports: [{port: 7070, targetPort: 8080}]}\n---\n"
+                        f"apiVersion: v1\nkind: Endpoints\nmetadata: {{name: ext, namespace: {ns}}}\n"
+                        f"subsets: [{{adresses: [{{ip: {ip}}}], ports: [{{port: 8080}}]}}]\n")
+    bad = kubectl(cluster, tmp_path, "apply", "-f", str(manifest))  # the real schema, strictly
+    assert 'strict decoding error: unknown field "subsets[0].adresses"' in bad.stderr
+    manifest.write_text(manifest.read_text().replace("adresses", "addresses"))
+    ok(kubectl(cluster, tmp_path, "apply", "-f", str(manifest)))
+    line = eventually(lambda: [ln for ln in (pods_dir / "hosts").read_text().splitlines()
+                               if f" ext.{ns}.svc.cluster.local" in ln])
+    eventually(lambda: _readyz(f"http://{line[0].split()[0]}:7070"), timeout=10)
+    assert [a.ip for a in core.read_namespaced_endpoints("ext", ns).subsets[0].addresses] == [ip]  # left alone
+    assert "FIELD: subsets <[]EndpointSubset>" in ok(kubectl(cluster, tmp_path, "explain", "endpoints.subsets"))
+    delete_and_wait(core, ns, "backend", pid)
