@@ -9,6 +9,7 @@ without the check it names.
 from __future__ import annotations
 
 import os
+import socket
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -132,3 +133,30 @@ def test_the_pod_directory_is_private(core: k8s.CoreV1Api, ns: str, pods_dir: Pa
     assert token.parent.parent.parent.stat().st_mode & 0o777 == 0o700
     assert token.stat().st_mode & 0o777 == 0o600
     core.delete_namespaced_pod("private", ns)
+
+
+def test_a_service_proxies_only_to_loopback_endpoints(core: k8s.CoreV1Api, ns: str, pods_dir: Path) -> None:
+    """User-written Endpoints must not turn sim-cluster's proxy into a way out of 127.0.0.0/8:
+    0.0.0.0 reaches this host's listeners, so it stands in for any other address here."""
+    with socket.create_server(("127.0.0.1", 0)) as target:
+        port = target.getsockname()[1]
+        target.settimeout(0.5)
+        core.create_namespaced_service(ns, {"metadata": {"name": "out"}, "spec": {"ports": [{"port": 7171}]}})
+        core.create_namespaced_endpoints(ns, {"metadata": {"name": "out"}, "subsets": [
+            {"addresses": [{"ip": "0.0.0.0"}], "ports": [{"port": port}]}]})
+        line = eventually(lambda: [ln for ln in (pods_dir / "hosts").read_text().splitlines()
+                                   if f" out.{ns}.svc.cluster.local" in ln])
+        address = line[0].split()[0]
+        client = eventually(lambda: _connect(address, 7171))
+        with client:
+            client.settimeout(2)
+            assert client.recv(1) == b""  # closed at once: no endpoint it may use
+        with pytest.raises(TimeoutError):
+            target.accept()
+
+
+def _connect(host: str, port: int) -> socket.socket | None:
+    try:
+        return socket.create_connection((host, port), timeout=1)
+    except OSError:
+        return None
