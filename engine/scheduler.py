@@ -54,7 +54,8 @@ class Scheduler:
         self.ring_name = ring_name
         self.clock = clock
         self.wall_clock = wall_clock
-        self.timing = timing or Timing(retention_s=config.retention_s)
+        self.timing = timing or Timing(retention_s=config.retention_s,
+                                       max_retained=config.max_retained_apps)
         self.outbox = Outbox()
         self._pending_other: dict[str, list[dict[str, Any]]] = {}
         self.rms: dict[str, dict[str, Any]] = {}

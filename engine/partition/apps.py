@@ -133,6 +133,17 @@ def terminate(part: PartitionState, app: Application) -> None:
     if app.fsm.state is not AppState.EXPIRED:
         part.terminated[app.app_id] = app
         part.timers.set(part.timing.retention_ns, TimerKind.EXPIRE, app.app_id)
+        _expire_over_limit(part)
+
+
+def _expire_over_limit(part: PartitionState) -> None:
+    """More finished apps than `maxRetainedApplications`: the oldest expire first (APP_EXPIRED),
+    so the snapshot readers are served from stays within the size it was made for."""
+    limit = part.timing.max_retained
+    while len(part.terminated) > limit:
+        oldest = next(iter(part.terminated))
+        _expire(part, oldest, f"more than {limit} finished applications retained")
+        part.terminated.pop(oldest, None)
 
 
 def asked(part: PartitionState, app: Application, ask: Ask) -> None:
@@ -195,12 +206,12 @@ def fire_timers(part: PartitionState) -> None:
             _placeholder_timeout(part, app)
 
 
-def _expire(part: PartitionState, app_id: str) -> None:
+def _expire(part: PartitionState, app_id: str, reason: str = "retention time passed") -> None:
     app = part.terminated.get(app_id)
     if app is not None and app.fsm.state in TERMINAL_STATES \
             and app.finished_time and app.fsm.state is not AppState.EXPIRED:
         if app.fsm.can_fire(AppEvent.EXPIRE):
-            set_state(part, app, AppEvent.EXPIRE, "retention time passed")
+            set_state(part, app, AppEvent.EXPIRE, reason)
         part.terminated.pop(app_id, None)
 
 
