@@ -198,3 +198,40 @@ def test_a_configmap_change_is_in_force_without_a_restart(world):
     assert response["allowed"] is True
     world.put_configs({"admissionController.webHook.schedulerServiceAddress": f"127.0.0.1:{world.web_port}"})
     assert world.eventually(review(forged, user="ci-bot"), lambda r: not r["allowed"])["allowed"] is False
+
+
+def test_kube_apiserver_calls_it_for_pods_and_workloads(world):
+    """sim-cluster as kube-apiserver: the webhooks the controller registered are called on create;
+    a forged user.info is refused in the API's own words; a Deployment's pods, created by its
+    controllers (trusted), carry the identity of whoever created the Deployment."""
+    import time
+
+    created = world.api.post("/api/v1/namespaces/default/pods", json=pod("via-api"))
+    assert created.status_code == 201
+    stored = created.json()
+    assert stored["spec"]["schedulerName"] == "yunikorn"
+    assert stored["metadata"]["annotations"][USER_INFO] == \
+        '{"user":"system:anonymous","groups":["system:unauthenticated"]}'
+    forged = world.api.post("/api/v1/namespaces/default/pods",
+                            json=pod("forged", annotations={USER_INFO: '{"user":"bob"}'}))
+    assert forged.status_code == 400
+    assert forged.json()["message"] == (
+        'admission webhook "admission-webhook.yunikorn.mutate-pods" denied the request: user '
+        "system:anonymous with groups [system:unauthenticated] is not allowed to set user annotation")
+    deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+                  "spec": {"replicas": 2, "selector": {"matchLabels": {"run": "web"}}, "template": {
+                      "metadata": {"labels": {"run": "web"}},
+                      "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}}
+    assert world.api.post("/apis/apps/v1/namespaces/default/deployments", json=deployment).status_code == 201
+    deadline = time.monotonic() + 20
+    while True:
+        pods = [p for p in world.api.get("/api/v1/namespaces/default/pods",
+                                         params={"labelSelector": "run=web"}).json()["items"]]
+        if len(pods) == 2 or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert len(pods) == 2
+    for p in pods:
+        assert p["spec"]["schedulerName"] == "yunikorn"
+        assert p["metadata"]["annotations"][USER_INFO] == \
+            '{"user":"system:anonymous","groups":["system:unauthenticated"]}'
