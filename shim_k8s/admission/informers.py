@@ -15,21 +15,24 @@ PATHS = (("configmaps", "/api/v1/namespaces/{ns}/configmaps"),
          ("namespaces", "/api/v1/namespaces"))
 
 
-async def _feed(receive: trio.MemoryReceiveChannel, cache: ClusterCache) -> None:
+async def _feed(receive: trio.MemoryReceiveChannel, cache: ClusterCache,
+                synced: dict[str, trio.Event]) -> None:
     async for batch in receive:
-        if batch.events:
+        if batch.events is None:          # the informer's first list is all in
+            synced[batch.kind].set()
+        else:
             cache.apply(batch.kind, batch.events)
 
 
 async def start_informers(nursery: trio.Nursery, client, cache: ClusterCache) -> None:
-    """Start the informers in `nursery`; returns once each has listed (its first sync)."""
+    """Start the informers in `nursery`; returns once each one's first list is in the cache."""
     send, receive = trio.open_memory_channel[WatchBatch](100)
-    nursery.start_soon(_feed, receive, cache)
+    synced = {kind: trio.Event() for kind, _ in PATHS}
+    nursery.start_soon(_feed, receive, cache, synced)
     for kind, path in PATHS:
-        await nursery.start(Informer(client, path.format(ns=cache.namespace), kind).run, send)
-    await trio.sleep(0)          # let the feed apply the first lists
-    while send.statistics().current_buffer_used:
-        await trio.sleep(0.01)
+        nursery.start_soon(Informer(client, path.format(ns=cache.namespace), kind).run, send)
+    for event in synced.values():
+        await event.wait()
     cache.started = True
 
 

@@ -51,7 +51,6 @@ class Webhook:
 
     def __init__(self, cache: ClusterCache, client: httpx.AsyncClient) -> None:
         self.cache, self.client = cache, client
-        self.answered = 0
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
@@ -77,7 +76,6 @@ class Webhook:
             await _send(send, 415, b"invalid Content-Type, expect `application/json`\n", TEXT)
             return
         answer = await self.answer(path, body)
-        self.answered += 1
         await _send(send, 200, answer.review(), [(b"content-type", b"application/json")])
 
     async def answer(self, path: str, body: bytes) -> Response:

@@ -42,12 +42,10 @@ class ServingTLS:
         self.context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         self.context.minimum_version = ssl.TLSVersion.TLSv1_2
         self.context.set_alpn_protocols(["h2", "http/1.1"])
-        self.serial = 0
 
     def swap(self, server: certs.KeyPair, ca: certs.KeyPair) -> None:
         """Serve [server cert, CA] from the next handshake on."""
         load_pem_chain(self.context, server.cert_pem + ca.cert_pem, server.key_pem)
-        self.serial = server.cert.serial_number
 
 
 class SwappableTLSConfig(Config):
