@@ -358,3 +358,22 @@ async def test_a_server_with_another_ca_never_sees_the_token(apiserver, tmp_path
         await get(load_kubeconfig(str(path)))
     assert apiserver.log() == []
 
+
+
+def test_a_failing_exec_plugin_ends_the_role_with_its_reason(apiserver, tmp_path):
+    plugin = tmp_path / "broken.py"
+    plugin.write_text("import sys\nprint('token expired, run: login', file=sys.stderr)\nsys.exit(3)\n")
+    user = f"""\
+        exec:
+          apiVersion: client.authentication.k8s.io/v1beta1
+          command: {sys.executable}
+          args: ["{plugin}"]
+        """
+    path = kubeconfig(tmp_path / "config", apiserver, user)
+    (tmp_path / "bundles").mkdir()
+    done = _ykshm("streams", "--kubeconfig", str(path), "--bundle-dir", str(tmp_path / "bundles"),
+                  "--no-operators")
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"ykshm streams: error: exec plugin {sys.executable}: exit status 3: token expired, run: login")
+    assert apiserver.log() == []                       # nothing was sent without credentials
