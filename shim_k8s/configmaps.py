@@ -24,10 +24,10 @@ from __future__ import annotations
 import base64
 import binascii
 import dataclasses
-import gzip
 import logging
 import os
 import time
+import zlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -107,13 +107,28 @@ def apply_of(key: str) -> Apply | None:
 
 # --- merge --------------------------------------------------------------------------------------
 
+MAX_GUNZIPPED = 16 << 20
+"""A `.gz` key expands to at most this (the engine's config-file limit, engine.config): a
+ConfigMap (1 MiB) of gzip could otherwise expand to gigabytes in the shim."""
+
+
+def _gunzip(raw: bytes) -> bytes:
+    inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+    out = inflater.decompress(raw, MAX_GUNZIPPED + 1)
+    if len(out) > MAX_GUNZIPPED:
+        raise ValueError(f"expands to more than {MAX_GUNZIPPED >> 20} MiB")
+    if not inflater.eof:
+        raise ValueError("truncated gzip data")
+    return out
+
+
 def _binary(name: str, key: str, value: object) -> tuple[str, str]:
     try:
         raw = base64.b64decode(str(value), validate=True)
         if key.endswith(".gz"):
-            key, raw = key[:-3], gzip.decompress(raw)
+            key, raw = key[:-3], _gunzip(raw)
         return key, raw.decode()
-    except (binascii.Error, OSError, EOFError, UnicodeDecodeError) as exc:
+    except (binascii.Error, zlib.error, ValueError) as exc:
         raise ConfigError(f"{name}: binaryData.{key}", "...", f"cannot decode: {exc}") from None
 
 
