@@ -125,6 +125,14 @@ def _status(argv: Sequence[str]) -> int:
         print(f"  engine view: {engine.get('applications')} apps, {engine.get('asks')} asks, "
               f"{engine.get('allocations')} allocations; bindings {binds.get('done')} done, "
               f"{binds.get('inFlight')} in flight")
+        cms = doc.get("configMaps")
+        if cms:
+            refused = cms.get("refused")
+            print(f"  config: ConfigMaps in namespace {cms.get('namespace')}, hot refresh "
+                  f"{'on' if cms.get('hotRefresh') else 'off'}"
+                  + (f"; refused: {refused.get('reason')}" if refused else "")
+                  + (f"; not applied: {'; '.join(cms['notApplied'])}"
+                     if cms.get("notApplied") else ""))
         for t in doc.get("history", [])[-10:]:
             when = time.strftime("%H:%M:%S", time.localtime(t.get("time", 0)))
             print(f"  {when} {t.get('from')} -> {t.get('to')} ({t.get('event')})"
