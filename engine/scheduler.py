@@ -117,6 +117,7 @@ class Scheduler:
         except ConfigError as exc:
             self.refuse_reload(str(exc))
             return str(exc)
+        before = self.config.extra
         self.reload(config)
         self.config = dataclasses.replace(self.config, event=config.event, extra=config.extra)
         self.config_warnings = warnings
@@ -124,7 +125,7 @@ class Scheduler:
         self.sink.tracking = config.event.tracking_active
         self.sink.requests_enabled = (config.event.request_events_enabled
                                       and config.event.request_store_capacity > 0)
-        apply_log_levels(dict(extra))
+        apply_log_levels(extra, before)
         return None
 
     def partition_of(self, name: str | None) -> Partition:

@@ -34,7 +34,7 @@ from typing import Any
 import msgspec
 
 from common.configsection import (ConfigError, GoBool, GoDuration, Int32, parse_section)
-from si.config import CORE_KEYS, QUEUES_SUFFIX, Apply, is_log_key, log_level
+from si.config import CORE_KEYS, QUEUES_SUFFIX, Apply, apply_log_levels, is_log_key, log_level
 
 from .core.actions import KubeEvent
 
@@ -85,7 +85,8 @@ class ShimSettings(msgspec.Struct, frozen=True):
         default=False, name="admissionController.filtering.generateUniqueAppId")
 
 
-SHIM_KEYS: dict[str, Apply] = {name: Apply.NO_EFFECT for name in ShimSettings.__struct_encode_fields__}
+SHIM_KEYS: dict[str, Apply] = {name: Apply.NO_EFFECT
+                               for name in ShimSettings.__struct_encode_fields__}
 """When each shim key takes effect in ykshm (YuniKorn: all but hot refresh need a restart)."""
 SHIM_KEYS.update({"service.clusterId": Apply.SHIM_START, "service.policyGroup": Apply.SHIM_START,
                   "service.enableConfigHotRefresh": Apply.LIVE})
@@ -235,6 +236,7 @@ class ConfigMapSource:
         parsed = parse(flatten(self.slots))
         self.started = self.sent = parsed
         self.hot_refresh = parsed.shim.enable_config_hot_refresh
+        apply_log_levels(parsed.extra)
         self.trigger = CONFIGS if configs is not None else DEFAULTS
         return parsed
 
@@ -291,6 +293,7 @@ class ConfigMapSource:
             events.append(_event(cm, name, self.namespace, "ConfigNotReloadable",
                                  "; ".join(notices)))
         self.hot_refresh = parsed.shim.enable_config_hot_refresh
+        apply_log_levels(parsed.extra, self.sent.extra)  # the shim's loggers; the engine: its own
         self.sent, self.trigger = parsed, name
         return Outcome(tuple(events), parsed)
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import logging
+from collections.abc import Mapping
 
 from common.configsection import ConfigError
 
@@ -96,8 +97,12 @@ def logger_name(key: str, root: str = "ykshm") -> str:
     return f"{root}.{key[len('log.'):-len('.level')]}"
 
 
-def apply_log_levels(extra: dict[str, str]) -> None:
-    """Set this process's loggers from the `log.*` keys (validated: ConfigError)."""
+def apply_log_levels(extra: Mapping[str, str], before: Mapping[str, str] | None = None) -> None:
+    """Set this process's loggers from the `log.*` keys of `extra` (validated: ConfigError);
+    a logger whose key was in `before` but is gone goes back to inheriting its level."""
+    for key in before or {}:
+        if is_log_key(key) and key not in extra:
+            logging.getLogger(logger_name(key)).setLevel(logging.NOTSET)
     for key, value in extra.items():
         if is_log_key(key):
             logging.getLogger(logger_name(key)).setLevel(log_level(key, value))

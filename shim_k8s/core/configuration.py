@@ -3,9 +3,9 @@
 The decisions about a ConfigMap change are `shim_k8s.configmaps.ConfigMapSource`'s; here they
 meet the SI connection. A registration carries the source's configuration (YuniKorn's
 RegisterResourceManagerRequest `config` + `extraConfig`); a change decided while connected goes
-out as UpdateConfiguration (after the registration, in order), else with the next registration. The engine's Ack or
-Error goes back to the source (Events on the ConfigMap). Without a source (systemd, `ykshm run`)
-nothing is sent and the engine keeps the configuration of its own file.
+out as UpdateConfiguration (after the registration, in order), else with the next registration.
+The engine's Ack or Error goes back to the source (Events on the ConfigMap). Without a source
+(systemd, `ykshm run`) nothing is sent and the engine keeps the configuration of its own file.
 """
 
 from __future__ import annotations
@@ -53,8 +53,7 @@ def on_configmap(core: ShimCore, event_type: str, obj: Any) -> None:
     request_id = core.next_request_id()
     core.awaiting[request_id] = ("config", parsed)
     core.actions.si.append(messages.UpdateConfiguration(
-        core.rm_id, source.started.shim.policy_group if source.started else parsed.shim.policy_group,
-        parsed.queues, parsed.extra, request_id).to_si())
+        core.rm_id, parsed.shim.policy_group, parsed.queues, parsed.extra, request_id).to_si())
 
 
 def on_update_answer(core: ShimCore, parsed: Any, error: str | None) -> None:

@@ -6,6 +6,8 @@ server drives the scheduler: the answer (Ack or Error), what is in force, what t
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 from engine.config import parse_config
@@ -48,14 +50,17 @@ def children(sched: Scheduler) -> list[str]:
 
 
 def test_registration_config_replaces_the_file_and_shows_as_in_force():
-    sched = registered(extra={"event.trackingEnabled": "false", "log.level": "info"})
+    sched = registered(extra={"event.trackingEnabled": "false", "log.rmtest.level": "warn"})
     assert children(sched) == ["prod"]
     doc = build(sched)
     assert doc["engine"]["configSource"] == f"rm:{RM}"
     assert doc["config"]["partitions"][0]["queues"][0]["queues"][0]["name"] == "prod"
-    assert doc["config"]["extra"] == {"event.trackingEnabled": "false", "log.level": "info"}
+    assert doc["config"]["extra"] == {"event.trackingEnabled": "false", "log.rmtest.level": "warn"}
     assert len(doc["config"]["checksum"]) == 64
     assert sched.sink.tracking is False  # event.trackingEnabled is applied live
+    assert logging.getLogger("ykshm.rmtest").level == logging.WARNING  # so is log.*
+    update(sched, QUEUES, {})
+    assert logging.getLogger("ykshm.rmtest").level == logging.NOTSET  # a removed key: inherited
 
 
 def test_registration_without_config_keeps_the_file():
