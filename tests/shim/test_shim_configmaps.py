@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -85,9 +86,17 @@ def test_configmaps_merge_reload_refuse_and_report(ring_name):
                 c.create_pod(pod, app=app, queue="root.prod", annotations={
                     "yunikorn.apache.org/user.info": ALICE})
             c.wait_bound(["a1"], timeout=20)
-            usage = httpx.get(web.url + "/ws/v1/partition/default/usage/user/alice",
-                              timeout=5).json()
-            assert usage["queues"]["children"][0]["runningApplications"] == ["app-a1"]
+
+            def alice_running() -> list[str] | None:
+                usage = httpx.get(web.url + "/ws/v1/partition/default/usage/user/alice",
+                                  timeout=5).json()
+                return usage.get("queues", {}).get("children", [{}])[0].get(
+                    "runningApplications")
+
+            assert wait_for(alice_running, 10, "alice's usage") == ["app-a1"]
+            wait_for(lambda: "app-a2" in {a["applicationID"] for a in c.applications()}, 10,
+                     "app-a2 known to the engine")
+            time.sleep(1.0)  # cycles pass: the limit, not slowness, keeps a2 waiting
             assert not c.pod("a2")["spec"].get("nodeName")
 
             # a bad YAML edit: refused by the engine, the running configuration stays
@@ -140,7 +149,8 @@ def test_hot_refresh_off_ignores_changes(ring_name):
         [ev] = wait_for(lambda: events_on(c, "yunikorn-configs", "ConfigHotRefreshDisabled"), 15,
                         "a ConfigHotRefreshDisabled event")
         assert "service.enableConfigHotRefresh is false" in ev["message"]
-        assert c.shim_status()["configMaps"]["ignoredChanges"] == 1
+        wait_for(lambda: c.shim_status()["configMaps"]["ignoredChanges"] == 1, 5,
+                 "the ignored change in the shim's status")
         assert leaf_queues(c) == {"first"}
 
 
