@@ -25,7 +25,7 @@ import trio
 from common.quantity import QuantityError, parse_milli, parse_quantity
 from common.cliutil import Failure, Parser, UsageError, run_main
 
-from . import disruption, kinds, leases, objects, priority, workload
+from . import authconfig, controllers, disruption, kinds, leases, objects, pki, priority, rbac, tlsserve, workload
 from .api import Api
 from .httpserver import HttpServer, open_listeners
 from .kubelet import Kubelet
@@ -74,6 +74,7 @@ def build_parser() -> Parser:
     p.add_argument("--event-ttl", type=_seconds(1), default=3600.0,
                    help="seconds an Event is kept, as the apiserver's --event-ttl (default 3600)")
     p.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
+    authconfig.add_flags(p)
     return p
 
 
@@ -116,29 +117,38 @@ def populate(api: Api, nodes: int, cpu: str, memory: str, pods: int) -> None:
         api.create_object(NODES, "", {"metadata": {"name": name}, "status": status})
 
 
-async def serve(args, apps: list[workload.App] | None) -> None:
+async def serve(args, apps: list[workload.App] | None, security: authconfig.Security) -> None:
     store = Store(BUCKETS, history_size=args.watch_history)
     try:
         listeners = await open_listeners(args.bind, args.port)
     except OSError as exc:
         raise Failure(f"cannot listen on {args.bind}:{args.port}: {exc.strerror or exc}") from None
     port = listeners[0].socket.getsockname()[1]
+    if security.tls is not None:
+        listeners = tlsserve.wrap(listeners, security.tls)
     host = f"[{args.bind}]" if ":" in args.bind else args.bind
     api = Api(store, server=f"{args.bind}:{port}", bookmark_interval=args.bookmark_interval,
               node_cpu=args.node_cpu, node_memory=args.node_memory)
     kubelet = Kubelet(store, start_delay=args.kubelet_delay, events=not args.no_kubelet_events)
     node_leases = leases.NodeLeases(api, args.node_lease_interval)
+    authconfig.install(api, security)
     populate(api, args.nodes, args.node_cpu, args.node_memory, args.node_pods)
+    authconfig.create_policy(api, security)
     server = HttpServer(api.handle)
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with trio.open_nursery() as nursery:
             await nursery.start(kubelet.run)
             await nursery.start(api.gc.run)
             await nursery.start(disruption.DisruptionController(store).run)
+            await nursery.start(controllers.Controllers(api).run)
             await nursery.start(node_leases.run)
             await nursery.start(api.run_event_expiry, args.event_ttl)
+            await nursery.start(rbac.Aggregator(store).run)
             await nursery.start(server.serve, listeners)
-            print(f"sim-cluster listening on http://{host}:{port}", flush=True)
+            print(f"sim-cluster listening on {security.scheme}://{host}:{port}", flush=True)
+            if security.pki is not None:
+                path = pki.write_admin_kubeconfig(security.pki, f"https://{host}:{port}")
+                print(f"admin kubeconfig: {path}", flush=True)
             gen = workload.Workload(api)
             if apps is not None:
                 nursery.start_soon(gen.run_file, apps)
@@ -161,7 +171,8 @@ def _body(argv: Sequence[str]) -> int:
             apps = workload.load(args.workload)
         except workload.WorkloadError as exc:
             raise UsageError(f"--workload: {exc}") from None
-    trio.run(serve, args, apps)
+    security = authconfig.load(args)
+    trio.run(serve, args, apps, security)
     return 0
 
 

@@ -213,6 +213,19 @@ def _custom_table(resource: Resource) -> tuple[list[Column], Callable[[Obj], lis
     return defs, lambda obj: [obj["metadata"]["name"], *(_cell(c, obj) for c in columns)]
 
 
+def _binding_row(b: Obj) -> list[Any]:
+    """RoleBinding/ClusterRoleBinding: NAME ROLE AGE, and USERS GROUPS SERVICEACCOUNTS for -o wide."""
+    ref = b.get("roleRef") or {}
+    subjects = [s for s in b.get("subjects") or [] if isinstance(s, dict)]
+
+    def names(kind: str) -> str:
+        return ", ".join(s.get("name", "") if kind != "ServiceAccount" else f"{s.get('namespace', '')}/{s.get('name')}"
+                         for s in subjects if s.get("kind") == kind)
+
+    return [b["metadata"]["name"], f"{ref.get('kind', '')}/{ref.get('name', '')}",
+            age(b["metadata"].get("creationTimestamp")), names("User"), names("Group"), names("ServiceAccount")]
+
+
 def _default_row(obj: Obj) -> list[Any]:
     return [obj["metadata"]["name"], age(obj["metadata"].get("creationTimestamp"))]
 
@@ -234,6 +247,12 @@ TABLES: dict[str, tuple[list[Column], Callable[[Obj], list[Any]]]] = {
     "configmaps": ([_NAME, ("Data", "integer", "", 0), _AGE], _configmap_row),
     "secrets": ([_NAME, ("Type", "string", "", 0), ("Data", "integer", "", 0), _AGE], _secret_row),
     "customresourcedefinitions": ([_NAME, ("Created At", "date", "", 0)], _crd_row),
+    "roles": ([_NAME, ("Created At", "date", "", 0)], _crd_row),
+    "clusterroles": ([_NAME, ("Created At", "date", "", 0)], _crd_row),
+    "rolebindings": ([_NAME, ("Role", "string", "", 0), _AGE, ("Users", "string", "", 1), ("Groups", "string", "", 1),
+                      ("ServiceAccounts", "string", "", 1)], _binding_row),
+    "clusterrolebindings": ([_NAME, ("Role", "string", "", 0), _AGE, ("Users", "string", "", 1),
+                             ("Groups", "string", "", 1), ("ServiceAccounts", "string", "", 1)], _binding_row),
     "services": ([_NAME, ("Type", "string", "", 0), ("Cluster-IP", "string", "", 0), ("External-IP", "string", "", 0),
                   ("Port(s)", "string", "", 0), _AGE, ("Selector", "string", "", 1)], _service_row),
     "serviceaccounts": ([_NAME, ("Secrets", "integer", "", 0), _AGE], _serviceaccount_row),

@@ -4,13 +4,12 @@ No request ever reaches the engine: workers map the event ring and the state sna
 
     main       `ykshm web` command line (bind, workers, config) -> server.serve
     server     supervisor + trio workers sharing one socket; TCP_USER_TIMEOUT; respawn
-    listener   a worker's accept loop: event streams -> direct, everything else -> hypercorn
+    listener   a worker's connections (common.http1): event streams -> direct, the rest -> hypercorn
     direct     /ws/v1/events/stream on the raw socket: checks, response head, own-cursor catch-up
     hub        one task per worker writes shared, once-framed chunks to every stream at the head
     budget     bytes per second a worker sends to streams at most (readers yield to the engine)
-    httpwire   request-head parsing, response head and chunk framing as h11 writes them
-    app        the ASGI application: guards (414/413), routing (404/405), error boundary, routes
-    routing    starlette-shaped Route/Router, first full match wins, partial match -> 405
+    app        the ASGI application: guards (414/413), routing (404/405; common.http1.routing),
+               error boundary, routes
     errors     HTTPError hierarchy and the `{"status_code","message","description"}` body
     events     /ws/v1/events/batch and /ws/v1/events/stream (cursor per stream, no buffers)
     views      partitions, queues, one queue, nodes, one node, placement rules, user/group usage

@@ -26,10 +26,12 @@ import trio
 from engine.config import EventSettings
 
 from . import applications, cluster, events, observe, views
-from .errors import (JSON_CONTENT_TYPE, Forbidden, HTTPError, MethodNotAllowed, NotFound,
-                     PayloadTooLarge, URITooLong, error_body)
+from .errors import (JSON_CONTENT_TYPE, BadRequest, Forbidden, HTTPError, MethodNotAllowed,
+                     NotFound, PayloadTooLarge, RequestTimeout, URITooLong, error_body)
 from .responses import GZIP_MIN_BYTES, Cors, GzipCache, accepts_gzip
-from .routing import Route, Router
+from common.http1.body import BodyErrors, declared_length, read_body
+from common.http1.limits import Limits
+from common.http1.routing import Route, RouteErrors, Router
 from .segment import MetricLayout, WebSegment
 from .budget import SendBudget
 from .fanout import ChunkCache
@@ -67,6 +69,8 @@ class WebOptions:
     """The instance whose Redis keys a replica reads (default: `name`)."""
     cors_origins: tuple[str, ...] = ("*",)
     """`service.cors.allowedOrigins` (web.responses.Cors)."""
+    limits: Limits = Limits()
+    """Connections per worker and per peer, head and body deadlines (common.http1.limits)."""
 
 
 class Request:
@@ -100,6 +104,18 @@ async def _openapi_yaml(app: "App", req: Request, send) -> None:
 async def _openapi_json(app: "App", req: Request, send) -> None:
     await app.send_json(send, 200, app.openapi_json())
 
+
+ROUTE_ERRORS = RouteErrors(
+    not_found=lambda path: NotFound(f"No endpoint at {path}"),
+    not_allowed=lambda method, path, allow: MethodNotAllowed(
+        f"Method {method} is not allowed for {path}", allow),
+    bad_parameter=lambda key: BadRequest(f"invalid percent-encoding in path parameter {key}"))
+"""How the web answers a path the router has no route for (YuniKorn's texts)."""
+
+BODY_ERRORS = BodyErrors(
+    too_large=lambda limit: PayloadTooLarge(f"Request body larger than {limit} bytes"),
+    too_slow=lambda seconds: RequestTimeout(f"Request body not received within {seconds:g} s"),
+    gone=lambda: BadRequest("Client closed the request before its body was read"))
 
 ROUTES = [
     Route("/ws/v1/events/batch", events.batch, name="events_batch"),
@@ -147,7 +163,7 @@ class App:
     def __init__(self, options: WebOptions) -> None:
         self.options = options
         self.settings = options.settings
-        self.router = Router(ROUTES)
+        self.router = Router(ROUTES, ROUTE_ERRORS)
         if options.source:
             from .redis_source import replica_sources
 
@@ -217,6 +233,12 @@ class App:
             }
         )
         await send({"type": "http.response.body", "body": body, "more_body": False})
+
+    async def read_body(self, req: Request) -> bytes:
+        """The request's body: at most its route's max_body (413), within the body deadline
+        (408)."""
+        return await read_body(req.receive, req.scope.get("headers", ()), limit=req.max_body,
+                               timeout=self.options.limits.body_timeout, errors=BODY_ERRORS)
 
     async def send_json(self, send, status: int, body: bytes) -> None:
         await self.send_body(send, status, body, JSON_CONTENT_TYPE)
@@ -361,14 +383,9 @@ class App:
 
 
 def _check_body(scope: dict, limit: int) -> None:
-    for name, value in scope.get("headers", ()):
-        if name == b"content-length":
-            try:
-                length = int(value)
-            except ValueError:
-                length = 0
-            if length > limit:
-                raise PayloadTooLarge(f"Request body larger than {limit} bytes")
+    length = declared_length(scope.get("headers", ()))
+    if length is not None and length > limit:
+        raise BODY_ERRORS.too_large(limit)
 
 
 def create_app(options: WebOptions | None = None, **kwargs: Any) -> App:

@@ -148,22 +148,6 @@ async def config(app: "App", req: "Request", send) -> None:
     await app.send_body(send, 200, body, YAML_CONTENT_TYPE)
 
 
-async def read_body(req: "Request", limit: int) -> bytes:
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        message = await req.receive()
-        if message["type"] == "http.disconnect":
-            raise BadRequest("Client closed the request before its body was read")
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            raise BadRequest(f"Request body larger than {limit} bytes")
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            return b"".join(chunks)
-
-
 VALIDATE_LIMITS = YamlLimits(max_bytes=512 << 10, max_nodes=50_000, max_depth=64, max_aliases=100,
                              deadline_s=2.0)
 """What one validate-conf document may cost a worker (web.app.MAX_CONFIG_BODY is max_bytes)."""
@@ -186,7 +170,7 @@ async def validate_conf(app: "App", req: "Request", send) -> None:
     """YuniKorn answers 200 either way; `reason` names the key and value the engine refuses.
     Parsing runs off the event loop (streams and other requests keep being served); the parser
     stops itself at the deadline, so an abandoned thread does not run on."""
-    body = await read_body(req, req.max_body)
+    body = await app.read_body(req)
     with trio.move_on_after(QUEUE_WAIT_SECONDS) as waited:
         await app.parse_limiter.acquire()
     if waited.cancelled_caught:

@@ -1,14 +1,6 @@
-"""Handing a connection to hypercorn after we read its first bytes ourselves.
-
-Two of our servers answer some requests on the raw socket and give every other connection to
-hypercorn's trio `TCPServer` (the web's event streams, `web.listener`; the cr-operator's PE
-reports, `streams.regions.listener`). Both need the same two pieces, kept here once.
-"""
+"""Handing a connection to hypercorn after we read its first bytes ourselves (listener.py)."""
 
 from __future__ import annotations
-
-import time
-from wsgiref.handlers import format_date_time
 
 import trio
 
@@ -43,18 +35,3 @@ class ReplayStream(trio.abc.HalfCloseableStream):
 
     async def aclose(self) -> None:
         await self._stream.aclose()
-
-
-class DateHeader:
-    """The `date` header value, formatted once per second (hypercorn formats it per response)."""
-
-    def __init__(self) -> None:
-        self._second = -1
-        self._value = b""
-
-    def value(self) -> bytes:
-        now = int(time.time())
-        if now != self._second:
-            self._second = now
-            self._value = format_date_time(now).encode("ascii")
-        return self._value
