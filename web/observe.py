@@ -129,7 +129,7 @@ def config_check(doc: dict[str, Any] | None, shim_doc: dict[str, Any] | None) ->
     """The last configuration change was applied (engine reloadError, the shim's refusal)."""
     engine = (doc or {}).get("engine") or {}
     cms = (shim_doc or {}).get("configMaps") or {}
-    refused = cms.get("refused") or engine.get("reloadError")
+    refused = cms.get("refused") if cms else engine.get("reloadError")  # the shim's has both
     source = engine.get("configSource") or "file"
     where = f"ConfigMaps in namespace {cms['namespace']}" if cms else source
     if refused:

@@ -52,6 +52,12 @@ def events_on(c: Cluster, name: str, reason: str) -> list[dict]:
             and e["involvedObject"]["name"] == name and e["reason"] == reason]
 
 
+def config_check(web: WebServer) -> dict:
+    health = httpx.get(web.url + "/ws/v1/scheduler/healthcheck", timeout=5).json()
+    [check] = [h for h in health["HealthChecks"] if h["Name"] == "Configuration"]
+    return check
+
+
 def start(c: Cluster, *extra: str) -> Kubectl:
     c.start_sim()
     c.start_engine()
@@ -109,13 +115,20 @@ def test_configmaps_merge_reload_refuse_and_report(ring_name):
             again = httpx.get(web.url + "/ws/v1/config", timeout=5,
                               headers={"Accept": "application/json"}).json()
             assert again["Checksum"] == checksum
+            check = wait_for(lambda: not config_check(web)["Succeeded"] and config_check(web), 5,
+                             "the Configuration check failing")
+            assert "not valid YAML" in check["DiagnosisMessage"]
             health = httpx.get(web.url + "/ws/v1/scheduler/healthcheck", timeout=5).json()
-            [check] = [h for h in health["HealthChecks"] if h["Name"] == "Configuration"]
-            assert not check["Succeeded"] and "not valid YAML" in check["DiagnosisMessage"]
             assert health["Healthy"]  # a warning: scheduling goes on with the old configuration
-            status = subprocess.run([sys.executable, "-m", "tools.cli", "status", "--name",
-                                     ring_name], capture_output=True, text=True, timeout=30)
-            assert "change refused at" in status.stdout and "not valid YAML" in status.stdout
+
+            def status() -> str:
+                return subprocess.run([sys.executable, "-m", "tools.cli", "status", "--name",
+                                       ring_name], capture_output=True, text=True,
+                                      timeout=30).stdout
+
+            line = wait_for(lambda: "change refused at" in status() and status(), 10,
+                            "ykshm status showing the refusal")
+            assert "not valid YAML" in line and "yunikorn-configs in namespace default" in line
 
             # a key YuniKorn reads only at start: reported, not applied; the rest is
             apply(kubectl, "yunikorn-configs", {"queues.yaml": queues("prod", 2),
@@ -129,9 +142,9 @@ def test_configmaps_merge_reload_refuse_and_report(ring_name):
             shim = wait_for(lambda: (c.shim_status()["configMaps"]["refused"] is None
                                      and c.shim_status()["configMaps"]), 5, "the shim's status")
             assert "service.clusterId" in shim["notApplied"][0]
-            health = httpx.get(web.url + "/ws/v1/scheduler/healthcheck", timeout=5).json()
-            [check] = [h for h in health["HealthChecks"] if h["Name"] == "Configuration"]
-            assert check["Succeeded"] and "service.clusterId" in check["DiagnosisMessage"]
+            check = wait_for(lambda: config_check(web)["Succeeded"] and config_check(web), 5,
+                             "the Configuration check passing again")
+            assert "service.clusterId" in check["DiagnosisMessage"]
         finally:
             web.stop()
 
