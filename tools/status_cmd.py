@@ -30,7 +30,7 @@ import psutil
 
 from tools import ring_render, shmscan
 from common.cliutil import Failure, Parser, UsageError, run_main
-from common.shimstatus import status_path
+from common.shimstatus import config_notes, status_path
 
 PROG = "ykshm status"
 ROLES = ("run", "engine", "web", "shim", "sim-cluster", "export", "streams", "cr-operator", "pe-sim")
@@ -236,9 +236,11 @@ def config_line(snap: dict[str, Any] | None, shim: dict[str, Any] | None) -> str
         when = time.strftime("%H:%M:%S", time.localtime(refused["time"]))
         parts.append(f"change refused at {when}, the previous configuration stays in force: "
                      f"{refused['reason']}")
-    notes = list((cms or {}).get("notApplied") or []) + list(snap.get("configWarnings") or [])
+    notes = config_notes(shim, snap)
     if notes:
         parts.append("not applied: " + "; ".join(notes))
+    if (cms or {}).get("ignoredKeys"):
+        parts.append("keys of no ykshm role, ignored: " + ", ".join(cms["ignoredKeys"]))
     if (cms or {}).get("ignoredChanges"):
         parts.append(f"{cms['ignoredChanges']} change(s) ignored (hot refresh off)")
     return "; ".join(parts) + "\n"
@@ -307,7 +309,7 @@ def render(doc: dict[str, Any]) -> str:
             + "\n"
         )
         refused = snap.get("reloadError")
-        if refused:
+        if refused and not (doc.get("shim") or {}).get("configMaps"):  # else: the config line
             when = time.strftime("%H:%M:%S", time.localtime(refused["timeNano"] / 1e9))
             out.append(f"  config reload refused at {when} (the old configuration stays in force): "
                        f"{refused['message']}\n")

@@ -32,7 +32,7 @@ import orjson
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
-from common.shimstatus import read_status, status_path
+from common.shimstatus import config_notes, read_status, status_path
 from export.status import metric_families_for
 from shm.segment import pid_exists
 
@@ -136,7 +136,7 @@ def config_check(doc: dict[str, Any] | None, shim_doc: dict[str, Any] | None) ->
         why = refused.get("reason") or refused.get("message")
         return _check("Configuration", False, "The last configuration change was applied",
                       f"refused, the previous configuration stays in force ({where}): {why}")
-    notes = list(cms.get("notApplied") or []) + list(engine.get("configWarnings") or [])
+    notes = config_notes(shim_doc, engine)
     return _check("Configuration", True, "The last configuration change was applied",
                   f"from {where}" + (f"; not applied: {'; '.join(notes)}" if notes else ""))
 

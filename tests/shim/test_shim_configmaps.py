@@ -164,6 +164,10 @@ def test_hot_refresh_off_ignores_changes(ring_name):
         assert "service.enableConfigHotRefresh is false" in ev["message"]
         wait_for(lambda: c.shim_status()["configMaps"]["ignoredChanges"] == 1, 5,
                  "the ignored change in the shim's status")
+        shim_status = subprocess.run([sys.executable, "-m", "tools.cli", "shim", "status",
+                                      "--name", ring_name], capture_output=True, text=True,
+                                     timeout=30).stdout
+        assert "config: ConfigMaps in namespace default, hot refresh off" in shim_status
         assert leaf_queues(c) == {"first"}
 
 
