@@ -180,3 +180,21 @@ def test_invalid_configmap_at_start_stops_the_shim(ring_name):
         assert c.shim is not None
         assert c.shim.popen.wait(20) == 1
         assert "service.schedulingInterval: invalid value 'fast'" in c.shim.tail()
+
+
+def test_a_restarted_engine_gets_the_configuration_again(ring_name):
+    """The engine reads only its file at start; the shim's re-registration brings the ConfigMaps'
+    configuration back (YuniKorn: a new scheduler pod reads the ConfigMaps)."""
+    with Cluster(ring_name, nodes=1) as c:
+        kubectl = start(c)
+        apply(kubectl, "yunikorn-configs", {"queues.yaml": queues("prod")})
+        wait_for(lambda: leaf_queues(c) == {"prod"}, 15, "root.prod in force")
+        first = (c.engine_doc() or {})["engine"]["instanceUUID"]
+        c.kill_engine()
+        c.start_engine()
+        c.wait_shim("Running", registrations=2)
+        doc = wait_for(lambda: (c.engine_doc() or {})["engine"]["instanceUUID"] != first
+                       and leaf_queues(c) == {"prod"} and c.engine_doc(), 15,
+                       "root.prod in force in the new engine")
+        assert doc["engine"]["configSource"] == "rm:mycluster"
+        assert doc["config"]["partitions"][0]["queues"][0]["queues"][0]["name"] == "prod"
