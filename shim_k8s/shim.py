@@ -165,8 +165,11 @@ class Shim:
         source = configmaps.ConfigMapSource(ns)
         maps = []
         for name in configmaps.NAMES:
-            resp = await client.get(f"/api/v1/namespaces/{ns}/configmaps/{name}")
-            maps.append(None if resp.status_code == 404 else kubeclient.check(resp))
+            try:
+                resp = await client.get(f"/api/v1/namespaces/{ns}/configmaps/{name}")
+                maps.append(None if resp.status_code == 404 else kubeclient.check(resp))
+            except (ApiStatusError, httpx.HTTPError) as exc:  # fatal at start, as YuniKorn's
+                raise ShimFailed(f"cannot read ConfigMap {ns}/{name}: {exc}") from None
         try:
             parsed = source.load(*maps)
         except ConfigError as exc:

@@ -198,3 +198,13 @@ def test_a_restarted_engine_gets_the_configuration_again(ring_name):
                        "root.prod in force in the new engine")
         assert doc["engine"]["configSource"] == "rm:mycluster"
         assert doc["config"]["partitions"][0]["queues"][0]["queues"][0]["name"] == "prod"
+
+
+def test_unreadable_configmaps_at_start_are_one_line_and_exit_1():
+    out = subprocess.run([sys.executable, "-m", "tools.cli", "shim", "--api-server",
+                          "http://127.0.0.1:1", "--configmaps", "--namespace", "yk",
+                          "--name", "t-unreadable-cm", "--status-file", "/dev/null"],
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode == 1
+    assert "cannot read ConfigMap yk/yunikorn-defaults" in out.stderr
+    assert "Traceback" not in out.stderr
