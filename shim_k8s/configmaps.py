@@ -271,7 +271,8 @@ class ConfigMapSource:
             parse(flat)
         except ConfigError as exc:
             return Outcome((self._refuse(cm, name, str(exc)),))
-        if flat == self.sent.flat:
+        if flat == self.sent.flat:  # e.g. a reverted key set back: nothing is left unapplied
+            self.not_applied = []
             return Outcome()
         events, notices = [], []
         kept = dict(flat)
@@ -286,8 +287,8 @@ class ConfigMapSource:
                 else:
                     kept.pop(key, None)
         parsed = parse(kept, self.started.shim.policy_group)
+        self.not_applied = notices  # a reverted key differs from what was sent each time: kept
         if notices:
-            self.not_applied = notices
             log.warning("ignoring non-reloadable configuration change (restart required to "
                         "update): %s", "; ".join(notices))
             events.append(_event(cm, name, self.namespace, "ConfigNotReloadable",

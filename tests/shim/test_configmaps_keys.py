@@ -246,3 +246,16 @@ def test_an_invalid_map_at_start_is_fatal():
 
 def test_every_shim_key_has_a_struct_field():
     assert set(SHIM_KEYS) >= set(SHIM_DEFAULTS)
+
+
+def test_a_reverted_key_stays_reported_until_it_is_set_back():
+    source = started(cm(DEFAULTS, {"service.clusterId": "one", "event.maxStreams": "100"}))
+    source.on_event("ADDED", cm(CONFIGS, {"service.clusterId": "two", "event.maxStreams": "5"}))
+    assert [n.split(":")[0] for n in source.status()["notApplied"]] == ["event.maxStreams",
+                                                                        "service.clusterId"]
+    source.on_event("MODIFIED", cm(CONFIGS, {"service.clusterId": "two", "queues.yaml": "q"},
+                                   rv="2"))
+    assert [n.split(":")[0] for n in source.status()["notApplied"]] == ["event.maxStreams",
+                                                                        "service.clusterId"]
+    source.on_event("MODIFIED", cm(CONFIGS, {"queues.yaml": "q"}, rv="3"))
+    assert source.status()["notApplied"] == []
