@@ -2,6 +2,7 @@
 
     cliutil  one-line usage errors (exit 2) and failures (exit 1) for every `ykshm` subcommand
     shimstatus  where a shim publishes its state (/tmp/ykshm-NAME.shim.json), for its readers
+    podhosts Service names for ykshm processes run as sim-cluster pods (YKSHM_HOSTS, search list)
     quantity Kubernetes quantities ("500m", "1Gi") as integers, YuniKorn's vcore rule
     http1    the HTTP/1.1 fast path beside hypercorn (web and cr-operator): parser, writer,
              connection limits, worker loop, router, ASGI body reader (see its map)

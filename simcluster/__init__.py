@@ -34,7 +34,19 @@ Modules (one concept each):
 - `tables`     meta.k8s.io Table output for `kubectl get`
 - `discovery`  /api, /apis, resource lists, /version, /openapi/v2 and /openapi/v3
 - `eventconv`  core/v1 <-> events.k8s.io/v1 Event
-- `kubelet`    bound pods become Running, then Succeeded after `ykshm.io/run-seconds`; pod events
+- `kubelet`    bound pods become Running, then Succeeded after `ykshm.io/run-seconds`; hands process pods over
+- `podevents`  the kubelet's core/v1 Events on a pod
+- `procimages` which images run as local `ykshm` processes (--ykshm-image, --process-image), and how
+- `procpods`   process pods: start, exit, restart policy, CrashLoopBackOff, probes, stop on delete
+- `podstatus`  a process pod's phase, conditions and containerStatuses from its containers' states
+- `podenv`     a process container's environment: env/envFrom, valueFrom refs, `$(VAR)`, service links
+- `volumes`    a process pod's 0700 directory: volumes, the ServiceAccount token, container paths mapped
+- `podtoken`   the projected ServiceAccount token's claims (and the signer hook)
+- `probes`     startup/liveness/readiness probes: httpGet, tcpSocket, exec
+- `podlogs`    containers' log files and the pods/log sub-resource (`kubectl logs -f --previous`)
+- `loopback`   the 127.N.0.0/16 block a sim-cluster claims for pod and Service addresses
+- `endpoints`  the endpoints and EndpointSlice controllers (each Service's ready pods)
+- `services`   ClusterIP listeners proxying to ready endpoints, and the hosts file of Service names
 - `workload`   pods for the `yunikorn` scheduler from a file or `--demo`
 - `httpserver` HTTP/1.1 on trio + h11 with long-lived chunked watch streams
 - `tlsserve`   HTTPS: the server SSLContext (serving cert, optional client CA), listeners wrapped

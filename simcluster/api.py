@@ -27,8 +27,8 @@ import orjson
 import trio
 import yaml
 
-from . import (admission, apply, crd, discovery, disruption, eventconv, eviction, fieldsets, gc, kinds, objects, protobuf, scale,
-               schema, structural, tables, timestamps)
+from . import (admission, apply, crd, discovery, disruption, eventconv, eviction, fieldsets, gc, kinds, objects,
+               podlogs, protobuf, scale, schema, structural, tables, timestamps)
 from .errors import (AlreadyExists, ApiError, BadRequest, Conflict, Expired, Forbidden, InternalError, Invalid,
                      MethodNotAllowed, NotFound, TooLargeVersion, UnsupportedMedia, status_object, success_status)
 from .httpserver import Request, Response, StreamResponse
@@ -113,6 +113,7 @@ class Api:
         self.virtual: dict[tuple[str, str], Callable[[Request, str, str, Obj], Obj]] = {}  # reviews, tokens
         self.admit_write: Callable[[Request, Resource, str, Obj], None] | None = None  # RBAC escalation
         self.root_ca_pem = kinds.ROOT_CA_PEM  # each namespace's kube-root-ca.crt
+        self.logs: podlogs.LogSource | None = None  # process pods' output (procpods); else logs are empty
 
     # -- entry -------------------------------------------------------------------------------
     async def handle(self, req: Request) -> Response | StreamResponse:
@@ -249,8 +250,7 @@ class Api:
             raise MethodNotAllowed("the server does not allow this method on the requested resource")
         ns = namespace or ""
         if method in ("GET", "HEAD") and sub == "log":
-            self._must_get(res, ns, name)
-            return Response(200, b"", "text/plain")  # a simulated container writes no logs
+            return podlogs.respond(self.logs, self._must_get(res, ns, name), req)
         if sub == "scale":
             return self._scale(req, res, ns, name)
         if method in ("GET", "HEAD") and sub in ("", "status"):
@@ -619,9 +619,10 @@ class Api:
         return _json(200, self._deleted(res, *self.delete_object(res, ns, name, opts["propagationPolicy"])))
 
     def _deleted(self, res: Resource, obj: Obj, gone: bool) -> Obj:
-        """DELETE's answer: the object for pods and namespaces (their registries return it) and for
-        an object that stays (finalizers), a Status for every other kind (the generic registry's)."""
-        if res.kind in ("Pod", "Namespace") or not gone:
+        """DELETE's answer: the object for pods, namespaces and services (their registries set
+        ReturnDeletedObject; the official client decodes a V1Service) and for an object that stays
+        (finalizers), a Status for every other kind (the generic registry's)."""
+        if res.kind in ("Pod", "Namespace", "Service") or not gone:
             return self._out(res, obj)
         details = {"name": obj["metadata"]["name"], "kind": res.name, "uid": obj["metadata"].get("uid", "")}
         if res.group:

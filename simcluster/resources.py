@@ -148,12 +148,16 @@ REVIEWS = tuple(Resource(plural, plural[:-1], kind, group, "v1", namespaced, ver
                                ("selfsubjectreviews", "SelfSubjectReview", _AUTHN, False),
                                ("tokenreviews", "TokenReview", _AUTHN, False)))
 
+ENDPOINTS = Resource("endpoints", "endpoints", "Endpoints", "", "v1", True, ("ep",))
+ENDPOINTSLICES = Resource("endpointslices", "endpointslice", "EndpointSlice", "discovery.k8s.io", "v1", True,
+                          field_labels=_BASE_FIELDS | {"addressType"})
 BINDINGS = Resource("bindings", "binding", "Binding", "", "v1", True, verbs=("create",))
 EVICTIONS = Resource("eviction", "", "Eviction", "policy", "v1", True, verbs=("create",))  # pods/eviction's body
 
 SERVED: tuple[Resource, ...] = (PODS, NODES, NAMESPACES, CONFIGMAPS, SECRETS, EVENTS, NEW_EVENTS, CRDS,
                                 SERVICEACCOUNTS, SERVICES, LEASES, PDBS, PRIORITYCLASSES, MUTATING_WEBHOOKS,
-                                VALIDATING_WEBHOOKS, DEPLOYMENTS, REPLICASETS, JOBS, *RBAC_KINDS)
+                                VALIDATING_WEBHOOKS, DEPLOYMENTS, REPLICASETS, JOBS, *RBAC_KINDS, ENDPOINTS,
+                                ENDPOINTSLICES)
 
 BUCKETS: tuple[str, ...] = tuple(dict.fromkeys(r.bucket for r in SERVED))
 

@@ -226,6 +226,27 @@ def _binding_row(b: Obj) -> list[Any]:
             age(b["metadata"].get("creationTimestamp")), names("User"), names("Group"), names("ServiceAccount")]
 
 
+def _endpoints_cell(pairs: list[str]) -> str:
+    """kubectl's ENDPOINTS column: the first three, then `+ N more...`."""
+    if not pairs:
+        return "<none>"
+    more = f" + {len(pairs) - 3} more..." if len(pairs) > 3 else ""
+    return ",".join(pairs[:3]) + more
+
+
+def _endpoints_row(ep: Obj) -> list[Any]:
+    pairs = [f"{a.get('ip')}:{p.get('port')}" for s in ep.get("subsets") or [] for a in s.get("addresses") or []
+             for p in s.get("ports") or []]
+    return [ep["metadata"]["name"], _endpoints_cell(pairs), age(ep["metadata"].get("creationTimestamp"))]
+
+
+def _endpointslice_row(es: Obj) -> list[Any]:
+    ports = ",".join(str(p.get("port")) for p in es.get("ports") or []) or "<unset>"
+    addrs = [a for e in es.get("endpoints") or [] for a in e.get("addresses") or []]
+    return [es["metadata"]["name"], es.get("addressType", ""), ports, _endpoints_cell(addrs),
+            age(es["metadata"].get("creationTimestamp"))]
+
+
 def _default_row(obj: Obj) -> list[Any]:
     return [obj["metadata"]["name"], age(obj["metadata"].get("creationTimestamp"))]
 
@@ -256,6 +277,9 @@ TABLES: dict[str, tuple[list[Column], Callable[[Obj], list[Any]]]] = {
     "services": ([_NAME, ("Type", "string", "", 0), ("Cluster-IP", "string", "", 0), ("External-IP", "string", "", 0),
                   ("Port(s)", "string", "", 0), _AGE, ("Selector", "string", "", 1)], _service_row),
     "serviceaccounts": ([_NAME, ("Secrets", "integer", "", 0), _AGE], _serviceaccount_row),
+    "endpoints": ([_NAME, ("Endpoints", "string", "", 0), _AGE], _endpoints_row),
+    "endpointslices": ([_NAME, ("AddressType", "string", "", 0), ("Ports", "string", "", 0),
+                        ("Endpoints", "string", "", 0), _AGE], _endpointslice_row),
     "leases": ([_NAME, ("Holder", "string", "", 0), _AGE], _lease_row),
     "poddisruptionbudgets": ([_NAME, ("Min Available", "string", "", 0), ("Max Unavailable", "string", "", 0),
                               ("Allowed Disruptions", "integer", "", 0), _AGE], _pdb_row),
