@@ -62,12 +62,13 @@ def _kept(config: EngineConfig, running: EngineConfig) -> EngineConfig:
     return config
 
 
-def _running_value(setting: str, running: EngineConfig) -> object:
+def _value(setting: str, config: EngineConfig) -> object:
+    """A start-fixed setting's value in `config`."""
     if setting in _EVENT_FIELDS:
-        return getattr(running.event, _EVENT_FIELDS[setting])
+        return getattr(config.event, _EVENT_FIELDS[setting])
     if setting == "service.applicationRetentionSeconds":
-        return running.retention_s
-    return running.max_retained_apps
+        return config.retention_s
+    return config.max_retained_apps
 
 
 def _warnings(extra: Mapping[str, str], wanted: EngineConfig, running: EngineConfig
@@ -75,20 +76,13 @@ def _warnings(extra: Mapping[str, str], wanted: EngineConfig, running: EngineCon
     """Keys asking for a value that stays as it runs, and the extra map as in force."""
     warnings: list[str] = []
     shown = dict(extra)
-    probe = {"service.event.requestStoreCapacity": wanted.event.request_store_capacity,
-             "service.event.ringBufferCapacity": wanted.event.ring_buffer_capacity,
-             "service.event.maxStreams": wanted.event.max_streams,
-             "service.event.maxStreamsPerHost": wanted.event.max_streams_per_host,
-             "service.event.RESTResponseSize": wanted.event.rest_response_size,
-             "service.applicationRetentionSeconds": wanted.retention_s,
-             "service.maxRetainedApplications": wanted.max_retained_apps}
     for name in sorted(extra):
         key = CORE_KEYS.get(name)
         if key is None or key.apply not in (Apply.ENGINE_FILE, Apply.WEB_FILE):
             continue
-        have = _running_value(key.setting, running)
+        have = _value(key.setting, running)
         shown[name] = str(have)
-        if probe[key.setting] != have:
+        if _value(key.setting, wanted) != have:
             warnings.append(f"{name}: {extra[name]!r} is not in force ({have} is): "
                             f"{key.apply.value}")
     return warnings, shown
