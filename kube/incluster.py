@@ -41,15 +41,6 @@ def available(env: Mapping[str, str]) -> bool:
     return True
 
 
-def namespace(env: Mapping[str, str]) -> str:
-    """The pod's namespace (the ServiceAccount's `namespace` file), "" outside a pod."""
-    try:
-        with open(os.path.join(sa_dir(env), "namespace"), encoding="utf-8") as f:
-            return f.read().strip()
-    except OSError:
-        return ""
-
-
 def load(env: Mapping[str, str]) -> KubeConfig:
     host, port = env["KUBERNETES_SERVICE_HOST"], env["KUBERNETES_SERVICE_PORT"]
     host = f"[{host}]" if ":" in host else host
@@ -73,4 +64,4 @@ def load(env: Mapping[str, str]) -> KubeConfig:
                       origin=f"in-cluster ({directory})")
 
 
-__all__ = ["ROOT_ENV", "SA_DIR", "available", "load", "namespace", "sa_dir"]
+__all__ = ["ROOT_ENV", "SA_DIR", "available", "load", "sa_dir"]

@@ -11,8 +11,11 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from common.configsection import ConfigError
+
+from ..configmaps import CONFIGS, DEFAULTS, flatten
 from ..mapping import ANN_ALLOW_PREEMPTION
-from .conf import CONFIGS_MAP, DEFAULTS_MAP, AdmissionConf, flatten
+from .conf import AdmissionConf
 
 log = logging.getLogger("ykshm.admission")
 Obj = dict[str, Any]
@@ -34,7 +37,7 @@ class ClusterCache:
         self.namespace = namespace
         self.namespaces: dict[str, dict[str, str]] = {}
         self.priority_classes: dict[str, dict[str, str]] = {}
-        self.configmaps: dict[str, dict[str, str] | None] = {DEFAULTS_MAP: None, CONFIGS_MAP: None}
+        self.configmaps: dict[str, Obj | None] = {DEFAULTS: None, CONFIGS: None}
         self.conf = AdmissionConf.parse({}, namespace)
         self.started = False
 
@@ -57,7 +60,7 @@ class ClusterCache:
                 self._put(self.priority_classes, name,
                           None if gone else _str_map(_meta(obj).get("annotations")))
             elif kind == "configmaps" and name in self.configmaps:
-                self.configmaps[name] = None if gone else _str_map(obj.get("data"))
+                self.configmaps[name] = None if gone else obj
                 self._reload()
 
     @staticmethod
@@ -71,8 +74,12 @@ class ClusterCache:
         if self.started and not self.conf.hot_refresh:
             log.info("service.enableConfigHotRefresh is false: configuration change ignored")
             return
-        self.conf = AdmissionConf.parse(flatten(self.configmaps[DEFAULTS_MAP],
-                                                self.configmaps[CONFIGS_MAP]), self.namespace)
+        try:
+            flat = flatten([self.configmaps[DEFAULTS], self.configmaps[CONFIGS]])
+        except ConfigError as exc:
+            log.error("yunikorn ConfigMaps: %s; keeping the configuration in force", exc)
+            return
+        self.conf = AdmissionConf.parse(flat, self.namespace)
         if self.started:
             log.info("admission controller configuration reloaded")
 

@@ -16,8 +16,6 @@ from collections.abc import Mapping
 
 log = logging.getLogger("ykshm.admission")
 
-DEFAULTS_MAP = "yunikorn-defaults"
-CONFIGS_MAP = "yunikorn-configs"
 PREFIX = "admissionController."
 DEFAULTS: dict[str, str] = {
     "webHook.amServiceName": "yunikorn-admission-controller-service",
@@ -54,11 +52,6 @@ def regexes(key: str, text: str) -> tuple[re.Pattern[str], ...]:
         log.error("config %s%s: %r is not a regular expression (%s); using the default %r",
                   PREFIX, key, text, exc, DEFAULTS[key])
         return tuple(re.compile(p.strip()) for p in DEFAULTS[key].split(",") if p.strip())
-
-
-def flatten(defaults: Mapping[str, str] | None, configs: Mapping[str, str] | None) -> dict[str, str]:
-    """The two ConfigMaps' data merged key by key, `yunikorn-configs` winning."""
-    return {**(defaults or {}), **(configs or {})}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -112,4 +105,4 @@ def matches(patterns: tuple[re.Pattern[str], ...], text: str) -> bool:
     return any(p.search(text) for p in patterns)
 
 
-__all__ = ["AdmissionConf", "CONFIGS_MAP", "DEFAULTS", "DEFAULTS_MAP", "flatten", "matches"]
+__all__ = ["AdmissionConf", "DEFAULTS", "matches"]

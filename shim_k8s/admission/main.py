@@ -3,8 +3,8 @@
     ykshm admission [--api-server URL | --kubeconfig FILE] [--namespace NS] [--bind HOST:PORT]
                     [--webhook-url URL] [--key-bits N] [--rotation-grace S] [--log-level LEVEL]
 
-YuniKorn's binary takes no flags; these have its defaults: the namespace is $NAMESPACE (else the
-pod's, else `default`), the listener `0.0.0.0:9089` (`fd://N` too), RSA 4096 keys. The webhook
+YuniKorn's binary takes no flags; these have its defaults: the namespace is $NAMESPACE (else
+`default`, shim_k8s.configmaps.default_namespace), the listener `0.0.0.0:9089` (`fd://N` too), RSA 4096 keys. The webhook
 configurations point at the Service `admissionController.webHook.amServiceName` in that namespace,
 or at `--webhook-url` when kube-apiserver reaches the controller by URL (beside a cluster, or a
 sim-cluster); the URL's host is added to the serving certificate. At start-up it lists ConfigMaps
@@ -15,7 +15,6 @@ regenerates the certificates; SIGTERM/SIGINT stop it (exit 0).
 
 from __future__ import annotations
 
-import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -32,7 +31,7 @@ def _parse(argv: Sequence[str]) -> Any:
                     "schedulerName, application IDs; validation of the yunikorn ConfigMaps.")
     kubeargs.add_source(parser)
     parser.add_argument("--namespace", help="where the ConfigMaps, the Secret and the Service are "
-                        "(default $NAMESPACE, else the pod's, else default)")
+                        "(default $NAMESPACE, else default, as the shim and YuniKorn)")
     parser.add_argument("--bind", default="0.0.0.0:9089", metavar="HOST:PORT",
                         help="HTTPS listener (default 0.0.0.0:9089; fd://N an inherited socket)")
     parser.add_argument("--webhook-url", default="", metavar="URL",
@@ -53,9 +52,9 @@ def _parse(argv: Sequence[str]) -> Any:
 
 
 def _namespace(args: Any) -> str:
-    from kube import incluster
+    from ..configmaps import default_namespace
 
-    return args.namespace or os.environ.get("NAMESPACE") or incluster.namespace(os.environ) or "default"
+    return args.namespace or default_namespace()
 
 
 async def serve(kube: Any, args: Any, namespace: str) -> None:

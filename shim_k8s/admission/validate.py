@@ -21,34 +21,38 @@ from typing import Any
 import httpx
 import orjson
 
-from .conf import CONFIGS_MAP, DEFAULTS_MAP, AdmissionConf, flatten
+from common.configsection import ConfigError
+
+from ..configmaps import CONFIGS, DEFAULTS, flatten
+from .conf import AdmissionConf
 from .request import Request, Response, go_type
 
 log = logging.getLogger("ykshm.admission")
 TIMEOUT = 5.0
 
 
-def _configmap(obj: Any) -> tuple[str, dict[str, str] | None, str | None]:
-    """(name, data, error) of a ConfigMap as Go decodes it."""
+def _configmap(obj: Any) -> tuple[str, str | None]:
+    """(name, error) of a ConfigMap as Go decodes it."""
+    if obj is None:
+        return "", None
     if not isinstance(obj, dict):
-        if obj is None:
-            return "", None, None
-        return "", None, f"json: cannot unmarshal {go_type(obj)} into Go value of type v1.ConfigMap"
-    meta = obj.get("metadata") or {}
+        return "", f"json: cannot unmarshal {go_type(obj)} into Go value of type v1.ConfigMap"
+    meta = obj.get("metadata")
     name = meta.get("name") if isinstance(meta, dict) else None
-    data = obj.get("data")
-    if data is not None and (not isinstance(data, dict)
-                             or not all(isinstance(v, str) or v is None for v in data.values())):
-        return "", None, "json: cannot unmarshal into Go struct field ConfigMap.data of type string"
-    return str(name or ""), {k: v or "" for k, v in (data or {}).items()}, None
+    for field in ("data", "binaryData"):
+        values = obj.get(field)
+        if values is not None and (not isinstance(values, dict) or not all(
+                isinstance(v, str) or v is None for v in values.values())):
+            return "", f"json: cannot unmarshal into Go struct field ConfigMap.{field} of type string"
+    return str(name or ""), None
 
 
-def queues_yaml(conf: AdmissionConf, maps: Mapping[str, Mapping[str, str] | None], name: str,
-                data: Mapping[str, str]) -> str:
-    """The document the scheduler would load if `name` became `data`."""
-    slots = dict(maps)
-    slots[name] = data
-    flat = flatten(slots.get(DEFAULTS_MAP), slots.get(CONFIGS_MAP))
+def queues_yaml(maps: Mapping[str, Mapping[str, Any] | None], incoming: Mapping[str, Any]) -> str:
+    """The document the scheduler would load if `incoming` replaced its namesake. ConfigError
+    when a binaryData value does not decode."""
+    name = (incoming.get("metadata") or {}).get("name")
+    slots = {**maps, name: incoming}
+    flat = flatten([slots.get(DEFAULTS), slots.get(CONFIGS)])
     group = flat.get("service.policyGroup") or "queues"
     return flat.get(f"{group}.yaml", "")
 
@@ -76,18 +80,21 @@ async def ask_scheduler(client: httpx.AsyncClient, address: str, content: str) -
     return str(answer.get("reason") or "")
 
 
-async def validate_conf(conf: AdmissionConf, maps: Mapping[str, Mapping[str, str] | None],
+async def validate_conf(conf: AdmissionConf, maps: Mapping[str, Mapping[str, Any] | None],
                         client: httpx.AsyncClient, req: Request) -> Response:
     if req.kind != "ConfigMap":
         return Response(req.uid, True)
-    name, data, error = _configmap(req.object)
+    name, error = _configmap(req.object)
     if error:
         return Response(req.uid, False, error)
     namespace = req.namespace or "default"
-    if namespace != conf.namespace or name not in (DEFAULTS_MAP, CONFIGS_MAP):
+    if namespace != conf.namespace or name not in (DEFAULTS, CONFIGS):
         return Response(req.uid, True)
-    reason = await ask_scheduler(client, conf.scheduler_address,
-                                 queues_yaml(conf, maps, name, data or {}))
+    try:
+        document = queues_yaml(maps, req.object)
+    except ConfigError as exc:
+        return Response(req.uid, False, str(exc))
+    reason = await ask_scheduler(client, conf.scheduler_address, document)
     return Response(req.uid, reason is None, reason or "")
 
 

@@ -169,15 +169,23 @@ def test_hot_refresh_off_freezes_the_configuration_after_start():
 
 
 def test_the_validated_document_is_the_merged_policy_group():
+    import base64
+    import gzip
+
     from shim_k8s.admission.validate import queues_yaml
 
-    conf = AdmissionConf.parse({}, "yunikorn")
-    maps = {"yunikorn-defaults": {"service.policyGroup": "team", "team.yaml": "defaults"},
+    def cm(name, data=None, binary=None):
+        return {"metadata": {"name": name}, "data": data or {}, "binaryData": binary or {}}
+
+    maps = {"yunikorn-defaults": cm("yunikorn-defaults", {"service.policyGroup": "team",
+                                                          "team.yaml": "defaults"}),
             "yunikorn-configs": None}
-    assert queues_yaml(conf, maps, "yunikorn-configs", {"team.yaml": "mine"}) == "mine"
-    assert queues_yaml(conf, maps, "yunikorn-configs", {}) == "defaults"
-    assert queues_yaml(conf, maps, "yunikorn-defaults", {"queues.yaml": "q"}) == "q"
-    assert queues_yaml(conf, {}, "yunikorn-configs", {"other": "x"}) == ""
+    assert queues_yaml(maps, cm("yunikorn-configs", {"team.yaml": "mine"})) == "mine"
+    assert queues_yaml(maps, cm("yunikorn-configs")) == "defaults"
+    assert queues_yaml(maps, cm("yunikorn-defaults", {"queues.yaml": "q"})) == "q"
+    assert queues_yaml({}, cm("yunikorn-configs", {"other": "x"})) == ""
+    zipped = base64.b64encode(gzip.compress(b"zipped")).decode()   # binaryData, .gz unpacked
+    assert queues_yaml({}, cm("yunikorn-configs", binary={"queues.yaml.gz": zipped})) == "zipped"
 
 
 async def test_validation_fails_open_when_the_scheduler_cannot_be_asked(caplog):
