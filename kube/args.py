@@ -6,8 +6,9 @@ drift apart.
 
 Without either flag the role finds its configuration as client-go does (kube.source): in a pod the
 ServiceAccount, else `$KUBECONFIG`, else ~/.kube/config. `run_role` runs a role's trio main and
-turns a `CredentialsError` (a 401 that re-reading did not cure, an exec plugin that failed) into
-exit 1 with the reason, so kubelet or systemd restart the role instead of it retrying for ever.
+turns a `CredentialsError` (a 401 that re-reading did not cure, an exec plugin that failed), or an
+API error the role does not handle, into exit 1 with the reason, so kubelet or systemd restart the
+role instead of it retrying for ever, and the user reads one line, not a traceback.
 """
 
 from __future__ import annotations
@@ -65,14 +66,15 @@ def source_argv(args: argparse.Namespace) -> list[str]:
 
 
 def run_role(main: Callable[..., Any], *args: Any) -> Any:
-    """trio.run(main, *args); a CredentialsError anywhere in it becomes Failure (exit 1)."""
+    """trio.run(main, *args); a CredentialsError anywhere in it, or an API error the role let
+    escape (a 403 at start-up: RBAC missing), becomes Failure (exit 1) with its one line."""
     import trio
 
-    from .errors import CredentialsError
+    from .errors import ApiStatusError, CredentialsError
 
     try:
         return trio.run(main, *args)
-    except* CredentialsError as group:
+    except* (CredentialsError, ApiStatusError) as group:
         leaf: BaseException = group
         while isinstance(leaf, BaseExceptionGroup):
             leaf = leaf.exceptions[0]
