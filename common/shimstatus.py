@@ -1,4 +1,5 @@
-"""Where a shim publishes its state: `/tmp/ykshm-NAME.shim.json`, a JSON document it rewrites.
+"""Where a shim publishes its state: `/tmp/ykshm-NAME.shim.json`, a JSON document it rewrites;
+`$YKSHM_SHM_DIR/NAME.shim.json` when that is set (a pod: its containers share that volume, not /tmp).
 
 The shim (`shim_k8s.shim`) writes it; `ykshm shim status`, `ykshm status` and the web's
 healthcheck read it. It is the one place the shim's recovery state machine is visible outside
@@ -8,13 +9,15 @@ shim and the engine say of a configuration's keys that are not applied, for both
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import orjson
 
 
 def status_path(name: str) -> str:
-    return f"/tmp/ykshm-{name}.shim.json"
+    shared = os.environ.get("YKSHM_SHM_DIR")   # shm.segment.SHM_DIR_ENV (common may not import shm)
+    return os.path.join(shared, f"{name}.shim.json") if shared else f"/tmp/ykshm-{name}.shim.json"
 
 
 def read_status(path: str) -> dict[str, Any]:

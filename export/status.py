@@ -19,14 +19,14 @@ from typing import Any
 
 import orjson
 
-from shm.segment import pid_exists
+from shm.segment import pid_exists, shm_dir
 
 STATUS_SECONDS = 0.5
 LAG_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0, 30.0)
 
 
 def status_path(name: str) -> str:
-    return f"/dev/shm/{name}.export"
+    return os.path.join(shm_dir(), f"{name}.export")
 
 
 @dataclasses.dataclass

@@ -16,6 +16,11 @@ that run as another user and read through the segment's group), and a mode no wi
 creates (0600, or 0640 with a group: no group or other write, no other read).  Anything else is
 `UntrustedSegmentError`, naming the file and the reason; a reader then serves nothing rather
 than forged events or a forged "Healthy".
+
+The directory is ``/dev/shm`` unless ``$YKSHM_SHM_DIR`` names another (`shm_dir`): in a
+Kubernetes pod the engine, shim and web share a memory-backed emptyDir mounted there, and
+sim-cluster's process pods (local processes that all see the host's /dev/shm) get the env value
+rewritten to the pod's own volume, so each scheduler pod has a ring of its own.
 """
 
 from __future__ import annotations
@@ -39,10 +44,11 @@ from .errors import (
     UntrustedSegmentError,
 )
 
-__all__ = ["SHM_DIR", "OWNER_ENV", "SegmentPaths", "segment_paths", "list_instances",
+__all__ = ["SHM_DIR", "SHM_DIR_ENV", "shm_dir", "OWNER_ENV", "SegmentPaths", "segment_paths", "list_instances",
            "name_problem", "validate_name", "trusted_owners", "open_checked"]
 
-SHM_DIR = "/dev/shm"
+SHM_DIR = "/dev/shm"             # the default directory of an instance's segments
+SHM_DIR_ENV = "YKSHM_SHM_DIR"   # another directory (a pod's in-memory emptyDir)
 OWNER_ENV = "YKSHM_SHM_OWNER"   # one more trusted owner of segments: a user name or a uid
 SERVICE_USER = "ykshm"          # the user deploy/sysusers.d creates and the units run as
 _MODE_SHARED = 0o640            # the widest mode ykshm creates (0640 with a group, else 0600)
@@ -89,10 +95,15 @@ def validate_name(name: str) -> str:
     return name
 
 
+def shm_dir() -> str:
+    """Where the segments live: `$YKSHM_SHM_DIR`, else /dev/shm."""
+    return os.environ.get(SHM_DIR_ENV) or SHM_DIR
+
+
 def segment_paths(name: str) -> SegmentPaths:
     """The three segment paths of instance NAME."""
     validate_name(name)
-    base = os.path.join(SHM_DIR, name)
+    base = os.path.join(shm_dir(), name)
     return SegmentPaths(base + ".events", base + ".requests", base + ".state")
 
 
@@ -100,7 +111,7 @@ def list_instances() -> list[str]:
     """Names of the instances that have an event ring or a snapshot in /dev/shm, sorted."""
     names = set()
     try:
-        entries = os.listdir(SHM_DIR)
+        entries = os.listdir(shm_dir())
     except OSError:
         return []
     for entry in entries:

@@ -12,13 +12,13 @@ from dataclasses import dataclass
 
 import psutil
 
-from shm.segment import SHM_DIR, name_problem
+from shm.segment import name_problem, shm_dir
 
 SEGMENT_SUFFIXES = ("events", "requests", "state")
 
 
 def segment_path(name: str, suffix: str = "events") -> str:
-    return os.path.join(SHM_DIR, f"{name}.{suffix}")
+    return os.path.join(shm_dir(), f"{name}.{suffix}")
 
 
 def check_name(name: str) -> str | None:
@@ -35,14 +35,14 @@ def instance_segments(name: str) -> list[str]:
     prefix = name + "."
     found = []
     try:
-        entries = os.listdir(SHM_DIR)
+        entries = os.listdir(shm_dir())
     except OSError:
         return []
     for entry in entries:
         if entry.startswith(prefix):
             suffix = entry[len(prefix):]
             if suffix and "." not in suffix:
-                found.append(os.path.join(SHM_DIR, entry))
+                found.append(os.path.join(shm_dir(), entry))
     order = {s: i for i, s in enumerate(SEGMENT_SUFFIXES)}
     found.sort(key=lambda p: (order.get(p.rsplit(".", 1)[1], 99), p))
     return found

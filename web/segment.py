@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterator, Sequence
 
 import psutil
 
-from shm.segment import trust_problem
+from shm.segment import shm_dir, trust_problem
 
 MAGIC = b"YKWEB001"
 VERSION = 1
@@ -149,7 +149,7 @@ class WebSegment:
 
     @staticmethod
     def path_for(name: str) -> str:
-        return f"/dev/shm/{name}.web"
+        return os.path.join(shm_dir(), f"{name}.web")
 
     @staticmethod
     def size_for(nslots: int) -> int:
