@@ -22,6 +22,7 @@ Modules (one concept each):
 - `webhookconfig` Mutating/ValidatingWebhookConfiguration: defaults and validation (422 naming the field)
 - `webhookcall` one webhook call: url or service resolution, HTTPS against caBundle, timeoutSeconds
 - `workloads`  Deployments, ReplicaSets, Jobs: defaults and validation (the kinds as stored)
+- `defaultsched` `--default-scheduler`: kube-scheduler's stand-in binding `default-scheduler` pods
 - `controllers` the Deployment, ReplicaSet and Job controllers: pods owned by them, rollouts, completion
 - `api`        routing and verbs: list/watch, create/get/update/patch/delete, binding, status
 - `objects`    defaults, system metadata and validation (422 causes naming the field)

@@ -3,7 +3,7 @@
     ykshm sim-cluster --port P [--bind 127.0.0.1] [--nodes N] [--workload FILE | --demo]
                       [--node-cpu 16] [--node-memory 64Gi] [--watch-history 10000]
                       [--kubelet-delay 0.2] [--bookmark-interval 5] [--event-ttl 3600]
-                      [--node-lease-interval 10] [--no-kubelet-events]
+                      [--node-lease-interval 10] [--no-kubelet-events] [--default-scheduler]
 
 Prints `sim-cluster listening on http://127.0.0.1:P` once it accepts connections (`--port 0`
 picks a free port and prints it). SIGTERM or SIGINT stops it cleanly (exit 0). A port in use, a
@@ -28,8 +28,8 @@ import trio
 from common.quantity import QuantityError, parse_milli, parse_quantity
 from common.cliutil import Failure, Parser, UsageError, run_main
 
-from . import (authconfig, controllers, disruption, endpoints, kinds, leases, loopback, objects, pki, priority,
-               podtoken, procimages, procpods, rbac, services, tlsserve, tokens, workload)
+from . import (authconfig, controllers, defaultsched, disruption, endpoints, kinds, leases, loopback, objects,
+               pki, priority, podtoken, procimages, procpods, rbac, services, tlsserve, tokens, workload)
 from .api import Api
 from .httpserver import HttpServer, open_listeners
 from .kubelet import Kubelet
@@ -71,6 +71,8 @@ def build_parser() -> Parser:
                    help="seconds from binding to Running (default 0.2)")
     p.add_argument("--bookmark-interval", type=_seconds(0.05), default=5.0,
                    help="seconds between BOOKMARK events on watches that allow them (default 5)")
+    p.add_argument("--default-scheduler", action="store_true",
+                   help="bind pods of schedulerName default-scheduler, as kube-scheduler would (defaultsched)")
     p.add_argument("--no-kubelet-events", action="store_true",
                    help="the simulated kubelet posts no Pulled/Created/Started/Killing events")
     p.add_argument("--node-lease-interval", type=_seconds(0), default=10.0,
@@ -200,6 +202,8 @@ async def serve(args, apps: list[workload.App] | None, security: authconfig.Secu
             await nursery.start(api.gc.run)
             await nursery.start(disruption.DisruptionController(store).run)
             await nursery.start(controllers.Controllers(api).run)
+            if args.default_scheduler:
+                await nursery.start(defaultsched.DefaultScheduler(api).run)
             await nursery.start(node_leases.run)
             await nursery.start(api.run_event_expiry, args.event_ttl)
             await nursery.start(rbac.Aggregator(store).run)
