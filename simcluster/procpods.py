@@ -68,6 +68,16 @@ def _die_with_parent() -> None:
         pass
 
 
+def _spawn(launch: Launch, fd: int) -> trio.Process:
+    """Fork in the trio thread itself, not in a worker thread as `trio.lowlevel.open_process`
+    does: PR_SET_PDEATHSIG fires when the *thread* that forked exits, and trio's idle worker
+    threads exit after 10 s, which killed every process pod 10 s after it started. A fork+exec
+    blocks the loop for milliseconds; `Process._create` is trio's own wrapper of a Popen."""
+    popen = subprocess.Popen(launch.argv, env=launch.env, cwd=launch.cwd, stdin=subprocess.DEVNULL,
+                             stdout=fd, stderr=fd, start_new_session=True, preexec_fn=_die_with_parent)
+    return trio.Process._create(popen, None, None, None)  # type: ignore[attr-defined]
+
+
 class ProcPods:
     """Every process pod of this sim-cluster; `run` owns their tasks."""
 
@@ -315,9 +325,7 @@ class ContainerRunner:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         started = objects.now_rfc3339()
         try:
-            proc = await trio.lowlevel.open_process(
-                launch.argv, env=launch.env, cwd=launch.cwd, stdin=subprocess.DEVNULL, stdout=fd, stderr=fd,
-                start_new_session=True, preexec_fn=_die_with_parent)
+            proc = _spawn(launch, fd)
         except OSError as exc:
             os.write(fd, f"{exc}\n".encode())
             os.close(fd)
