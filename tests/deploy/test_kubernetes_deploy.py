@@ -1,0 +1,229 @@
+"""Issue 23 items 4 and 5: `kubectl apply -k deploy/kubernetes` into an HTTPS sim-cluster with RBAC
+on, exactly as a YuniKorn user would deploy it. Every role runs as a process pod of `ykshm:VERSION`
+under its own ServiceAccount; the admission controller registers itself; alice's pods are bound
+and counted as alice (and her group dev) in the web reached through `yunikorn-service`; a
+`maxapplications: 1` limit holds against a forged `user.info`; a Job's pods are alice's; a bad
+`yunikorn-configs` is refused by the webhook and a good one is in force within seconds; a deleted
+scheduler pod is replaced and recovers without binding anything twice.
+
+One sim-cluster for the module (the tests run in order and build on each other's state); it and
+every process pod are stopped by pid, and the pods' directory (in /dev/shm: the scheduler pod's
+emptyDir is in memory, as `medium: Memory` asks) is removed.
+"""
+
+from __future__ import annotations
+
+import base64
+import collections
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+from cryptography import x509
+
+from tests.simcluster.test_simcluster import ROOT, start_cluster, stop_cluster
+
+NS = "yunikorn"
+ROLES = {  # Deployment -> (ServiceAccount, containers)
+    "yunikorn-scheduler": ("yunikorn-admin", 3),
+    "yunikorn-admission-controller": ("yunikorn-admission-controller", 1),
+    "ykshm-streams": ("ykshm-streams", 1),
+}
+BAD_QUEUES = "partitions:\n  - name: default\n    bogus: 1\n    queues: [{name: root}]\n"
+GOOD_QUEUES = """\
+partitions:
+  - name: default
+    placementrules: [{name: tag, value: namespace, create: true}]
+    queues:
+      - name: root
+        submitacl: "*"
+        limits:
+          - {limit: one application for alice, users: [alice], maxapplications: 1}
+          - {limit: developers, groups: [dev], maxresources: {vcore: 8000}}
+"""
+
+
+def wait(cond, timeout: float = 60.0, what: str = ""):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = cond()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what or cond}")
+        time.sleep(0.25)
+
+
+def pod(name: str, labels: dict | None = None, annotations: dict | None = None) -> str:
+    meta: dict = {"name": name, "labels": labels or {}, "annotations": annotations or {}}
+    return json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": {"containers": [
+        {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}]}})
+
+
+@dataclass
+class Deployed:
+    """The cluster with the manifests applied: kubectl as the admin, and the web's Service address."""
+
+    admin: Path
+    pods_dir: Path
+
+    def kubectl(self, *args: str, stdin: str = "", user: str | None = None) -> subprocess.CompletedProcess[str]:
+        who = ["--as", user, "--as-group", "dev"] if user else []
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(self.pods_dir.parent)}
+        return subprocess.run(["kubectl", "--kubeconfig", str(self.admin), *who, *args], input=stdin,
+                              capture_output=True, text=True, timeout=60, cwd=ROOT, env=env)
+
+    def ok(self, *args: str, **kw) -> str:
+        out = self.kubectl(*args, **kw)
+        assert out.returncode == 0, out.stderr
+        return out.stdout
+
+    def json(self, *args: str) -> dict:
+        return json.loads(self.ok(*args, "-o", "json"))
+
+    def service(self, name: str) -> str:
+        """The loopback address sim-cluster serves a Service's ClusterIP at (its hosts file)."""
+        for line in (self.pods_dir / "hosts").read_text().splitlines():
+            if f" {name}.{NS}.svc.cluster.local " in f" {line} ":
+                return line.split()[0]
+        raise AssertionError(f"no address for {name}")
+
+    def rest(self, path: str) -> httpx.Response:
+        return httpx.get(f"http://{self.service('yunikorn-service')}:9080{path}", timeout=10)
+
+    def ready_pods(self) -> dict[str, dict] | None:
+        """Deployment -> its one pod, once every container of every role is ready."""
+        found = {}
+        for item in self.json("-n", NS, "get", "pods")["items"]:
+            statuses = item["status"].get("containerStatuses") or []
+            if item["metadata"].get("deletionTimestamp") or not statuses or not all(s["ready"] for s in statuses):
+                continue
+            found[item["metadata"]["name"].rsplit("-", 2)[0]] = item
+        return found if set(found) == set(ROLES) else None
+
+    def logs(self) -> str:
+        return "".join(self.ok("-n", NS, "logs", item["metadata"]["name"], "--all-containers")
+                       for item in self.json("-n", NS, "get", "pods")["items"])
+
+    def scheduled_events(self) -> collections.Counter:
+        return collections.Counter(e["involvedObject"]["name"] for e in self.json("get", "events")["items"]
+                                   if e["reason"] == "Scheduled")
+
+
+@pytest.fixture(scope="module")
+def deployed() -> Iterator[Deployed]:
+    work = Path(tempfile.mkdtemp(prefix="ykd-", dir="/dev/shm"))  # short: the SI socket path is < 108 bytes
+    proc, _ = start_cluster("--pki-dir", str(work / "pki"), "--authorization-mode", "RBAC", "--nodes", "2",
+                            "--default-scheduler", "--kubelet-delay", "0.05", "--pods-dir", str(work / "pods"),
+                            "--backoff-initial", "1", "--backoff-max", "4")
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().startswith("admin kubeconfig: ")
+        cluster = Deployed(work / "pki" / "admin.kubeconfig", work / "pods")
+        cluster.ok("apply", "-k", "deploy/kubernetes")
+        cluster.ok("create", "rolebinding", "dev-edit", "--clusterrole", "edit", "--group", "dev", "-n", "default")
+        yield cluster
+    finally:
+        stop_cluster(proc)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def test_every_role_runs_under_its_own_service_account_without_a_403(deployed):
+    pods = wait(deployed.ready_pods, 90, "every role's pod ready")
+    for deployment, (account, containers) in ROLES.items():
+        spec = pods[deployment]["spec"]
+        assert spec["serviceAccountName"] == account
+        assert len(spec["containers"]) == containers
+        assert {c["image"] for c in spec["containers"]} == {"ykshm:0.1.0"}
+        assert all(s["restartCount"] == 0 for s in pods[deployment]["status"]["containerStatuses"])
+    logs = deployed.logs()
+    assert "registered with engine" in logs and "created mutatingwebhookconfigurations" in logs
+    assert "403" not in logs and "Forbidden" not in logs and "Traceback" not in logs
+    # least privilege, as RBAC answers it: the scheduler may bind but not read Secrets
+    can = lambda verb, what, sa: deployed.kubectl(  # noqa: E731
+        "auth", "can-i", verb, what, "-n", NS, "--as", f"system:serviceaccount:{NS}:{sa}").stdout.strip()
+    assert can("create", "pods/binding", "yunikorn-admin") == "yes"
+    assert can("get", "secrets", "yunikorn-admin") == "no"
+    assert can("update", "secrets/admission-controller-secrets", "yunikorn-admission-controller") == "yes"
+    assert can("get", "secrets/other", "yunikorn-admission-controller") == "no"
+
+
+def test_the_admission_controller_registers_itself_with_its_ca_bundle(deployed):
+    secret = deployed.json("-n", NS, "get", "secret", "admission-controller-secrets")
+    ca1 = base64.b64decode(secret["data"]["cacert1.pem"])
+    for kind, name, path in (("mutatingwebhookconfigurations", "yunikorn-admission-controller-mutations", "/mutate"),
+                             ("validatingwebhookconfigurations", "yunikorn-admission-controller-validations",
+                              "/validate-conf")):
+        hook = deployed.json("get", kind, name)["webhooks"][0]
+        assert hook["clientConfig"]["service"] == {"name": "yunikorn-admission-controller-service",
+                                                   "namespace": NS, "path": path, "port": 443}
+        bundle = base64.b64decode(hook["clientConfig"]["caBundle"])
+        assert ca1 in bundle and len(x509.load_pem_x509_certificates(bundle)) == 2
+
+
+def test_alice_pod_is_bound_and_counted_as_alice_of_dev(deployed):
+    deployed.ok("create", "-f", "-", stdin=pod("alice-1"), user="alice")
+    bound = wait(lambda: deployed.json("get", "pod", "alice-1")["spec"].get("nodeName"), 30, "alice-1 bound")
+    assert bound.startswith("node-")
+    usage = wait(lambda: (r := deployed.rest("/ws/v1/partition/default/usage/user/alice")).status_code == 200
+                 and r.json()["queues"]["resourceUsage"].get("pods") == 1 and r.json(), 15, "alice's usage")
+    assert usage["queues"]["runningApplications"] == ["yunikorn-default-autogen"]
+    app = deployed.rest("/ws/v1/partition/default/application/yunikorn-default-autogen").json()
+    assert app["user"] == "alice" and "dev" in app["groups"]
+
+
+def test_a_bad_config_edit_is_refused_and_a_good_one_is_in_force_within_seconds(deployed):
+    bad = deployed.kubectl("-n", NS, "create", "configmap", "yunikorn-configs", f"--from-literal=queues.yaml={BAD_QUEUES}")
+    assert bad.returncode == 1
+    assert ('admission webhook "admission-webhook.yunikorn.validate-conf" denied the request: '
+            'config: partitions[0].bogus: invalid value 1: unknown key') in bad.stderr
+    deployed.ok("-n", NS, "create", "configmap", "yunikorn-configs", f"--from-literal=queues.yaml={GOOD_QUEUES}")
+    t0 = time.monotonic()
+    wait(lambda: "one application for alice" in deployed.rest("/ws/v1/config").text, 10, "the new config")
+    assert time.monotonic() - t0 < 10
+
+
+def test_the_limit_holds_against_a_forged_user_info_and_a_job_is_alices(deployed):
+    deployed.ok("create", "-f", "-", stdin=pod("alice-2", labels={"applicationId": "alice-second"}), user="alice")
+    forged = deployed.kubectl("create", "-f", "-", user="alice", stdin=pod(
+        "alice-as-bob", labels={"applicationId": "bobs-app"},
+        annotations={"yunikorn.apache.org/user.info": '{"user":"bob","groups":["dev"]}'}))
+    assert forged.returncode == 1
+    assert ("user alice with groups [dev,system:authenticated] is not allowed to set user annotation"
+            in forged.stderr)
+    deployed.ok("create", "job", "pi", "--image", "busybox", "--", "echo", "hi", user="alice")
+    job_pod = wait(lambda: [p for p in deployed.json("get", "pods", "-l", "job-name=pi")["items"]
+                            if p["spec"].get("nodeName")], 30, "the Job's pod bound")[0]
+    info = json.loads(job_pod["metadata"]["annotations"]["yunikorn.apache.org/user.info"])
+    assert info["user"] == "alice" and "dev" in info["groups"]
+    wait(lambda: deployed.rest("/ws/v1/partition/default/usage/user/alice").json()["queues"]["resourceUsage"]
+         .get("pods") == 2, 15, "the Job's pod counted as alice's")
+    time.sleep(2)   # alice's second application waits: maxapplications 1
+    assert not deployed.json("get", "pod", "alice-2")["spec"].get("nodeName")
+    assert "NotFound" in deployed.kubectl("get", "pod", "alice-as-bob").stderr
+
+
+def test_a_deleted_scheduler_pod_is_replaced_and_recovers_binding_nothing_twice(deployed):
+    before = {p["metadata"]["name"]: p["spec"].get("nodeName") for p in deployed.json("get", "pods")["items"]}
+    old = deployed.ready_pods()["yunikorn-scheduler"]["metadata"]["name"]
+    deployed.ok("-n", NS, "delete", "pod", old)
+    deployed.ok("create", "-f", "-", stdin=pod("alice-3"), user="alice")
+    pods = wait(lambda: (r := deployed.ready_pods()) and r["yunikorn-scheduler"]["metadata"]["name"] != old and r,
+                60, "a new scheduler pod")
+    assert pods["yunikorn-scheduler"]["metadata"]["name"] != old
+    wait(lambda: deployed.json("get", "pod", "alice-3")["spec"].get("nodeName"), 30, "alice-3 bound")
+    after = {p["metadata"]["name"]: p["spec"].get("nodeName") for p in deployed.json("get", "pods")["items"]}
+    assert {k: after[k] for k in before} == before                       # nothing moved, nothing lost
+    assert not after["alice-2"]                                           # the limit survives the restart
+    assert all(n == 1 for n in deployed.scheduled_events().values())      # nothing bound twice
+    usage = wait(lambda: (r := deployed.rest("/ws/v1/partition/default/usage/user/alice")).status_code == 200
+                 and r.json()["queues"]["resourceUsage"].get("pods") == 3 and r.json(), 20, "recovered usage")
+    assert usage["groups"] == {"yunikorn-default-autogen": "dev"}
+    assert "403" not in deployed.logs()
