@@ -21,6 +21,14 @@ each Kubernetes-facing child gets its own client certificate, kubeconfig and lea
 ClusterRole (`run_identities`); the banner names the admin kubeconfig (`kubectl --kubeconfig F`),
 which is removed with the instance.
 
+The admission controller (`ykshm admission`, YuniKorn's) runs too, as its own supervised child
+with its own identity, registered by URL (`--webhook-url https://127.0.0.1:ADMISSION_PORT`): every
+pod a user creates gets `user.info` from the identity sim-cluster authenticated, so
+`kubectl --kubeconfig F --as alice create -f pod.yaml` shows alice's usage at once. Its namespace
+is `default` (its Secret `admission-controller-secrets` is created there once sim-cluster
+answers). sim-cluster also runs `--default-scheduler`, so `kubectl apply -k deploy/kubernetes`
+can run ykshm's own pods in it (README, "Running in a cluster").
+
 `--export URL` adds `ykshm export --redis URL` as one more supervised child (after the shim, before
 the web), so the event history and state also go to Redis Streams.
 
@@ -301,6 +309,8 @@ def build_parser() -> Parser:
     parser = Parser(prog="ykshm run", description="Run sim-cluster, engine, shim and web together.")
     parser.add_argument("--port", type=int, default=9080, help="REST port on 127.0.0.1 (default 9080)")
     parser.add_argument("--api-port", type=int, default=6443, help="sim-cluster port (default 6443)")
+    parser.add_argument("--admission-port", type=int, default=9089,
+                        help="admission controller's HTTPS port on 127.0.0.1 (default 9089, YuniKorn's)")
     parser.add_argument("--config", help="configuration YAML (default: the embedded one)")
     parser.add_argument("--nodes", type=int, default=10, help="simulated nodes (default 10)")
     parser.add_argument("--name", default="ykshm", help="instance name, prefix of /dev/shm segments")
@@ -340,7 +350,8 @@ def children_for(args, runtime: Path, config: Path, creds: Credentials) -> list[
     ykshm = ykshm_argv()
     sock = runtime / "si.sock"
     sim = [*ykshm, "sim-cluster", "--port", str(args.api_port), "--nodes", str(args.nodes),
-           "--pki-dir", str(creds.pki), "--authorization-mode", "RBAC", "--policy-file", str(creds.policy)]
+           "--pki-dir", str(creds.pki), "--authorization-mode", "RBAC", "--policy-file", str(creds.policy),
+           "--default-scheduler"]
     if args.demo:
         sim.append("--demo")
     children = [
@@ -352,11 +363,34 @@ def children_for(args, runtime: Path, config: Path, creds: Credentials) -> list[
     children.append(Child("streams", [*ykshm, "streams", "--kubeconfig", str(creds.roles["streams"]), "--install-crds",
                                       "--bundle-dir", str(runtime / "bundles"),
                                       "--cache-dir", str(runtime / "bundle-cache")]))
+    admission = f"127.0.0.1:{args.admission_port}"
+    children.append(Child("admission", [*ykshm, "admission", "--kubeconfig", str(creds.roles["admission"]),
+                                        "--namespace", ADMISSION_NAMESPACE, "--bind", admission,
+                                        "--webhook-url", f"https://{admission}", "--key-bits", "2048"]))
     if args.export:
         children.append(Child("export", [*ykshm, "export", "--redis", args.export, "--name", args.name]))
     children.append(Child("web", [*ykshm, "web", "--name", args.name, "--bind", f"127.0.0.1:{args.port}",
                                   "--workers", "2", "--config", str(config)]))
     return children
+
+
+ADMISSION_NAMESPACE = "default"
+ADMISSION_SECRET = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                    "metadata": {"name": "admission-controller-secrets", "namespace": ADMISSION_NAMESPACE}}
+
+
+def create_admission_secret(args, creds: Credentials) -> None:
+    """The empty Secret the admission controller keeps its CAs in (it must exist, as YuniKorn's
+    chart creates it); an existing one (409) is kept. The controller retries until it exists."""
+    import json
+
+    request = urllib.request.Request(
+        f"https://127.0.0.1:{args.api_port}/api/v1/namespaces/{ADMISSION_NAMESPACE}/secrets",
+        data=json.dumps(ADMISSION_SECRET).encode(), method="POST", headers={"Content-Type": "application/json"})
+    try:
+        urllib.request.urlopen(request, timeout=5, context=creds.admin_context()).close()
+    except OSError:
+        pass    # 409 already there; anything else: the controller's own log says what is missing
 
 
 DEMO_JOB = {"apiVersion": "streams.ibm.com/v1", "kind": "Job",
@@ -445,6 +479,7 @@ def _run(argv: Sequence[str]) -> int:
     check_shm_writable(args.name)
     check_port_free(args.port, "REST")
     check_port_free(args.api_port, "kube-apiserver")
+    check_port_free(args.admission_port, "admission controller")
     check_no_live_instance(args.name)
     check_export(args.export, args.name)
     runtime = Path(tempfile.mkdtemp(prefix=f"ykshm-{args.name}-"))
@@ -463,7 +498,8 @@ def _run(argv: Sequence[str]) -> int:
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
     try:
-        supervisor.start_all(lambda: wait_tcp(args.api_port, time.monotonic() + READY_TIMEOUT))
+        supervisor.start_all(lambda: wait_tcp(args.api_port, time.monotonic() + READY_TIMEOUT)
+                             and create_admission_secret(args, creds))
         if not wait_ready(args, supervisor):
             if supervisor.stopping:
                 return 0

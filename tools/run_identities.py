@@ -7,6 +7,10 @@ authenticate in a kubeadm cluster), its own kubeconfig, and a least-privilege Cl
 restarts a crashed sim-cluster, whose ServiceAccounts (and so their tokens' uids) would not
 survive; the CA and the `--policy-file` objects do. `export` talks to Redis only and gets nothing.
 The cr-operator is started by `ykshm streams` with the streams role's kubeconfig.
+
+The demo's users (alice, bob, carol, dave, erin) may `edit` the `default` namespace, so the admin
+can act as one (`kubectl --as alice create -f pod.yaml`) and the admission controller stamps that
+user on the pod; nobody can authenticate as them (only the admin's impersonation reaches them).
 """
 
 from __future__ import annotations
@@ -42,15 +46,35 @@ ROLE_RULES: dict[str, list[tuple]] = {
                 ([""], ["pods", "configmaps"], _WRITE),
                 ([""], ["secrets"], ["get"]),
                 _EVENTS],
+    # the admission controller (shim_k8s/admission): its webhook configurations (create; get and
+    # update only its own two), the namespace and PriorityClass informers, its ConfigMaps, and
+    # the CA pair in its one Secret (the same rules as deploy/kubernetes/admission-rbac.yaml)
+    "admission": [(["admissionregistration.k8s.io"],
+                   ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"], ["create"]),
+                  (["admissionregistration.k8s.io"], ["mutatingwebhookconfigurations"], ["get", "update"],
+                   ["yunikorn-admission-controller-mutations"]),
+                  (["admissionregistration.k8s.io"], ["validatingwebhookconfigurations"], ["get", "update"],
+                   ["yunikorn-admission-controller-validations"]),
+                  ([""], ["namespaces", "configmaps"], ["list", "watch"]),
+                  (["scheduling.k8s.io"], ["priorityclasses"], ["list", "watch"]),
+                  ([""], ["secrets"], ["get", "update"], ["admission-controller-secrets"])],
     # the PE simulator: reads its job's regions and operator, reports PE status
     "pe-sim": [(["streams.ibm.com"], ["streamscrs", "streamscros", "streamsjobs"], RO),
                (["streams.ibm.com"], ["streamspes", "streamspes/status"], ["get", "list", "watch", "patch", "update"])],
 }
 
 
+DEMO_USERS = ("alice", "bob", "carol", "dave", "erin")
+
+
 def policy_documents() -> list[dict]:
-    """A ClusterRole `ykshm:ROLE` and its ClusterRoleBinding to the user `ykshm:ROLE`, per role."""
-    docs: list[dict] = []
+    """A ClusterRole `ykshm:ROLE` and its ClusterRoleBinding to the user `ykshm:ROLE`, per role;
+    the demo users' RoleBinding to `edit` in `default`."""
+    docs: list[dict] = [{
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": "ykshm:demo-users", "namespace": "default"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": u} for u in DEMO_USERS]}]
     for role, rules in ROLE_RULES.items():
         name = f"{USER_PREFIX}{role}"
         docs.append({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",

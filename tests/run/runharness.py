@@ -89,10 +89,11 @@ def pids_naming(name: str) -> list[int]:
 
 class RunInstance:
     def __init__(self, name: str, *, nodes: int = 4, extra: tuple[str, ...] = (),
-                 port: int | None = None, api_port: int | None = None) -> None:
+                 port: int | None = None, api_port: int | None = None, admission_port: int | None = None) -> None:
         self.name = name
         self.port = port or free_port()
         self.api_port = api_port or free_port()
+        self.admission_port = admission_port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.api_url = f"https://127.0.0.1:{self.api_port}"
         self.status_file = Path(tempfile.gettempdir()) / f"ykshm-{name}.shim.json"
@@ -102,6 +103,7 @@ class RunInstance:
         self.seen: set[int] = set()
         self.proc = subprocess.Popen(
             [*ykshm(), "run", "--port", str(self.port), "--api-port", str(self.api_port),
+             "--admission-port", str(self.admission_port),
              "--name", name, "--nodes", str(nodes), "--no-demo", *extra],
             cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self._stderr,
             start_new_session=True)
@@ -153,7 +155,7 @@ class RunInstance:
         found = {}
         for pid in children(self.pid):
             cmd = cmdline(pid)
-            for role in ("sim-cluster", "engine", "shim", "streams", "export", "web"):
+            for role in ("sim-cluster", "engine", "shim", "admission", "streams", "export", "web"):
                 if f"ykshm {role} " in cmd:
                     found[role] = pid
         self.seen.update(found.values())

@@ -68,9 +68,9 @@ def test_banner_events_roles_then_sigint_leaves_nothing(make_run, ring_name, tmp
 
     # `ps` shows each role: one child per role, its cmdline `... ykshm <role> ...`
     roles = inst.roles()
-    assert set(roles) == {"sim-cluster", "engine", "shim", "streams", "web"}, [
+    assert set(roles) == {"sim-cluster", "engine", "shim", "admission", "streams", "web"}, [
         cmdline(p) for p in children(inst.pid)]
-    assert len(children(inst.pid)) == 5
+    assert len(children(inst.pid)) == 6
     assert len(wait_for(lambda: len(w := inst.workers()) == 2 and w, 10, "2 web workers")) == 2
     inst.remember()
     for pid in inst.seen:
@@ -78,7 +78,7 @@ def test_banner_events_roles_then_sigint_leaves_nothing(make_run, ring_name, tmp
 
     # a second instance of the same name while this one is alive: exit 1, one line, no harm
     res, _ = run_cli("--port", str(free_port()), "--api-port", str(free_port()), "--name", ring_name,
-                     "--nodes", "1", "--no-demo")
+                     "--admission-port", str(free_port()), "--nodes", "1", "--no-demo")
     assert res.returncode == 1
     assert f"an instance named '{ring_name}' is running" in one_error_line(res)
     assert inst.roles() == roles and inst.proc.poll() is None
@@ -99,7 +99,7 @@ def test_banner_events_roles_then_sigint_leaves_nothing(make_run, ring_name, tmp
     assert not os.path.exists(sock_dir)
 
     # started again at once on the same ports and name (as after Ctrl-C in a terminal): it runs
-    again = make_run(ring_name, port=inst.port, api_port=inst.api_port)
+    again = make_run(ring_name, port=inst.port, api_port=inst.api_port, admission_port=inst.admission_port)
     assert f"ykshm is running: {inst.url} " in again.banner
     assert httpx.get(f"{inst.url}/ws/v1/partitions", timeout=5).status_code == 200
     assert again.stop(signal.SIGTERM) == 0, again.stderr()
@@ -130,7 +130,9 @@ def test_port_in_use_is_one_line_exit_1_and_starts_nothing(ring_name):
         busy.listen()
         port = busy.getsockname()[1]
         for args, what in ((["--port", str(port), "--api-port", str(free_port())], "REST"),
-                           (["--port", str(free_port()), "--api-port", str(port)], "kube-apiserver")):
+                           (["--port", str(free_port()), "--api-port", str(port)], "kube-apiserver"),
+                           (["--port", str(free_port()), "--api-port", str(free_port()),
+                             "--admission-port", str(port)], "admission controller")):
             res, took = run_cli(*args, "--name", ring_name, "--nodes", "1", "--no-demo")
             assert res.returncode == 1, res.stderr
             line = one_error_line(res)
