@@ -52,6 +52,25 @@ def _table_include(req: Request) -> str:
     return req.param("includeObject") or "Metadata"
 
 
+def _event_line(res: Resource, change: Change, table_include: str | None) -> bytes:
+    """One watch event as sent: as a Table row when asked, events.k8s.io for the new Events."""
+    if table_include is not None:
+        obj = tables.table(res, [change.obj], table_include, {"resourceVersion": str(change.rv)})
+        return orjson.dumps({"type": change.type, "object": obj}) + b"\n"
+    if res is NEW_EVENTS:
+        return orjson.dumps({"type": change.type, "object": eventconv.to_new(change.obj)}) + b"\n"
+    return change.line()
+
+
+def _bookmark_line(res: Resource, rv: int, initial_end: bool = False) -> bytes:
+    """A BOOKMARK at `rv`; `initial_end` marks the end of `sendInitialEvents`' initial list."""
+    meta: Obj = {"resourceVersion": str(rv)}
+    if initial_end:
+        meta["annotations"] = {"k8s.io/initial-events-end": "true"}
+    return orjson.dumps({"type": "BOOKMARK",
+                         "object": {"kind": res.kind, "apiVersion": res.api_version, "metadata": meta}}) + b"\n"
+
+
 @dataclass
 class Reads:
     """The read handlers over one `Store`."""
@@ -130,8 +149,7 @@ class Reads:
             except ValueError:
                 raise BadRequest(f"invalid resource version: {rv_param!r}") from None
             await self.wait_fresh(since)
-        as_table = tables.wants_table(req.header("accept"))
-        include = _table_include(req)
+        include = _table_include(req) if tables.wants_table(req.header("accept")) else None
         try:
             initial, watcher = self.store.watch(res.bucket, namespace, label, fields, since)
         except Expired as exc:
@@ -146,19 +164,7 @@ class Reads:
         store = self.store
 
         def encode(change: Change) -> bytes:
-            if as_table:
-                obj = tables.table(res, [change.obj], include, {"resourceVersion": str(change.rv)})
-                return orjson.dumps({"type": change.type, "object": obj}) + b"\n"
-            if res is NEW_EVENTS:
-                return orjson.dumps({"type": change.type, "object": eventconv.to_new(change.obj)}) + b"\n"
-            return change.line()
-
-        def bookmark(rv: int, initial_end: bool = False) -> bytes:
-            meta: Obj = {"resourceVersion": str(rv)}
-            if initial_end:
-                meta["annotations"] = {"k8s.io/initial-events-end": "true"}
-            return orjson.dumps({"type": "BOOKMARK",
-                                 "object": {"kind": res.kind, "apiVersion": res.api_version, "metadata": meta}}) + b"\n"
+            return _event_line(res, change, include)
 
         async def writer(send: Callable[[bytes], Awaitable[None]]) -> None:
             try:
@@ -166,7 +172,7 @@ class Reads:
                     for i in range(0, len(initial), 500):
                         await send(b"".join(encode(c) for c in initial[i:i + 500]))
                     if send_initial and bookmarks:
-                        await send(bookmark(start_rv, initial_end=True))
+                        await send(_bookmark_line(res, start_rv, initial_end=True))
                     next_bookmark = trio.current_time() + interval if bookmarks else math.inf
                     while True:
                         change = None
@@ -176,7 +182,7 @@ class Reads:
                             except trio.EndOfChannel:
                                 return  # overflowed: the client re-watches from its last resourceVersion
                         if change is None:
-                            await send(bookmark(store.rv))
+                            await send(_bookmark_line(res, store.rv))
                             next_bookmark = trio.current_time() + interval
                             continue
                         batch = [encode(change)]
