@@ -30,6 +30,7 @@ Modules (one concept each):
 - `eventconv`  core/v1 <-> events.k8s.io/v1 Event
 - `kubelet`    bound pods become Running, then Succeeded after `ykshm.io/run-seconds`; pod events
 - `workload`   pods for the `yunikorn` scheduler from a file or `--demo`
+- `faults`     opt-in fault injection on writes (`--fault-rate`): 500/429/409/504, for resilience tests
 - `httpserver` HTTP/1.1 on trio + h11 with long-lived chunked watch streams
 - `main`       the CLI
 """

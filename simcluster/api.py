@@ -31,6 +31,7 @@ from . import (apply, crd, discovery, disruption, eventconv, eviction, fieldsets
                schema, structural, tables, timestamps)
 from .errors import (AlreadyExists, ApiError, BadRequest, Conflict, Expired, Forbidden, InternalError, Invalid,
                      MethodNotAllowed, NotFound, TooLargeVersion, UnsupportedMedia, status_object, success_status)
+from .faults import Faults
 from .httpserver import Request, Response, StreamResponse
 from .patch import MERGE, STRATEGIC, apply_patch
 from .resources import BINDINGS, CRDS, EVENTS, EVICTIONS, NAMESPACES, NEW_EVENTS, PDBS, PODS, Registry, Resource
@@ -92,8 +93,9 @@ class Api:
     """The request handler; `kubelet` and `workload` use `create_object` for their writes."""
 
     def __init__(self, store: Store, *, server: str = "127.0.0.1", bookmark_interval: float = 5.0,
-                 node_cpu: str = "16", node_memory: str = "64Gi") -> None:
+                 node_cpu: str = "16", node_memory: str = "64Gi", faults: Faults | None = None) -> None:
         self.store = store
+        self.faults = faults or Faults()
         self.server = server
         self.bookmark_interval = bookmark_interval
         self.node_cpu = node_cpu
@@ -111,6 +113,13 @@ class Api:
     # -- entry -------------------------------------------------------------------------------
     async def handle(self, req: Request) -> Response | StreamResponse:
         self.requests += 1
+        fault = self.faults.draw(req.method)
+        if fault is not None:
+            code, body = await self.faults.apply(fault, lambda: self.handle_unfaulted(req))
+            return _json(code, body)
+        return await self.handle_unfaulted(req)
+
+    async def handle_unfaulted(self, req: Request) -> Response | StreamResponse:
         try:
             return await self._route(req)
         except ApiError as exc:

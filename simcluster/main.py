@@ -27,6 +27,7 @@ from common.cliutil import Failure, Parser, UsageError, run_main
 
 from . import disruption, kinds, leases, objects, priority, workload
 from .api import Api
+from .faults import Faults
 from .httpserver import HttpServer, open_listeners
 from .kubelet import Kubelet
 from .resources import BUCKETS, NAMESPACES, NODES, PRIORITYCLASSES, SERVICES
@@ -73,6 +74,9 @@ def build_parser() -> Parser:
                    help="seconds between node lease renewals in kube-node-lease (default 10; 0 = no leases)")
     p.add_argument("--event-ttl", type=_seconds(1), default=3600.0,
                    help="seconds an Event is kept, as the apiserver's --event-ttl (default 3600)")
+    p.add_argument("--fault-rate", type=float, default=0.0, metavar="R",
+                   help="fail this fraction of writes with 500/429/409/504 (testing only; default 0)")
+    p.add_argument("--fault-seed", type=int, default=None, metavar="N", help="seed of the fault draw")
     p.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
     return p
 
@@ -87,6 +91,8 @@ def _check_args(args) -> None:
         args.bind = bind
     except ValueError:
         raise UsageError(f"--bind {args.bind}: not an IP address") from None
+    if not 0.0 <= args.fault_rate <= 1.0:
+        raise UsageError(f"--fault-rate must be 0..1, got {args.fault_rate}")
     if args.nodes < 0 or args.nodes > 100_000:
         raise UsageError(f"--nodes must be 0..100000, got {args.nodes}")
     if args.watch_history < 1:
@@ -125,7 +131,8 @@ async def serve(args, apps: list[workload.App] | None) -> None:
     port = listeners[0].socket.getsockname()[1]
     host = f"[{args.bind}]" if ":" in args.bind else args.bind
     api = Api(store, server=f"{args.bind}:{port}", bookmark_interval=args.bookmark_interval,
-              node_cpu=args.node_cpu, node_memory=args.node_memory)
+              node_cpu=args.node_cpu, node_memory=args.node_memory,
+              faults=Faults(args.fault_rate, args.fault_seed))
     kubelet = Kubelet(store, start_delay=args.kubelet_delay, events=not args.no_kubelet_events)
     node_leases = leases.NodeLeases(api, args.node_lease_interval)
     populate(api, args.nodes, args.node_cpu, args.node_memory, args.node_pods)

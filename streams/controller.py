@@ -17,6 +17,14 @@ Job status (`/status`): `phase` Submitting -> Submitted -> Running (every PE's c
 or Failed with `message` and a `Submitted` condition whose reason names what went wrong; a
 Warning event says the same. A failed job's objects are deleted with Foreground propagation; a
 change to its spec (a new `metadata.generation`) submits it again from that clean slate.
+
+API errors never end the process (`_on_error`, the one boundary of every per-job task): a
+transient one (5xx, 429, 409, a timeout, a dropped connection) retries that job alone with
+exponential backoff (`kube.client.backoff_delays`: 0.8 s doubling to 30 s, jittered), reported on
+the Job as a `Synced=False` condition and an `ApiError` Warning event, cleared once a pass
+succeeds; a conflict retries quietly. A permanent one (400, 422: the request itself is wrong)
+fails the job, naming the cause. Events go through `events.Events`: per object, a burst of 25
+then one per 5 minutes.
 """
 
 from __future__ import annotations
@@ -25,14 +33,16 @@ import dataclasses
 import datetime as dt
 import logging
 import math
+import random
 from collections.abc import Mapping
 from typing import Any
 
 import httpx
 import trio
 
-from kube.client import ApiStatusError, Informer
+from kube.client import ApiStatusError, Informer, backoff_delays
 from . import kubecalls as kube, reconcile, submission
+from .events import Events
 from .errors import LogicalError
 from .jobspec import JobSpec, read_job
 from .objects import LABEL_JOB, LABEL_KIND
@@ -46,6 +56,18 @@ LABELLED = ("Pod", "ConfigMap")   # watched by label: only the ones our jobs own
 SUBMITTED_KINDS = ("ProcessingElement", "ConfigMap", "HostPool", "ParallelRegion",
                    "ConsistentRegionOperator")   # what a submission makes (and a retry removes)
 CLEAN_SLATE_SECONDS = 30.0
+RETRY_DELAYS = tuple(backoff_delays())
+
+
+@dataclasses.dataclass
+class Retry:
+    """One job's retry state: failures in a row, and when the next pass may run."""
+
+    attempts: int = 0
+    until: float = 0.0
+    reported: bool = False        # a Synced=False condition was written
+
+
 
 
 @dataclasses.dataclass
@@ -81,6 +103,8 @@ class Controller:
         self.submitting: dict[JobKey, trio.CancelScope] = {}
         self.reported: dict[JobKey, set[str]] = {}
         self.widths_busy: set[JobKey] = set()
+        self.retries: dict[JobKey, Retry] = {}
+        self.events = Events(client)
         self.synced = trio.Event()
         self.operators: Any = None
 
@@ -140,14 +164,83 @@ class Controller:
                 key = self.dirty.pop()
                 try:
                     await self.reconcile(key)
-                except (ApiStatusError, httpx.HTTPError) as exc:
-                    log.warning("job %s/%s: %s; trying again", key[0], key[1], exc)
-                    self.nursery.start_soon(self._retry_later, key)
+                except Exception as exc:  # noqa: BLE001 - the boundary: one job's error stays its own
+                    self._on_error(key, exc, "reconcile")
                 await trio.sleep(0)
 
-    async def _retry_later(self, key: JobKey, delay: float = 1.0) -> None:
+    # --- errors: retry with backoff per job, or fail the job ------------------------------
+
+    def _on_error(self, key: JobKey, exc: Exception, what: str) -> None:
+        """What an error in one job's pass, submission or width change becomes (never raises)."""
+        if kube.permanent(exc) and self.job(key) is not None and key not in self.submitting:
+            scope = trio.CancelScope()
+            self.submitting[key] = scope
+            self.nursery.start_soon(self._fail_task, key, exc, what, scope)
+            return
+        if not isinstance(exc, (ApiStatusError, httpx.HTTPError, kube.Stale)):
+            log.error("job %s/%s: %s failed", key[0], key[1], what, exc_info=exc)
+        else:
+            log.warning("job %s/%s: %s: %s; retrying", key[0], key[1], what, exc)
+        quiet = isinstance(exc, kube.Stale) or (isinstance(exc, ApiStatusError) and exc.code == 409)
+        self._retry(key, exc, what, quiet=quiet)
+
+    def _retry(self, key: JobKey, exc: Exception, what: str, quiet: bool) -> None:
+        retry = self.retries.setdefault(key, Retry())
+        delay = RETRY_DELAYS[min(retry.attempts, len(RETRY_DELAYS) - 1)] * (0.75 + 0.5 * random.random())
+        retry.attempts += 1
+        retry.until = trio.current_time() + delay
+        self.nursery.start_soon(self._retry_later, key, delay)
+        if not quiet:
+            self.nursery.start_soon(self._report_retry, key, retry, f"{what}: {_describe(exc)}; "
+                                    f"retrying in {delay:.1f}s (attempt {retry.attempts})", _reason_of(exc))
+
+    async def _retry_later(self, key: JobKey, delay: float) -> None:
         await trio.sleep(delay)
         self.mark(key)
+
+    async def _report_retry(self, key: JobKey, retry: Retry, message: str, reason: str) -> None:
+        """A Warning event (rate-limited) and, once per error spell, a Synced=False condition."""
+        job = self.job(key)
+        if job is None:
+            return
+        await self.events.post(job, "ApiError", message, "Warning")
+        if not retry.reported:
+            retry.reported = await self._condition(job, "Synced", "False", reason, message)
+
+    async def _succeeded(self, key: JobKey) -> None:
+        """A pass went through: forget the job's retries; clear a Synced=False it shows."""
+        retry = self.retries.pop(key, None)
+        job = self.job(key)
+        if retry is not None and job is not None and _condition_of(job, "Synced") == "False":
+            await self._condition(job, "Synced", "True", "Recovered",
+                                  f"the API calls went through after {retry.attempts} retries")
+
+    async def _condition(self, job: dict[str, Any], type_: str, value: str, reason: str,
+                         message: str) -> bool:
+        """Set one condition of the job's status (best effort: False when the write failed)."""
+        status = dict(job.get("status") or {})
+        status["conditions"] = _with_condition(status.get("conditions") or [], {
+            "type": type_, "status": value, "reason": reason, "message": message[:1024],
+            "lastTransitionTime": _now()})
+        try:
+            return await kube.put_status(self.client, job, status) is not None
+        except (ApiStatusError, httpx.HTTPError):
+            return False
+
+    async def _fail_task(self, key: JobKey, exc: Exception, what: str, scope: trio.CancelScope) -> None:
+        """A permanent API error: the job fails, naming it, from a clean slate (its own task:
+        the clean slate waits for the deletions)."""
+        try:
+            with scope:
+                job = self.job(key)
+                if job is not None:
+                    await self._fail(job, "Invalid", f"{what}: the API server refused a write: "
+                                     f"{_describe(exc)}", clean=True)
+        except Exception as again:  # noqa: BLE001 - the boundary
+            self._on_error(key, again, "recording the failure")
+        finally:
+            if self.submitting.get(key) is scope:
+                del self.submitting[key]
 
     # --- one job ---------------------------------------------------------------------------
 
@@ -158,7 +251,11 @@ class Controller:
             if scope is not None:
                 scope.cancel()
             self.reported.pop(key, None)
+            self.retries.pop(key, None)
             return
+        retry = self.retries.get(key)
+        if key in self.submitting or (retry is not None and trio.current_time() < retry.until):
+            return                          # a task owns the job, or its retry will mark it
         status = job.get("status") or {}
         phase = status.get("phase") or ""
         generation = job["metadata"].get("generation", 1)
@@ -170,12 +267,12 @@ class Controller:
             await self._fail(job, "InvalidSpec", str(exc))
             return
         if phase in ("", "Submitting", "Failed"):
-            if key not in self.submitting:
-                scope = trio.CancelScope()
-                self.submitting[key] = scope
-                self.nursery.start_soon(self._submission, key, job, spec, scope)
+            scope = trio.CancelScope()
+            self.submitting[key] = scope
+            self.nursery.start_soon(self._submission, key, job, spec, scope)
             return
         await self._reconcile_running(key, job, spec)
+        await self._succeeded(key)
 
     async def _reconcile_running(self, key: JobKey, job: dict[str, Any], spec: JobSpec) -> None:
         configmaps = [c for c in self.objects_of("ConfigMap", key)
@@ -195,17 +292,18 @@ class Controller:
         if step.what == "create":
             await kube.create(self.client, obj)
         elif step.what == "update_pe":
-            if await kube.replace(self.client, obj) is not None and step.reason:
-                await kube.post_event(self.client, obj, step.reason, step.message, step.type_)
+            kube.written(await kube.replace(self.client, obj))
+            if step.reason:
+                await self.events.post(obj, step.reason, step.message, step.type_)
             return
         elif step.what == "delete":
             meta = obj["metadata"]
             await kube.delete(self.client, obj["kind"], meta.get("namespace") or "default",
                               meta["name"], propagation=step.propagation, uid=meta.get("uid"))
         elif step.what == "pe_status":
-            await kube.put_status(self.client, obj, step.status or {})
+            kube.written(await kube.put_status(self.client, obj, step.status or {}))
         if step.what == "event" or (step.reason and step.what != "pe_status"):
-            await kube.post_event(self.client, obj, step.reason, step.message, step.type_)
+            await self.events.post(obj, step.reason, step.message, step.type_)
 
     async def _job_status(self, job: dict[str, Any], view: reconcile.JobView) -> None:
         status = dict(job.get("status") or {})
@@ -214,21 +312,28 @@ class Controller:
         phase = "Running" if full else "Submitted"
         new = {**status, "phase": phase, "peCount": len(view.configmaps)}
         if new != status:
-            await kube.put_status(self.client, job, new)
+            kube.written(await kube.put_status(self.client, job, new))
             if phase == "Running" and status.get("phase") != "Running":
-                await kube.post_event(self.client, job, "Running",
+                await self.events.post(job, "Running",
                                       f"all {len(pes)} processing elements are running and connected")
 
     # --- submission ------------------------------------------------------------------------
 
     async def _submission(self, key: JobKey, job: dict[str, Any], spec: JobSpec,
                           scope: trio.CancelScope) -> None:
+        failed: Exception | None = None
         try:
             with scope:
                 await self._submit(key, job, spec)
+        except Exception as exc:  # noqa: BLE001 - the boundary: one job's error stays its own
+            failed = exc
         finally:
             if self.submitting.get(key) is scope:
                 del self.submitting[key]
+        if failed is not None:
+            self._on_error(key, failed, "submission")
+        else:
+            self.retries.pop(key, None)
             self.mark(key)
 
     async def _submit(self, key: JobKey, job: dict[str, Any], spec: JobSpec) -> None:
@@ -237,7 +342,7 @@ class Controller:
             await self._clean_slate(key, job)
         job = await kube.put_status(self.client, job, {"phase": "Submitting", "submissionTime": _now(),
                                                         "observedGeneration": job["metadata"].get("generation", 1)}) or job
-        await kube.post_event(self.client, job, "Submitting", f"fetching bundle {spec.bundle_name}")
+        await self.events.post(job, "Submitting", f"fetching bundle {spec.bundle_name}")
         timeout = spec.submission_timeout
         with trio.move_on_after(timeout if math.isfinite(timeout) else math.inf) as deadline:
             try:
@@ -256,11 +361,11 @@ class Controller:
         done = {**(latest.get("status") or {}), "phase": "Submitted", "peCount": len(prepared.pes),
                 "hostPools": len(prepared.app.host_pools), "fusionNodes": prepared.nodes, "message": "",
                 "observedGeneration": job["metadata"].get("generation", 1),
-                "conditions": [{"type": "Submitted", "status": "True", "reason": "Fused",
-                                "message": f"fused into {len(prepared.pes)} PEs",
-                                "lastTransitionTime": _now()}]}
-        await kube.put_status(self.client, latest, done)
-        await kube.post_event(self.client, latest, "Submitted",
+                "conditions": _with_condition((latest.get("status") or {}).get("conditions") or [], {
+                    "type": "Submitted", "status": "True", "reason": "Fused",
+                    "message": f"fused into {len(prepared.pes)} PEs", "lastTransitionTime": _now()})}
+        kube.written(await kube.put_status(self.client, latest, done))
+        await self.events.post(latest, "Submitted",
                               f"bundle {spec.bundle_name} fused into {len(prepared.pes)} processing elements")
 
     async def _fail(self, job: dict[str, Any], reason: str, message: str, clean: bool = False) -> None:
@@ -271,10 +376,11 @@ class Controller:
         latest = self.job(_job_key_of(job)) or job
         status = {**(latest.get("status") or {}), "phase": "Failed", "message": message,
                   "observedGeneration": latest["metadata"].get("generation", 1),
-                  "conditions": [{"type": "Submitted", "status": "False", "reason": reason,
-                                  "message": message, "lastTransitionTime": _now()}]}
-        await kube.put_status(self.client, latest, status)
-        await kube.post_event(self.client, latest, reason, message, "Warning")
+                  "conditions": _with_condition((latest.get("status") or {}).get("conditions") or [], {
+                      "type": "Submitted", "status": "False", "reason": reason, "message": message,
+                      "lastTransitionTime": _now()})}
+        kube.written(await kube.put_status(self.client, latest, status))
+        await self.events.post(latest, reason, message, "Warning")
 
     async def _clean_slate(self, key: JobKey | None, job: Mapping[str, Any]) -> None:
         """Delete what a submission made (Foreground), so a retry starts from nothing."""
@@ -308,7 +414,8 @@ class Controller:
 
     async def _check_widths(self, key: JobKey, job: dict[str, Any], spec: JobSpec) -> None:
         regions = self.objects_of("ParallelRegion", key)
-        changed = [r for r in regions if (r.get("status") or {}).get("width") != r["spec"].get("width")]
+        changed = [r for r in regions if (r.get("status") or {}).get("width") != r["spec"].get("width")
+                   and (r.get("status") or {}).get("refusedWidth") != r["spec"].get("width")]
         if not changed or key in self.widths_busy:
             return
         self.widths_busy.add(key)
@@ -318,9 +425,50 @@ class Controller:
                        regions: list[dict[str, Any]], changed: list[dict[str, Any]]) -> None:
         """The seed's second backend role: re-fuse from the stored ADL for new widths; only
         PEs whose content id changed get a new launch (by the plan's content-id rule)."""
+        from . import refuse
         try:
-            from . import refuse
             await refuse.apply_widths(self, key, job, spec, regions, changed)
-        finally:
+        except Exception as exc:  # noqa: BLE001 - the boundary: one job's error stays its own
             self.widths_busy.discard(key)
-            self.mark(key)
+            self._on_error(key, exc, "width change")
+            return
+        self.widths_busy.discard(key)
+        self.mark(key)
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, ApiStatusError):
+        return f"{exc.code} {exc.reason}: {exc.message}"
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+def _reason_of(exc: BaseException) -> str:
+    if isinstance(exc, ApiStatusError):
+        return exc.reason or "ApiError"
+    if isinstance(exc, httpx.TimeoutException):
+        return "Timeout"
+    if isinstance(exc, httpx.HTTPError):
+        return "ConnectionError"
+    return "InternalError"
+
+
+def _condition_of(obj: Mapping[str, Any], type_: str) -> str | None:
+    for cond in (obj.get("status") or {}).get("conditions") or ():
+        if cond.get("type") == type_:
+            return cond.get("status")
+    return None
+
+
+def _with_condition(conditions: list[dict[str, Any]], new: dict[str, Any]) -> list[dict[str, Any]]:
+    """The list with `new` replacing the condition of its type (its transition time kept when
+    the status did not change)."""
+    out, seen = [], False
+    for cond in conditions:
+        if cond.get("type") == new["type"]:
+            seen = True
+            if cond.get("status") == new["status"]:
+                new = {**new, "lastTransitionTime": cond.get("lastTransitionTime", new["lastTransitionTime"])}
+            out.append(new)
+        else:
+            out.append(cond)
+    return out if seen else [*out, new]

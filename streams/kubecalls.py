@@ -2,8 +2,10 @@
 
 Every write a controller makes may be repeated after a crash, so each call here says what a
 repeat means: `create` treats 409 AlreadyExists as done, `delete` treats 404 as done, `replace`
-and `put_status` return None on a 409 Conflict (someone changed the object: the next watch event
-brings the new version and the reconcile runs again).
+and `put_status` return None on a 409 Conflict (someone changed the object: the caller plans again
+on fresher caches). Any other error raises `ApiStatusError`; `permanent(exc)` tells the ones a
+retry cannot mend (400, 422: the request itself is wrong) from the transient ones (5xx, 429, 409,
+timeouts), which the controller retries with backoff.
 """
 
 from __future__ import annotations
@@ -59,9 +61,35 @@ async def create(client: httpx.AsyncClient, obj: Mapping[str, Any]) -> dict[str,
     """POST an object; None if one of that name exists already (a repeat is no error)."""
     ns = obj["metadata"].get("namespace") or "default"
     resp = await client.post(KINDS[obj["kind"]].collection(ns), json=obj)
-    if resp.status_code == 409:
+    if resp.status_code == 409 and _reason(resp) == "AlreadyExists":
         return None
     return check(resp)
+
+
+def _reason(resp: httpx.Response) -> str:
+    try:
+        return str(resp.json().get("reason") or "")
+    except (ValueError, AttributeError):
+        return ""
+
+
+class Stale(Exception):
+    """A write lost to a conflict (None from `replace`/`put_status`): plan again on fresher caches."""
+
+
+def written(answer: dict[str, Any] | None) -> dict[str, Any]:
+    """A write's answer, or Stale when the write was lost to a conflict."""
+    if answer is None:
+        raise Stale("the object changed meanwhile")
+    return answer
+
+
+PERMANENT_CODES = (400, 422)
+
+
+def permanent(exc: BaseException) -> bool:
+    """Whether an API error is the request's own fault (a retry would be refused the same way)."""
+    return isinstance(exc, ApiStatusError) and exc.code in PERMANENT_CODES
 
 
 async def get(client: httpx.AsyncClient, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
@@ -91,13 +119,14 @@ async def put_status(client: httpx.AsyncClient, obj: Mapping[str, Any],
 
 async def delete(client: httpx.AsyncClient, kind: str, namespace: str, name: str, *,
                  propagation: str = "Background", uid: str | None = None) -> bool:
-    """DELETE with a propagation policy (and a uid precondition); False if it was gone."""
+    """DELETE with a propagation policy (and a uid precondition); False if it was gone.
+    A 409 (the uid precondition failed, or the server could not do it now) raises: plan again."""
     body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions",
                             "propagationPolicy": propagation}
     if uid:
         body["preconditions"] = {"uid": uid}
     resp = await client.request("DELETE", KINDS[kind].path(namespace, name), json=body)
-    if resp.status_code in (404, 409):
+    if resp.status_code == 404:
         return False
     check(resp)
     return True
