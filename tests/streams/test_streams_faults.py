@@ -32,10 +32,11 @@ def job_doc(name: str) -> dict:
 
 
 def write(api: httpx.Client, method: str, path: str, done: tuple[int, ...], **kw) -> None:
-    """The test's own writes meet the same faults: retry until the server says it is done."""
+    """The test's own writes meet the same faults: retry until the server says it is done
+    (a 409 is done only as AlreadyExists; an injected Conflict wrote nothing)."""
     for _ in range(100):
         resp = api.request(method, path, **kw)
-        if resp.status_code in done:
+        if resp.status_code in done and (resp.status_code != 409 or resp.json().get("reason") == "AlreadyExists"):
             return
         assert resp.status_code in RETRIED, resp.text
         time.sleep(0.05)
@@ -68,6 +69,16 @@ def scale(api: httpx.Client, job: str, width: int) -> None:
 
 def settled(api: httpx.Client, job: str, width: int) -> bool:
     """The width applied, one PE per AADL ConfigMap, one pod of the current launch per PE."""
+    ok = _settled(api, job, width)
+    if not ok:
+        LAST[str(api.base_url)] = (job, snapshot(api, job), region(api, job).get("status"), status(api, job))
+    return ok
+
+
+LAST: dict[str, tuple] = {}     # the last unsettled job per cluster: what a timeout reports
+
+
+def _settled(api: httpx.Client, job: str, width: int) -> bool:
     pr = region(api, job)
     found = pes(api, job)
     pods = items(api, "/api/v1/namespaces/default/pods", job)
@@ -149,7 +160,7 @@ def test_twenty_jobs_under_ten_percent_write_faults_end_as_without_faults(two_cl
     for t in threads:
         t.join()
     if errors:
-        raise errors[0]
+        raise AssertionError(f"last unsettled: {LAST}") from errors[0]
 
     for job in JOBS:
         assert snapshot(faulty.api, job) == snapshot(clean.api, job), job
