@@ -175,3 +175,53 @@ def test_twenty_jobs_under_ten_percent_write_faults_end_as_without_faults(two_cl
     log = open(faulty.streams.log_path, encoding="utf-8", errors="replace").read()
     assert "retrying" in log
     assert "Traceback" not in log
+
+
+@pytest.fixture
+def one_cluster(ring_name, tmp_path):
+    bundles = tmp_path / "bundles"
+    bundles.mkdir()
+    (bundles / "par.sab").write_bytes(appgen.make_sab(appgen.pipeline_adl(operators=5, parallel=(2, 2))))
+    c = Cluster(ring_name)
+    try:
+        c.start_sim()
+        c.start_streams(str(bundles), extra=["--no-operators"])
+        yield c
+    finally:
+        c.close()
+
+
+def events_of(api: httpx.Client, name: str, reason: str) -> list[dict]:
+    resp = api.get("/api/v1/namespaces/default/events",
+                   params={"fieldSelector": f"involvedObject.name={name},reason={reason}"})
+    return resp.json()["items"]
+
+
+def test_too_long_name_fails_that_job_and_a_refused_width_is_recorded_once(one_cluster):
+    c = one_cluster
+    api = c.api
+    assert api is not None and c.streams is not None
+    pid = c.streams.pid
+    long_name = "a" * 64
+    write(api, "POST", f"{GROUP}/streamsjobs", (201,), json=job_doc(long_name))
+    write(api, "POST", f"{GROUP}/streamsjobs", (201,), json=job_doc("ok"))
+    st = wait_for(lambda: (s := status(api, long_name)).get("phase") == "Failed" and s, 30,
+                  "the long-named job Failed")
+    assert "metadata.name" in st["message"] and "63" in st["message"]
+    assert st["conditions"][0]["reason"] == "InvalidSpec"
+    wait_for(lambda: settled(api, "ok", 2), 30, "the other job served")
+
+    # kubectl scale stpr/ok-op2 --replicas=20000: refused once, not retried until the spec changes
+    scale(api, "ok", 20000)
+    pr = wait_for(lambda: (r := region(api, "ok")).get("status", {}).get("refusedWidth") == 20000 and r,
+                  30, "the refusal recorded on the region")
+    assert pr["status"]["width"] == 2
+    assert pr["status"]["conditions"][0]["reason"] == "WidthRefused"
+    assert "20000" in pr["status"]["message"]
+    time.sleep(2)
+    assert len(events_of(api, "ok-op2", "WidthRefused")) == 1
+    assert region(api, "ok")["metadata"]["resourceVersion"] == pr["metadata"]["resourceVersion"]
+    scale(api, "ok", 3)
+    wait_for(lambda: settled(api, "ok", 3), 30, "a width the fuser takes applied")
+    assert "refusedWidth" not in region(api, "ok")["status"]
+    assert c.streams.alive() and c.streams.pid == pid
