@@ -668,6 +668,8 @@ class Api:
         pdb = eviction.may_evict(self.store, self._must_get(PODS, ns, name))
         opts = body.get("deleteOptions") or {}
         if req.param("dryRun") != "All" and opts.get("dryRun") != ["All"]:
+            pod = self._must_get(PODS, ns, name)
+            self.store.replace("pods", eviction.with_disruption_target(pod, objects.now_rfc3339()))
             self.delete_object(PODS, ns, name, opts.get("propagationPolicy"))
             if pdb is not None:
                 self.store.replace(PDBS.bucket, disruption.with_evicted(pdb, name))

@@ -57,6 +57,7 @@ SUBMITTED_KINDS = ("ProcessingElement", "ConfigMap", "HostPool", "ParallelRegion
                    "ConsistentRegionOperator")   # what a submission makes (and a retry removes)
 CLEAN_SLATE_SECONDS = 30.0
 RETRY_DELAYS = tuple(backoff_delays())
+DISRUPTIONS_KEPT = 1000
 
 
 @dataclasses.dataclass
@@ -104,6 +105,7 @@ class Controller:
         self.reported: dict[JobKey, set[str]] = {}
         self.widths_busy: set[JobKey] = set()
         self.retries: dict[JobKey, Retry] = {}
+        self.disrupted: dict[JobKey, dict[str, str]] = {}   # pods deleted by a disruption, per job
         self.events = Events(client)
         self.synced = trio.Event()
         self.operators: Any = None
@@ -151,10 +153,23 @@ class Controller:
 
     async def _route(self, receive: trio.MemoryReceiveChannel) -> None:
         async for batch in receive:
-            for _type, obj in batch.events or ():
-                self.mark(_job_key_of(obj))
+            for type_, obj in batch.events or ():
+                key = _job_key_of(obj)
+                if batch.kind == "Pod" and type_ == "DELETED" and key is not None:
+                    self._remember_disruption(key, obj)
+                self.mark(key)
             if batch.kind == "ConsistentRegionOperator" and self.operators is not None:
                 self.operators.update(self.informers["ConsistentRegionOperator"].store)
+
+    def _remember_disruption(self, key: JobKey, pod: Mapping[str, Any]) -> None:
+        """A pod deleted with `DisruptionTarget` (evicted, preempted): the plan counts it as a
+        failure, not a user's deletion. Only the latest few per job are kept."""
+        why = reconcile.disruption(pod)
+        if why:
+            seen = self.disrupted.setdefault(key, {})
+            seen[pod["metadata"]["name"]] = why
+            while len(seen) > DISRUPTIONS_KEPT:
+                del seen[next(iter(seen))]
 
     async def _reconcile_loop(self) -> None:
         while True:
@@ -252,6 +267,7 @@ class Controller:
                 scope.cancel()
             self.reported.pop(key, None)
             self.retries.pop(key, None)
+            self.disrupted.pop(key, None)
             return
         retry = self.retries.get(key)
         if key in self.submitting or (retry is not None and trio.current_time() < retry.until):
@@ -281,7 +297,7 @@ class Controller:
         view = reconcile.JobView(job=job, configmaps=configmaps, pes=self.objects_of("ProcessingElement", key),
                                  pods=self.objects_of("Pod", key),
                                  host_pools_expected=int((job.get("status") or {}).get("hostPools") or 0),
-                                 host_pools_present=len(pools))
+                                 host_pools_present=len(pools), disrupted=self.disrupted.get(key, {}))
         for step in reconcile.plan_job(view, spec=spec, reported=self.reported.setdefault(key, set())):
             await self._carry_out(step)
         await self._check_widths(key, job, spec)
