@@ -105,6 +105,7 @@ class Controller:
         self.reported: dict[JobKey, set[str]] = {}
         self.widths_busy: set[JobKey] = set()
         self.retries: dict[JobKey, Retry] = {}
+        self.orphans: set[str] = set()                         # PE uids reported without a Job
         self.disrupted: dict[JobKey, dict[str, str]] = {}   # pods deleted by a disruption, per job
         self.events = Events(client)
         self.synced = trio.Event()
@@ -261,6 +262,8 @@ class Controller:
 
     async def reconcile(self, key: JobKey) -> None:
         job = self.job(key)
+        if job is None:
+            await self._report_orphans(key)
         if job is None or job["metadata"].get("deletionTimestamp"):
             scope = self.submitting.pop(key, None)
             if scope is not None:
@@ -282,13 +285,25 @@ class Controller:
         except LogicalError as exc:
             await self._fail(job, "InvalidSpec", str(exc))
             return
-        if phase in ("", "Submitting", "Failed"):
+        modified = phase in ("Submitted", "Running") and status.get("observedGeneration") not in (None, generation)
+        if phase in ("", "Submitting", "Failed") or modified:
             scope = trio.CancelScope()
             self.submitting[key] = scope
             self.nursery.start_soon(self._submission, key, job, spec, scope)
             return
         await self._reconcile_running(key, job, spec)
         await self._succeeded(key)
+
+    async def _report_orphans(self, key: JobKey) -> None:
+        """A PE whose Job does not exist (made by hand, or left by an orphaning delete): one
+        Warning event per PE; nothing is run for it."""
+        for pe in self.objects_of("ProcessingElement", key):
+            uid = pe["metadata"].get("uid", "")
+            meta = pe["metadata"]
+            if uid not in self.orphans and not meta.get("deletionTimestamp") and not meta.get("ownerReferences"):
+                self.orphans.add(uid)
+                await self.events.post(pe, "OrphanPE", f"processing element {pe['metadata']['name']}: its "
+                                       f"Job {key[0]}/{key[1]} does not exist; nothing runs for it", "Warning")
 
     async def _reconcile_running(self, key: JobKey, job: dict[str, Any], spec: JobSpec) -> None:
         configmaps = [c for c in self.objects_of("ConfigMap", key)
@@ -301,7 +316,20 @@ class Controller:
         for step in reconcile.plan_job(view, spec=spec, reported=self.reported.setdefault(key, set())):
             await self._carry_out(step)
         await self._check_widths(key, job, spec)
+        await self._part_statuses(key, configmaps)
         await self._job_status(job, view)
+
+    async def _part_statuses(self, key: JobKey, configmaps: list[dict[str, Any]]) -> None:
+        """HostPool and ParallelRegion status (phase, the region's pod selector for /scale)."""
+        docs = [reconcile.pe_doc(c) for c in configmaps]
+        for kind, new_status in (("ParallelRegion", lambda o: reconcile.region_status(o, docs, key[1])),
+                                 ("HostPool", lambda o: reconcile.pool_status(o, docs))):
+            for obj in self.objects_of(kind, key):
+                if key in self.widths_busy and kind == "ParallelRegion":
+                    continue                      # the width change writes it
+                status = new_status(obj)
+                if status != (obj.get("status") or {}):
+                    kube.written(await kube.put_status(self.client, obj, status))
 
     async def _carry_out(self, step: reconcile.Step) -> None:
         obj = step.obj
@@ -354,7 +382,12 @@ class Controller:
 
     async def _submit(self, key: JobKey, job: dict[str, Any], spec: JobSpec) -> None:
         status = job.get("status") or {}
-        if status.get("phase") == "Failed":
+        generation = job["metadata"].get("generation", 1)
+        if status.get("phase") in ("Submitted", "Running") and status.get("observedGeneration") != generation:
+            await self.events.post(job, "Modified", f"the spec changed (generation {generation}): "
+                                   "resubmitting from a clean slate")
+            await self._clean_slate(key, job)
+        elif status.get("phase") == "Failed":
             await self._clean_slate(key, job)
         job = await kube.put_status(self.client, job, {"phase": "Submitting", "submissionTime": _now(),
                                                         "observedGeneration": job["metadata"].get("generation", 1)}) or job

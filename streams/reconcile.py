@@ -241,3 +241,29 @@ def _status(pe: Obj, old: Mapping[str, Any], *, phase: str | None, conn: str,
     if new == dict(old):
         return []
     return [Step("pe_status", pe, status=new)]
+
+
+def region_status(region: Mapping[str, Any], docs: Sequence[Mapping[str, Any]], job: str) -> Obj:
+    """A ParallelRegion's status: its phase and `selector`, the label selector of its PEs' pods
+    (the `/scale` labelSelectorPath, so an HorizontalPodAutoscaler can find them)."""
+    status = dict(region.get("status") or {})
+    spec = region.get("spec") or {}
+    pes = sorted(int(d["index"]) for d in docs if d.get("parallelRegion") == spec.get("name"))
+    if status.get("refusedWidth") == spec.get("width"):
+        status["phase"] = "Refused"
+    elif status.get("width") == spec.get("width"):
+        status["phase"] = "Running"
+    else:
+        status["phase"] = "Scaling"
+    selector = f"{objects.LABEL_JOB}={job},{objects.LABEL_KIND}=pod"
+    status["selector"] = selector + (f",{LABEL_PE} in ({','.join(map(str, pes))})" if pes else "")
+    return status
+
+
+def pool_status(pool: Mapping[str, Any], docs: Sequence[Mapping[str, Any]]) -> Obj:
+    """A HostPool's status: Ready, and how many of the job's PEs it places."""
+    index = (pool.get("spec") or {}).get("index")
+    placed = sum(1 for d in docs if (d.get("hostPool") or {}).get("index") == index)
+    return {**(pool.get("status") or {}), "phase": "Ready",
+            "message": f"{placed} processing element{'s' if placed != 1 else ''} placed in this pool",
+            "observedGeneration": pool["metadata"].get("generation", 1)}
