@@ -40,7 +40,7 @@ from typing import Any
 import httpx
 import trio
 
-from kube.client import ApiStatusError, Informer, backoff_delays
+from kube.client import ApiStatusError, Informer, backoff_delays, check
 from . import kubecalls as kube, reconcile, submission
 from .events import Events
 from .errors import LogicalError
@@ -441,7 +441,7 @@ class Controller:
                 if any(r.get("uid") == uid for r in obj["metadata"].get("ownerReferences") or ()):
                     await kube.delete(self.client, kind, key[0], obj["metadata"]["name"],
                                       propagation="Foreground")
-        for obj in await self._listed(key, "ConsistentRegion"):
+        for obj in await self.listed(key, "ConsistentRegion"):
             await kube.delete(self.client, "ConsistentRegion", key[0], obj["metadata"]["name"],
                               propagation="Foreground")
         # Foreground keeps an owner until its dependents are gone: a retry that created the same
@@ -454,10 +454,11 @@ class Controller:
         return any(any(r.get("uid") == uid for r in o["metadata"].get("ownerReferences") or ())
                    for o in self.objects_of(kind, key))
 
-    async def _listed(self, key: JobKey, kind: str) -> list[dict[str, Any]]:
+    async def listed(self, key: JobKey, kind: str) -> list[dict[str, Any]]:
+        """The job's objects of a kind the controller does not watch, read from the API."""
         resp = await self.client.get(kube.KINDS[kind].collection(key[0]),
                                      params={"labelSelector": f"{LABEL_JOB}={key[1]}"})
-        return (resp.json().get("items") or []) if resp.status_code == 200 else []
+        return (check(resp) or {}).get("items") or []
 
     # --- parallel region width (/scale) ----------------------------------------------------
 

@@ -67,6 +67,7 @@ async def apply_widths(ctl: Any, key: tuple[str, str], job: dict[str, Any], spec
     for index in removed:
         cm = existing[index]
         await kube.delete(ctl.client, "ConfigMap", key[0], cm["metadata"]["name"])
+    await _members(ctl, key, prepared)
     await _record(ctl, job, prepared, changed, added, removed, replaced)
 
 
@@ -103,6 +104,15 @@ async def _write_configmaps(ctl: Any, spec: JobSpec, job: Mapping[str, Any], pre
             kube.written(await kube.replace(ctl.client, updated))
             replaced.append(doc["index"])
     return added, replaced
+
+
+async def _members(ctl: Any, key: tuple[str, str], prepared: Any) -> None:
+    """Each ConsistentRegion's `pesInRegion` as the new fusion has it (its operator follows)."""
+    for cr in await ctl.listed(key, "ConsistentRegion"):
+        index = (cr.get("spec") or {}).get("regionIndex")
+        members = sorted(d["index"] for d in prepared.docs if index in d["consistentRegions"])
+        if members and members != (cr.get("spec") or {}).get("pesInRegion"):
+            kube.written(await kube.replace(ctl.client, {**cr, "spec": {**cr["spec"], "pesInRegion": members}}))
 
 
 async def _record(ctl: Any, job: Mapping[str, Any], prepared: Any, changed: list[dict[str, Any]],
