@@ -2,8 +2,12 @@
 
     cliutil  one-line usage errors (exit 2) and failures (exit 1) for every `ykshm` subcommand
     shimstatus  where a shim publishes its state (/tmp/ykshm-NAME.shim.json), for its readers
+    podhosts Service names for ykshm processes run as sim-cluster pods (YKSHM_HOSTS, search list)
     quantity Kubernetes quantities ("500m", "1Gi") as integers, YuniKorn's vcore rule
-    replay   a connection handed to hypercorn after we read its head (ReplayStream, DateHeader)
+    http1    the HTTP/1.1 fast path beside hypercorn (web and cr-operator): parser, writer,
+             connection limits, worker loop, router, ASGI body reader (see its map)
+    configsection  one way to declare a validated config section (msgspec Struct + Go's value rules)
+    safeyaml YAML at a bounded cost (aliases, nodes, depth, bytes, time): validate-conf, config files
 
 every package but `shm` may import it; it imports none of them.
 """
