@@ -213,8 +213,8 @@ def test_too_long_name_fails_that_job_and_a_refused_width_is_recorded_once(one_c
 
     # kubectl scale stpr/ok-op2 --replicas=20000: refused once, not retried until the spec changes
     scale(api, "ok", 20000)
-    pr = wait_for(lambda: (r := region(api, "ok")).get("status", {}).get("refusedWidth") == 20000 and r,
-                  30, "the refusal recorded on the region")
+    pr = wait_for(lambda: (r := region(api, "ok")).get("status", {}).get("refusedWidth") == 20000
+                  and r["status"].get("phase") == "Refused" and r, 30, "the refusal recorded on the region")
     assert pr["status"]["width"] == 2
     assert pr["status"]["conditions"][0]["reason"] == "WidthRefused"
     assert "20000" in pr["status"]["message"]
