@@ -41,7 +41,7 @@ import httpx
 import trio
 
 from kube.client import ApiStatusError, Informer, backoff_delays, check
-from . import kubecalls as kube, reconcile, submission
+from . import kubecalls as kube, reconcile, repair, submission
 from .events import Events
 from .errors import LogicalError
 from .jobspec import JobSpec, read_job
@@ -50,8 +50,8 @@ from .objects import LABEL_JOB, LABEL_KIND
 log = logging.getLogger("ykshm.streams")
 
 JobKey = tuple[str, str]          # (namespace, name)
-WATCHED = ("Job", "ProcessingElement", "HostPool", "ParallelRegion", "ConsistentRegionOperator",
-           "Pod", "ConfigMap")
+WATCHED = ("Job", "ProcessingElement", "HostPool", "ParallelRegion", "ConsistentRegion",
+           "ConsistentRegionOperator", "Pod", "ConfigMap")
 LABELLED = ("Pod", "ConfigMap")   # watched by label: only the ones our jobs own
 SUBMITTED_KINDS = ("ProcessingElement", "ConfigMap", "HostPool", "ParallelRegion",
                    "ConsistentRegionOperator")   # what a submission makes (and a retry removes)
@@ -158,6 +158,8 @@ class Controller:
                 key = _job_key_of(obj)
                 if batch.kind == "Pod" and type_ == "DELETED" and key is not None:
                     self._remember_disruption(key, obj)
+                if batch.kind == "ConsistentRegion" and type_ == "MODIFIED":
+                    continue        # the operator's status writes: nothing for the controller
                 self.mark(key)
             if batch.kind == "ConsistentRegionOperator" and self.operators is not None:
                 self.operators.update(self.informers["ConsistentRegionOperator"].store)
@@ -313,11 +315,28 @@ class Controller:
                                  pods=self.objects_of("Pod", key),
                                  host_pools_expected=int((job.get("status") or {}).get("hostPools") or 0),
                                  host_pools_present=len(pools), disrupted=self.disrupted.get(key, {}))
+        if await self._repaired(key, job, spec, view):
+            return                  # the next pass sees what was re-made (the plan would not)
         for step in reconcile.plan_job(view, spec=spec, reported=self.reported.setdefault(key, set())):
             await self._carry_out(step)
         await self._check_widths(key, job, spec)
         await self._part_statuses(key, configmaps)
         await self._job_status(job, view)
+
+    async def _repaired(self, key: JobKey, job: dict[str, Any], spec: JobSpec,
+                        view: reconcile.JobView) -> bool:
+        """Re-make what a user deleted of the job (repair.py), once its widths are settled."""
+        regions = self.objects_of("ParallelRegion", key)
+        settled = key not in self.widths_busy and all(
+            (r.get("status") or {}).get("width") in (r["spec"].get("width"), None) or
+            (r.get("status") or {}).get("refusedWidth") == r["spec"].get("width") for r in regions)
+        what = repair.missing([reconcile.pe_doc(c) for c in view.configmaps], view.pes, view.host_pools_present,
+                              view.host_pools_expected, len(self.objects_of("ConsistentRegion", key)),
+                              bool(self.objects_of("ConsistentRegionOperator", key)))
+        if not what or not settled:
+            return False
+        return await repair.repair(self, key, job, spec, self.objects_of("ConfigMap", key), view.pes,
+                                   regions, what)
 
     async def _part_statuses(self, key: JobKey, configmaps: list[dict[str, Any]]) -> None:
         """HostPool and ParallelRegion status (phase, the region's pod selector for /scale)."""

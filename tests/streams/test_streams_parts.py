@@ -65,3 +65,24 @@ def test_region_selector_pool_status_modify_and_orphan_pe(cluster):
           "spec": {"jobName": "ghost", "id": 0, "launchCount": 1}}
     write(api, "POST", f"{GROUP}/streamspes", (201,), json=pe)
     wait_for(lambda: events_of(api, "ghost-0", "OrphanPE"), 30, "the orphan PE reported")
+
+
+def test_deleted_aadl_configmap_and_host_pool_are_repaired(cluster):
+    api = cluster.api
+    assert api is not None
+    write(api, "POST", f"{GROUP}/streamsjobs", (201,), json=job_doc("r"))
+    wait_for(lambda: settled(api, "r", 2), 30, "the job submitted")
+    cm = api.get("/api/v1/namespaces/default/configmaps/r-1-aadl").json()
+    pe = api.get(f"{GROUP}/streamspes/r-1").json()
+    pools = api.get(f"{GROUP}/streamshostpools", params={"labelSelector": "streams.ibm.com/job=r"}).json()["items"]
+    write(api, "DELETE", "/api/v1/namespaces/default/configmaps/r-1-aadl", (200,))
+    write(api, "DELETE", f"{GROUP}/streamshostpools/{pools[0]['metadata']['name']}", (200,))
+    again = wait_for(lambda: (r := api.get("/api/v1/namespaces/default/configmaps/r-1-aadl")).status_code == 200
+                     and r.json()["metadata"]["uid"] != cm["metadata"]["uid"] and r.json(), 30, "the AADL re-made")
+    assert again["data"] == cm["data"]                      # byte-identical: the same PE, the same work
+    wait_for(lambda: api.get(f"{GROUP}/streamshostpools/{pools[0]['metadata']['name']}").status_code == 200,
+             30, "the host pool re-made")
+    after = api.get(f"{GROUP}/streamspes/r-1").json()
+    assert after["metadata"]["uid"] == pe["metadata"]["uid"] and after["spec"]["launchCount"] == 1
+    assert events_of(api, "r", "Repaired")
+    wait_for(lambda: settled(api, "r", 2), 30, "the job whole again")
