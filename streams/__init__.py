@@ -9,6 +9,7 @@
     fusion      FusionSpec (Job `fusion` + `threadingModel`), the automatic PE count, fuse / refuse
     aadl        one deterministic AADL document per PE, and its content id
     fetch       bundle sources (file, http + CA from a ConfigMap, github + token from a Secret), cache
+    fetchpolicy where a bundle URL may lead (no loopback/link-local/metadata) and who gets a token
 
 The instance controller (`ykshm streams`):
 

@@ -43,6 +43,7 @@ import trio
 from kube.client import ApiStatusError, Informer, backoff_delays, check
 from . import kubecalls as kube, reconcile, repair, submission
 from .events import Events
+from .fetchpolicy import FetchPolicy
 from .errors import LogicalError
 from .jobspec import JobSpec, read_job
 from .objects import LABEL_JOB, LABEL_KIND
@@ -77,6 +78,8 @@ class Settings:
     cache_dir: str
     namespace: str | None = None
     operator_argv: list[str] | None = None    # how to start `ykshm cr-operator` (None: not at all)
+    fetch_policy: FetchPolicy = dataclasses.field(default_factory=FetchPolicy)
+    max_submissions: int = 4                  # submissions fetching and parsing at once
 
 
 def _now() -> str:
@@ -105,6 +108,7 @@ class Controller:
         self.reported: dict[JobKey, set[str]] = {}
         self.widths_busy: set[JobKey] = set()
         self.retries: dict[JobKey, Retry] = {}
+        self.fetch_slots = trio.CapacityLimiter(settings.max_submissions)
         self.orphans: set[str] = set()                         # PE uids reported without a Job
         self.disrupted: dict[JobKey, dict[str, str]] = {}   # pods deleted by a disruption, per job
         self.events = Events(client)
@@ -416,7 +420,8 @@ class Controller:
             try:
                 prepared = await submission.submit(self.client, job, spec,
                                                    bundle_dir=self.settings.bundle_dir,
-                                                   cache_dir=self.settings.cache_dir)
+                                                   cache_dir=self.settings.cache_dir,
+                                                   policy=self.settings.fetch_policy, slots=self.fetch_slots)
             except submission.SUBMISSION_ERRORS as exc:
                 await self._fail(job, type(exc).__name__.removesuffix("Error") or "Error",
                                  str(exc), clean=True)

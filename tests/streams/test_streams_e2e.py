@@ -36,7 +36,7 @@ def streams_cluster(ring_name, tmp_path):
     c = Cluster(ring_name, nodes=4)
     try:
         c.start_all()
-        c.start_streams(str(bundles), extra=["--no-operators"])
+        c.start_streams(str(bundles), extra=["--no-operators", "--allow-fetch-host", "127.0.0.1"])
         yield c, Kubectl(c.url, str(tmp_path)), bundles
     finally:
         c.close()
