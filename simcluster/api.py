@@ -1,7 +1,8 @@
 """The kube-apiserver REST surface: the entry, routing to the verbs, discovery and OpenAPI.
 
 `Api.handle(request)` never raises: an `ApiError` becomes its Status response, anything else a
-500 Status that is logged with its traceback. The handlers talk to the `Store` synchronously, so
+500 Status that is logged with its traceback; with `--fault-rate` a write may first draw a fault
+(`faults`). The handlers talk to the `Store` synchronously, so
 each request sees and makes a consistent set of changes (trio runs one task at a time).
 
 Paths: `/api/v1/{res}`, `/api/v1/{res}/{name}[/{sub}]` (cluster-scoped), `/api/v1/namespaces/{ns}/
@@ -26,6 +27,7 @@ from . import admission, apply, discovery, gc, podlogs
 from .apiwire import JSON, Obj, decode_body, json_response, must_get, not_allowed, truthy
 from .crdsync import CrdSync
 from .errors import ApiError, BadRequest, InternalError, NotFound, status_object
+from .faults import Faults
 from .httpserver import Request, Response, StreamResponse
 from .reads import Reads
 from .resources import BINDINGS, PODS, Registry, Resource
@@ -44,8 +46,9 @@ class Api:
     """The request handler; `kubelet` and `workload` use `create_object` for their writes."""
 
     def __init__(self, store: Store, *, server: str = "127.0.0.1", bookmark_interval: float = 5.0,
-                 node_cpu: str = "16", node_memory: str = "64Gi") -> None:
+                 node_cpu: str = "16", node_memory: str = "64Gi", faults: Faults | None = None) -> None:
         self.store = store
+        self.faults = faults or Faults()
         self.server = server
         self.registry = Registry()
         for r in self.registry.served:
@@ -96,6 +99,13 @@ class Api:
     # -- entry -------------------------------------------------------------------------------
     async def handle(self, req: Request) -> Response | StreamResponse:
         self.requests += 1
+        fault = self.faults.draw(req.method)
+        if fault is not None:
+            code, body = await self.faults.apply(fault, lambda: self.handle_unfaulted(req))
+            return json_response(code, body)
+        return await self.handle_unfaulted(req)
+
+    async def handle_unfaulted(self, req: Request) -> Response | StreamResponse:
         try:
             if self.access is not None:
                 self.access.admit(req)

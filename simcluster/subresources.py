@@ -4,7 +4,8 @@
 requests and access reviews are `reviews`' (the Api's `virtual` handlers). What is here:
 GET/PUT/PATCH `.../{name}/scale` (an autoscaling/v1 Scale over the object's replicas, `scale`),
 the scheduler's binding (spec.nodeName set once; 409 when bound, PodScheduled=True), and
-`kubectl drain`'s eviction (the pod deleted unless a PodDisruptionBudget forbids it: 429).
+`kubectl drain`'s eviction (the pod marked DisruptionTarget, then deleted, unless a
+PodDisruptionBudget forbids it: 429).
 """
 
 from __future__ import annotations
@@ -101,9 +102,11 @@ class SubResources:
     def evict(self, req: Request, ns: str, name: str) -> Response:
         """POST pods/{name}/eviction: delete the pod unless a PodDisruptionBudget forbids it (429)."""
         body = eviction.check_body(name, decode_body(req, EVICTIONS))
-        pdb = eviction.may_evict(self.store, must_get(self.store, PODS, ns, name))
+        pod = must_get(self.store, PODS, ns, name)
+        pdb = eviction.may_evict(self.store, pod)
         opts = body.get("deleteOptions") or {}
         if req.param("dryRun") != "All" and opts.get("dryRun") != ["All"]:
+            self.store.replace("pods", eviction.with_disruption_target(pod, objects.now_rfc3339()))
             self.writes.delete_object(PODS, ns, name, opts.get("propagationPolicy"))
             if pdb is not None:
                 self.store.replace(PDBS.bucket, disruption.with_evicted(pdb, name))
