@@ -72,7 +72,7 @@ class DefaultScheduler:
                 return
             meta = pod["metadata"]
             try:
-                bound = self.api.bind(meta["namespace"], meta["name"], {
+                bound = self.api.subresources.bind(meta["namespace"], meta["name"], {
                     "kind": "Binding", "metadata": {"name": meta["name"], "uid": meta["uid"]},
                     "target": {"kind": "Node", "name": node}})
             except ApiError as exc:      # gone or bound meanwhile: the next change says so
