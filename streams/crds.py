@@ -62,11 +62,12 @@ async def _install_one(client: httpx.AsyncClient, crd: dict[str, Any]) -> None:
 
 
 async def _retrying(call: Any) -> None:
-    """Run `call` until it succeeds or fails for good (a 400/422 raises at once)."""
+    """Run `call` until it succeeds or fails for good (a 400/422 raises at once, and a 403: a
+    role started without its RBAC grant reports the API's answer and exits 1, not a timeout)."""
     for delay in [*backoff_delays(start=0.1), None]:
         try:
             return await call()
         except (ApiStatusError, httpx.HTTPError) as exc:
-            if delay is None or permanent(exc):
+            if delay is None or permanent(exc) or (isinstance(exc, ApiStatusError) and exc.code == 403):
                 raise
             await trio.sleep(delay)
