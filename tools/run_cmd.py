@@ -29,6 +29,10 @@ is `default` (its Secret `admission-controller-secrets` is created there once si
 answers). sim-cluster also runs `--default-scheduler`, so `kubectl apply -k deploy/kubernetes`
 can run ykshm's own pods in it (README, "Running in a cluster").
 
+`--manifests DIR` deploys ykshm into the embedded cluster instead (`run_manifests`): only
+sim-cluster runs here, and `kubectl apply -k DIR` (`deploy/kubernetes`) brings every role up as
+its process pods; the banner names the web through `yunikorn-service`'s address.
+
 `--export URL` adds `ykshm export --redis URL` as one more supervised child (after the shim, before
 the web), so the event history and state also go to Redis Streams.
 
@@ -54,7 +58,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from subprocess import DEVNULL, Popen
 
-from tools import run_identities, shmscan
+from tools import run_identities, run_manifests, shmscan
 from common.cliutil import Failure, Parser, UsageError, run_main
 
 GRACE_SECONDS = 5.0
@@ -317,6 +321,8 @@ def build_parser() -> Parser:
     parser.add_argument("--demo", dest="demo", action="store_true", default=True, help="run the demo workload (default)")
     parser.add_argument("--no-demo", dest="demo", action="store_false", help="no demo workload")
     parser.add_argument("--export", metavar="URL", help="also run `ykshm export --redis URL` (Redis Streams)")
+    parser.add_argument("--manifests", metavar="DIR", help="deploy ykshm into the embedded cluster with "
+                        "`kubectl apply -k DIR` (deploy/kubernetes) instead of running its roles here")
     return parser
 
 
@@ -346,7 +352,8 @@ class Credentials:
         return ctx
 
 
-def children_for(args, runtime: Path, config: Path, creds: Credentials) -> list[Child]:
+def children_for(args, runtime: Path, config: Path, creds: Credentials, pods: Path | None = None) -> list[Child]:
+    """The roles to supervise; with `pods` (--manifests) sim-cluster only, its pods there."""
     ykshm = ykshm_argv()
     sock = runtime / "si.sock"
     sim = [*ykshm, "sim-cluster", "--port", str(args.api_port), "--nodes", str(args.nodes),
@@ -354,6 +361,8 @@ def children_for(args, runtime: Path, config: Path, creds: Credentials) -> list[
            "--default-scheduler"]
     if args.demo:
         sim.append("--demo")
+    if pods is not None:
+        return [Child("sim-cluster", [*sim, "--pods-dir", str(pods)])]
     children = [
         Child("sim-cluster", sim),
         Child("engine", [*ykshm, "engine", "--config", str(config), "--name", args.name, "--socket", str(sock)]),
@@ -473,13 +482,29 @@ def wait_ready(args, supervisor: Supervisor) -> bool:
     return False
 
 
+def deploy(args, supervisor: Supervisor, manifests: Path, pods: Path, log_path: Path,
+           creds: Credentials) -> str | None:
+    """--manifests: sim-cluster up, the kustomization applied, the web answering; the banner."""
+    supervisor.start_all(lambda: wait_tcp(args.api_port, time.monotonic() + READY_TIMEOUT))
+    run_manifests.apply(manifests, creds.admin)
+    url = run_manifests.wait_web(pods, time.monotonic() + 2 * READY_TIMEOUT, http_get, lambda: supervisor.stopping)
+    if url is None:
+        if supervisor.stopping:
+            return None
+        raise Failure(f"ykshm's pods did not answer within {2 * READY_TIMEOUT:.0f} s "
+                      f"(kubectl --kubeconfig {creds.admin} -n yunikorn get pods)")
+    return run_manifests.banner(url, args.api_port, log_path, creds.admin)
+
+
 def _run(argv: Sequence[str]) -> int:
     args = build_parser().parse_args(argv)
+    manifests = run_manifests.check(args.manifests) if args.manifests else None
     check_config(args.config)
     check_shm_writable(args.name)
-    check_port_free(args.port, "REST")
+    if manifests is None:
+        check_port_free(args.port, "REST")
+        check_port_free(args.admission_port, "admission controller")
     check_port_free(args.api_port, "kube-apiserver")
-    check_port_free(args.admission_port, "admission controller")
     check_no_live_instance(args.name)
     check_export(args.export, args.name)
     runtime = Path(tempfile.mkdtemp(prefix=f"ykshm-{args.name}-"))
@@ -490,7 +515,8 @@ def _run(argv: Sequence[str]) -> int:
     log_path = Path(tempfile.gettempdir()) / f"ykshm-{args.name}.log"
     log = open(log_path, "ab", buffering=0)
     creds = Credentials.make(runtime, args.api_port)
-    supervisor = Supervisor(children_for(args, runtime, config, creds), log)
+    pods = run_manifests.pods_dir() if manifests is not None else None
+    supervisor = Supervisor(children_for(args, runtime, config, creds, pods), log)
 
     def on_signal(signum, frame):  # noqa: ARG001 - signal handler signature
         supervisor.stopping = True
@@ -498,6 +524,16 @@ def _run(argv: Sequence[str]) -> int:
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
     try:
+        if manifests is not None and pods is not None:
+            text = deploy(args, supervisor, manifests, pods, log_path, creds)
+            if text is None:
+                return 0
+            print(text, end="", flush=True)
+            while not supervisor.stopping:
+                for note in supervisor.tick():
+                    print(f"ykshm run: {note}", file=sys.stderr, flush=True)
+                time.sleep(0.2)
+            return 0
         supervisor.start_all(lambda: wait_tcp(args.api_port, time.monotonic() + READY_TIMEOUT)
                              and create_admission_secret(args, creds))
         if not wait_ready(args, supervisor):
@@ -530,6 +566,8 @@ def _run(argv: Sequence[str]) -> int:
         supervisor.stop_all()
         log.close()
         cleanup(args.name, runtime)
+        if pods is not None:
+            shutil.rmtree(pods, ignore_errors=True)
 
 
 def main(argv: Sequence[str]) -> int:
