@@ -143,6 +143,11 @@ def test_every_role_runs_under_its_own_service_account_without_a_403(deployed):
         assert len(spec["containers"]) == containers
         assert {c["image"] for c in spec["containers"]} == {"ykshm:0.1.0"}
         assert all(s["restartCount"] == 0 for s in pods[deployment]["status"]["containerStatuses"])
+    # the ring, the SI socket and the shim's state are in the scheduler pod's own emptyDir
+    meta = pods["yunikorn-scheduler"]["metadata"]
+    shared = deployed.pods_dir / f"{NS}_{meta['name']}_{meta['uid'][:8]}" / "volumes" / "shm"
+    assert {"yunikorn.events", "yunikorn.state", "yunikorn.web", "yunikorn.shim.json", "si.sock"} <= {
+        p.name for p in shared.iterdir()}
     logs = deployed.logs()
     assert "registered with engine" in logs and "created mutatingwebhookconfigurations" in logs
     assert "403" not in logs and "Forbidden" not in logs and "Traceback" not in logs
