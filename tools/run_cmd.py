@@ -25,8 +25,11 @@ The admission controller (`ykshm admission`, YuniKorn's) runs too, as its own su
 with its own identity, registered by URL (`--webhook-url https://127.0.0.1:ADMISSION_PORT`): every
 pod a user creates gets `user.info` from the identity sim-cluster authenticated, so
 `kubectl --kubeconfig F --as alice create -f pod.yaml` shows alice's usage at once. Its namespace
-is `default` (its Secret `admission-controller-secrets` is created there once sim-cluster
-answers). sim-cluster also runs `--default-scheduler`, so `kubectl apply -k deploy/kubernetes`
+is `default`: once sim-cluster answers, its Secret `admission-controller-secrets` is created
+there, and `yunikorn-configs` with the two keys that differ from YuniKorn's defaults: the admin
+(group `system:masters`) is trusted to set `user.info` (`accessControl.externalGroups`: the demo
+and the tests act for users through the annotation), and the ConfigMap webhook asks this web
+(`webHook.schedulerServiceAddress`). sim-cluster also runs `--default-scheduler`, so `kubectl apply -k deploy/kubernetes`
 can run ykshm's own pods in it (README, "Running in a cluster").
 
 `--manifests DIR` deploys ykshm into the embedded cluster instead (`run_manifests`): only
@@ -384,22 +387,33 @@ def children_for(args, runtime: Path, config: Path, creds: Credentials, pods: Pa
 
 
 ADMISSION_NAMESPACE = "default"
-ADMISSION_SECRET = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-                    "metadata": {"name": "admission-controller-secrets", "namespace": ADMISSION_NAMESPACE}}
 
 
-def create_admission_secret(args, creds: Credentials) -> None:
-    """The empty Secret the admission controller keeps its CAs in (it must exist, as YuniKorn's
-    chart creates it); an existing one (409) is kept. The controller retries until it exists."""
+def admission_objects(args) -> dict[str, dict]:
+    """collection -> object: the empty Secret the controller keeps its CAs in (it must exist, as
+    YuniKorn's chart creates it) and its configuration (see the module docstring)."""
+    meta = {"namespace": ADMISSION_NAMESPACE}
+    return {
+        "secrets": {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                    "metadata": {**meta, "name": "admission-controller-secrets"}},
+        "configmaps": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {**meta, "name": "yunikorn-configs"},
+                       "data": {"admissionController.accessControl.externalGroups": "^system:masters$",
+                                "admissionController.webHook.schedulerServiceAddress": f"127.0.0.1:{args.port}"}},
+    }
+
+
+def create_admission_objects(args, creds: Credentials) -> None:
+    """Create them as the admin; an existing one (409) is kept."""
     import json
 
-    request = urllib.request.Request(
-        f"https://127.0.0.1:{args.api_port}/api/v1/namespaces/{ADMISSION_NAMESPACE}/secrets",
-        data=json.dumps(ADMISSION_SECRET).encode(), method="POST", headers={"Content-Type": "application/json"})
-    try:
-        urllib.request.urlopen(request, timeout=5, context=creds.admin_context()).close()
-    except OSError:
-        pass    # 409 already there; anything else: the controller's own log says what is missing
+    for collection, obj in admission_objects(args).items():
+        request = urllib.request.Request(
+            f"https://127.0.0.1:{args.api_port}/api/v1/namespaces/{ADMISSION_NAMESPACE}/{collection}",
+            data=json.dumps(obj).encode(), method="POST", headers={"Content-Type": "application/json"})
+        try:
+            urllib.request.urlopen(request, timeout=5, context=creds.admin_context()).close()
+        except OSError:
+            pass    # 409 already there; anything else: the controller's own log says what is missing
 
 
 DEMO_JOB = {"apiVersion": "streams.ibm.com/v1", "kind": "Job",
@@ -472,14 +486,20 @@ def cleanup(name: str, runtime: Path) -> None:
 
 
 def wait_ready(args, supervisor: Supervisor) -> bool:
+    """The web answers, and the admission controller's /health (it serves only once its webhooks
+    are registered, so no pod created after the banner slips past it)."""
     deadline = time.monotonic() + READY_TIMEOUT
     if not wait_tcp(args.api_port, deadline) or not wait_tcp(args.port, deadline):
         return False
-    while time.monotonic() < deadline and not supervisor.stopping:
-        if http_get(f"http://127.0.0.1:{args.port}/ws/v1/partitions") is not None:
-            return True
-        time.sleep(0.2)
-    return False
+    unverified = ssl._create_unverified_context()  # our own child on loopback: only "is it up"
+    urls = [(f"http://127.0.0.1:{args.port}/ws/v1/partitions", None),
+            (f"https://127.0.0.1:{args.admission_port}/health", unverified)]
+    while urls and time.monotonic() < deadline and not supervisor.stopping:
+        if http_get(urls[0][0], context=urls[0][1]) is not None:
+            urls.pop(0)
+        else:
+            time.sleep(0.2)
+    return not urls
 
 
 def deploy(args, supervisor: Supervisor, manifests: Path, pods: Path, log_path: Path,
@@ -535,7 +555,7 @@ def _run(argv: Sequence[str]) -> int:
                 time.sleep(0.2)
             return 0
         supervisor.start_all(lambda: wait_tcp(args.api_port, time.monotonic() + READY_TIMEOUT)
-                             and create_admission_secret(args, creds))
+                             and create_admission_objects(args, creds))
         if not wait_ready(args, supervisor):
             if supervisor.stopping:
                 return 0

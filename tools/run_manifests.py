@@ -38,13 +38,20 @@ def pods_dir() -> Path:
     return Path(tempfile.mkdtemp(prefix="ykp-", dir="/dev/shm"))
 
 
-def apply(manifests: Path, admin: Path) -> None:
-    """`kubectl apply -k DIR` as the admin; a refusal is one line naming kubectl's last one."""
-    out = subprocess.run(["kubectl", "--kubeconfig", str(admin), "apply", "-k", str(manifests)],
-                         stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
+def _kubectl(admin: Path, *args: str) -> None:
+    out = subprocess.run(["kubectl", "--kubeconfig", str(admin), *args], stdin=subprocess.DEVNULL,
+                         capture_output=True, text=True, timeout=180)
     if out.returncode != 0:
         last = (out.stderr.strip().splitlines() or ["no output"])[-1]
-        raise Failure(f"kubectl apply -k {manifests} failed: {last}")
+        raise Failure(f"kubectl {' '.join(args)} failed: {last}")
+
+
+def apply(manifests: Path, admin: Path) -> None:
+    """`kubectl apply -k DIR` as the admin, then every Deployment Available: the admission
+    controller's readiness follows its webhooks' registration, so no pod a user creates after
+    the banner slips past it (failurePolicy Ignore). A refusal is one line, kubectl's last."""
+    _kubectl(admin, "apply", "-k", str(manifests))
+    _kubectl(admin, "-n", "yunikorn", "wait", "--for=condition=Available", "deployment", "--all", "--timeout=150s")
 
 
 def service_url(pods: Path) -> str | None:

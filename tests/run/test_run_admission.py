@@ -34,8 +34,12 @@ def test_a_pod_created_as_alice_is_alices_at_once(make_run, tmp_path):
                      and r.json(), 10, "alice's usage")
     assert usage["queues"]["resourceUsage"] == {"memory": 128 * 2**20, "pods": 1, "vcore": 250}
 
-    forged = dict(POD, metadata={"name": "as-bob", "annotations": {
+    forged = dict(POD, metadata={"name": "as-bob", "labels": {"applicationId": "bobs-app"}, "annotations": {
         "yunikorn.apache.org/user.info": '{"user":"bob","groups":[]}'}})
     denied = kubectl(inst, tmp_path, "--as", "alice", "create", "-f", "-", stdin=json.dumps(forged))
     assert denied.returncode == 1
     assert "user alice with groups [system:authenticated] is not allowed to set user annotation" in denied.stderr
+    # the admin (system:masters) is trusted to act for a user through the annotation, as the demo does
+    as_bob = kubectl(inst, tmp_path, "create", "-f", "-", stdin=json.dumps(forged))
+    assert as_bob.returncode == 0, as_bob.stderr
+    wait_for(lambda: inst.web.get("/ws/v1/partition/default/usage/user/bob").status_code == 200, 10, "bob's usage")
