@@ -42,6 +42,8 @@ from subprocess import DEVNULL, Popen
 
 from tools import shmscan
 from common.cliutil import Failure, Parser, UsageError, run_main
+from common.runtimedir import open_private_append, runtime_dir
+from common.shimstatus import status_path
 
 GRACE_SECONDS = 5.0
 READY_TIMEOUT = 60.0
@@ -385,7 +387,7 @@ def cleanup(name: str, runtime: Path) -> None:
             pass
     shutil.rmtree(runtime, ignore_errors=True)
     # the shim's status file (`ykshm shim status`); the log is kept and named in the banner
-    Path(tempfile.gettempdir(), f"ykshm-{name}.shim.json").unlink(missing_ok=True)
+    Path(status_path(name)).unlink(missing_ok=True)
 
 
 def wait_ready(args, supervisor: Supervisor) -> bool:
@@ -407,13 +409,14 @@ def _run(argv: Sequence[str]) -> int:
     check_port_free(args.api_port, "kube-apiserver")
     check_no_live_instance(args.name)
     check_export(args.export, args.name)
-    runtime = Path(tempfile.mkdtemp(prefix=f"ykshm-{args.name}-"))
+    private = runtime_dir()   # the SI socket, config, bundles and log: no name in /tmp
+    runtime = Path(tempfile.mkdtemp(prefix=f"{args.name}-", dir=private))
     (runtime / "bundles").mkdir()
     config = Path(args.config).resolve() if args.config else runtime / "ykshm.yaml"
     if not args.config:
         config.write_text(DEFAULT_CONFIG, encoding="utf-8")
-    log_path = Path(tempfile.gettempdir()) / f"ykshm-{args.name}.log"
-    log = open(log_path, "ab", buffering=0)
+    log_path = private / f"{args.name}.log"
+    log = open(open_private_append(log_path), "ab", buffering=0)
     supervisor = Supervisor(children_for(args, runtime, config), log)
 
     def on_signal(signum, frame):  # noqa: ARG001 - signal handler signature

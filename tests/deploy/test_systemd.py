@@ -224,3 +224,15 @@ def test_streams_unit():
     # its cr-operator children go with it
     assert u["Service.KillMode"] == ["control-group"]
     assert u["Unit.PartOf"] == ["ykshm.target"]
+
+
+def test_runtime_directory_not_tmp():
+    """The SI socket and the shim's status live in /run/ykshm (RuntimeDirectory=, kept while any
+    unit runs), not in /tmp: the engine and shim get a private /tmp."""
+    for name in ("ykshm-engine.service", "ykshm-shim.service", "ykshm-web.service"):
+        u = unit(name)
+        assert u["Service.RuntimeDirectory"] == ["ykshm"], name
+        assert u["Service.RuntimeDirectoryMode"] == ["0750"], name
+        assert u["Service.RuntimeDirectoryPreserve"] == ["yes"], name
+    for name in ("ykshm-engine.service", "ykshm-shim.service"):
+        assert unit(name)["Service.PrivateTmp"] == ["yes"], name
