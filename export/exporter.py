@@ -33,6 +33,7 @@ import orjson
 import redis.exceptions as rex
 
 from .keys import GAP_FIELD, Keys, gap_value, parse_stream_id, stream_id
+from .redisauth import RedisAuth
 from .redisconn import BulkPipe, Link, RedisProblem, bulk, describe, redact
 from .retention import Retention, xadd_head
 from .state import StateExporter
@@ -74,6 +75,7 @@ class ExportOptions:
     state_interval: float = 1.0
     batch: int = 2000
     idle_sleep: float = 0.001
+    auth: RedisAuth | None = None   # password and CA, never in `url` (export.redisauth)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -220,7 +222,7 @@ class Exporter:
 
     def _connect(self) -> None:
         if self.link is None:
-            self.link = Link.open(self.options.url, self.keys.events)
+            self.link = Link.open(self.options.url, self.keys.events, self.options.auth)
         elif not self.status.connected:
             self.link.refresh()
         self.status.redis_node = self.link.where

@@ -26,6 +26,8 @@ import redis
 import redis.exceptions as rex
 from redis.cluster import RedisCluster
 
+from .redisauth import RedisAuth
+
 CONNECT_TIMEOUT = 2.0
 SOCKET_TIMEOUT = 5.0
 
@@ -105,10 +107,12 @@ class Link:
     cluster: RedisCluster | None = None
 
     @classmethod
-    def open(cls, url: str, key: str) -> "Link":
+    def open(cls, url: str, key: str, auth: RedisAuth | None = None) -> "Link":
+        """Connect; `auth` (password, CA) goes to redis-py as arguments, never into the URL."""
         check_url(url)
+        secrets = auth.client_kwargs() if auth else {}
         try:
-            probe = redis.Redis.from_url(url, **_client_kwargs())
+            probe = redis.Redis.from_url(url, **_client_kwargs(), **secrets)
             try:
                 info = probe.info("cluster")
             except BaseException:
@@ -118,7 +122,7 @@ class Link:
                 return cls(url, key, probe)
             probe.close()
             cluster = RedisCluster.from_url(url, socket_connect_timeout=CONNECT_TIMEOUT,
-                                            socket_timeout=SOCKET_TIMEOUT, protocol=2)
+                                            socket_timeout=SOCKET_TIMEOUT, protocol=2, **secrets)
             link = cls(url, key, probe, cluster)
             link.node = link._node_for_key()
             return link

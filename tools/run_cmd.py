@@ -298,7 +298,8 @@ def build_parser() -> Parser:
     parser.add_argument("--name", default="ykshm", help="instance name, prefix of /dev/shm segments")
     parser.add_argument("--demo", dest="demo", action="store_true", default=True, help="run the demo workload (default)")
     parser.add_argument("--no-demo", dest="demo", action="store_false", help="no demo workload")
-    parser.add_argument("--export", metavar="URL", help="also run `ykshm export --redis URL` (Redis Streams)")
+    parser.add_argument("--export", metavar="URL", help="also run `ykshm export --redis URL` (Redis "
+                        "Streams); a password goes in $REDISCLI_AUTH, never in the URL")
     return parser
 
 
@@ -363,8 +364,13 @@ def check_export(url: str | None, name: str) -> None:
     if url is None:
         return
     from export.main import preflight
+    from export.redisauth import AuthProblem, resolve
 
-    preflight(url, name).close()
+    try:  # no password in --export URL (ps shows it): the exporter inherits $REDISCLI_AUTH
+        url, auth = resolve(url, None, None)
+    except AuthProblem as exc:
+        raise UsageError(str(exc).replace("--redis:", "--export:")) from None
+    preflight(url, name, auth).close()
 
 
 def banner(args, log_path: Path) -> str:

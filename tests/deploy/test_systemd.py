@@ -116,8 +116,10 @@ def test_export_unit():
     exec_start = u["Service.ExecStart"][0].split()
     assert exec_start[:6] == ["/usr/local/bin/ykshm", "export", "--redis", "${YKSHM_REDIS_URL}",
                               "--name", "ykshm"]
-    # the password-bearing URL comes from a root-installed file, never from the unit itself
+    # the URL comes from a root-installed file, never from the unit itself; the password from a
+    # systemd credential, never through argv
     assert u["Service.EnvironmentFile"] == ["/etc/ykshm/export.env"]
+    assert u["Service.LoadCredential"] == ["redis-password:/etc/ykshm/redis-password"]
 
 
 def test_sysusers(tmp_path):
