@@ -57,6 +57,11 @@ def _parser() -> Parser:
                    help="drop entries whose event is older than this (90s, 15m, 12h, 7d; 0: keep)")
     p.add_argument("--state-interval", type=float, default=1.0, metavar="SECONDS",
                    help="export the state snapshot on change at most this often (default 1; 0: never)")
+    p.add_argument("--wait-replicas", type=int, default=0, metavar="N",
+                   help="count a batch as exported only once N replicas acknowledged it (Redis WAIT; "
+                        "default 0: the master's reply is enough)")
+    p.add_argument("--wait-timeout", type=int, default=1000, metavar="MS",
+                   help="how long WAIT waits for the replicas before the batch is retried (default 1000)")
     p.add_argument("--batch", type=int, default=2000, help="events per pipelined round trip (default 2000)")
     p.add_argument("--nice", type=int, default=10, help="niceness of the exporter (default 10)")
     p.add_argument("--cpu-idle", action="store_true",
@@ -93,13 +98,18 @@ def options_from(argv: Sequence[str]):
         raise UsageError("--maxlen and --max-age: choose one")
     if args.state_interval < 0:
         raise UsageError(f"--state-interval {args.state_interval}: must be >= 0")
+    if args.wait_replicas < 0:
+        raise UsageError(f"--wait-replicas {args.wait_replicas}: must be >= 0")
+    if args.wait_timeout < 1:
+        raise UsageError(f"--wait-timeout {args.wait_timeout}: must be >= 1 (ms)")
     if not 1 <= args.batch <= 100000:
         raise UsageError("--batch must be between 1 and 100000")
     if not 0 <= args.nice <= 19:
         raise UsageError("--nice must be between 0 and 19")
-    return ExportOptions(name=args.name, url=url, maxlen=args.maxlen, max_age=max_age,
-                         state_interval=args.state_interval, batch=args.batch,
-                         auth=auth), args.nice, args.cpu_idle
+    options = ExportOptions(name=args.name, url=url, maxlen=args.maxlen, max_age=max_age,
+                            state_interval=args.state_interval, batch=args.batch, auth=auth,
+                            wait_replicas=args.wait_replicas, wait_timeout_ms=args.wait_timeout)
+    return options, args.nice, args.cpu_idle
 
 
 def preflight(url: str, name: str, auth=None):

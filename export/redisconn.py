@@ -182,6 +182,7 @@ class BulkPipe:
         self._conn = self._pool.get_connection()
         self._reader = hiredis.Reader(replyError=rex.ResponseError)
         self._buf = bytearray(1 << 18)
+        self.last_reply: Any = None
 
     def send(self, payload: bytes) -> None:
         try:
@@ -211,6 +212,7 @@ class BulkPipe:
                 if isinstance(reply, Exception):
                     errors.append(reply)
                 done += 1
+            self.last_reply = reply
         except TimeoutError:
             self.close()
             raise rex.TimeoutError(f"no reply from Redis within {SOCKET_TIMEOUT:g} s") from None
@@ -229,6 +231,12 @@ class BulkPipe:
         self._pool.release(self._conn)
         self._conn = None
         self._reader = hiredis.Reader(replyError=rex.ResponseError)
+
+
+def wait_command(replicas: int, timeout_ms: int) -> bytes:
+    """WAIT numreplicas timeout, packed: blocks our connection until the replicas have every
+    write it sent before (its reply is how many did)."""
+    return b"*3\r\n$4\r\nWAIT\r\n" + bulk(b"%d" % replicas) + bulk(b"%d" % timeout_ms)
 
 
 def bulk(data: bytes) -> bytes:
