@@ -32,6 +32,8 @@ from typing import Any
 import orjson
 import redis.exceptions as rex
 
+from common.backoff import Backoff
+
 from .keys import GAP_FIELD, Keys, gap_value, parse_stream_id, stream_id
 from .redisauth import RedisAuth
 from .redisconn import BulkPipe, Link, RedisProblem, bulk, describe, redact, wait_command
@@ -129,7 +131,7 @@ class Exporter:
         self._gap_head = xadd_head(self.keys.events.encode(), options.maxlen, fields=2)
         self._state = StateExporter(options.name, self.keys.state, options.state_interval)
         self._retention = Retention(self.keys.events, options.max_age)
-        self._backoff = BACKOFF_FIRST
+        self._backoff = Backoff(BACKOFF_FIRST, BACKOFF_MAX)
         self._retry_at = 0.0
         self._next_status = 0.0
         self._next_redis_status = 0.0
@@ -181,7 +183,7 @@ class Exporter:
         except StaleRing as exc:
             self._failed(str(exc))
             return 0
-        self._backoff = BACKOFF_FIRST
+        self._backoff.reset()
         if sent == 0 and not self._inflight:
             if now >= self._next_instance_check:
                 self._next_instance_check = now + INSTANCE_CHECK_SECONDS
@@ -201,8 +203,9 @@ class Exporter:
                      "the stream's last ID", exc)
 
     def _failed(self, reason: str) -> None:
+        delay = self._backoff.next()
         if reason != self.status.last_error or self.status.state != "retrying":
-            log.warning("Redis %s: %s; retrying in %.1f s", self.status.redis, reason, self._backoff)
+            log.warning("Redis %s: %s; retrying in %.1f s", self.status.redis, reason, delay)
         self.status.failed(reason)
         self._cursor = None            # rule 3: resume from the stream's last ID
         self._inflight.clear()
@@ -210,8 +213,7 @@ class Exporter:
             self._bulk.close()
             self._bulk = None
         self._state.forget()
-        self._retry_at = time.monotonic() + self._backoff
-        self._backoff = min(self._backoff * 2, BACKOFF_MAX)
+        self._retry_at = time.monotonic() + delay
         self._publish_status(time.monotonic(), force=True)
 
     # -- ring -------------------------------------------------------------------------------

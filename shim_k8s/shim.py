@@ -42,6 +42,7 @@ import trio
 from engine.si import protocol as si
 
 from common import runtimedir
+from common.backoff import Backoff
 from common.shimstatus import status_path, write_status
 from kube import client as kubeclient
 from .core import Actions, Bind, ShimCore
@@ -269,7 +270,7 @@ class Shim:
     # ------------------------------------------------------------------ workers
     async def _si_connector(self) -> None:
         path = self.opts.socket_path
-        delay = 0.05
+        backoff = Backoff(0.05, 0.25)
         gen = 0
         waiting_logged = False
         refused = ""
@@ -286,14 +287,12 @@ class Shim:
                 if not waiting_logged:
                     log.info("waiting for the engine socket %s (%s)", path, exc.strerror)
                     waiting_logged = True
-                await trio.sleep(delay)
-                if os.path.exists(path):
-                    delay = min(delay * 2, 0.25)  # refused: a stale socket, back off
-                else:
-                    delay = 0.05
+                if not os.path.exists(path):
+                    backoff.reset()            # not there yet: poll at the first delay
+                await trio.sleep(backoff.next())   # refused: a stale socket, back off
                 continue
             waiting_logged = False
-            delay = 0.05
+            backoff.reset()
             gen += 1
             reason = "engine closed the connection"
             await self._in_send.send(SiConnected(gen, stream))

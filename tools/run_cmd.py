@@ -42,6 +42,7 @@ from subprocess import DEVNULL, Popen
 
 from tools import shmscan
 from common.cliutil import Failure, Parser, UsageError, run_main
+from common.backoff import Backoff
 from common.runtimedir import open_private_append, runtime_dir
 from common.shimstatus import status_path
 
@@ -87,7 +88,7 @@ class Child:
     argv: list[str]
     process: Popen | None = None
     started_at: float = 0.0
-    backoff: float = 0.5
+    backoff: Backoff = dataclasses.field(default_factory=lambda: Backoff(0.5, 10.0))
     restart_at: float = 0.0
     restarts: int = 0
 
@@ -256,12 +257,12 @@ class Supervisor:
             code = child.exited()
             if code is None:
                 if now - child.started_at > 30.0:
-                    child.backoff = 0.5
+                    child.backoff.reset()
                 continue
             if child.restart_at == 0.0:
-                child.restart_at = now + child.backoff
-                notes.append(f"{child.role} exited with {code}; restarting in {child.backoff:.1f} s")
-                child.backoff = min(child.backoff * 2, 10.0)
+                delay = child.backoff.next()
+                child.restart_at = now + delay
+                notes.append(f"{child.role} exited with {code}; restarting in {delay:.1f} s")
             elif now >= child.restart_at:
                 child.restart_at = 0.0
                 child.restarts += 1
