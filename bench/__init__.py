@@ -15,4 +15,5 @@
     streams_fusion  Streams backend: parse + fuse + AADLs of a 10,000-operator ADL, re-fusion for /scale
     regions_bench `bench regions`: drain round trip of a 100-PE consistent region (cr-operator + PE sim)
     regions_fleet `bench regions --jobs 50`: 50 jobs x 4 regions at once, a failure, CPU per drain
+    report        `bench report`: the quick form of every benchmark, one table of figures and targets
 """

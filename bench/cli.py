@@ -1,4 +1,4 @@
-"""`ykshm bench <ring|sched|web|export|retention|preempt|e2e|streams|regions>`: dispatch to one benchmark module's `main(argv) -> int`.
+"""`ykshm bench <ring|sched|web|export|retention|preempt|e2e|streams|regions|report>`: dispatch to one benchmark module's `main(argv) -> int`.
 
 Benchmarks measure the numbers DESIGN.md holds us to; they are never timed unit tests. Each
 module is imported only when asked for, so a missing one is a one-line error (exit 1), not a
@@ -21,6 +21,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "preempt": ("bench.preempt_bench", "one preemption decision in a full cluster (5,000 nodes, 50,000 pods)"),
     "e2e": ("bench.e2e_bench", "end-to-end pods/s and recovery with sim-cluster, shim and engine"),
     "regions": ("bench.regions_bench", "consistent-region drain round trip of a 100-PE region"),
+    "report": ("bench.report", "the quick form of every benchmark, one table: figure, target, ok/short"),
 }
 
 USAGE = "usage: ykshm bench <benchmark> [options]   (ykshm bench <benchmark> --help)\n\nbenchmarks:\n" + "".join(

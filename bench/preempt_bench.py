@@ -24,8 +24,8 @@ import orjson
 from common.cliutil import Parser, run_main
 from engine.config import parse_config
 from engine.events_out import MemoryEventSink
-from engine.resources import to_si
 from engine.scheduler import Scheduler
+from si.resources import to_si
 
 RM = "bench"
 POD = {"memory": 512 << 20, "vcore": 250, "pods": 1}

@@ -40,7 +40,7 @@ def build_state(name: str, apps: int, nodes: int) -> int:
     """Fill a ring and a snapshot named `name` from a real Scheduler; returns the snapshot bytes."""
     from engine.config import parse_config
     from engine.events_out import RingEventSink
-    from engine.resources import to_si
+    from si.resources import to_si
     from engine.scheduler import Scheduler
     from engine.snapshot import SnapshotPublisher, build
     from shm import RingWriter, SnapshotWriter

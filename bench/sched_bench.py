@@ -20,11 +20,11 @@ from typing import Any
 
 import orjson
 
+from common.cliutil import Failure, Parser, run_main
 from engine.config import parse_config
 from engine.events_out import MemoryEventSink, RingEventSink
-from engine.resources import to_si
 from engine.scheduler import Scheduler
-from common.cliutil import Failure, Parser, run_main
+from si.resources import to_si
 
 
 class _TimedWriter:

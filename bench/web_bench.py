@@ -181,7 +181,10 @@ class _Server:
             f"service:\n  event:\n    maxStreams: {max_streams}\n    maxStreamsPerHost: {max_streams}\n")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "tools.cli", "web", "--name", name, "--bind", f"fd://{fd}",
-             "--workers", str(workers), "--config", self.config, "--nice", str(nice)],
+             "--workers", str(workers), "--config", self.config, "--nice", str(nice),
+             # every client is on 127.0.0.1: the per-address cap must take them all (--scale)
+             "--max-connections", str(max(4096, max_streams + 100)),
+             "--max-connections-per-peer", str(max(256, max_streams + 100))],
             cwd=ROOT, pass_fds=(fd,), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
         )
         import httpx

@@ -4,8 +4,12 @@
     backoff  the one exponential retry delay (first, doubling to a cap, jitter, reset) of every loop
     runtimedir  the private runtime directory (SI socket, status, log), its checks, SO_PEERCRED
     shimstatus  where a shim publishes its state (RUNTIME/NAME.shim.json), for its readers
+    podhosts Service names for ykshm processes run as sim-cluster pods (YKSHM_HOSTS, search list)
     quantity Kubernetes quantities ("500m", "1Gi") as integers, YuniKorn's vcore rule
-    replay   a connection handed to hypercorn after we read its head (ReplayStream, DateHeader)
+    http1    the HTTP/1.1 fast path beside hypercorn (web and cr-operator): parser, writer,
+             connection limits, worker loop, router, ASGI body reader (see its map)
+    configsection  one way to declare a validated config section (msgspec Struct + Go's value rules)
+    safeyaml YAML at a bounded cost (aliases, nodes, depth, bytes, time): validate-conf, config files
 
 every package but `shm` may import it; it imports none of them.
 """

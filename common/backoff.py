@@ -2,7 +2,8 @@
 jitter, and a reset after success (or after a process stayed up long enough).
 
 Used by the Kubernetes informers (kube.client), the shim's SI connector, the cr-operator
-supervisor (streams.operators), `ykshm run`'s child restarts and the Redis exporter.
+supervisor (streams.operators), `ykshm run`'s child restarts, the Redis exporter and
+sim-cluster's process-pod restarts (CrashLoopBackOff).
 """
 
 from __future__ import annotations
@@ -20,14 +21,18 @@ class Backoff:
     first: float
     cap: float
     jitter: float = 0.0
+    at_once_first: bool = False     # the first retry without delay (the kubelet's restart rule)
     current: float = dataclasses.field(init=False)
 
     def __post_init__(self) -> None:
         if not 0 < self.first <= self.cap or not 0 <= self.jitter < 1:
             raise ValueError(f"backoff first={self.first} cap={self.cap} jitter={self.jitter}")
-        self.current = self.first
+        self.reset()
 
     def next(self) -> float:
+        if self.current == 0.0:
+            self.current = self.first
+            return 0.0
         delay = self.current
         self.current = min(self.current * 2, self.cap)
         if self.jitter:
@@ -35,7 +40,7 @@ class Backoff:
         return delay
 
     def reset(self) -> None:
-        self.current = self.first
+        self.current = 0.0 if self.at_once_first else self.first
 
     def schedule(self) -> list[float]:
         """The delays without jitter from the first to the cap: 0.8, 1.6, ..., 30."""

@@ -9,16 +9,17 @@
     placement    YuniKorn's placement rules (provided, user, tag, fixed): which queue an app goes to
     predicates   node placement: nodeSelector, required node affinity, taints/tolerations
     podaffinity  inter-pod affinity terms (required pod affinity/anti-affinity) as values
-    kubeschema   the Kubernetes API's field rules the placement parsers share (label keys...)
-    resources    resources as dict[str, int]; SI conversion, fits/add/sub/share
+    labelselector  the one label-selector evaluator (matchLabels, matchExpressions) of both
     ugm/         the user group manager: user/group usage and limits (see its map)
     config       the configuration file (YuniKorn queues.yaml schema + service settings)
     config_doc   the configuration as YuniKorn's GET /ws/v1/config shows it
-    si/          the scheduler interface to the shim: protocol (schema, framing), socket server
+    si_server    the SI socket server under trio: connections, Ack/Error, routing by rmID
     events_out   where events go: `EventSink`, the ring sink, the in-memory sink of tests
     snapshot     the state snapshot document readers serve (YuniKorn DAO shapes)
     history      YuniKorn's metrics history: running apps and containers, one sample a minute
     sdnotify     sd_notify(3) for systemd readiness and watchdog
 
-The engine imports neither `tools` nor `web` nor `shim_k8s`: it is a role of its own.
+The engine imports neither `tools` nor `web` nor `shim_k8s`: it is a role of its own. What it
+shares with the shim is the SI contract, the top-level `si` package (messages, framing,
+resources, tag names, the placement tag's validator).
 """

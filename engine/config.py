@@ -6,7 +6,9 @@ Unknown keys are rejected loudly, naming the key: a typo must not silently fall 
 A setting changes on restart; there is no live reload.
 
 Errors: `ConfigError` (never raised for anything but a bad file) carries the key and the value;
-`str(err)` is the one line a user sees.
+`str(err)` is the one line a user sees. The sections (`service`, `service.event`, `service.cors`,
+`ui`, a partition's `preemption`) are declared as msgspec Structs with Go's value rules
+(common.configsection); the queue tree and limits are parsed by hand with the same helpers.
 """
 
 from __future__ import annotations
@@ -16,64 +18,40 @@ import hashlib
 import re as _re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
+import msgspec
 import yaml
 
+from common import safeyaml
+from common.configsection import (ConfigError, GoBool, Uint32, check_keys, choice, mapping,
+                                  parse_bool, parse_duration_ns, parse_int32, parse_section,
+                                  parse_uint32, parsed_by, seq)
 from common.quantity import QuantityError
-from engine import resources as _res
+from common.safeyaml import YamlLimitError, YamlLimits
+from si import resources as _res
 from engine.ugm.limits import LimitConfig
-
-_TRUE = {"1", "t", "T", "TRUE", "true", "True"}
-_FALSE = {"0", "f", "F", "FALSE", "false", "False"}
+from si import resources as _res
 
 
-class ConfigError(Exception):
-    """The configuration file is unreadable or a key has a value we do not accept."""
+class ConfigLimitError(ConfigError):
+    """The document is over a parsing limit (common.safeyaml); `limit` names it."""
 
-    def __init__(self, key: str, value: object, reason: str) -> None:
-        super().__init__(f"config: {key}: invalid value {value!r}: {reason}")
-        self.key = key
-        self.value = value
-        self.reason = reason
+    def __init__(self, where: str, exc: YamlLimitError) -> None:
+        super().__init__("file", where, str(exc))
+        self.limit = exc.limit
 
 
-def parse_bool(key: str, value: object) -> bool:
-    """Accept exactly what Go's strconv.ParseBool accepts (and YAML booleans)."""
-    if isinstance(value, bool):
-        return value
-    text = str(value)
-    if text in _TRUE:
-        return True
-    if text in _FALSE:
-        return False
-    raise ConfigError(key, value, "not a boolean (use true/false, 1/0, t/f)")
-
-
-def parse_uint32(key: str, value: object) -> int:
-    """Accept exactly what Go's strconv.ParseUint(s, 10, 32) accepts: decimal digits, < 2**32."""
-    if isinstance(value, bool):
-        raise ConfigError(key, value, "not an unsigned 32-bit integer")
-    text = str(value)
-    if not text.isascii() or not text.isdigit():
-        raise ConfigError(key, value, "not an unsigned 32-bit integer")
-    number = int(text)
-    if number >= 2**32:
-        raise ConfigError(key, value, "out of range for an unsigned 32-bit integer")
-    return number
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class EventSettings:
+class EventSettings(msgspec.Struct, frozen=True, rename="camel"):
     """`service.event.*`: the seed's settings plus ykshm's stream limits."""
 
-    request_events_enabled: bool = False
-    tracking_events_enabled: bool = True
-    request_store_capacity: int = 1000
-    ring_buffer_capacity: int = 100_000
-    rest_response_size: int = 10_000
-    max_streams: int = 100
-    max_streams_per_host: int = 15
+    request_events_enabled: GoBool = False
+    tracking_events_enabled: GoBool = True
+    request_store_capacity: Uint32 = 1000
+    ring_buffer_capacity: Uint32 = 100_000
+    rest_response_size: Uint32 = msgspec.field(default=10_000, name="RESTResponseSize")
+    max_streams: Uint32 = 100
+    max_streams_per_host: Uint32 = 15
 
     @property
     def tracking_active(self) -> bool:
@@ -81,68 +59,78 @@ class EventSettings:
         return self.tracking_events_enabled and self.ring_buffer_capacity > 0
 
 
-_EVENT_KEYS: dict[str, tuple[str, Any]] = {
-    "requestEventsEnabled": ("request_events_enabled", parse_bool),
-    "trackingEventsEnabled": ("tracking_events_enabled", parse_bool),
-    "requestStoreCapacity": ("request_store_capacity", parse_uint32),
-    "ringBufferCapacity": ("ring_buffer_capacity", parse_uint32),
-    "RESTResponseSize": ("rest_response_size", parse_uint32),
-    "maxStreams": ("max_streams", parse_uint32),
-    "maxStreamsPerHost": ("max_streams_per_host", parse_uint32),
-}
-
-
 def parse_event_settings(raw: object) -> EventSettings:
     """Parse the mapping under `service.event` (None means all defaults)."""
-    if raw is None:
-        return EventSettings()
-    if not isinstance(raw, Mapping):
-        raise ConfigError("service.event", raw, "must be a mapping")
-    values: dict[str, Any] = {}
-    for key, value in raw.items():
-        if key not in _EVENT_KEYS:
-            raise ConfigError(f"service.event.{key}", value, "unknown key")
-        field, parse = _EVENT_KEYS[key]
-        values[field] = parse(f"service.event.{key}", value)
-    return EventSettings(**values)
+    return parse_section(EventSettings, "service.event", raw)
 
 
-def read_yaml(path: str | Path) -> dict[str, Any]:
-    """Read the file as a YAML mapping; an empty file is an empty mapping."""
+FILE_LIMITS = YamlLimits(max_bytes=16 << 20, max_nodes=500_000)
+"""The config file is the operator's own: larger than validate-conf's limits (web.cluster), but an
+alias bomb in it still stops at the load, naming the limit, instead of hanging the engine's start."""
+
+
+def read_yaml(path: str | Path, limits: YamlLimits = FILE_LIMITS) -> dict[str, Any]:
+    """Read the file as a YAML mapping (common.safeyaml's limits); an empty file is an empty mapping."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = Path(path).read_bytes()
     except OSError as exc:
         raise ConfigError("file", str(path), exc.strerror or str(exc)) from None
+    return _document(text, str(path), limits)
+
+
+def _document(text: str | bytes, where: str, limits: YamlLimits) -> dict[str, Any]:
+    """One YAML mapping; ConfigLimitError over a limit, ConfigError if not a YAML mapping."""
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError("file", str(path), f"not valid YAML ({exc.__class__.__name__})") from None
+        data = safeyaml.load(text, limits)
+    except YamlLimitError as exc:
+        raise ConfigLimitError(where, exc) from None
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise ConfigError("file", where, f"not valid YAML ({exc.__class__.__name__})") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise ConfigError("file", str(path), "the top level must be a mapping")
+        raise ConfigError("file", where, "the top level must be a mapping")
     return data
 
 
 RETENTION_SECONDS = 3 * 24 * 3600
 """How long a finished application stays visible (YuniKorn's terminatedTimeout: 3 days)."""
 
+MAX_RETAINED_APPS = 10_000
+"""Finished applications kept visible at most per partition; the oldest expires first."""
 
-def _service_events(data: Mapping[str, Any]) -> EventSettings:
-    """`service.event.*` of a parsed file (`service` holds only that and the retention)."""
-    service = _mapping("service", data.get("service"))
-    for key in service:
-        if key not in ("event", "applicationRetentionSeconds"):
-            raise ConfigError(f"service.{key}", service[key], "unknown key")
-    return parse_event_settings(service.get("event"))
+_ORIGIN = _re.compile(r"^https?://[^/\s?#]+$")
 
 
-def _retention(data: Mapping[str, Any]) -> int:
-    """`service.applicationRetentionSeconds`: Completed/Failed/Rejected -> Expired after it."""
-    value = _mapping("service", data.get("service")).get("applicationRetentionSeconds")
-    if value is None:
-        return RETENTION_SECONDS
-    return parse_uint32("service.applicationRetentionSeconds", value)
+def _origins(key: str, raw: object) -> tuple[str, ...]:
+    """`*` (YuniKorn's default) or origins `scheme://host[:port]`."""
+    origins = seq(key, raw)
+    for i, origin in enumerate(origins):
+        if not isinstance(origin, str) or not (origin == "*" or _ORIGIN.match(origin)):
+            raise ConfigError(f"{key}[{i}]", origin,
+                              "must be * or an origin such as https://ui.example.com:8443")
+    return tuple(origins)
+
+
+class CorsSettings(msgspec.Struct, frozen=True, rename="camel"):
+    """`service.cors`: which browser origins the web answers (web.responses.Cors)."""
+
+    allowed_origins: Annotated[tuple[str, ...], parsed_by(_origins)] = ("*",)
+
+
+class ServiceSettings(msgspec.Struct, frozen=True, rename="camel"):
+    """`service`: the event settings, the retention of finished applications, CORS."""
+
+    event: EventSettings = msgspec.field(default_factory=EventSettings)
+    application_retention_seconds: Uint32 = RETENTION_SECONDS
+    """Completed/Failed/Rejected -> Expired after it."""
+    max_retained_applications: Uint32 = MAX_RETAINED_APPS
+    """0: none kept; finished apps expire at once."""
+    cors: CorsSettings = msgspec.field(default_factory=CorsSettings)
+
+
+def _service(data: Mapping[str, Any]) -> ServiceSettings:
+    return parse_section(ServiceSettings, "service", data.get("service"))
 
 
 def load_event_settings(path: str | Path | None) -> EventSettings:
@@ -152,28 +140,42 @@ def load_event_settings(path: str | Path | None) -> EventSettings:
     """
     if path is None:
         return EventSettings()
-    return _service_events(read_yaml(path))
+    return _service(read_yaml(path)).event
 
 
-def _ui_dir(data: Mapping[str, Any]) -> str:
-    """`ui.dir`: a directory with a single-page UI build the web serves at `/` ("" = none)."""
-    ui = _mapping("ui", data.get("ui"))
-    _check_keys("ui", ui, {"dir"})
-    value = ui.get("dir")
-    if value is None:
-        return ""
+def _ui_dir(key: str, value: object) -> str:
     if not isinstance(value, str) or not value.strip():
-        raise ConfigError("ui.dir", value, "must be a directory path")
+        raise ConfigError(key, value, "must be a directory path")
     return value
 
 
-def load_web_config(path: str | Path | None) -> tuple[EventSettings, str]:
-    """What the web reads of a config file: the service settings and `ui.dir`."""
+class UiSettings(msgspec.Struct, frozen=True):
+    """`ui.dir`: a directory with a single-page UI build the web serves at `/` ("" = none)."""
+
+    dir: Annotated[str, parsed_by(_ui_dir)] = ""
+
+
+def _ui(data: Mapping[str, Any]) -> UiSettings:
+    return parse_section(UiSettings, "ui", data.get("ui"))
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class WebConfig:
+    """What the web reads of a config file."""
+
+    event: EventSettings = dataclasses.field(default_factory=EventSettings)
+    ui_dir: str = ""
+    cors_origins: tuple[str, ...] = ("*",)
+
+
+def load_web_config(path: str | Path | None) -> WebConfig:
+    """What the web reads of a config file: the service settings, `ui.dir`, the CORS origins."""
     if path is None:
-        return EventSettings(), ""
+        return WebConfig()
     data = read_yaml(path)
-    _check_keys("", data, _TOP_KEYS)
-    return _service_events(data), _ui_dir(data)
+    check_keys("", data, _TOP_KEYS)
+    service = _service(data)
+    return WebConfig(service.event, _ui(data).dir, service.cors.allowed_origins)
 
 
 # --- partitions and queues (YuniKorn queues.yaml) -----------------------------------------------
@@ -245,6 +247,8 @@ class EngineConfig:
     """SHA-256 of the file's bytes in upper-case hex, as YuniKorn's `Checksum` ("" without a file)."""
     retention_s: int = RETENTION_SECONDS
     """`service.applicationRetentionSeconds`: how long finished applications stay visible."""
+    max_retained_apps: int = MAX_RETAINED_APPS
+    """`service.maxRetainedApplications`: how many finished applications stay visible at most."""
 
 
 def default_partition(name: str = "default") -> PartitionConfig:
@@ -260,30 +264,8 @@ DEFAULT_PLACEMENT_RULES = [{"name": "tag", "value": "namespace", "create": True}
 """YuniKorn's default placement (configs/config.go): without a configuration file."""
 
 
-def _mapping(key: str, value: object) -> Mapping[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise ConfigError(key, value, "must be a mapping")
-    return value
-
-
-def _seq(key: str, value: object) -> list[Any]:
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise ConfigError(key, value, "must be a list")
-    return value
-
-
-def _check_keys(key: str, raw: Mapping[str, Any], allowed: set[str]) -> None:
-    for name in raw:
-        if name not in allowed:
-            raise ConfigError(f"{key}.{name}" if key else str(name), raw[name], "unknown key")
-
-
 def _resource_map(key: str, raw: object) -> dict[str, int]:
-    raw = _mapping(key, raw)
+    raw = mapping(key, raw)
     result: dict[str, int] = {}
     for name, value in raw.items():
         try:
@@ -294,8 +276,8 @@ def _resource_map(key: str, raw: object) -> dict[str, int]:
 
 
 def _parse_resources(key: str, raw: object) -> tuple[dict[str, int], dict[str, int]]:
-    raw = _mapping(key, raw)
-    _check_keys(key, raw, _RESOURCE_KEYS)
+    raw = mapping(key, raw)
+    check_keys(key, raw, _RESOURCE_KEYS)
     guaranteed = _resource_map(f"{key}.guaranteed", raw.get("guaranteed"))
     maximum = _resource_map(f"{key}.max", raw.get("max"))
     for name, value in guaranteed.items():
@@ -316,57 +298,8 @@ PRIORITY_POLICIES = ("default", "fence")
 PREEMPTION_DELAY_NS = 30 * 1_000_000_000
 """A queue's default `preemption.delay` (YuniKorn: 30s)."""
 
-_DURATION_UNITS = {"ns": 1, "us": 1_000, "\u00b5s": 1_000, "\u03bcs": 1_000, "ms": 1_000_000,
-                   "s": 1_000_000_000, "m": 60_000_000_000, "h": 3_600_000_000_000}
-_DURATION_PART = _re.compile(r"([0-9]*(?:\.[0-9]*)?)([a-z\u00b5\u03bc]+)")
-
-
-def parse_duration_ns(key: str, value: object) -> int:
-    """A Go `time.ParseDuration` string ("30s", "1m30s", "1.5h", "0") as nanoseconds.
-
-    Only what Go accepts is accepted (a sign, then one or more number+unit parts; units ns, us,
-    ms, s, m, h; "0" alone needs no unit); anything else is a ConfigError naming key and value."""
-    text = value if isinstance(value, str) else None
-    if text is None or not text:
-        raise ConfigError(key, value, "not a duration (use Go syntax: 30s, 1m30s, 1.5h)")
-    body = text.lstrip("+-")
-    sign = -1 if text.startswith("-") else 1
-    if len(text) - len(body) > 1:
-        raise ConfigError(key, value, "not a duration (use Go syntax: 30s, 1m30s, 1.5h)")
-    if body == "0":
-        return 0
-    total = 0.0
-    pos = 0
-    while pos < len(body):
-        match = _DURATION_PART.match(body, pos)
-        if match is None or match.group(1) in ("", ".") or match.group(2) not in _DURATION_UNITS:
-            raise ConfigError(key, value, "not a duration (use Go syntax: 30s, 1m30s, 1.5h)")
-        total += float(match.group(1)) * _DURATION_UNITS[match.group(2)]
-        pos = match.end()
-    if not body or total >= 2**63:
-        raise ConfigError(key, value, "not a duration (use Go syntax: 30s, 1m30s, 1.5h)")
-    return sign * int(total)
-
-
-def _parse_int32(key: str, value: object) -> int:
-    """A signed 32-bit decimal integer, as Go's strconv.ParseInt(s, 10, 32)."""
-    text = str(value) if not isinstance(value, bool) else ""
-    digits = text[1:] if text[:1] in ("+", "-") else text
-    if not digits.isascii() or not digits.isdigit():
-        raise ConfigError(key, value, "not a 32-bit integer")
-    number = int(text)
-    if not -2**31 <= number < 2**31:
-        raise ConfigError(key, value, "out of range for a 32-bit integer")
-    return number
-
-
-def _check_choice(key: str, value: str | None, choices: tuple[str, ...]) -> None:
-    if value is not None and value not in choices:
-        raise ConfigError(key, value, f"must be one of {', '.join(choices)}")
-
-
 def _parse_properties(key: str, raw: object) -> dict[str, str]:
-    raw = _mapping(key, raw)
+    raw = mapping(key, raw)
     props: dict[str, str] = {}
     for name, value in raw.items():
         if name not in _PROPERTY_KEYS:
@@ -378,10 +311,10 @@ def _parse_properties(key: str, raw: object) -> dict[str, str]:
     policy = props.get("application.sort.policy")
     if policy is not None and policy not in SORT_POLICIES:
         raise ConfigError(f"{key}.application.sort.policy", policy, "must be fifo or fair")
-    _check_choice(f"{key}.preemption.policy", props.get("preemption.policy"), PREEMPTION_POLICIES)
-    _check_choice(f"{key}.priority.policy", props.get("priority.policy"), PRIORITY_POLICIES)
+    choice(f"{key}.preemption.policy", props.get("preemption.policy"), PREEMPTION_POLICIES)
+    choice(f"{key}.priority.policy", props.get("priority.policy"), PRIORITY_POLICIES)
     if "priority.offset" in props:
-        _parse_int32(f"{key}.priority.offset", props["priority.offset"])
+        parse_int32(f"{key}.priority.offset", props["priority.offset"])
     if "preemption.delay" in props:
         delay = parse_duration_ns(f"{key}.preemption.delay", props["preemption.delay"])
         if delay <= 0:
@@ -393,12 +326,12 @@ def _parse_properties(key: str, raw: object) -> dict[str, str]:
 def _parse_limits(key: str, raw: object) -> list[dict[str, Any]]:
     limits = []
     seen: dict[str, set[str]] = {"users": set(), "groups": set()}
-    for i, item in enumerate(_seq(key, raw)):
+    for i, item in enumerate(seq(key, raw)):
         lkey = f"{key}[{i}]"
-        item = _mapping(lkey, item)
-        _check_keys(lkey, item, _LIMIT_KEYS)
-        users = _seq(f"{lkey}.users", item.get("users"))
-        groups = _seq(f"{lkey}.groups", item.get("groups"))
+        item = mapping(lkey, item)
+        check_keys(lkey, item, _LIMIT_KEYS)
+        users = seq(f"{lkey}.users", item.get("users"))
+        groups = seq(f"{lkey}.groups", item.get("groups"))
         for field, names in (("users", users), ("groups", groups)):
             for j, name in enumerate(names):
                 if not isinstance(name, str) or not name or name != name.strip():
@@ -421,8 +354,8 @@ def _parse_limits(key: str, raw: object) -> list[dict[str, Any]]:
 
 def _parse_queue(key: str, raw: object, parent_path: str,
                  parent_max: dict[str, int] | None) -> QueueConfig:
-    raw = _mapping(key, raw)
-    _check_keys(key, raw, _QUEUE_KEYS)
+    raw = mapping(key, raw)
+    check_keys(key, raw, _QUEUE_KEYS)
     name = raw.get("name")
     if not isinstance(name, str) or not _QUEUE_NAME.match(name):
         raise ConfigError(f"{key}.name", name,
@@ -451,18 +384,19 @@ def _parse_queue(key: str, raw: object, parent_path: str,
                         properties=_parse_properties(f"{key}.properties", raw.get("properties")))
     if raw.get("childtemplate") is not None:
         tkey = f"{key}.childtemplate"
-        traw = _mapping(tkey, raw["childtemplate"])
-        _check_keys(tkey, traw, _TEMPLATE_KEYS)
+        traw = mapping(tkey, raw["childtemplate"])
+        check_keys(tkey, traw, _TEMPLATE_KEYS)
         tg, tm = _parse_resources(f"{tkey}.resources", traw.get("resources"))
         queue.child_template = QueueConfig(
             name="", path="", guaranteed=tg, max=tm,
             max_applications=_max_applications(tkey, traw),
             properties=_parse_properties(f"{tkey}.properties", traw.get("properties")))
     seen: set[str] = set()
-    for i, child_raw in enumerate(_seq(f"{key}.queues", raw.get("queues"))):
+    for i, child_raw in enumerate(seq(f"{key}.queues", raw.get("queues"))):
+        child_name = child_raw.get("name") if isinstance(child_raw, Mapping) else None
+        if isinstance(child_name, str) and child_name.lower() in seen:  # before its subtree is walked
+            raise ConfigError(f"{key}.queues[{i}].name", child_name, "duplicate queue name")
         child = _parse_queue(f"{key}.queues[{i}]", child_raw, path, maximum or parent_max)
-        if child.name.lower() in seen:
-            raise ConfigError(f"{key}.queues[{i}].name", child.name, "duplicate queue name")
         seen.add(child.name.lower())
         queue.children.append(child)
     if not parent_path:
@@ -472,12 +406,12 @@ def _parse_queue(key: str, raw: object, parent_path: str,
 
 
 def _parse_partition(key: str, raw: object) -> PartitionConfig:
-    raw = _mapping(key, raw)
-    _check_keys(key, raw, _PARTITION_KEYS)
+    raw = mapping(key, raw)
+    check_keys(key, raw, _PARTITION_KEYS)
     name = raw.get("name", "default")
     if not isinstance(name, str) or not _QUEUE_NAME.match(name):
         raise ConfigError(f"{key}.name", name, "must be a partition name")
-    queues = _seq(f"{key}.queues", raw.get("queues"))
+    queues = seq(f"{key}.queues", raw.get("queues"))
     if not queues:
         root = QueueConfig(name="root", path="root", parent=True)
     elif len(queues) == 1 and isinstance(queues[0], Mapping) and \
@@ -497,7 +431,7 @@ def _parse_partition(key: str, raw: object) -> PartitionConfig:
         raise ConfigError(f"{key}.limits", raw.get("limits"), str(exc)) from None
     policy = "fair"
     if raw.get("nodesortpolicy") is not None:
-        nsp = _mapping(f"{key}.nodesortpolicy", raw["nodesortpolicy"])
+        nsp = mapping(f"{key}.nodesortpolicy", raw["nodesortpolicy"])
         policy = str(nsp.get("type", "fair"))
         if policy not in ("fair", "binpacking"):
             raise ConfigError(f"{key}.nodesortpolicy.type", policy, "must be fair or binpacking")
@@ -509,29 +443,32 @@ def _parse_partition(key: str, raw: object) -> PartitionConfig:
                                                                   raw.get("preemption")))
 
 
+class PreemptionSettings(msgspec.Struct, frozen=True):
+    """A partition's `preemption` (YuniKorn's default: enabled)."""
+
+    enabled: GoBool = True
+    quotapreemptionenabled: GoBool = False
+
+
 def _preemption_enabled(key: str, raw: object) -> bool:
-    """A partition's `preemption: {enabled}` (default true). YuniKorn's
-    `quotapreemptionenabled` is accepted only as false: quota-change preemption is not built,
-    and a config that asks for it must not load and then silently do nothing."""
-    raw = _mapping(key, raw)
-    _check_keys(key, raw, {"enabled", "quotapreemptionenabled"})
-    if raw.get("quotapreemptionenabled") is not None and parse_bool(
-            f"{key}.quotapreemptionenabled", raw["quotapreemptionenabled"]):
-        raise ConfigError(f"{key}.quotapreemptionenabled", raw["quotapreemptionenabled"],
+    """A partition's `preemption: {enabled}`. YuniKorn's `quotapreemptionenabled` is accepted
+    only as false: quota-change preemption is not built, and a config that asks for it must not
+    load and then silently do nothing."""
+    section = parse_section(PreemptionSettings, key, raw)
+    if section.quotapreemptionenabled:
+        raise ConfigError(f"{key}.quotapreemptionenabled", mapping(key, raw)["quotapreemptionenabled"],
                           "quota-change preemption is not supported by ykshm")
-    if raw.get("enabled") is None:
-        return True
-    return parse_bool(f"{key}.enabled", raw["enabled"])
+    return section.enabled
 
 
 def parse_config(data: Mapping[str, Any]) -> EngineConfig:
     """The engine's whole configuration from a parsed YAML mapping (ConfigError names the key)."""
-    _check_keys("", data, _TOP_KEYS)
-    events = _service_events(data)
-    _ui_dir(data)
+    check_keys("", data, _TOP_KEYS)
+    service = _service(data)
+    _ui(data)
     partitions = []
     seen: set[str] = set()
-    for i, raw in enumerate(_seq("partitions", data.get("partitions"))):
+    for i, raw in enumerate(seq("partitions", data.get("partitions"))):
         part = _parse_partition(f"partitions[{i}]", raw)
         if part.name in seen:
             raise ConfigError(f"partitions[{i}].name", part.name, "duplicate partition name")
@@ -539,7 +476,9 @@ def parse_config(data: Mapping[str, Any]) -> EngineConfig:
         partitions.append(part)
     if not partitions:
         partitions.append(default_partition())
-    return EngineConfig(event=events, partitions=partitions, source=dict(data), retention_s=_retention(data))
+    return EngineConfig(event=service.event, partitions=partitions, source=dict(data),
+                        retention_s=service.application_retention_seconds,
+                        max_retained_apps=service.max_retained_applications)
 
 
 def load_config(path: str | Path | None) -> EngineConfig:
@@ -551,14 +490,6 @@ def load_config(path: str | Path | None) -> EngineConfig:
     return config
 
 
-def parse_config_text(text: str | bytes) -> EngineConfig:
+def parse_config_text(text: str | bytes, limits: YamlLimits = YamlLimits()) -> EngineConfig:
     """Parse a whole configuration document (what `POST /ws/v1/validate-conf` receives)."""
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError("file", "<request body>", f"not valid YAML ({exc.__class__.__name__})") from None
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        raise ConfigError("file", "<request body>", "the top level must be a mapping")
-    return parse_config(data)
+    return parse_config(_document(text, "<request body>", limits))

@@ -63,8 +63,9 @@ def _service_extra(service: Any) -> dict[str, str]:
     events = service.get("event")
     extra = {f"service.event.{key}": _text(value)
              for key, value in (events.items() if isinstance(events, Mapping) else ())}
-    if service.get("applicationRetentionSeconds") is not None:
-        extra["service.applicationRetentionSeconds"] = _text(service["applicationRetentionSeconds"])
+    for key in ("applicationRetentionSeconds", "maxRetainedApplications"):
+        if service.get(key) is not None:
+            extra[f"service.{key}"] = _text(service[key])
     return extra
 
 

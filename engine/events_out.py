@@ -22,8 +22,8 @@ import time
 from collections.abc import Mapping
 from typing import Any, NamedTuple, Protocol
 
-from engine.si.messages import EventRecord
 from shm.events import EventChangeDetail, EventChangeType, EventRecordType
+from si.messages import EventRecord
 
 
 class EmittedEvent(NamedTuple):

@@ -25,13 +25,14 @@ from collections.abc import Sequence
 
 import trio
 
+from common.cliutil import Failure, Parser, UsageError, run_main
 from engine.config import ConfigError, load_config
 from engine.events_out import RingEventSink
 from engine.scheduler import Scheduler
 from engine.sdnotify import Notifier
 from engine.service import EngineService
-from engine.si.protocol import default_socket_path
-from common.cliutil import Failure, Parser, UsageError, run_main
+from engine.snapshot import snapshot_size
+from si.protocol import default_socket_path
 
 log = logging.getLogger("ykshm.engine")
 
@@ -42,8 +43,9 @@ def _parser() -> Parser:
     p.add_argument("--name", default="ykshm", help="instance name (shared-memory prefix)")
     p.add_argument("--socket", help="SI socket path (default RUNTIME/NAME.sock in the private runtime directory)")
     p.add_argument("--group", help="group that may read the shared memory (mode 0640)")
-    p.add_argument("--snapshot-size", type=int, default=64 << 20,
-                   help="size of NAME.state in bytes")
+    p.add_argument("--snapshot-size", type=int, default=None,
+                   help="size of NAME.state in bytes (default: from the partitions and "
+                        "service.maxRetainedApplications, engine.snapshot.snapshot_size)")
     p.add_argument("--unlink-on-exit", action="store_true",
                    help="remove the ring and snapshot segments on shutdown")
     p.add_argument("--log-level", default="INFO")
@@ -67,7 +69,8 @@ def _body(argv: Sequence[str]) -> int:
     except (ShmError, OSError, ValueError) as exc:
         raise Failure(f"cannot create the event ring {args.name!r}: {exc}") from None
     try:
-        snap = SnapshotWriter.create(args.name, args.snapshot_size, group=args.group)
+        size = args.snapshot_size or snapshot_size(len(config.partitions), config.max_retained_apps)
+        snap = SnapshotWriter.create(args.name, size, group=args.group)
     except (ShmError, OSError, ValueError) as exc:
         ring.close()
         raise Failure(f"cannot create the snapshot {args.name!r}: {exc}") from None

@@ -2,7 +2,7 @@
 
 Plain slotted classes with no behaviour beyond their own bookkeeping; the partition
 (`engine.partition`) owns them and is the only code that changes them, so every change can emit
-its event in one place. Resources are `dict[str, int]` (see `engine.resources`). Timestamps
+its event in one place. Resources are `dict[str, int]` (see `si.resources`). Timestamps
 (epoch ns) are given by the partition, from its injected wall clock.
 """
 
@@ -14,10 +14,11 @@ from typing import Any
 import orjson
 from sortedcontainers import SortedList
 
-from engine import resources
 from engine.app_state import ApplicationFSM, AppState
-from engine.predicates import PLACEMENT_TAG, Placement, Taint, admits
+from engine.predicates import Placement, Taint, admits
 from engine.ugm import UserGroup
+from si import resources
+from si.tags import PLACEMENT_TAG
 
 _seq = itertools.count()
 
@@ -325,6 +326,26 @@ class Application(VersionedDao):
         self.ver = 0
         self._dao: tuple[int, dict[str, Any]] | None = None
         self._frag: tuple[int, Any] | None = None
+
+    # --- placeholder counters (the REST placeholderData) ---------------------------------------
+
+    def count_placeholder(self, task_group: str, res: dict[str, int]) -> None:
+        """One more placeholder of a task group (asked, or recovered already placed)."""
+        data = self.placeholder_data.setdefault(
+            task_group, {"count": 0, "replaced": 0, "timedout": 0, "minResource": res})
+        data["count"] += 1
+
+    def count_timedout(self, task_group: str) -> None:
+        """One more placeholder of the task group timed out (or was released as mismatched)."""
+        data = self.placeholder_data.get(task_group)
+        if data is not None:
+            data["timedout"] += 1
+
+    def count_replaced(self, task_group: str) -> None:
+        """One more placeholder of the task group was replaced by a real allocation."""
+        data = self.placeholder_data.get(task_group)
+        if data is not None:
+            data["replaced"] += 1
 
     @property
     def state(self) -> AppState:

@@ -32,7 +32,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from engine.config import ConfigError, parse_bool
+from common.configsection import ConfigError, check_keys, parse_bool
 
 RECOVERY_QUEUE = "root.@recovery@"
 DEFAULT_QUEUE = "root.default"
@@ -137,9 +137,7 @@ def parse_rules(key: str, raw: object) -> tuple[Rule, ...]:
 def _rule(key: str, raw: object) -> Rule:
     if not isinstance(raw, Mapping):
         raise ConfigError(key, raw, "a rule must be a mapping")
-    for name in raw:
-        if name not in _RULE_KEYS:
-            raise ConfigError(f"{key}.{name}", raw[name], "unknown key")
+    check_keys(key, raw, _RULE_KEYS)
     text = raw.get("name")
     if not isinstance(text, str) or not text.strip():
         raise ConfigError(f"{key}.name", text, "a rule needs a name: provided, user, tag or fixed")
@@ -169,9 +167,7 @@ def _filter(key: str, raw: object) -> Filter:
         return Filter()
     if not isinstance(raw, Mapping):
         raise ConfigError(key, raw, "must be a mapping")
-    for name in raw:
-        if name not in _FILTER_KEYS:
-            raise ConfigError(f"{key}.{name}", raw[name], "unknown key")
+    check_keys(key, raw, _FILTER_KEYS)
     text = raw.get("type", "allow")
     if text in ("", None):
         text = "allow"

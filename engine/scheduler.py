@@ -8,7 +8,7 @@ that are well formed but refused (an unknown application, a node that exists) ar
 item by item, as YuniKorn does. `cycle()` fires timers
 and schedules every partition; `take_outgoing()` returns the asynchronous messages per rmID that
 the cycle produced (AllocationResponse.new, app state updates, releases, EventRecords).
-The trio code that owns the socket lives in `engine.si.server`; this module is driven directly by
+The trio code that owns the socket lives in `engine.si_server`; this module is driven directly by
 tests and by `bench sched`.
 """
 
@@ -21,10 +21,10 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from engine.config import EngineConfig, PartitionConfig
-from engine.history import MetricsHistory
 from engine.events_out import request_records
+from engine.history import MetricsHistory
 from engine.partition import Outbox, Partition, Timing
-from engine.si import messages, protocol
+from si import messages, protocol
 
 _RM_PREFIX = re.compile(r"^\[[^\]]*\]")
 _TYPED = (messages.RegisterResourceManager, messages.ApplicationRequest, messages.NodeRequest,
@@ -54,7 +54,8 @@ class Scheduler:
         self.ring_name = ring_name
         self.clock = clock
         self.wall_clock = wall_clock
-        self.timing = timing or Timing(retention_s=config.retention_s)
+        self.timing = timing or Timing(retention_s=config.retention_s,
+                                       max_retained=config.max_retained_apps)
         self.outbox = Outbox()
         self._pending_other: dict[str, list[dict[str, Any]]] = {}
         self.rms: dict[str, dict[str, Any]] = {}
@@ -226,20 +227,15 @@ class Scheduler:
             part = self._part(ask_rel.partition_name, "ask release", result)
             if part is not None:
                 part.release_ask(ask_rel.application_id, ask_rel.allocation_key, ask_rel.message)
-        for alloc in message.allocations:
-            key = alloc.allocation_key
-            part = self._part(alloc.partition_name, f"allocation {key}", result)
-            reason = part.add_existing(rm_id, alloc) if part is not None else "unknown partition"
-            if reason is not None:
-                box.alloc_rejected(rm_id, alloc.application_id, key, reason)
-                result.problems.append(f"allocation {key}: {reason}")
-        for ask in message.asks:
-            key = ask.allocation_key
-            part = self._part(ask.partition_name, f"ask {key}", result)
-            reason = part.add_ask(rm_id, ask) if part is not None else "unknown partition"
-            if reason is not None:
-                box.alloc_rejected(rm_id, ask.application_id, key, reason)
-                result.problems.append(f"ask {key}: {reason}")
+        for items, add, what in ((message.allocations, Partition.add_existing, "allocation"),
+                                 (message.asks, Partition.add_ask, "ask")):
+            for item in items:  # existing allocations first: recovery before new asks
+                key = item.allocation_key
+                part = self._part(item.partition_name, f"{what} {key}", result)
+                reason = add(part, rm_id, item) if part is not None else "unknown partition"
+                if reason is not None:
+                    box.alloc_rejected(rm_id, item.application_id, key, reason)
+                    result.problems.append(f"{what} {key}: {reason}")
         result.responses.extend(self._flush_for(rm_id))
 
     def _flush_for(self, rm_id: str) -> list[dict[str, Any]]:

@@ -20,7 +20,7 @@ import trio
 from engine.history import SAMPLE_SECONDS
 from engine.scheduler import Scheduler
 from engine.sdnotify import Notifier
-from engine.si.server import SIServer
+from engine.si_server import SIServer
 from engine.snapshot import SnapshotPublisher
 
 log = logging.getLogger("ykshm.engine")

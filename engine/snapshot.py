@@ -12,16 +12,21 @@ from __future__ import annotations
 import datetime
 import gc
 import importlib.metadata
+import logging
 import os
 import platform
 import time
 from collections import Counter
 from typing import Any
 
-from engine import config_doc, placement, resources
+from engine import config_doc, placement
 from engine.objects import Queue
 from engine.partition import Partition, queues
 from engine.partition.preemption import MIN_PRIORITY, queue_priority
+from shm.errors import SnapshotTooLargeError
+from si import resources
+
+log = logging.getLogger("ykshm.engine")
 
 
 def _package_version() -> str:
@@ -183,10 +188,33 @@ def build(scheduler: Any, *, pid: int | None = None, fragments: bool = False) ->
     return doc
 
 
+BASE_HALF_BYTES = 32 << 20
+"""Room for the live state (queues, nodes, running applications) in each half of NAME.state."""
+
+BYTES_PER_RETAINED_APP = 2048
+"""Budget per finished application kept visible: ~930 bytes measured (one allocation, short
+names), doubled for longer IDs, tags and state logs."""
+
+
+def snapshot_size(partitions: int, max_retained_apps: int) -> int:
+    """NAME.state's size for a configuration: a 4 KiB header and two halves of
+    `BASE_HALF_BYTES + partitions * maxRetainedApplications * BYTES_PER_RETAINED_APP`
+    (the defaults, 1 partition and 10,000 apps: 2 x 51.5 MiB; pages are used as written)."""
+    half = BASE_HALF_BYTES + partitions * max_retained_apps * BYTES_PER_RETAINED_APP
+    return 4096 + 2 * half
+
+
+def unavailable_document(engine: dict[str, Any], reason: str) -> dict[str, Any]:
+    """What is published when the state does not fit: readers answer 503 with `reason` and the
+    healthcheck fails its "State snapshot" check, instead of serving the last state as current."""
+    return {"engine": engine, "unavailable": {"reason": reason, "sinceNano": time.time_ns()}}
+
+
 class SnapshotPublisher:
     """Publishes `build(...)` through a SnapshotWriter at most every `min_interval` seconds,
     only when the scheduler's version changed, and never more often than `cost_factor` times
-    the time the last build took (so a huge state backs off on its own)."""
+    the time the last build took (so a huge state backs off on its own). A document too large for
+    the segment is replaced by `unavailable_document` (logged once, retried at the next change)."""
 
     def __init__(self, scheduler: Any, writer: Any, *, min_interval: float = 0.2,
                  cost_factor: float = 10.0) -> None:
@@ -198,6 +226,8 @@ class SnapshotPublisher:
         self.last_cost = 0.0
         self.published = 0
         self.total_cost = 0.0
+        self.failure = ""
+        """Why the last publish could not write the state ("" after a good one)."""
 
     @property
     def interval(self) -> float:
@@ -211,7 +241,7 @@ class SnapshotPublisher:
         gc_was_enabled = gc.isenabled()
         gc.disable()  # a large short-lived document must not trigger full collections
         try:
-            self.writer.publish(build(self.scheduler, fragments=True))
+            self._publish(build(self.scheduler, fragments=True))
         finally:
             if gc_was_enabled:
                 gc.enable()
@@ -220,3 +250,18 @@ class SnapshotPublisher:
         self.last_version = version
         self.published += 1
         return True
+
+    def _publish(self, doc: dict[str, Any]) -> None:
+        try:
+            self.writer.publish(doc)
+        except SnapshotTooLargeError as exc:
+            reason = (f"The engine's state no longer fits its snapshot ({exc}): lower "
+                      "service.maxRetainedApplications or start the engine with a larger --snapshot-size")
+            if not self.failure:
+                log.error("snapshot: %s", reason)
+            self.failure = reason
+            self.writer.publish(unavailable_document(doc["engine"], reason))
+            return
+        if self.failure:
+            log.info("snapshot: the state fits again")
+        self.failure = ""

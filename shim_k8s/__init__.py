@@ -10,7 +10,6 @@
 
 The Kubernetes client (list/watch, credentials, role flags) is the shared `kube` package; the
 simulated control plane is `simcluster`; the Streams controller is `streams`.
-The shim speaks SI through `engine.si.protocol` and shares the engine's pure helpers for
-resources (`engine.resources`) and placement (`engine.predicates`, `engine.podaffinity`,
-`engine.kubeschema`), nothing of its state.
+The shim speaks the SI contract (`si`: messages, framing, resources, tag names, the placement
+tag's validator) and imports nothing of the engine (`tests/tools/test_layering.py`).
 """

@@ -53,10 +53,10 @@ from typing import Any
 
 import orjson
 
-from engine import kubeschema, resources
-from engine.predicates import PlacementPaths, placement_doc
 from common.quantity import QuantityError, parse_milli, parse_quantity
-from engine.resources import Resource
+from si import kubeschema, resources
+from si.placement import PlacementPaths, placement_doc
+from si.resources import Resource
 
 SCHEDULER_NAMES = frozenset({"yunikorn", "ykshm"})
 DEFAULT_QUEUE = "root.default"
@@ -211,17 +211,20 @@ def queue_of(pod: Mapping[str, Any]) -> str:
     return DEFAULT_QUEUE
 
 
+def _json_annotation(name: str, raw: str, kind: type, what: str) -> Any:
+    """An annotation holding a JSON document of one type; PodError names the annotation."""
+    try:
+        return kubeschema.load(raw, kind, what)
+    except ValueError as exc:
+        raise PodError(f"annotation {name}: {exc}: {raw!r}") from None
+
+
 def user_of(pod: Mapping[str, Any]) -> tuple[str, tuple[str, ...]]:
     """(user, groups) from the user.info annotation. Raises PodError on bad JSON."""
     raw = _strmap(_meta(pod).get("annotations")).get(ANN_USER_INFO)
     if not raw:
         return DEFAULT_USER, ()
-    try:
-        info = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        raise PodError(f"annotation {ANN_USER_INFO} is not valid JSON: {raw!r}") from None
-    if not isinstance(info, Mapping):
-        raise PodError(f"annotation {ANN_USER_INFO} must be a JSON object")
+    info = _json_annotation(ANN_USER_INFO, raw, dict, "object")
     user = info.get("user") or DEFAULT_USER
     groups = info.get("groups") or []
     if not isinstance(user, str) or not isinstance(groups, list) or not all(
@@ -297,12 +300,7 @@ def _task_groups(annotations: Mapping[str, str]) -> tuple[TaskGroup, ...]:
     raw = annotations.get(ANN_TASK_GROUPS)
     if not raw:
         return ()
-    try:
-        groups = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        raise PodError(f"annotation {ANN_TASK_GROUPS} is not valid JSON") from None
-    if not isinstance(groups, list):
-        raise PodError(f"annotation {ANN_TASK_GROUPS} must be a JSON list")
+    groups = _json_annotation(ANN_TASK_GROUPS, raw, list, "list")
     result = []
     for i, g in enumerate(groups):
         if not isinstance(g, Mapping) or not isinstance(g.get("name"), str) or not g["name"]:
@@ -400,7 +398,7 @@ def _required_pod_terms(affinity: Any, kind: str) -> Any:
 
 def placement_of(spec: Mapping[str, Any]) -> str:
     """The ask tag ykshm.io/placement for a pod spec, "" when unconstrained. Raises PodError
-    naming the pod field (the rules are the engine's: `engine.predicates.placement_doc`)."""
+    naming the pod field (the rules are the SI's: `si.placement.placement_doc`)."""
     affinity = spec.get("affinity")
     try:
         doc = placement_doc(spec.get("nodeSelector"), _required_terms(affinity),

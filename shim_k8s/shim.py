@@ -39,7 +39,7 @@ import httpx
 import orjson
 import trio
 
-from engine.si import protocol as si
+from si import protocol as si
 
 from common import runtimedir
 from common.backoff import Backoff

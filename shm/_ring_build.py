@@ -37,6 +37,7 @@ int64_t ykr_publish_p0(ykr_view *v, int type, int change_type, int change_detail
 int64_t ykr_publish_p1(ykr_view *v, int type, int change_type, int change_detail,
                        const char *ref);
 int64_t ykr_bytes_len_probe(const char *p);
+int ykr_wait(ykr_header *h, uint32_t seen, double timeout);
 """
 
 _GLUE_SRC = r"""
@@ -79,6 +80,17 @@ int64_t ykr_publish_p1(ykr_view *v, int type, int change_type, int change_detail
                        const char *ref)
 {
     return ykr_publish_pinned(v, type, change_type, change_detail, ref, ykr_blen(ref), 1);
+}
+
+/* The one call that blocks: a reader's FUTEX_WAIT on header.wake_seq (ring.c). It gives the GIL
+ * back while it sleeps (explicitly: the macros below are emptied for every other function), so
+ * the worker thread that waits does not stop the process's event loop. */
+int ykr_wait(ykr_header *h, uint32_t seen, double timeout)
+{
+    PyThreadState *ts = PyEval_SaveThread();
+    int rc = ykr_futex_wait(&h->wake_seq, seen, timeout);
+    PyEval_RestoreThread(ts);
+    return rc;
 }
 
 /* The functions of this module keep the GIL while they run. cffi's wrappers release and re-take

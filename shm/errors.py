@@ -6,6 +6,7 @@
     ├── RingNotFoundError         no such segment (nothing created yet, or removed)
     ├── RingFormatError           the file is not a ykshm segment of this layout version
     ├── RingBusyError             another live writer holds the ring
+    ├── UntrustedSegmentError     a symlink, a file of an untrusted owner or a writable mode
     └── SnapshotTooLargeError     a snapshot document does not fit its half of NAME.state
 
 OS errors from opening and mapping segments are translated at one boundary
@@ -35,6 +36,12 @@ class RingBusyError(ShmError):
     def __init__(self, message: str, pid: int = 0) -> None:
         super().__init__(message)
         self.pid = pid
+
+
+class UntrustedSegmentError(ShmError, PermissionError):
+    """Raised instead of mapping (or writing) a segment that someone else could have forged: a
+    symlink, a file not owned by a trusted user (`shm.segment.trusted_owners`), or a mode that
+    lets the group or others write (or others read). The message names the file and the reason."""
 
 
 class SnapshotTooLargeError(ShmError, ValueError):

@@ -9,6 +9,7 @@
 #include <time.h>
 #include <limits.h>
 #include <unistd.h>
+#include <errno.h>
 #include <sys/syscall.h>
 #include <linux/futex.h>
 #include "ring.h"
@@ -153,6 +154,24 @@ int ykr_wake(ykr_view *v)
     __atomic_add_fetch(&h->wake_seq, 1u, __ATOMIC_SEQ_CST);
     syscall(SYS_futex, &h->wake_seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
     return 1;
+}
+
+/* The readers' side of ykr_wake: sleep while *word == expected, at most `timeout` seconds.
+ * A shared (not PRIVATE) futex: waker and waiter are different processes mapping the same
+ * /dev/shm file; FUTEX_WAIT only reads the word, so a read-only mapping can wait. Returns 1 when
+ * woken, when the word already differed or a signal interrupted the wait (look again), 0 on
+ * timeout. The Python entry `ykr_wait` (shm/_ring_build.py) releases the GIL around it. */
+int ykr_futex_wait(const uint32_t *word, uint32_t expected, double timeout)
+{
+    if (!(timeout > 0)) timeout = 0;
+    if (timeout > 1e9) timeout = 1e9;
+    struct timespec ts;
+    ts.tv_sec = (time_t)timeout;
+    ts.tv_nsec = (long)((timeout - (double)ts.tv_sec) * 1e9);
+    if (ts.tv_nsec >= 1000000000L) ts.tv_nsec = 999999999L;
+    long rc = syscall(SYS_futex, word, FUTEX_WAIT, expected, &ts, NULL, 0);
+    if (rc == 0) return 1;
+    return errno == EAGAIN || errno == EINTR;
 }
 
 void ykr_set_writer(ykr_view *v, int64_t pid, int64_t now_nano)
@@ -898,6 +917,18 @@ int64_t ykr_req_publish(ykr_view *v, int64_t ts, const char *obj, size_t objlen,
     return (int64_t)id;
 }
 
+/* A slot's lengths come from shared memory: each within what ykr_req_publish writes (a string
+ * at most YKR_MAX_STRING bytes, a resource at most YKR_MAX_RESOURCE and of the canonical shape)
+ * and together within the slot's data, so rendering reads only the slot and writes at most
+ * YKR_MAX_EVENT_JSON bytes. */
+static int req_slot_sane(const ykr_req_slot *s)
+{
+    size_t ol = s->object_len, rl = s->reference_len, ml = s->message_len, xl = s->resource_len;
+    if (ol > YKR_MAX_STRING || rl > YKR_MAX_STRING || ml > YKR_MAX_STRING) return 0;
+    if (xl > YKR_MAX_RESOURCE || ol + rl + ml + xl > sizeof s->data) return 0;
+    return xl == 0 || valid_resource(s->data + ol + rl + ml, xl);
+}
+
 int64_t ykr_req_take(ykr_view *v, uint64_t max_events, char *buf, uint64_t buflen,
                      uint64_t *out_len)
 {
@@ -910,7 +941,10 @@ int64_t ykr_req_take(ykr_view *v, uint64_t max_events, char *buf, uint64_t bufle
     while (id < nx && (uint64_t)n < max_events) {
         if ((uint64_t)(limit - p) < YKR_MAX_EVENT_JSON + 2) break;
         ykr_req_slot *s = &v->slots[id % v->capacity];
-        if (s->seq == 2 * id + 2) {
+        if (s->seq == 2 * id + 2 && !req_slot_sane(s)) {
+            s->seq = 0;   /* corrupt or forged: skipped, counted, never rendered */
+            h->req_skipped++;
+        } else if (s->seq == 2 * id + 2) {
             fields f;
             f.id = id;
             f.type = s->type;

@@ -118,7 +118,8 @@ typedef struct {
     uint64_t req_read_id;
     uint64_t req_overwritten;
     uint64_t req_delivered;
-    uint64_t reserved2[8];
+    uint64_t req_skipped;       /* slots ykr_req_take refused: lengths or resource out of shape */
+    uint64_t reserved2[7];
 } ykr_header;
 
 /* One request-store slot (REQUEST/NONE events, consumed only by the engine): 4096 bytes. */
@@ -208,5 +209,9 @@ int64_t ykr_req_take(ykr_view *v, uint64_t max_events, char *buf, uint64_t bufle
 
 int64_t ykr_verify(ykr_view *v, uint32_t *counts, uint8_t *bitmap, char *out, uint64_t outlen);
 /* CDEF END */
+
+/* C only (not in the cdef): it blocks, so Python calls it through ykr_wait, which releases the
+ * GIL (shm/_ring_build.py). */
+int ykr_futex_wait(const uint32_t *word, uint32_t expected, double timeout);
 
 #endif

@@ -6,6 +6,16 @@ A segment is created under a temporary name (``NAME.events.tmp-PID-RANDOM``, O_C
 mode 0600 or 0640 + chgrp), sized with ftruncate, initialised, and only then renamed to its
 final name, so a half-created segment is never visible.  OS errors are translated to
 `shm.errors` here, at one boundary.
+
+Nobody else's file is mapped or written.  /dev/shm is writable by every local user, so a segment
+name can be squatted (a file or symlink planted before the engine starts) or swapped.  Every
+open here uses O_NOFOLLOW and checks the open file (fstat, no race with the path) before mapping
+it: a regular file, owned by a trusted user (`trusted_owners`: the process's own uid, root, the
+`ykshm` service user if it exists, and `$YKSHM_SHM_OWNER` -- a user name or uid -- for readers
+that run as another user and read through the segment's group), and a mode no wider than ykshm
+creates (0600, or 0640 with a group: no group or other write, no other read).  Anything else is
+`UntrustedSegmentError`, naming the file and the reason; a reader then serves nothing rather
+than forged events or a forged "Healthy".
 """
 
 from __future__ import annotations
@@ -15,16 +25,27 @@ import fcntl
 import grp
 import mmap
 import os
+import pwd
 import secrets
+import stat
 from collections.abc import Callable
 from typing import NamedTuple
 
-from .errors import RingBusyError, RingFormatError, RingNotFoundError, ShmError
+from .errors import (
+    RingBusyError,
+    RingFormatError,
+    RingNotFoundError,
+    ShmError,
+    UntrustedSegmentError,
+)
 
-__all__ = ["SHM_DIR", "SegmentPaths", "segment_paths", "list_instances", "name_problem",
-           "validate_name"]
+__all__ = ["SHM_DIR", "OWNER_ENV", "SegmentPaths", "segment_paths", "list_instances",
+           "name_problem", "validate_name", "trusted_owners", "open_checked"]
 
 SHM_DIR = "/dev/shm"
+OWNER_ENV = "YKSHM_SHM_OWNER"   # one more trusted owner of segments: a user name or a uid
+SERVICE_USER = "ykshm"          # the user deploy/sysusers.d creates and the units run as
+_MODE_SHARED = 0o640            # the widest mode ykshm creates (0640 with a group, else 0600)
 
 
 class SegmentPaths(NamedTuple):
@@ -135,15 +156,15 @@ def lock_existing(path: str, busy: Callable[[int], RingBusyError], what: str) ->
     is none.
 
     While a live writer holds the lock, raises `busy(fd)` (which may read the writer's pid from
-    the file).  Retries if the file was replaced meanwhile.
+    the file).  Retries if the file was replaced meanwhile.  A file that is not this user's own
+    (planted by someone else, or a symlink) is refused: UntrustedSegmentError.
     """
     for _ in range(100):
+        refuse_foreign(path)
         try:
-            fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
-        except FileNotFoundError:
+            fd = open_own_rw(path)
+        except RingNotFoundError:
             return None
-        except OSError as exc:
-            raise ShmError(f"cannot open {path}: {exc.strerror}") from exc
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -163,14 +184,98 @@ def map_rw(fd: int) -> mmap.mmap:
     return mmap.mmap(fd, os.fstat(fd).st_size, flags=flags, prot=mmap.PROT_READ | mmap.PROT_WRITE)
 
 
-def open_ro(path: str) -> tuple[mmap.mmap, int]:
-    """Map `path` read-only; returns (mapping, inode).  The fd is closed again."""
+def _uid_of(user: str) -> int | None:
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        return pwd.getpwnam(user).pw_uid
+    except KeyError:
+        return int(user) if user.isdigit() else None
+
+
+def trusted_owners() -> frozenset[int]:
+    """The uids whose segments this process believes (see the module docstring).
+
+    Read each time (a lookup in the password database): a test or a unit can set $YKSHM_SHM_OWNER.
+    An unknown $YKSHM_SHM_OWNER is an error naming it, not silently nobody."""
+    owners = {os.geteuid(), 0}
+    service = _uid_of(SERVICE_USER)
+    if service is not None:
+        owners.add(service)
+    configured = os.environ.get(OWNER_ENV, "").strip()
+    if configured:
+        uid = _uid_of(configured)
+        if uid is None:
+            raise ShmError(f"{OWNER_ENV}={configured!r}: no such user")
+        owners.add(uid)
+    return frozenset(owners)
+
+
+def trust_problem(st: os.stat_result, owners: frozenset[int],
+                  writable_by_us: bool = False) -> str | None:
+    """Why a file with this fstat must not be trusted as a segment, or None.
+
+    `writable_by_us`: the caller will write to it (a writer continuing a ring, a web segment),
+    so the file must be this process's own."""
+    if not stat.S_ISREG(st.st_mode):
+        return "not a regular file"
+    if writable_by_us and st.st_uid != os.geteuid():
+        return f"owned by uid {st.st_uid}, not by this user (uid {os.geteuid()})"
+    if st.st_uid not in owners:
+        return (f"owned by uid {st.st_uid}, not by a trusted user (uids "
+                f"{', '.join(map(str, sorted(owners)))}; see ${OWNER_ENV})")
+    mode = stat.S_IMODE(st.st_mode)
+    if mode & 0o022:
+        return f"mode {mode:04o} lets the group or others write it (ykshm creates 0600 or 0640)"
+    if mode & ~_MODE_SHARED:
+        return f"mode {mode:04o} is wider than ykshm creates (0600 or 0640)"
+    return None
+
+
+def open_checked(path: str, flags: int = os.O_RDONLY, *, own: bool = False) -> int:
+    """Open a segment without following a symlink and check it (`trust_problem`) on the open fd.
+
+    RingNotFoundError if it does not exist, UntrustedSegmentError if it must not be trusted."""
+    try:
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC)
     except FileNotFoundError as exc:
         raise RingNotFoundError(f"no segment {path}") from exc
     except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UntrustedSegmentError(f"refusing {path}: it is a symbolic link") from exc
         raise ShmError(f"cannot open {path}: {exc.strerror}") from exc
+    try:
+        problem = trust_problem(os.fstat(fd), trusted_owners(), own)
+    except BaseException:
+        os.close(fd)
+        raise
+    if problem is not None:
+        os.close(fd)
+        raise UntrustedSegmentError(f"refusing {path}: {problem}; remove it if it is not ykshm's")
+    return fd
+
+
+def open_own_rw(path: str) -> int:
+    """An existing segment of this user's, opened for writing (a writer continuing it)."""
+    return open_checked(path, os.O_RDWR, own=True)
+
+
+def refuse_foreign(path: str) -> None:
+    """Fail with a clear error if `path` exists and is not this user's plain file: a writer
+    would rename its new segment over it, which another user's file in sticky /dev/shm refuses
+    (EPERM) only after the work is done, and a symlink must never be taken over."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    problem = trust_problem(st, frozenset({os.geteuid()}), writable_by_us=True)
+    if problem is not None:
+        raise UntrustedSegmentError(f"refusing to replace {path}: {problem}; "
+                                    f"remove it (as its owner or root) or use another --name")
+
+
+def open_ro(path: str) -> tuple[mmap.mmap, int]:
+    """Map `path` read-only after the trust checks; returns (mapping, inode).  The fd is closed
+    again."""
+    fd = open_checked(path)
     try:
         st = os.fstat(fd)
         if st.st_size == 0:

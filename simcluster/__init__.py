@@ -18,18 +18,47 @@ Modules (one concept each):
 - `fieldsets`  field sets in FieldsV1 form, list semantics from the schema
 - `k8sschema`  the vendored Kubernetes 1.32 schemas (`k8s_openapi.json`) of the built-in kinds
 - `timestamps` Time / MicroTime fields normalised to UTC `Z`
+- `admission`  the admission chain: matching mutating, then validating webhooks, AdmissionReview v1
+- `webhookconfig` Mutating/ValidatingWebhookConfiguration: defaults and validation (422 naming the field)
+- `webhookcall` one webhook call: url or service resolution, HTTPS against caBundle, timeoutSeconds
+- `workloads`  Deployments, ReplicaSets, Jobs: defaults and validation (the kinds as stored)
+- `controllers` the Deployment, ReplicaSet and Job controllers: pods owned by them, rollouts, completion
 - `api`        routing and verbs: list/watch, create/get/update/patch/delete, binding, status
 - `objects`    defaults, system metadata and validation (422 causes naming the field)
 - `schema`     known fields, for `?fieldValidation=Strict|Warn`
 - `errors`     Kubernetes API errors: an HTTP code plus a `Status` object
 - `protobuf`   just enough of the Kubernetes protobuf encoding for kubectl's typed writes
+- `protoworkloads` protobuf Deployments and Jobs (`kubectl create deployment|job`)
 - `patch`      merge, strategic-merge and JSON patch
 - `selectors`  label and field selectors
 - `tables`     meta.k8s.io Table output for `kubectl get`
 - `discovery`  /api, /apis, resource lists, /version, /openapi/v2 and /openapi/v3
 - `eventconv`  core/v1 <-> events.k8s.io/v1 Event
-- `kubelet`    bound pods become Running, then Succeeded after `ykshm.io/run-seconds`; pod events
+- `kubelet`    bound pods become Running, then Succeeded after `ykshm.io/run-seconds`; hands process pods over
+- `podevents`  the kubelet's core/v1 Events on a pod
+- `procimages` which images run as local `ykshm` processes (--ykshm-image, --process-image), and how
+- `procpods`   process pods: start, exit, restart policy, CrashLoopBackOff, probes, stop on delete
+- `podstatus`  a process pod's phase, conditions and containerStatuses from its containers' states
+- `podenv`     a process container's environment: env/envFrom, valueFrom refs, `$(VAR)`, service links
+- `volumes`    a process pod's 0700 directory: volumes, the ServiceAccount token, container paths mapped
+- `podtoken`   the projected ServiceAccount token's claims (and the signer hook)
+- `probes`     startup/liveness/readiness probes: httpGet, tcpSocket, exec
+- `podlogs`    containers' log files and the pods/log sub-resource (`kubectl logs -f --previous`)
+- `loopback`   the 127.N.0.0/16 block a sim-cluster claims for pod and Service addresses
+- `endpoints`  the endpoints and EndpointSlice controllers (each Service's ready pods)
+- `services`   ClusterIP listeners proxying to ready endpoints, and the hosts file of Service names
 - `workload`   pods for the `yunikorn` scheduler from a file or `--demo`
 - `httpserver` HTTP/1.1 on trio + h11 with long-lived chunked watch streams
+- `tlsserve`   HTTPS: the server SSLContext (serving cert, optional client CA), listeners wrapped
+- `pki`        `--pki-dir`: a self-made CA, serving/admin certificates, SA key pair, admin kubeconfig
+- `authconfig` the kube-apiserver security flags: checked at start, installed on the Api
+- `access`     the per-request gate: authenticate, impersonate, authorize (401/403)
+- `authn`      authenticators: client certificates, static token file, ServiceAccount JWTs
+- `tokens`     ServiceAccount tokens: RS256 JWT signing/verification, bound claims
+- `requestinfo` a request's authorizer attributes (verb, group, resource, sub-resource, name, path)
+- `rbac`       the RBAC authorizer, kube's 403 wording, escalation prevention, role aggregation
+- `rbacobjects` validation of Role/ClusterRole/RoleBinding/ClusterRoleBinding (422 causes)
+- `bootstrap_policy` the default ClusterRoles and ClusterRoleBindings, as data
+- `reviews`    Self/Local/SubjectAccessReview, SelfSubjectRulesReview, SelfSubjectReview, TokenReview, TokenRequest
 - `main`       the CLI
 """

@@ -27,8 +27,8 @@ import orjson
 import trio
 import yaml
 
-from . import (apply, crd, discovery, disruption, eventconv, eviction, fieldsets, gc, kinds, objects, protobuf, scale,
-               schema, structural, tables, timestamps)
+from . import (admission, apply, crd, discovery, disruption, eventconv, eviction, fieldsets, gc, kinds, objects,
+               podlogs, protobuf, scale, schema, structural, tables, timestamps)
 from .errors import (AlreadyExists, ApiError, BadRequest, Conflict, Expired, Forbidden, InternalError, Invalid,
                      MethodNotAllowed, NotFound, TooLargeVersion, UnsupportedMedia, status_object, success_status)
 from .httpserver import Request, Response, StreamResponse
@@ -103,15 +103,24 @@ class Api:
             store.add_bucket(r.bucket)
         self.gc = gc.Collector(store, self.registry)
         self.gc.on_crd_removed = self._resync_crds
+        self.admission = admission.Admission(store)
         self._openapi_generation = -1
         self._v2_pb = discovery.openapi_v2_protobuf()
         self.requests = 0
         self.fresh_wait = 3.0
+        # authentication/authorization hooks (simcluster.access, reviews, rbac), set by main
+        self.access: Any = None  # .admit(req): 401/403 before routing
+        self.virtual: dict[tuple[str, str], Callable[[Request, str, str, Obj], Obj]] = {}  # reviews, tokens
+        self.admit_write: Callable[[Request, Resource, str, Obj], None] | None = None  # RBAC escalation
+        self.root_ca_pem = kinds.ROOT_CA_PEM  # each namespace's kube-root-ca.crt
+        self.logs: podlogs.LogSource | None = None  # process pods' output (procpods); else logs are empty
 
     # -- entry -------------------------------------------------------------------------------
     async def handle(self, req: Request) -> Response | StreamResponse:
         self.requests += 1
         try:
+            if self.access is not None:
+                self.access.admit(req)
             return await self._route(req)
         except ApiError as exc:
             return _error(exc)
@@ -209,6 +218,14 @@ class Api:
         if sub and sub not in res.subresources and not (res is PODS and sub == "log"):
             raise NotFound.path()
         method = req.method
+        virtual = self.virtual.get((res.group, f"{res.name}/{sub}" if sub else res.name))
+        if virtual is not None or res.verbs == ("create",) and res is not BINDINGS:
+            if method != "POST" or virtual is None:
+                raise MethodNotAllowed("the server does not allow this method on the requested resource")
+            body = self._decode(req, res)
+            if not isinstance(body, dict):
+                raise BadRequest(f"the object provided is unrecognized (must be of type {res.kind})")
+            return _json(201, virtual(req, namespace or "", name or "", body))
         if res is BINDINGS:
             if method != "POST" or name is not None or namespace is None:
                 raise MethodNotAllowed("the server does not allow this method on the requested resource")
@@ -227,24 +244,23 @@ class Api:
             if method == "POST":
                 if res.namespaced and namespace is None:
                     raise MethodNotAllowed("the server does not allow this method on the requested resource")
-                return self._create(req, res, namespace or "")
+                return await self._create(req, res, namespace or "")
             if method == "DELETE":
                 return self._delete_collection(req, res, namespace)
             raise MethodNotAllowed("the server does not allow this method on the requested resource")
         ns = namespace or ""
         if method in ("GET", "HEAD") and sub == "log":
-            self._must_get(res, ns, name)
-            return Response(200, b"", "text/plain")  # a simulated container writes no logs
+            return podlogs.respond(self.logs, self._must_get(res, ns, name), req)
         if sub == "scale":
             return self._scale(req, res, ns, name)
         if method in ("GET", "HEAD") and sub in ("", "status"):
             return self._get(req, res, ns, name)
         if method == "PUT" and sub in ("", "status"):
-            return self._update(req, res, ns, name, sub)
+            return await self._update(req, res, ns, name, sub)
         if method == "PATCH" and sub in ("", "status"):
-            return self._patch(req, res, ns, name, sub)
+            return await self._patch(req, res, ns, name, sub)
         if method == "DELETE" and sub == "":
-            return self._delete(req, res, ns, name)
+            return await self._delete(req, res, ns, name)
         if method == "POST" and sub == "binding":
             return self._bind(req, ns, name, self._decode(req, BINDINGS))
         if method == "POST" and sub == "eviction":
@@ -380,7 +396,7 @@ class Api:
             return obj
         stored = self.store.create(res.bucket, obj)
         if res is NAMESPACES:  # its default ServiceAccount and kube-root-ca.crt
-            for kind, body in kinds.namespace_objects(stored["metadata"]["name"]):
+            for kind, body in kinds.namespace_objects(stored["metadata"]["name"], self.root_ca_pem):
                 self.create_object(kind, stored["metadata"]["name"], body)
         return self._sync_crd(stored) if res is CRDS else stored
 
@@ -429,14 +445,36 @@ class Api:
                              f"strict decoding error: {listed}")
         return [("warning", '299 - "unknown field \\"%s\\""' % f) for f in unknown]
 
-    def _create(self, req: Request, res: Resource, namespace: str) -> Response:
+    async def _admit(self, req: Request, op: str, res: Resource, ns: str, name: str, sub: str, body: Any,
+                     old: Obj | None) -> Any:
+        """The admission webhooks around a write (admission.py): the body to store."""
+        if body is not None and not isinstance(body, dict):
+            return body  # undecodable: the object's own validation answers
+        a = admission.attributes(req, op, res, sub, ns, name)
+        if op == "CREATE":
+            check = lambda b: self.create_object(res, ns, b, dry_run=True)  # noqa: E731
+            if self.admission.active() and res is not NEW_EVENTS:
+                body = admission.defaulted(check, body)
+        else:
+            check = lambda b: objects.prepare_update(self._store_resource(res, b)[0],  # noqa: E731
+                                                     self._store_resource(res, copy.deepcopy(b))[1], old, sub)
+        return await self.admission.admit(a, body, old, check)
+
+    async def _create(self, req: Request, res: Resource, namespace: str) -> Response:
         body = self._decode(req, res)
         warnings = self._field_validation(req, res, body)
+        name = str(((body.get("metadata") or {}) if isinstance(body, dict) else {}).get("name") or "")
+        body = await self._admit(req, "CREATE", res, namespace, name, "", body, None)
+        self._admit_write(req, res, namespace, body)
         manager = apply.update_manager(res, req.param("fieldManager"), req.header("user-agent"))
         obj = self.create_object(res, namespace, body, dry_run=req.param("dryRun") == "All", manager=manager)
         response = _json(201, self._out(res, obj))
         response.headers.extend(warnings)
         return response
+
+    def _admit_write(self, req: Request, res: Resource, namespace: str, body: Any) -> None:
+        if self.admit_write is not None and isinstance(body, dict):
+            self.admit_write(req, res, namespace, body)
 
     def _check_rv(self, res: Resource, name: str, given: Any, old: Obj) -> None:
         if given not in (None, "") and str(given) != old["metadata"]["resourceVersion"]:
@@ -452,6 +490,7 @@ class Api:
             self._check_rv(res, name, (body.get("metadata") or {}).get("resourceVersion"), old)
         new = objects.prepare_update(sres, body, old, sub)
         kinds.on_update(self.store, sres, new, old)
+        self._admit_write(req, sres, new["metadata"].get("namespace", ""), new)
         if tracked:
             apply.track_update(sres, old, new, apply.update_manager(
                 sres, req.param("fieldManager"), req.header("user-agent"), sub))
@@ -471,10 +510,12 @@ class Api:
         response.headers.extend(warnings)
         return response
 
-    def _update(self, req: Request, res: Resource, ns: str, name: str, sub: str) -> Response:
+    async def _update(self, req: Request, res: Resource, ns: str, name: str, sub: str) -> Response:
         old = self._must_get(res, ns, name)
         body = self._decode(req, res)
         warnings = self._field_validation(req, res, body)
+        body = await self._admit(req, "UPDATE", res, ns, name, sub, body, old)
+        old = self._must_get(res, ns, name)  # a change meanwhile: the resourceVersion check sees it
         return self._store_update(req, res, name, body, old, sub, warnings)
 
     def _patch_type(self, req: Request, res: Resource, default: str) -> str:
@@ -486,7 +527,7 @@ class Api:
                                    "application/apply-patch+yaml")
         return ctype
 
-    def _patch(self, req: Request, res: Resource, ns: str, name: str, sub: str) -> Response:
+    async def _patch(self, req: Request, res: Resource, ns: str, name: str, sub: str) -> Response:
         ctype = self._patch_type(req, res, STRATEGIC)
         if apply.is_apply(ctype):
             return self._apply(req, res, ns, name, sub)
@@ -499,6 +540,8 @@ class Api:
         # field names are checked on the object the patch produces, as the apiserver does: patch
         # directives such as kubectl's `$setElementOrder/containers` are not fields
         warnings = self._field_validation(req, res, merged)
+        merged = await self._admit(req, "UPDATE", res, ns, name, sub, merged, old)
+        old = self._must_get(res, ns, name)  # a change meanwhile: the resourceVersion check sees it
         return self._store_update(req, res, name, merged, old, sub, warnings)
 
     def _apply(self, req: Request, res: Resource, ns: str, name: str, sub: str) -> Response:
@@ -514,6 +557,7 @@ class Api:
         if old is None:
             if sub:
                 raise NotFound.object(res.name, name, res.group)
+            self._admit_write(req, res, ns, cfg)
             obj = self.create_object(res, ns, apply.created(res, cfg, mgr), dry_run=req.param("dryRun") == "All")
             response = _json(201, self._out(res, obj))
         else:
@@ -557,9 +601,11 @@ class Api:
                             {"name": name, "kind": "namespaces"})
         return self.gc.delete(res, self._must_get(res, ns, name), policy)
 
-    def _delete(self, req: Request, res: Resource, ns: str, name: str) -> Response:
+    async def _delete(self, req: Request, res: Resource, ns: str, name: str) -> Response:
         old = self._must_get(res, ns, name)
         opts = self._delete_options(req)
+        await self._admit(req, "DELETE", res, ns, name, "", None, old)
+        old = self._must_get(res, ns, name)
         pre = opts.get("preconditions") or {}
         if pre.get("uid") and pre["uid"] != old["metadata"]["uid"]:
             raise Conflict.object(res.name, name, f"Precondition failed: UID in precondition: {pre['uid']}, "
@@ -573,9 +619,10 @@ class Api:
         return _json(200, self._deleted(res, *self.delete_object(res, ns, name, opts["propagationPolicy"])))
 
     def _deleted(self, res: Resource, obj: Obj, gone: bool) -> Obj:
-        """DELETE's answer: the object for pods and namespaces (their registries return it) and for
-        an object that stays (finalizers), a Status for every other kind (the generic registry's)."""
-        if res.kind in ("Pod", "Namespace") or not gone:
+        """DELETE's answer: the object for pods, namespaces and services (their registries set
+        ReturnDeletedObject; the official client decodes a V1Service) and for an object that stays
+        (finalizers), a Status for every other kind (the generic registry's)."""
+        if res.kind in ("Pod", "Namespace", "Service") or not gone:
             return self._out(res, obj)
         details = {"name": obj["metadata"]["name"], "kind": res.name, "uid": obj["metadata"].get("uid", "")}
         if res.group:

@@ -58,7 +58,7 @@ def api_group_list(reg: Registry) -> dict[str, Any]:
 
 
 def _verbs_for(r: Resource, sub: str) -> list[str]:
-    if sub in ("binding", "eviction"):
+    if sub in ("binding", "eviction", "token"):
         return ["create"]
     if sub:
         return ["get", "patch", "update"]
@@ -85,6 +85,8 @@ def resource_list(reg: Registry, group: str, version: str) -> dict[str, Any] | N
                                          "kind": kind, "verbs": _verbs_for(r, sub)}
             if sub == "scale":
                 sub_entry.update(group="autoscaling", version="v1", kind="Scale")
+            elif sub == "token":  # kubectl create token: a TokenRequest
+                sub_entry.update(group="authentication.k8s.io", version="v1", kind="TokenRequest")
             elif sub == "eviction":  # kubectl drain looks for exactly this to evict instead of delete
                 sub_entry.update(group="policy", version="v1", kind="Eviction")
             items.append(sub_entry)

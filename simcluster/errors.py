@@ -2,6 +2,8 @@
 
     ApiError                      (base; never raised itself)
      ├── BadRequest         400   malformed JSON, kind/namespace/name mismatch, bad selector
+     ├── Unauthorized       401   no or bad credentials while authentication is on (`access`)
+     ├── Forbidden          403   RBAC said no (`rbac`), or an operation refused outright
      ├── NotFound           404   unknown object, namespace or resource path
      ├── MethodNotAllowed   405   a verb the resource does not support
      ├── NotAcceptable      406   an Accept header we cannot satisfy
@@ -83,6 +85,17 @@ class BadRequest(ApiError):
 
     code = 400
     reason = "BadRequest"
+
+
+class Unauthorized(ApiError):
+    """No valid credentials while authentication is on: always the bare message "Unauthorized",
+    as kube-apiserver words it (it never says which check failed)."""
+
+    code = 401
+    reason = "Unauthorized"
+
+    def __init__(self) -> None:
+        super().__init__("Unauthorized")
 
 
 class NotFound(ApiError):

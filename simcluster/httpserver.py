@@ -3,6 +3,8 @@
 Why not hypercorn: a watch is a response that never ends by itself; we need to notice a client
 that went away while nothing is being written (a concurrent read sees EOF and cancels the stream),
 bound a stalled writer (`send_timeout`), and flush every event at once. That is a few lines on h11.
+A connection that sends no whole request head within `idle_timeout` (90 s, as kube-apiserver) of
+its last answer is closed, so idle or trickling clients do not pile up.
 
 Resource handling: `serve()` runs under the caller's nursery (`nursery.start(serve, ...)`), one
 task per connection; cancelling that nursery closes every connection. Error handling: a handler
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from typing import Any
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -43,6 +46,9 @@ class Request:
     headers: dict[str, str]
     body: bytes = b""
     peer: str = ""
+    peer_cert: dict | None = None  # a verified TLS client certificate (`ssl.getpeercert()`)
+    header_items: list[tuple[str, str]] = field(default_factory=list)  # every header, repeats kept
+    user: Any = None  # the authenticated caller (`access.Access.admit`), when authentication is on
 
     def param(self, name: str, default: str = "") -> str:
         values = self.query.get(name)
@@ -80,10 +86,17 @@ class _Closed(Exception):
     pass
 
 
+IDLE_TIMEOUT = 90.0
+"""Seconds a connection may wait for its next request (kube-apiserver's IdleTimeout, which is
+http.DefaultTransport's keep-alive: clients drop theirs first)."""
+
+
 class HttpServer:
-    def __init__(self, handler: Handler, send_timeout: float = 30.0) -> None:
+    def __init__(self, handler: Handler, send_timeout: float = 30.0,
+                 idle_timeout: float = IDLE_TIMEOUT) -> None:
         self.handler = handler
         self.send_timeout = send_timeout
+        self.idle_timeout = idle_timeout
         self.connections = 0
 
     async def serve(self, listeners: list[trio.SocketListener], *, task_status=trio.TASK_STATUS_IGNORED) -> None:
@@ -115,13 +128,16 @@ class HttpServer:
         self.connections += 1
         conn = h11.Connection(h11.SERVER, max_incomplete_event_size=64 * 1024)
         try:
-            peer = stream.socket.getpeername()
+            peer = getattr(stream, "transport_stream", stream).socket.getpeername()
             peer_s = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         except OSError:
             peer_s = "?"
         try:
+            peer_cert = await _handshake(stream)
             while True:
                 request = await self._read_request(stream, conn, peer_s)
+                if request is not None:
+                    request.peer_cert = peer_cert
                 if request is None:
                     return
                 try:
@@ -140,7 +156,7 @@ class HttpServer:
                     conn.start_next_cycle()
                 except h11.LocalProtocolError:
                     return
-        except (_Closed, trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
+        except (_Closed, trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError, ConnectionError):
             return
         except (h11.LocalProtocolError, h11.RemoteProtocolError) as exc:
             if isinstance(exc, h11.LocalProtocolError):
@@ -171,7 +187,9 @@ class HttpServer:
             return event
 
     async def _read_request(self, stream: trio.SocketStream, conn: h11.Connection, peer: str) -> Request | None:
-        event = await self._next_event(stream, conn)
+        event = None
+        with trio.move_on_after(self.idle_timeout):  # an idle (or never finished) head: close
+            event = await self._next_event(stream, conn)
         if isinstance(event, h11.ConnectionClosed) or event is h11.PAUSED:
             return None
         if not isinstance(event, h11.Request):
@@ -195,9 +213,11 @@ class HttpServer:
         target = event.target.decode("latin-1")
         parts = urlsplit(target)
         headers: dict[str, str] = {}
+        items: list[tuple[str, str]] = []
         for name, value in event.headers:
             key = name.decode("latin-1").lower()
             val = value.decode("latin-1")
+            items.append((key, val))
             headers[key] = f"{headers[key]},{val}" if key in headers and key == "accept" else val
         return Request(
             method=event.method.decode("ascii").upper(),
@@ -206,6 +226,7 @@ class HttpServer:
             headers=headers,
             body=bytes(body),
             peer=peer,
+            header_items=items,
         )
 
     def _headers(self, content_type: str, extra: list[tuple[str, str]], length: int | None) -> list[tuple[str, str]]:
@@ -271,6 +292,16 @@ class HttpServer:
         if gone:
             raise _Closed("peer went away")
         await self._send(stream, conn.send(h11.EndOfMessage()))
+
+
+async def _handshake(stream: trio.abc.Stream) -> dict | None:
+    """TLS (an `SSLStream` from `tlsserve`): finish the handshake within 10 s; the verified client
+    certificate, if one was sent. A failed handshake raises BrokenResourceError (ends the connection)."""
+    if not isinstance(stream, trio.SSLStream):
+        return None
+    with trio.fail_after(10):
+        await stream.do_handshake()
+    return stream.getpeercert() or None
 
 
 async def open_listeners(host: str, port: int) -> list[trio.SocketListener]:

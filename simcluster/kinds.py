@@ -23,10 +23,11 @@ import ipaddress
 import re
 from typing import Any
 
-from . import disruption, priority
+from . import disruption, priority, rbacobjects, webhookconfig, workloads
 from .errors import Invalid
 from .objects import Cause, invalid, required
-from .resources import CONFIGMAPS, LEASES, PDBS, PODS, PRIORITYCLASSES, SERVICEACCOUNTS, SERVICES, Resource
+from .resources import (CONFIGMAPS, LEASES, MUTATING_WEBHOOKS, PDBS, PODS, PRIORITYCLASSES, SERVICEACCOUNTS, SERVICES,
+                        VALIDATING_WEBHOOKS, Resource)
 from .store import Store
 
 Obj = dict[str, Any]
@@ -56,13 +57,14 @@ _PERCENT = re.compile(r"^[0-9]+%$")
 
 # -- namespaces ----------------------------------------------------------------------------------
 
-def namespace_objects(namespace: str) -> list[tuple[Resource, Obj]]:
-    """What a new namespace gets at once (the service-account and root-CA controllers' work)."""
+def namespace_objects(namespace: str, ca_pem: str = ROOT_CA_PEM) -> list[tuple[Resource, Obj]]:
+    """What a new namespace gets at once (the service-account and root-CA controllers' work);
+    `ca_pem` is the cluster's CA when sim-cluster serves HTTPS (`authconfig`)."""
     return [
         (SERVICEACCOUNTS, {"metadata": {"name": "default", "namespace": namespace}}),
         (CONFIGMAPS, {"metadata": {"name": ROOT_CA_NAME, "namespace": namespace,
                                    "annotations": {"kubernetes.io/description": ROOT_CA_DESCRIPTION}},
-                      "data": {"ca.crt": ROOT_CA_PEM}}),
+                      "data": {"ca.crt": ca_pem}}),
     ]
 
 
@@ -90,6 +92,12 @@ def on_create(store: Store, res: Resource, obj: Obj) -> None:
         priority.validate_class(store, obj)
     elif res is PODS:
         priority.admit_pod(store, obj)
+    elif res in (MUTATING_WEBHOOKS, VALIDATING_WEBHOOKS):
+        webhookconfig.validate(res.kind, obj)
+    elif res in workloads.KINDS:
+        workloads.on_create(res, obj)
+    else:
+        rbacobjects.validate(res, obj)
 
 
 def on_update(store: Store, res: Resource, new: Obj, old: Obj) -> None:
@@ -109,6 +117,12 @@ def on_update(store: Store, res: Resource, new: Obj, old: Obj) -> None:
         _validate_lease(new)
     elif res is PRIORITYCLASSES:
         priority.validate_class(store, new, old)
+    elif res in (MUTATING_WEBHOOKS, VALIDATING_WEBHOOKS):
+        webhookconfig.validate(res.kind, new)
+    elif res in workloads.KINDS:
+        workloads.on_update(res, new, old)
+    else:
+        rbacobjects.validate(res, new, old)
 
 
 # -- services --------------------------------------------------------------------------------------

@@ -16,8 +16,10 @@ meanwhile does nothing.
 Like a real kubelet it posts core/v1 Events on the pod (source `kubelet`, the node as host, the
 container as `involvedObject.fieldPath`): Pulled, Created and Started for each container when the
 pod starts, Killing when a running pod is deleted (`events=False`, `--no-kubelet-events`, skips
-them: one write per event). The events are stored directly, not through the API: they are ours
-and valid by construction, and the shortcut keeps them cheap.
+them: one write per event; `podevents`).
+
+A pod with a container whose image runs as a process (`procpods`, `procimages`) is handed to
+`ProcPods` when it would start: its status is then what its real processes do.
 """
 
 from __future__ import annotations
@@ -27,13 +29,12 @@ import ipaddress
 import itertools
 import logging
 import math
-import os
-import uuid
 from typing import Any
 
 import trio
 
-from . import objects
+from . import objects, podevents
+from .procpods import ProcPods
 from .store import DELETED, Change, Store
 
 log = logging.getLogger("ykshm.sim-cluster.kubelet")
@@ -44,8 +45,10 @@ START, FINISH, KILL = "start", "finish", "kill"
 
 
 class Kubelet:
-    def __init__(self, store: Store, start_delay: float = 0.2, events: bool = True) -> None:
+    def __init__(self, store: Store, start_delay: float = 0.2, events: bool = True,
+                 procpods: ProcPods | None = None) -> None:
         self.store = store
+        self.procpods = procpods  # runs the pods whose images are processes (procpods.py)
         self.start_delay = start_delay
         self.events = events
         self._killed: dict[str, dict[str, Any]] = {}  # uid -> the last state of a deleted running pod
@@ -81,6 +84,8 @@ class Kubelet:
         pod = change.obj
         if change.type == DELETED:
             uid = pod["metadata"]["uid"]
+            if self.procpods is not None:
+                self.procpods.stop(uid)
             self._planned.discard((uid, START))
             self._planned.discard((uid, FINISH))
             if self.events and (pod.get("status") or {}).get("phase") == "Running":
@@ -90,7 +95,7 @@ class Kubelet:
         phase = (pod.get("status") or {}).get("phase")
         if phase == "Pending" and (pod.get("spec") or {}).get("nodeName"):
             self._push(self.start_delay, START, pod)
-        elif phase == "Running":
+        elif phase == "Running" and not (self.procpods and self.procpods.handles(pod)):
             seconds = _run_seconds(pod)
             if seconds is not None:
                 self._push(seconds, FINISH, pod)
@@ -127,6 +132,9 @@ class Kubelet:
             node = self.store.get("nodes", "", pod["spec"].get("nodeName", ""))
             if node is None:
                 return  # no kubelet on a node that does not exist: the pod stays Pending
+            if self.procpods is not None and self.procpods.handles(pod):
+                self.procpods.start(pod, node)
+                return
             running = self.store.replace("pods", self._running(pod, node))
             self.started += 1
             if self.events:
@@ -141,25 +149,8 @@ class Kubelet:
 
     def _post_events(self, pod: dict[str, Any], events: list[tuple[str, str, dict[str, Any]]]) -> None:
         """Normal core/v1 Events on `pod` from this node's kubelet (skipped when its namespace went)."""
-        meta = pod["metadata"]
-        ns = meta["namespace"]
-        space = self.store.get("namespaces", "", ns)
-        if space is None or space["metadata"].get("deletionTimestamp"):
-            return
-        node = pod["spec"].get("nodeName", "")
-        now = objects.now_rfc3339()
         for reason, message, container in events:
-            uid = uuid.UUID(bytes=os.urandom(16), version=4)  # a quarter of uuid4()'s cost
-            self.store.create("events", {
-                "apiVersion": "v1", "kind": "Event",
-                "metadata": {"name": f"{meta['name']}.{uid.hex[:16]}", "namespace": ns,
-                             "uid": str(uid), "creationTimestamp": now},
-                "involvedObject": {"apiVersion": "v1", "kind": "Pod", "namespace": ns, "name": meta["name"],
-                                   "uid": meta["uid"], "resourceVersion": meta.get("resourceVersion", ""),
-                                   "fieldPath": f"spec.containers{{{container.get('name')}}}"},
-                "reason": reason, "message": message, "source": {"component": "kubelet", "host": node},
-                "firstTimestamp": now, "lastTimestamp": now, "count": 1, "type": "Normal", "eventTime": None,
-                "reportingComponent": "kubelet", "reportingInstance": node})
+            podevents.post(self.store, pod, str(container.get("name")), reason, message)
 
     def _pod_ip(self) -> str:
         return str(ipaddress.IPv4Address("10.244.0.0") + next(self._ips) % (1 << 16))

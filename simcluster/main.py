@@ -16,16 +16,20 @@ import argparse
 import ipaddress
 import logging
 import math
+import shutil
 import signal
 import sys
+import tempfile
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import trio
 
 from common.quantity import QuantityError, parse_milli, parse_quantity
 from common.cliutil import Failure, Parser, UsageError, run_main
 
-from . import disruption, kinds, leases, objects, priority, workload
+from . import (authconfig, controllers, disruption, endpoints, kinds, leases, loopback, objects, pki, priority,
+               podtoken, procimages, procpods, rbac, services, tlsserve, tokens, workload)
 from .api import Api
 from .httpserver import HttpServer, open_listeners
 from .kubelet import Kubelet
@@ -73,7 +77,25 @@ def build_parser() -> Parser:
                    help="seconds between node lease renewals in kube-node-lease (default 10; 0 = no leases)")
     p.add_argument("--event-ttl", type=_seconds(1), default=3600.0,
                    help="seconds an Event is kept, as the apiserver's --event-ttl (default 3600)")
+    proc = p.add_argument_group("process pods (ykshm's own images run as local processes)")
+    proc.add_argument("--ykshm-image", metavar="IMAGE", default=None,
+                      help=f"the image that runs `ykshm` (default {procimages.default_image()})")
+    proc.add_argument("--process-image", action="append", default=[], metavar="IMAGE=COMMAND",
+                      help="run IMAGE as COMMAND, which starts with ykshm "
+                           "(e.g. 'streams-runtime:1=ykshm pe-sim'); repeat")
+    proc.add_argument("--process-images", action="append", default=[], metavar="FILE",
+                      help="a YAML mapping IMAGE: COMMAND, as --process-image")
+    proc.add_argument("--no-process-pods", action="store_true", help="simulate every pod, run none")
+    proc.add_argument("--pods-dir", metavar="DIR", default=None,
+                      help="where process pods' directories go (default: a new temporary directory, removed at exit)")
+    proc.add_argument("--loopback-block", type=int, default=None, metavar="N",
+                      help="serve pods and Services on 127.N.0.0/16 (100..254; default: the first free one)")
+    proc.add_argument("--backoff-initial", type=_seconds(0.01), default=10.0,
+                      help="CrashLoopBackOff's first delay in seconds, doubling (default 10, as the kubelet)")
+    proc.add_argument("--backoff-max", type=_seconds(0.01), default=300.0,
+                      help="CrashLoopBackOff's longest delay in seconds (default 300)")
     p.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
+    authconfig.add_flags(p)
     return p
 
 
@@ -98,6 +120,12 @@ def _check_args(args) -> None:
         parse_quantity(args.node_memory)
     except QuantityError as exc:
         raise UsageError(f"--node-cpu/--node-memory: {exc}") from None
+    if args.loopback_block is not None and not 100 <= args.loopback_block <= 254:
+        raise UsageError(f"--loopback-block must be 100..254, got {args.loopback_block}")
+    try:
+        args.images = procimages.ProcessImages.build(args.ykshm_image, args.process_image, args.process_images)
+    except procimages.ImageConfigError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def populate(api: Api, nodes: int, cpu: str, memory: str, pods: int) -> None:
@@ -116,29 +144,70 @@ def populate(api: Api, nodes: int, cpu: str, memory: str, pods: int) -> None:
         api.create_object(NODES, "", {"metadata": {"name": name}, "status": status})
 
 
-async def serve(args, apps: list[workload.App] | None) -> None:
+def _pod_token_signer(issuer) -> "podtoken.Signer":
+    """Process pods' projected tokens signed with the ServiceAccount key, under the issuer and
+    audiences sim-cluster authenticates (a pod's token then works against this API server)."""
+    def sign(claims: dict) -> str:
+        claims = {**claims, "iss": issuer.issuer}
+        if claims.get("aud") == [podtoken.ISSUER]:
+            claims["aud"] = list(issuer.audiences)
+        return tokens.sign(claims, issuer.key)
+    return sign
+
+
+async def serve(args, apps: list[workload.App] | None, security: authconfig.Security) -> None:
     store = Store(BUCKETS, history_size=args.watch_history)
     try:
         listeners = await open_listeners(args.bind, args.port)
     except OSError as exc:
         raise Failure(f"cannot listen on {args.bind}:{args.port}: {exc.strerror or exc}") from None
     port = listeners[0].socket.getsockname()[1]
+    if security.tls is not None:
+        listeners = tlsserve.wrap(listeners, security.tls)
     host = f"[{args.bind}]" if ":" in args.bind else args.bind
     api = Api(store, server=f"{args.bind}:{port}", bookmark_interval=args.bookmark_interval,
               node_cpu=args.node_cpu, node_memory=args.node_memory)
-    kubelet = Kubelet(store, start_delay=args.kubelet_delay, events=not args.no_kubelet_events)
+    endpoints_ctl = endpoints.EndpointsController(store, api.create_object, (args.bind, port))
+    pods, network, block, own_dir = None, None, None, None
+    if not args.no_process_pods:
+        try:
+            block = loopback.Block.take(args.loopback_block)
+        except loopback.BlockTaken as exc:
+            raise Failure(str(exc)) from None
+        own_dir = None if args.pods_dir else tempfile.mkdtemp(prefix="ykshm-pods-")
+        pods_dir = Path(args.pods_dir or own_dir)
+        pods_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        network = services.ServiceNetwork(store, block, pods_dir / "hosts")
+        pods = procpods.ProcPods(store, procpods.Settings(pods_dir, args.images, args.bind, port, args.backoff_initial,
+                                                          args.backoff_max), block,
+                                 extra_env=lambda pod: services.dns_env(pod, network.hosts))
+    api.logs = pods
+    if pods is not None and security.issuer is not None:
+        pods.signer = _pod_token_signer(security.issuer)
+    kubelet = Kubelet(store, start_delay=args.kubelet_delay, events=not args.no_kubelet_events, procpods=pods)
     node_leases = leases.NodeLeases(api, args.node_lease_interval)
+    authconfig.install(api, security)
     populate(api, args.nodes, args.node_cpu, args.node_memory, args.node_pods)
+    authconfig.create_policy(api, security)
     server = HttpServer(api.handle)
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with trio.open_nursery() as nursery:
+            await nursery.start(endpoints_ctl.run)
+            if pods is not None and network is not None:
+                await nursery.start(network.run)
+                await nursery.start(pods.run)
             await nursery.start(kubelet.run)
             await nursery.start(api.gc.run)
             await nursery.start(disruption.DisruptionController(store).run)
+            await nursery.start(controllers.Controllers(api).run)
             await nursery.start(node_leases.run)
             await nursery.start(api.run_event_expiry, args.event_ttl)
+            await nursery.start(rbac.Aggregator(store).run)
             await nursery.start(server.serve, listeners)
-            print(f"sim-cluster listening on http://{host}:{port}", flush=True)
+            print(f"sim-cluster listening on {security.scheme}://{host}:{port}", flush=True)
+            if security.pki is not None:
+                path = pki.write_admin_kubeconfig(security.pki, f"https://{host}:{port}")
+                print(f"admin kubeconfig: {path}", flush=True)
             gen = workload.Workload(api)
             if apps is not None:
                 nursery.start_soon(gen.run_file, apps)
@@ -148,6 +217,10 @@ async def serve(args, apps: list[workload.App] | None) -> None:
                 log.warning("sim-cluster: %s, stopping", signal.Signals(signum).name)
                 nursery.cancel_scope.cancel()
                 break
+    if own_dir is not None:
+        shutil.rmtree(own_dir, ignore_errors=True)
+    if block is not None:
+        block.close()
 
 
 def _body(argv: Sequence[str]) -> int:
@@ -161,7 +234,8 @@ def _body(argv: Sequence[str]) -> int:
             apps = workload.load(args.workload)
         except workload.WorkloadError as exc:
             raise UsageError(f"--workload: {exc}") from None
-    trio.run(serve, args, apps)
+    security = authconfig.load(args)
+    trio.run(serve, args, apps, security)
     return 0
 
 

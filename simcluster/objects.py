@@ -87,6 +87,8 @@ def _validate_meta(resource: Resource, meta: Obj, causes: list[Cause]) -> None:
         pattern, limit = (_DNS1123_LABEL, 63) if resource.name == "namespaces" else (_DNS1123_SUBDOMAIN, 253)
         if resource.name in ("events", "configmaps"):
             ok = len(name) <= 253 and "/" not in name and name not in (".", "..")
+        elif resource.group == "rbac.authorization.k8s.io":  # a path segment: `system:kube-scheduler`
+            ok = "/" not in name and "%" not in name and name not in (".", "..")
         else:
             ok = len(name) <= limit and bool(pattern.match(name))
         if not ok:

@@ -1,4 +1,5 @@
-"""PATCH bodies: JSON merge patch (RFC 7386), strategic merge patch (our subset), JSON patch (RFC 6902).
+"""PATCH bodies: JSON merge patch (RFC 7386), strategic merge patch (our subset), JSON patch (RFC 6902, the
+`jsonpatch` library).
 
 Strategic merge differs from merge patch on lists: for the built-in kinds the real schema's
 `x-kubernetes-patch-strategy`/`-patch-merge-key` decide (Service ports merge on `port`); for an
@@ -12,6 +13,9 @@ from __future__ import annotations
 
 import copy
 from typing import Any
+
+import jsonpatch
+import jsonpointer
 
 from .errors import BadRequest, Invalid, UnsupportedMedia
 from .fieldsets import TypeInfo
@@ -119,101 +123,37 @@ def _merge_list(current: list[Any], patch: list[Any], merge_key: str, t: TypeInf
     return result
 
 
-def _pointer(path: str) -> list[str]:
-    if path == "":
-        return []
-    if not path.startswith("/"):
-        raise BadRequest(f"json patch path {path!r} must start with '/'")
-    return [p.replace("~1", "/").replace("~0", "~") for p in path[1:].split("/")]
-
-
-def _walk(doc: Any, parts: list[str], path: str) -> Any:
-    for part in parts:
-        if isinstance(doc, dict):
-            if part not in doc:
-                raise Invalid(f"jsonpatch: path {path!r} does not exist")
-            doc = doc[part]
-        elif isinstance(doc, list):
-            try:
-                doc = doc[int(part)]
-            except (ValueError, IndexError):
-                raise Invalid(f"jsonpatch: path {path!r} does not exist") from None
-        else:
-            raise Invalid(f"jsonpatch: path {path!r} does not exist")
-    return doc
-
-
-def _jp_get(doc: Any, path: str) -> Any:
-    return _walk(doc, _pointer(path), path)
-
-
-def _jp_remove(doc: Any, path: str) -> Any:
-    parts = _pointer(path)
-    if not parts:
-        raise Invalid("jsonpatch: cannot remove the root")
-    parent = _walk(doc, parts[:-1], path)
-    last = parts[-1]
-    try:
-        if isinstance(parent, dict):
-            return parent.pop(last)
-        return parent.pop(int(last))
-    except (KeyError, ValueError, IndexError):
-        raise Invalid(f"jsonpatch: path {path!r} does not exist") from None
-
-
-def _jp_add(doc: Any, path: str, value: Any, replace: bool = False) -> Any:
-    parts = _pointer(path)
-    if not parts:
-        return value
-    parent = _walk(doc, parts[:-1], path)
-    last = parts[-1]
-    if isinstance(parent, dict):
-        if replace and last not in parent:
-            raise Invalid(f"jsonpatch: replace of missing path {path!r}")
-        parent[last] = value
-    elif isinstance(parent, list):
-        try:
-            idx = len(parent) if last == "-" else int(last)
-        except ValueError:
-            raise Invalid(f"jsonpatch: bad array index in {path!r}") from None
-        if replace:
-            if not 0 <= idx < len(parent):
-                raise Invalid(f"jsonpatch: replace of missing path {path!r}")
-            parent[idx] = value
-        else:
-            if not 0 <= idx <= len(parent):
-                raise Invalid(f"jsonpatch: index out of range in {path!r}")
-            parent.insert(idx, value)
-    else:
-        raise Invalid(f"jsonpatch: path {path!r} does not exist")
-    return doc
+def _check_pointers(op: Any) -> None:
+    """A patch that does not decode is the client's fault (400), before anything is applied."""
+    if not isinstance(op, dict) or "op" not in op or "path" not in op:
+        raise BadRequest(f"invalid json patch operation: {op!r}")
+    for key in ("path", "from"):
+        value = op.get(key, "")
+        if not isinstance(value, str) or (value and not value.startswith("/")):
+            raise BadRequest(f"json patch {key} {value!r} must start with '/'")
 
 
 def json_patch(target: Any, ops: Any) -> Any:
-    """RFC 6902 add/remove/replace/move/copy/test."""
+    """RFC 6902 through the `jsonpatch` library, with kube-apiserver's codes: a patch that does not
+    decode is a 400, one that does not apply (missing path, failed `test`) a 422 naming the path.
+    Applied one operation at a time so the error can name the operation's path."""
     if not isinstance(ops, list):
         raise BadRequest("json patch must be a list of operations")
-    doc = copy.deepcopy(target)
     for op in ops:
-        if not isinstance(op, dict) or "op" not in op or "path" not in op:
-            raise BadRequest(f"invalid json patch operation: {op!r}")
-        kind, path = op["op"], op["path"]
-        if kind == "add":
-            doc = _jp_add(doc, path, copy.deepcopy(op.get("value")))
-        elif kind == "remove":
-            _jp_remove(doc, path)
-        elif kind == "replace":
-            doc = _jp_add(doc, path, copy.deepcopy(op.get("value")), replace=True)
-        elif kind == "move":
-            value = _jp_remove(doc, op.get("from", ""))
-            doc = _jp_add(doc, path, value)
-        elif kind == "copy":
-            doc = _jp_add(doc, path, copy.deepcopy(_jp_get(doc, op.get("from", ""))))
-        elif kind == "test":
-            if _jp_get(doc, path) != op.get("value"):
-                raise Invalid(f"jsonpatch: test operation for path {path!r} failed")
-        else:
-            raise BadRequest(f"unsupported json patch operation {kind!r}")
+        _check_pointers(op)
+    doc = copy.deepcopy(target)  # the target stays as it was
+    for op in ops:
+        try:
+            doc = jsonpatch.JsonPatch([op]).apply(doc, in_place=True)
+        except jsonpatch.JsonPatchTestFailed:
+            raise Invalid(f"jsonpatch: test operation for path {op['path']!r} failed") from None
+        except jsonpatch.InvalidJsonPatch as e:
+            raise BadRequest(f"invalid json patch operation: {e}") from None
+        except jsonpatch.JsonPatchConflict as e:
+            raise Invalid(f"jsonpatch: path {op['path']!r}: {e}") from None
+        except jsonpointer.JsonPointerException:  # its message quotes the whole document
+            path = op.get("from", op["path"]) if op["op"] in ("move", "copy") else op["path"]
+            raise Invalid(f"jsonpatch: path {path!r} does not exist") from None
     return doc
 
 

@@ -4,7 +4,7 @@ kubectl's typed clients (`kubectl create namespace`, `kubectl create configmap`,
 deletes) send `application/vnd.kubernetes.protobuf` bodies: the magic `k8s\\0` and a
 `runtime.Unknown{typeMeta{apiVersion, kind}, raw}` envelope around the object's own message. We
 decode Namespace, ConfigMap, Secret, Service, ServiceAccount, PodDisruptionBudget, Eviction and
-PriorityClass
+PriorityClass, the RBAC kinds, the authorization/authentication reviews and TokenRequest
 (ObjectMeta: name, generateName, namespace, labels, annotations, finalizers) into the JSON form, and DeleteOptions (a typed client's `--cascade`); any other kind is
 `UnsupportedMedia` (415). Responses are JSON, which kubectl also accepts.
 """
@@ -248,10 +248,108 @@ def _priority_class(f: Fields) -> dict[str, Any]:
     return obj
 
 
+def _sub(f: Fields, n: int) -> Fields:
+    return fields(f[n][-1]) if f.get(n) else {}
+
+
+def _strs(f: Fields, names: tuple[str, ...]) -> dict[str, Any]:
+    """Fields 1..N that are strings, by name (absent ones left out)."""
+    return {key: value for n, key in enumerate(names, start=1) if (value := _str(f, n)) is not None}
+
+
+_RESOURCE_ATTRS = ("namespace", "verb", "group", "version", "resource", "subresource", "name")
+
+
+def _access_spec(spec: Fields) -> dict[str, Any]:
+    """SelfSubjectAccessReviewSpec / SubjectAccessReviewSpec: resourceAttributes 1, nonResourceAttributes 2
+    (path 1, verb 2), user 3, groups 4, uid 6."""
+    out: dict[str, Any] = {}
+    if spec.get(1):
+        out["resourceAttributes"] = _strs(_sub(spec, 1), _RESOURCE_ATTRS)
+    if spec.get(2):
+        out["nonResourceAttributes"] = _strs(_sub(spec, 2), ("path", "verb"))
+    for n, key in ((3, "user"), (6, "uid")):
+        if (value := _str(spec, n)) is not None:
+            out[key] = value
+    if spec.get(4):
+        out["groups"] = _strings(spec, 4)
+    return out
+
+
+def _access_review(f: Fields) -> dict[str, Any]:
+    return {"metadata": _meta((f.get(1) or [b""])[-1]), "spec": _access_spec(_sub(f, 2))}
+
+
+def _rules_review(f: Fields) -> dict[str, Any]:
+    return {"metadata": _meta((f.get(1) or [b""])[-1]), "spec": _strs(_sub(f, 2), ("namespace",))}
+
+
+def _self_subject_review(f: Fields) -> dict[str, Any]:
+    return {"metadata": _meta((f.get(1) or [b""])[-1])}
+
+
+def _token_request(f: Fields) -> dict[str, Any]:
+    """TokenRequest spec: audiences 1, boundObjectRef 3 {kind 1, apiVersion 2, name 3, uid 4}, expirationSeconds 4."""
+    spec = _sub(f, 2)
+    out: dict[str, Any] = {"audiences": _strings(spec, 1)}
+    if spec.get(3):
+        out["boundObjectRef"] = _strs(_sub(spec, 3), ("kind", "apiVersion", "name", "uid"))
+    if spec.get(4):
+        out["expirationSeconds"] = spec[4][-1]
+    return {"metadata": _meta((f.get(1) or [b""])[-1]), "spec": out}
+
+
+def _token_review(f: Fields) -> dict[str, Any]:
+    spec = _sub(f, 2)
+    return {"metadata": _meta((f.get(1) or [b""])[-1]),
+            "spec": {"token": _str(spec, 1) or "", "audiences": _strings(spec, 2)}}
+
+
+def _policy_rules(f: Fields) -> list[dict[str, Any]]:
+    """PolicyRule: verbs 1, apiGroups 2, resources 3, resourceNames 4, nonResourceURLs 5."""
+    out = []
+    for raw in f.get(2, []):
+        r = fields(raw)
+        rule = {key: _strings(r, n) for n, key in ((1, "verbs"), (2, "apiGroups"), (3, "resources"),
+                                                  (4, "resourceNames"), (5, "nonResourceURLs")) if r.get(n)}
+        rule.setdefault("verbs", [])
+        out.append(rule)
+    return out
+
+
+def _role(f: Fields) -> dict[str, Any]:
+    """Role / ClusterRole: metadata 1, rules 2, aggregationRule 3 {clusterRoleSelectors 1}."""
+    obj: dict[str, Any] = {"metadata": _meta((f.get(1) or [b""])[-1]), "rules": _policy_rules(f)}
+    if f.get(3):
+        obj["aggregationRule"] = {"clusterRoleSelectors": [_label_selector(s) for s in _sub(f, 3).get(1, [])]}
+    return obj
+
+
+def _role_binding(f: Fields) -> dict[str, Any]:
+    """RoleBinding / ClusterRoleBinding: subjects 2 {kind 1, apiGroup 2, name 3, namespace 4},
+    roleRef 3 {apiGroup 1, kind 2, name 3}."""
+    subjects = [_strs(fields(raw), ("kind", "apiGroup", "name", "namespace")) for raw in f.get(2, [])]
+    obj: dict[str, Any] = {"metadata": _meta((f.get(1) or [b""])[-1]),
+                           "roleRef": _strs(_sub(f, 3), ("apiGroup", "kind", "name"))}
+    if subjects:
+        obj["subjects"] = subjects
+    return obj
+
+
 _DECODERS = {("v1", "Namespace"): _namespace, ("v1", "ConfigMap"): _configmap, ("v1", "Secret"): _secret,
              ("v1", "Service"): _service, ("v1", "ServiceAccount"): _service_account,
              ("policy/v1", "PodDisruptionBudget"): _pdb, ("policy/v1", "Eviction"): _eviction,
-             ("scheduling.k8s.io/v1", "PriorityClass"): _priority_class}
+             ("scheduling.k8s.io/v1", "PriorityClass"): _priority_class,
+             ("authorization.k8s.io/v1", "SelfSubjectAccessReview"): _access_review,
+             ("authorization.k8s.io/v1", "SubjectAccessReview"): _access_review,
+             ("authorization.k8s.io/v1", "LocalSubjectAccessReview"): _access_review,
+             ("authorization.k8s.io/v1", "SelfSubjectRulesReview"): _rules_review,
+             ("authentication.k8s.io/v1", "SelfSubjectReview"): _self_subject_review,
+             ("authentication.k8s.io/v1", "TokenRequest"): _token_request,
+             ("authentication.k8s.io/v1", "TokenReview"): _token_review,
+             ("rbac.authorization.k8s.io/v1", "Role"): _role, ("rbac.authorization.k8s.io/v1", "ClusterRole"): _role,
+             ("rbac.authorization.k8s.io/v1", "RoleBinding"): _role_binding,
+             ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"): _role_binding}
 
 
 def decode(body: bytes) -> dict[str, Any]:
@@ -262,7 +360,9 @@ def decode(body: bytes) -> dict[str, Any]:
     type_meta = fields((envelope.get(1) or [b""])[-1])
     api_version = _str(type_meta, 1) or ""
     kind = _str(type_meta, 2) or ""
-    decoder = _DECODERS.get((api_version, kind))
+    from .protoworkloads import DECODERS as workload_decoders  # it reads this module's helpers
+
+    decoder = _DECODERS.get((api_version, kind)) or workload_decoders.get((api_version, kind))
     if decoder is None:
         known = ", ".join(f"{v} {k}" for v, k in _DECODERS)
         raise UnsupportedMedia(f"the sim-cluster decodes protobuf only for {known}, not "

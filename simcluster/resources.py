@@ -36,6 +36,7 @@ class Resource:
     store: str = ""  # the store bucket (events.k8s.io/v1 events share core/v1 events); default name
     verbs: tuple[str, ...] = VERBS_ALL
     custom: Custom | None = field(default=None, compare=False)  # set for resources a CRD defines
+    scale: ScalePaths | None = None  # a built-in kind's /scale sub-resource (a CRD's is in `custom`)
 
     @property
     def api_version(self) -> str:
@@ -110,7 +111,8 @@ NEW_EVENTS = Resource("events", "event", "Event", "events.k8s.io", "v1", True, (
 CRDS = Resource("customresourcedefinitions", "customresourcedefinition", "CustomResourceDefinition",
                 "apiextensions.k8s.io", "v1", False, ("crd", "crds"), ("api-extensions",), ("status",),
                 has_status=True)
-SERVICEACCOUNTS = Resource("serviceaccounts", "serviceaccount", "ServiceAccount", "", "v1", True, ("sa",))
+SERVICEACCOUNTS = Resource("serviceaccounts", "serviceaccount", "ServiceAccount", "", "v1", True, ("sa",), (),
+                           ("token",))
 SERVICES = Resource("services", "service", "Service", "", "v1", True, ("svc",), ("all",), ("status",),
                     _BASE_FIELDS | {"spec.clusterIP", "spec.type"}, has_status=True)
 LEASES = Resource("leases", "lease", "Lease", "coordination.k8s.io", "v1", True)
@@ -118,11 +120,44 @@ PDBS = Resource("poddisruptionbudgets", "poddisruptionbudget", "PodDisruptionBud
                 ("pdb",), (), ("status",), has_status=True)
 PRIORITYCLASSES = Resource("priorityclasses", "priorityclass", "PriorityClass", "scheduling.k8s.io", "v1", False,
                            ("pc",))
+MUTATING_WEBHOOKS = Resource("mutatingwebhookconfigurations", "mutatingwebhookconfiguration",
+                             "MutatingWebhookConfiguration", "admissionregistration.k8s.io", "v1", False,
+                             categories=("api-extensions",))
+VALIDATING_WEBHOOKS = Resource("validatingwebhookconfigurations", "validatingwebhookconfiguration",
+                               "ValidatingWebhookConfiguration", "admissionregistration.k8s.io", "v1", False,
+                               categories=("api-extensions",))
+DEPLOYMENTS = Resource("deployments", "deployment", "Deployment", "apps", "v1", True, ("deploy",), ("all",),
+                       ("status", "scale"), has_status=True, scale=ScalePaths(".spec.replicas", ".status.replicas"))
+REPLICASETS = Resource("replicasets", "replicaset", "ReplicaSet", "apps", "v1", True, ("rs",), ("all",),
+                       ("status", "scale"), has_status=True, scale=ScalePaths(".spec.replicas", ".status.replicas"))
+JOBS = Resource("jobs", "job", "Job", "batch", "v1", True, (), ("all",), ("status",), has_status=True)
+_RBAC = "rbac.authorization.k8s.io"
+ROLES = Resource("roles", "role", "Role", _RBAC, "v1", True)
+CLUSTERROLES = Resource("clusterroles", "clusterrole", "ClusterRole", _RBAC, "v1", False)
+ROLEBINDINGS = Resource("rolebindings", "rolebinding", "RoleBinding", _RBAC, "v1", True)
+CLUSTERROLEBINDINGS = Resource("clusterrolebindings", "clusterrolebinding", "ClusterRoleBinding", _RBAC, "v1", False)
+RBAC_KINDS = (ROLES, CLUSTERROLES, ROLEBINDINGS, CLUSTERROLEBINDINGS)
+
+# create-only reviews: answered by `reviews`, never stored
+_AUTHZ, _AUTHN = "authorization.k8s.io", "authentication.k8s.io"
+REVIEWS = tuple(Resource(plural, plural[:-1], kind, group, "v1", namespaced, verbs=("create",)) for plural, kind, group,
+                namespaced in (("selfsubjectaccessreviews", "SelfSubjectAccessReview", _AUTHZ, False),
+                               ("selfsubjectrulesreviews", "SelfSubjectRulesReview", _AUTHZ, False),
+                               ("subjectaccessreviews", "SubjectAccessReview", _AUTHZ, False),
+                               ("localsubjectaccessreviews", "LocalSubjectAccessReview", _AUTHZ, True),
+                               ("selfsubjectreviews", "SelfSubjectReview", _AUTHN, False),
+                               ("tokenreviews", "TokenReview", _AUTHN, False)))
+
+ENDPOINTS = Resource("endpoints", "endpoints", "Endpoints", "", "v1", True, ("ep",))
+ENDPOINTSLICES = Resource("endpointslices", "endpointslice", "EndpointSlice", "discovery.k8s.io", "v1", True,
+                          field_labels=_BASE_FIELDS | {"addressType"})
 BINDINGS = Resource("bindings", "binding", "Binding", "", "v1", True, verbs=("create",))
 EVICTIONS = Resource("eviction", "", "Eviction", "policy", "v1", True, verbs=("create",))  # pods/eviction's body
 
 SERVED: tuple[Resource, ...] = (PODS, NODES, NAMESPACES, CONFIGMAPS, SECRETS, EVENTS, NEW_EVENTS, CRDS,
-                                SERVICEACCOUNTS, SERVICES, LEASES, PDBS, PRIORITYCLASSES)
+                                SERVICEACCOUNTS, SERVICES, LEASES, PDBS, PRIORITYCLASSES, MUTATING_WEBHOOKS,
+                                VALIDATING_WEBHOOKS, DEPLOYMENTS, REPLICASETS, JOBS, *RBAC_KINDS, ENDPOINTS,
+                                ENDPOINTSLICES)
 
 BUCKETS: tuple[str, ...] = tuple(dict.fromkeys(r.bucket for r in SERVED))
 
@@ -130,7 +165,7 @@ BUCKETS: tuple[str, ...] = tuple(dict.fromkeys(r.bucket for r in SERVED))
 class Registry:
     """The resources one server serves: the built-ins plus those of its CRDs (by CRD name)."""
 
-    def __init__(self, base: Iterable[Resource] = SERVED, extra: Iterable[Resource] = (BINDINGS,)) -> None:
+    def __init__(self, base: Iterable[Resource] = SERVED, extra: Iterable[Resource] = (BINDINGS, *REVIEWS)) -> None:
         self._base = tuple(base)
         self._extra = tuple(extra)
         self._custom: dict[str, tuple[Resource, ...]] = {}

@@ -21,8 +21,9 @@ API_VERSION, KIND = "autoscaling/v1", "Scale"
 
 
 def _paths(res: Resource):
-    assert res.custom is not None and res.custom.scale is not None
-    return res.custom.scale
+    paths = res.custom.scale if res.custom is not None else res.scale  # a CRD's, or a built-in kind's
+    assert paths is not None
+    return paths
 
 
 def _int_at(obj: Obj, path: str) -> int:

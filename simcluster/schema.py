@@ -89,6 +89,7 @@ def _extra(obj: Any, known: frozenset[str], path: str, out: list[str]) -> None:
 VENDORED = {
     "services": "io.k8s.api.core.v1.Service", "serviceaccounts": "io.k8s.api.core.v1.ServiceAccount",
     "leases": "io.k8s.api.coordination.v1.Lease", "poddisruptionbudgets": "io.k8s.api.policy.v1.PodDisruptionBudget",
+    "endpoints": "io.k8s.api.core.v1.Endpoints", "endpointslices": "io.k8s.api.discovery.v1.EndpointSlice",
 }
 
 

@@ -213,6 +213,40 @@ def _custom_table(resource: Resource) -> tuple[list[Column], Callable[[Obj], lis
     return defs, lambda obj: [obj["metadata"]["name"], *(_cell(c, obj) for c in columns)]
 
 
+def _binding_row(b: Obj) -> list[Any]:
+    """RoleBinding/ClusterRoleBinding: NAME ROLE AGE, and USERS GROUPS SERVICEACCOUNTS for -o wide."""
+    ref = b.get("roleRef") or {}
+    subjects = [s for s in b.get("subjects") or [] if isinstance(s, dict)]
+
+    def names(kind: str) -> str:
+        return ", ".join(s.get("name", "") if kind != "ServiceAccount" else f"{s.get('namespace', '')}/{s.get('name')}"
+                         for s in subjects if s.get("kind") == kind)
+
+    return [b["metadata"]["name"], f"{ref.get('kind', '')}/{ref.get('name', '')}",
+            age(b["metadata"].get("creationTimestamp")), names("User"), names("Group"), names("ServiceAccount")]
+
+
+def _endpoints_cell(pairs: list[str]) -> str:
+    """kubectl's ENDPOINTS column: the first three, then `+ N more...`."""
+    if not pairs:
+        return "<none>"
+    more = f" + {len(pairs) - 3} more..." if len(pairs) > 3 else ""
+    return ",".join(pairs[:3]) + more
+
+
+def _endpoints_row(ep: Obj) -> list[Any]:
+    pairs = [f"{a.get('ip')}:{p.get('port')}" for s in ep.get("subsets") or [] for a in s.get("addresses") or []
+             for p in s.get("ports") or []]
+    return [ep["metadata"]["name"], _endpoints_cell(pairs), age(ep["metadata"].get("creationTimestamp"))]
+
+
+def _endpointslice_row(es: Obj) -> list[Any]:
+    ports = ",".join(str(p.get("port")) for p in es.get("ports") or []) or "<unset>"
+    addrs = [a for e in es.get("endpoints") or [] for a in e.get("addresses") or []]
+    return [es["metadata"]["name"], es.get("addressType", ""), ports, _endpoints_cell(addrs),
+            age(es["metadata"].get("creationTimestamp"))]
+
+
 def _default_row(obj: Obj) -> list[Any]:
     return [obj["metadata"]["name"], age(obj["metadata"].get("creationTimestamp"))]
 
@@ -234,9 +268,18 @@ TABLES: dict[str, tuple[list[Column], Callable[[Obj], list[Any]]]] = {
     "configmaps": ([_NAME, ("Data", "integer", "", 0), _AGE], _configmap_row),
     "secrets": ([_NAME, ("Type", "string", "", 0), ("Data", "integer", "", 0), _AGE], _secret_row),
     "customresourcedefinitions": ([_NAME, ("Created At", "date", "", 0)], _crd_row),
+    "roles": ([_NAME, ("Created At", "date", "", 0)], _crd_row),
+    "clusterroles": ([_NAME, ("Created At", "date", "", 0)], _crd_row),
+    "rolebindings": ([_NAME, ("Role", "string", "", 0), _AGE, ("Users", "string", "", 1), ("Groups", "string", "", 1),
+                      ("ServiceAccounts", "string", "", 1)], _binding_row),
+    "clusterrolebindings": ([_NAME, ("Role", "string", "", 0), _AGE, ("Users", "string", "", 1),
+                             ("Groups", "string", "", 1), ("ServiceAccounts", "string", "", 1)], _binding_row),
     "services": ([_NAME, ("Type", "string", "", 0), ("Cluster-IP", "string", "", 0), ("External-IP", "string", "", 0),
                   ("Port(s)", "string", "", 0), _AGE, ("Selector", "string", "", 1)], _service_row),
     "serviceaccounts": ([_NAME, ("Secrets", "integer", "", 0), _AGE], _serviceaccount_row),
+    "endpoints": ([_NAME, ("Endpoints", "string", "", 0), _AGE], _endpoints_row),
+    "endpointslices": ([_NAME, ("AddressType", "string", "", 0), ("Ports", "string", "", 0),
+                        ("Endpoints", "string", "", 0), _AGE], _endpointslice_row),
     "leases": ([_NAME, ("Holder", "string", "", 0), _AGE], _lease_row),
     "poddisruptionbudgets": ([_NAME, ("Min Available", "string", "", 0), ("Max Unavailable", "string", "", 0),
                               ("Allowed Disruptions", "integer", "", 0), _AGE], _pdb_row),

@@ -22,11 +22,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
 import httpx
 import trio
 
+from common.http1.limits import Limits
 from kube.client import ApiStatusError, Informer
 from . import kubecalls as kube
 from .objects import LABEL_JOB, pe_name, pod_name
@@ -143,7 +145,8 @@ class JobRegions:
             raise OperatorError(f"job {self.job}: {len(regions)} of {wanted} ConsistentRegions exist")
         return regions, restarted, cro
 
-    async def run(self, bind: str = "127.0.0.1:0", *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    async def run(self, bind: str = "127.0.0.1:0", *, limits: Limits = Limits(),
+                  idle_timeout: float = 30.0, task_status=trio.TASK_STATUS_IGNORED) -> None:
         send, receive = trio.open_memory_channel(1000)
         async with trio.open_nursery() as nursery:
             for informer in self.informers.values():
@@ -153,7 +156,8 @@ class JobRegions:
                                            status_writer=self.write_status, health_source=self.health,
                                            addresses=self.address, restarted=restarted)
             nursery.start_soon(self._route, receive)
-            url = await nursery.start(serve, self.operator, bind)
+            url = await nursery.start(partial(serve, self.operator, bind, limits=limits,
+                                              idle_timeout=idle_timeout))
             await kube.put_status(self.client, cro, {**(cro.get("status") or {}), "hasStarted": True,
                                                      "phase": "Running",
                                                      "address": f"{url}/api/consistentregion"})
@@ -184,9 +188,11 @@ class JobRegions:
         return {r for r, pes in self.region_pes.items() if pe in pes}
 
 
-async def run(kube_config: Any, namespace: str, job: str, bind: str) -> None:
+async def run(kube_config: Any, namespace: str, job: str, bind: str, *, limits: Limits = Limits(),
+              idle_timeout: float = 30.0) -> None:
     async with kube_config.client() as client:
         try:
-            await JobRegions(client, namespace, job).run(bind)
+            await JobRegions(client, namespace, job).run(bind, limits=limits,
+                                                         idle_timeout=idle_timeout)
         except ApiStatusError as exc:
             raise OperatorError(f"the API server refused: {exc}") from None

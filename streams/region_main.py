@@ -1,6 +1,8 @@
 """The command lines of the consistent-region roles: `ykshm cr-operator` and `ykshm pe-sim`.
 
     ykshm cr-operator --job NS/NAME (--api-server URL | --kubeconfig FILE) [--bind HOST:PORT]
+                      [--max-connections N] [--max-connections-per-peer N] [--idle-timeout S]
+                      [--head-timeout S] [--body-timeout S]   (common.http1.flags)
     ykshm pe-sim --job NS/NAME (--api-server URL | --kubeconfig FILE) [--listen udp|poll]
                  [--fail-pe N ...] [--blocking]
 
@@ -13,9 +15,11 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 from common.cliutil import Failure, Parser, UsageError, run_main
+from common.http1.flags import add_limit_flags, limits_of
 
 from kube import args as kubeargs
 
@@ -40,14 +44,17 @@ def _operator(argv: Sequence[str]) -> int:
     _common(parser)
     parser.add_argument("--bind", default="127.0.0.1:0", metavar="HOST:PORT",
                         help="the REST API's address (default 127.0.0.1, a free port)")
+    add_limit_flags(parser, idle_timeout=30.0)
     args = parser.parse_args(argv)
+    limits = limits_of(args)
     kube_config, namespace, job = _setup(args)
     import trio
 
     from .operator_process import OperatorError, run
 
     try:
-        trio.run(run, kube_config, namespace, job, args.bind)
+        trio.run(partial(run, limits=limits, idle_timeout=args.idle_timeout), kube_config,
+                 namespace, job, args.bind)
     except* OperatorError as group:
         raise Failure(str(group.exceptions[0])) from None
     return 0

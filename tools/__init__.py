@@ -2,6 +2,7 @@
 
     cli         the `ykshm` console script: one subcommand per process role or tool
     run_cmd     `ykshm run`: sim-cluster, engine, shim and web in one supervised instance
+    run_identities  each `ykshm run` role's client certificate, kubeconfig and least-privilege ClusterRole
     status_cmd  `ykshm status`: processes, ring and engine state of a running instance
     ring_cmd    `ykshm ring`: create, inspect and feed an instance's event ring
     ring_input  validation of the events `ykshm ring publish` reads

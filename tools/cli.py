@@ -11,6 +11,8 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from common import podhosts
+
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "run": ("tools.run_cmd", "everything in one: sim-cluster, engine, shim, Streams controller and web (the embedded default)"),
     "engine": ("engine.main", "the scheduler process, only writer of the shared-memory ring"),
@@ -23,7 +25,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "export": ("export.main", "copy the event ring and state snapshot to Redis Streams"),
     "ring": ("tools.ring_cmd", "create, inspect and feed shared-memory event rings"),
     "status": ("tools.status_cmd", "processes, ring and engine state of a running ykshm"),
-    "bench": ("bench.cli", "benchmarks: ring, sched, web, export, retention, preempt, e2e, streams, regions"),
+    "bench": ("bench.cli", "benchmarks: ring, sched, web, export, retention, preempt, e2e, streams, regions, report"),
 }
 
 USAGE = "usage: ykshm <command> [options]   (ykshm <command> --help)\n\ncommands:\n" + "".join(
@@ -40,6 +42,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if name not in SUBCOMMANDS:
         print(f"ykshm: error: unknown command {name!r} (try ykshm --help)", file=sys.stderr)
         return 2
+    podhosts.install()  # in a sim-cluster process pod: Service names resolve (common/podhosts.py)
     module_name, _, function = SUBCOMMANDS[name][0].partition(":")
     module = importlib.import_module(module_name)
     return int(getattr(module, function or "main")(rest) or 0)

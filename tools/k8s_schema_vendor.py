@@ -26,6 +26,7 @@ ROOTS = (
     "io.k8s.api.events.v1.Event", "io.k8s.api.core.v1.ServiceAccount", "io.k8s.api.core.v1.Service",
     "io.k8s.api.core.v1.Binding", "io.k8s.api.coordination.v1.Lease", "io.k8s.api.policy.v1.PodDisruptionBudget",
     "io.k8s.api.policy.v1.Eviction", "io.k8s.apimachinery.pkg.apis.meta.v1.Status",
+    "io.k8s.api.core.v1.Endpoints", "io.k8s.api.discovery.v1.EndpointSlice",
 )
 REF = "#/$defs/"
 

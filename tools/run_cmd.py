@@ -16,6 +16,11 @@ With `--demo` (the default) the sim-cluster runs a demo workload, and a Streams 
 a consistent region is submitted once everything answers; `ykshm pe-sim` (one more supervised
 child) plays its PEs, so `kubectl get stcr` shows the region cycling through drains.
 
+sim-cluster serves HTTPS with authentication and RBAC (`--pki-dir`, `--authorization-mode RBAC`):
+each Kubernetes-facing child gets its own client certificate, kubeconfig and least-privilege
+ClusterRole (`run_identities`); the banner names the admin kubeconfig (`kubectl --kubeconfig F`),
+which is removed with the instance.
+
 `--export URL` adds `ykshm export --redis URL` as one more supervised child (after the shim, before
 the web), so the event history and state also go to Redis Streams.
 
@@ -32,6 +37,7 @@ import os
 import shutil
 import signal
 import socket
+import ssl
 import sys
 import tempfile
 import time
@@ -40,7 +46,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from subprocess import DEVNULL, Popen
 
-from tools import shmscan
+from tools import run_identities, shmscan
 from common.cliutil import Failure, Parser, UsageError, run_main
 from common.backoff import Backoff
 from common.runtimedir import open_private_append, runtime_dir
@@ -167,9 +173,9 @@ def wait_tcp(port: int, deadline: float) -> bool:
     return False
 
 
-def http_get(url: str, timeout: float = 1.0) -> bytes | None:
+def http_get(url: str, timeout: float = 1.0, context: ssl.SSLContext | None = None) -> bytes | None:
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as response:
+        with urllib.request.urlopen(url, timeout=timeout, context=context) as response:
             return response.read()
     except (OSError, ValueError):
         return None
@@ -245,9 +251,13 @@ class Supervisor:
         self.log = log
         self.stopping = False
 
-    def start_all(self) -> None:
-        for child in self.children:
+    def start_all(self, first_up=lambda: True) -> None:
+        """Start the first child (sim-cluster), wait for `first_up()`, then the rest: the roles that
+        call the API at start (the Streams controller installs its CRDs) then find it listening."""
+        for i, child in enumerate(self.children):
             child.start(self.log)
+            if i == 0:
+                first_up()
 
     def tick(self) -> list[str]:
         """Restart children that exited on their own; returns what happened, for the log."""
@@ -304,19 +314,46 @@ def build_parser() -> Parser:
     return parser
 
 
-def children_for(args, runtime: Path, config: Path) -> list[Child]:
+@dataclasses.dataclass
+class Credentials:
+    """The instance's PKI, the admin kubeconfig, each role's kubeconfig and the RBAC policy file."""
+
+    pki: Path
+    admin: Path
+    roles: dict[str, Path]
+    policy: Path
+
+    @classmethod
+    def make(cls, runtime: Path, api_port: int) -> Credentials:
+        from simcluster import pki
+
+        made = pki.ensure(runtime / "pki")
+        server = f"https://127.0.0.1:{api_port}"
+        return cls(made.dir, pki.write_admin_kubeconfig(made, server),
+                   run_identities.write_kubeconfigs(made, server),
+                   run_identities.write_policy(runtime / "ykshm-rbac.yaml"))
+
+    def admin_context(self) -> ssl.SSLContext:
+        """TLS as the admin (the supervisor's own calls: the demo job)."""
+        ctx = ssl.create_default_context(cafile=str(self.pki / "ca.crt"))
+        ctx.load_cert_chain(str(self.pki / "admin.crt"), str(self.pki / "admin.key"))
+        return ctx
+
+
+def children_for(args, runtime: Path, config: Path, creds: Credentials) -> list[Child]:
     ykshm = ykshm_argv()
     sock = runtime / "si.sock"
-    api = f"http://127.0.0.1:{args.api_port}"
-    sim = [*ykshm, "sim-cluster", "--port", str(args.api_port), "--nodes", str(args.nodes)]
+    sim = [*ykshm, "sim-cluster", "--port", str(args.api_port), "--nodes", str(args.nodes),
+           "--pki-dir", str(creds.pki), "--authorization-mode", "RBAC", "--policy-file", str(creds.policy)]
     if args.demo:
         sim.append("--demo")
     children = [
         Child("sim-cluster", sim),
         Child("engine", [*ykshm, "engine", "--config", str(config), "--name", args.name, "--socket", str(sock)]),
-        Child("shim", [*ykshm, "shim", "--api-server", api, "--socket", str(sock), "--name", args.name]),
+        Child("shim", [*ykshm, "shim", "--kubeconfig", str(creds.roles["shim"]), "--socket", str(sock),
+                       "--name", args.name]),
     ]
-    children.append(Child("streams", [*ykshm, "streams", "--api-server", api, "--install-crds",
+    children.append(Child("streams", [*ykshm, "streams", "--kubeconfig", str(creds.roles["streams"]), "--install-crds",
                                       "--bundle-dir", str(runtime / "bundles"),
                                       "--cache-dir", str(runtime / "bundle-cache")]))
     if args.export:
@@ -332,7 +369,7 @@ DEMO_JOB = {"apiVersion": "streams.ibm.com/v1", "kind": "Job",
                      "fusion": {"manual": 3}}}
 
 
-def streams_demo(args, runtime: Path) -> Child | None:
+def streams_demo(args, runtime: Path, creds: Credentials) -> Child | None:
     """With --demo: a Streams job whose consistent region drains every 5 s, its PEs played by
     `ykshm pe-sim` (a supervised child). Returns that child, or None when the Streams API did
     not come up (the rest of the demo runs anyway)."""
@@ -340,12 +377,13 @@ def streams_demo(args, runtime: Path) -> Child | None:
 
     from streams import appgen
 
-    api = f"http://127.0.0.1:{args.api_port}"
+    api = f"https://127.0.0.1:{args.api_port}"
+    tls = creds.admin_context()
     adl = appgen.pipeline_adl("apps.demo::Checkpointed", operators=6,
                               regions=(appgen.Region(0, 5, period=5.0),))
     (runtime / "bundles" / "demo.sab").write_bytes(appgen.make_sab(adl, "apps.demo.Checkpointed"))
     deadline = time.monotonic() + 30
-    while http_get(f"{api}/apis/streams.ibm.com/v1/streamsjobs") is None:
+    while http_get(f"{api}/apis/streams.ibm.com/v1/streamsjobs", context=tls) is None:
         if time.monotonic() > deadline:
             return None
         time.sleep(0.2)
@@ -353,10 +391,11 @@ def streams_demo(args, runtime: Path) -> Child | None:
                                      data=json.dumps(DEMO_JOB).encode(), method="POST",
                                      headers={"Content-Type": "application/json"})
     try:
-        urllib.request.urlopen(request, timeout=5).close()
+        urllib.request.urlopen(request, timeout=5, context=tls).close()
     except OSError:
         return None
-    return Child("pe-sim", [*ykshm_argv(), "pe-sim", "--job", "default/demo", "--api-server", api])
+    return Child("pe-sim", [*ykshm_argv(), "pe-sim", "--job", "default/demo", "--kubeconfig",
+                            str(creds.roles["pe-sim"])])
 
 
 def check_export(url: str | None, name: str) -> None:
@@ -374,13 +413,14 @@ def check_export(url: str | None, name: str) -> None:
     preflight(url, name, auth).close()
 
 
-def banner(args, log_path: Path) -> str:
+def banner(args, log_path: Path, admin: Path) -> str:
     url = f"http://127.0.0.1:{args.port}"
     return (
-        f"ykshm is running: {url}  (kube-apiserver: http://127.0.0.1:{args.api_port}, logs: {log_path})\n"
+        f"ykshm is running: {url}  (kube-apiserver: https://127.0.0.1:{args.api_port}, logs: {log_path})\n"
         f"  curl -s '{url}/ws/v1/events/batch?count=10'\n"
         f"  curl -sN '{url}/ws/v1/events/stream?count=5'\n"
         f"  ykshm ring stat --name {args.name}\n"
+        f"  kubectl --kubeconfig {admin} get pods -A\n"
         "Ctrl-C stops everything.\n"
     )
 
@@ -424,7 +464,8 @@ def _run(argv: Sequence[str]) -> int:
         config.write_text(DEFAULT_CONFIG, encoding="utf-8")
     log_path = private / f"{args.name}.log"
     log = open(open_private_append(log_path), "ab", buffering=0)
-    supervisor = Supervisor(children_for(args, runtime, config), log)
+    creds = Credentials.make(runtime, args.api_port)
+    supervisor = Supervisor(children_for(args, runtime, config, creds), log)
 
     def on_signal(signum, frame):  # noqa: ARG001 - signal handler signature
         supervisor.stopping = True
@@ -432,7 +473,7 @@ def _run(argv: Sequence[str]) -> int:
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
     try:
-        supervisor.start_all()
+        supervisor.start_all(lambda: wait_tcp(args.api_port, time.monotonic() + READY_TIMEOUT))
         if not wait_ready(args, supervisor):
             if supervisor.stopping:
                 return 0
@@ -440,11 +481,11 @@ def _run(argv: Sequence[str]) -> int:
             reason = tail[-1] if tail else "no output"
             raise Failure(f"ykshm did not become ready within {READY_TIMEOUT:.0f} s (last log line: {reason})")
         if args.demo:
-            demo = streams_demo(args, runtime)
+            demo = streams_demo(args, runtime, creds)
             if demo is not None:
                 demo.start(log)
                 supervisor.children.append(demo)
-        print(banner(args, log_path), end="", flush=True)
+        print(banner(args, log_path, creds.admin), end="", flush=True)
         status = StatusLine(args.name, args.port) if sys.stdout.isatty() else None
         next_status = 0.0
         while not supervisor.stopping:

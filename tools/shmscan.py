@@ -1,7 +1,7 @@
 """Looking at an instance's shared-memory segments from the outside: files, memory, mappers.
 
 Used by `ykshm ring stat|rm` and `ykshm status`. Nothing here attaches to a ring; it reads
-/dev/shm and /proc only, so it works on a corrupt or half-created segment too. Names and paths
+/dev/shm and the process table (psutil; each process's memory map) only, so it works on a corrupt or half-created segment too. Names and paths
 are `shm.segment`'s (pure Python: importing it does not load the ring's cffi extension).
 """
 
@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+
+import psutil
 
 from shm.segment import SHM_DIR, name_problem
 
@@ -68,33 +70,30 @@ class Mapper:
     deleted: bool  # maps an unlinked (replaced or removed) copy of the segment
 
 
-def _comm(pid: int) -> str:
+def _maps(proc: psutil.Process) -> bytes:
+    """The process's /proc/PID/maps (b"" if we may not read it).
+
+    Read directly, not through psutil's `memory_maps()`: that reads smaps (13x the cost over a
+    host's processes: 0.31 s against 0.023 s for 112 processes) and drops the " (deleted)" mark,
+    which is how a mapping of a replaced or removed segment is told from the live one."""
     try:
-        with open(f"/proc/{pid}/comm", "rb") as f:
-            return f.read().decode("utf-8", "replace").strip()
+        with open(f"/proc/{proc.pid}/maps", "rb") as f:
+            return f.read()
     except OSError:
-        return "?"
+        return b""
 
 
 def mappers(path: str, *, exclude_self: bool = True) -> list[Mapper]:
-    """Processes that have PATH mmapped, from /proc/PID/maps (processes we may not read are
-    skipped). A mapping of an unlinked file shows as "PATH (deleted)"."""
+    """Processes that have PATH mmapped (processes we may not read are skipped). A mapping of an
+    unlinked file shows as "PATH (deleted)" in the kernel's list."""
     me = os.getpid()
     target = path.encode()
     deleted_target = target + b" (deleted)"
     found: list[Mapper] = []
-    try:
-        pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
-    except OSError:
-        return found
-    for pid in pids:
-        if exclude_self and pid == me:
+    for proc in psutil.process_iter(["name"]):
+        if exclude_self and proc.pid == me:
             continue
-        try:
-            with open(f"/proc/{pid}/maps", "rb") as f:
-                data = f.read()
-        except OSError:
-            continue
+        data = _maps(proc)
         if target not in data:
             continue
         live = deleted = False
@@ -104,6 +103,5 @@ def mappers(path: str, *, exclude_self: bool = True) -> list[Mapper]:
             elif line.endswith(target):
                 live = True
         if live or deleted:
-            found.append(Mapper(pid, _comm(pid), deleted and not live))
+            found.append(Mapper(proc.pid, proc.info["name"] or "?", deleted and not live))
     return found
-

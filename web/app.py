@@ -26,10 +26,12 @@ import trio
 from engine.config import EventSettings
 
 from . import applications, cluster, events, observe, views
-from .errors import (JSON_CONTENT_TYPE, HTTPError, MethodNotAllowed, NotFound, PayloadTooLarge,
-                     URITooLong, error_body)
-from .responses import GZIP_MIN_BYTES, GzipCache, accepts_gzip, cors_headers
-from .routing import Route, Router
+from .errors import (JSON_CONTENT_TYPE, BadRequest, Forbidden, HTTPError, MethodNotAllowed,
+                     NotFound, PayloadTooLarge, RequestTimeout, URITooLong, error_body)
+from .responses import GZIP_MIN_BYTES, Cors, GzipCache, accepts_gzip
+from common.http1.body import BodyErrors, declared_length, read_body
+from common.http1.limits import Limits
+from common.http1.routing import Route, RouteErrors, Router
 from .segment import MetricLayout, WebSegment
 from .budget import SendBudget
 from .fanout import ChunkCache
@@ -46,8 +48,9 @@ heads over its h11 limit, 64 KiB here, on its own with an empty 400/431.)"""
 MAX_BODY = 65536
 """Largest request body accepted by a route that reads none; larger is 413."""
 
-MAX_CONFIG_BODY = 4 << 20
-"""Largest configuration `POST /ws/v1/validate-conf` takes."""
+MAX_CONFIG_BODY = cluster.VALIDATE_LIMITS.max_bytes
+"""Largest configuration `POST /ws/v1/validate-conf` takes: half a Kubernetes ConfigMap; ~2,500
+queues (330 KB) parse in ~0.5 s."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,6 +67,10 @@ class WebOptions:
     """"" serves from /dev/shm; a redis:// URL makes the worker a read replica (web/redis_source)."""
     source_instance: str = ""
     """The instance whose Redis keys a replica reads (default: `name`)."""
+    cors_origins: tuple[str, ...] = ("*",)
+    """`service.cors.allowedOrigins` (web.responses.Cors)."""
+    limits: Limits = Limits()
+    """Connections per worker and per peer, head and body deadlines (common.http1.limits)."""
 
 
 class Request:
@@ -97,6 +104,18 @@ async def _openapi_yaml(app: "App", req: Request, send) -> None:
 async def _openapi_json(app: "App", req: Request, send) -> None:
     await app.send_json(send, 200, app.openapi_json())
 
+
+ROUTE_ERRORS = RouteErrors(
+    not_found=lambda path: NotFound(f"No endpoint at {path}"),
+    not_allowed=lambda method, path, allow: MethodNotAllowed(
+        f"Method {method} is not allowed for {path}", allow),
+    bad_parameter=lambda key: BadRequest(f"invalid percent-encoding in path parameter {key}"))
+"""How the web answers a path the router has no route for (YuniKorn's texts)."""
+
+BODY_ERRORS = BodyErrors(
+    too_large=lambda limit: PayloadTooLarge(f"Request body larger than {limit} bytes"),
+    too_slow=lambda seconds: RequestTimeout(f"Request body not received within {seconds:g} s"),
+    gone=lambda: BadRequest("Client closed the request before its body was read"))
 
 ROUTES = [
     Route("/ws/v1/events/batch", events.batch, name="events_batch"),
@@ -144,7 +163,7 @@ class App:
     def __init__(self, options: WebOptions) -> None:
         self.options = options
         self.settings = options.settings
-        self.router = Router(ROUTES)
+        self.router = Router(ROUTES, ROUTE_ERRORS)
         if options.source:
             from .redis_source import replica_sources
 
@@ -167,6 +186,9 @@ class App:
         self._openapi_json: bytes | None = None
         self.gzip = GzipCache()
         self.ui = StaticUI(options.ui_dir) if options.ui_dir else None
+        self.cors = Cors(options.cors_origins)
+        self.parse_limiter = trio.CapacityLimiter(1)
+        """One configuration parse at a time per worker (web.cluster.validate_conf)."""
 
     # -- shared resources -----------------------------------------------------------------
 
@@ -211,6 +233,12 @@ class App:
             }
         )
         await send({"type": "http.response.body", "body": body, "more_body": False})
+
+    async def read_body(self, req: Request) -> bytes:
+        """The request's body: at most its route's max_body (413), within the body deadline
+        (408)."""
+        return await read_body(req.receive, req.scope.get("headers", ()), limit=req.max_body,
+                               timeout=self.options.limits.body_timeout, errors=BODY_ERRORS)
 
     async def send_json(self, send, status: int, body: bytes) -> None:
         await self.send_body(send, status, body, JSON_CONTENT_TYPE)
@@ -286,7 +314,7 @@ class App:
                 await self._ui(scope, tracked_send)
                 return
             if scope["method"] == "OPTIONS":
-                await self._options(path, tracked_send)
+                await self._options(scope, path, tracked_send)
                 return
             route, params, error = self._resolve(scope["method"], path)
             _check_body(scope, route.max_body if route is not None else MAX_BODY)
@@ -294,7 +322,10 @@ class App:
                 raise error
             route_name = route.name
             if route.cors:
-                shaping["cors"] = cors_headers(route.methods)
+                shaping["cors"] = self.cors.headers(scope, route.methods)
+            refusal = self.cors.refusal(scope)
+            if refusal is not None:
+                raise Forbidden(refusal)
             shaping["gzip"] = route.name != "events_stream" and accepts_gzip(scope)
             req = Request(scope, receive, params, route.max_body)
             await route.handler(self, req, tracked_send)
@@ -333,13 +364,15 @@ class App:
                     (b"content-encoding", b"gzip"), (b"vary", b"Accept-Encoding")]
         return {**start, "headers": headers}, {**body_message, "body": packed}
 
-    async def _options(self, path: str, send) -> None:
-        """httprouter's default OPTIONS answer: 200 with `Allow`, no CORS headers."""
+    async def _options(self, scope: dict, path: str, send) -> None:
+        """httprouter's default OPTIONS answer: 200 with `Allow`, no CORS headers (but for an
+        origin listed in service.cors.allowedOrigins: web.responses.Cors)."""
         methods = self.router.allowed(path)
         if not methods:
             raise NotFound(f"No endpoint at {path}")
         allow = ", ".join(sorted({*methods, "OPTIONS"})).encode("ascii")
-        await self.send_body(send, 200, b"", b"text/plain; charset=utf-8", [(b"allow", allow)])
+        cors = self.cors.preflight_headers(scope, tuple(methods))
+        await self.send_body(send, 200, b"", b"text/plain; charset=utf-8", [(b"allow", allow), *cors])
 
     async def _ui(self, scope: dict, send) -> None:
         if scope["method"] not in ("GET", "HEAD"):
@@ -350,14 +383,9 @@ class App:
 
 
 def _check_body(scope: dict, limit: int) -> None:
-    for name, value in scope.get("headers", ()):
-        if name == b"content-length":
-            try:
-                length = int(value)
-            except ValueError:
-                length = 0
-            if length > limit:
-                raise PayloadTooLarge(f"Request body larger than {limit} bytes")
+    length = declared_length(scope.get("headers", ()))
+    if length is not None and length > limit:
+        raise BODY_ERRORS.too_large(limit)
 
 
 def create_app(options: WebOptions | None = None, **kwargs: Any) -> App:

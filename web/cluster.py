@@ -8,7 +8,9 @@
   (engine.history), counts as strings as YuniKorn sends them.
 - `/ws/v1/config`: YAML (`application/x-yaml`), or JSON with Go field names iff
   `Accept: application/json` exactly (engine.config_doc).
-- `POST /ws/v1/validate-conf`: `{"allowed","reason"}` from the engine's own config parser.
+- `POST /ws/v1/validate-conf`: `{"allowed","reason"}` from the engine's own config parser, run
+  in a thread (one per worker at a time) under `VALIDATE_LIMITS` (common.safeyaml): a document
+  over a limit (bytes, nodes after alias expansion, depth, aliases, 2 s) is a 400 naming it.
 - `/debug/fullstatedump`: YuniKorn's AggregatedStateInfo, indented; `/ws/v1/fullstatedump` is a
   301 to it.
 """
@@ -23,9 +25,12 @@ import orjson
 import yaml
 
 from engine import config_doc
-from engine.config import ConfigError, parse_config_text
+import trio
 
-from .errors import BadRequest
+from common.safeyaml import YamlLimits
+from engine.config import ConfigError, ConfigLimitError, parse_config_text
+
+from .errors import BadRequest, Unavailable
 
 if TYPE_CHECKING:
     from .app import App, Request
@@ -143,30 +148,40 @@ async def config(app: "App", req: "Request", send) -> None:
     await app.send_body(send, 200, body, YAML_CONTENT_TYPE)
 
 
-async def read_body(req: "Request", limit: int) -> bytes:
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        message = await req.receive()
-        if message["type"] == "http.disconnect":
-            raise BadRequest("Client closed the request before its body was read")
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            raise BadRequest(f"Request body larger than {limit} bytes")
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            return b"".join(chunks)
+VALIDATE_LIMITS = YamlLimits(max_bytes=512 << 10, max_nodes=50_000, max_depth=64, max_aliases=100,
+                             deadline_s=2.0)
+"""What one validate-conf document may cost a worker (web.app.MAX_CONFIG_BODY is max_bytes)."""
+
+QUEUE_WAIT_SECONDS = 5.0
+"""How long a validate-conf waits for its worker's parse slot before a 503."""
+
+
+def _validate(body: bytes) -> dict[str, Any]:
+    try:
+        parse_config_text(body, VALIDATE_LIMITS)
+    except ConfigLimitError:
+        raise
+    except ConfigError as exc:
+        return {"allowed": False, "reason": str(exc)}
+    return {"allowed": True, "reason": ""}
 
 
 async def validate_conf(app: "App", req: "Request", send) -> None:
-    """YuniKorn answers 200 either way; `reason` names the key and value the engine refuses."""
-    body = await read_body(req, req.max_body)
+    """YuniKorn answers 200 either way; `reason` names the key and value the engine refuses.
+    Parsing runs off the event loop (streams and other requests keep being served); the parser
+    stops itself at the deadline, so an abandoned thread does not run on."""
+    body = await app.read_body(req)
+    with trio.move_on_after(QUEUE_WAIT_SECONDS) as waited:
+        await app.parse_limiter.acquire()
+    if waited.cancelled_caught:
+        raise Unavailable(f"validate-conf: this worker is busy validating another configuration "
+                          f"(waited {QUEUE_WAIT_SECONDS:g} s)")
     try:
-        parse_config_text(body)
-        result = {"allowed": True, "reason": ""}
-    except ConfigError as exc:
-        result = {"allowed": False, "reason": str(exc)}
+        result = await trio.to_thread.run_sync(_validate, body, abandon_on_cancel=True)
+    except ConfigLimitError as exc:
+        raise BadRequest(f"validate-conf: {exc.reason}") from None
+    finally:
+        app.parse_limiter.release()
     await app.send_json(send, 200, orjson.dumps(result))
 
 

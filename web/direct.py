@@ -1,7 +1,7 @@
 """GET /ws/v1/events/stream served straight on the socket, beside hypercorn (the direct path).
 
 web.listener gives us a connection whose first request is a plain `GET /ws/v1/events/stream`
-(httpwire.parse_head). We check it exactly as the ASGI handler does (`events.plan_stream`, the
+(common.http1.head). We check it exactly as the ASGI handler does (`events.plan_stream`, the
 stream-slot limits); if it would be refused we answer nothing and say so (`DECLINED`): the
 listener hands the untouched request to hypercorn, whose answer (400/500/503 JSON, metrics) is the
 one the ASGI handler gives. Otherwise we write the response head and the first line ourselves, and
@@ -28,20 +28,20 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from .app import Request
+from .app import MAX_TARGET, Request
 from .errors import HTTPError
 from .events import (CHUNK, COALESCE_BYTES, INSTANCE_CHECK_SECONDS, RESPONSE_HEADERS, collect_more,
                      first_line, instance_line, lapped_line, plan_stream, shutdown_line)
-from common.replay import DateHeader
+from common.http1.head import Head
+from common.http1.wire import CLIENT_CLOSE, LAST_CHUNK, DateHeader, frame, response_head
 
-from .httpwire import LAST_CHUNK, RequestHead, frame, response_head
 from .hub import Follower
 from .responses import cors_headers
 
 if TYPE_CHECKING:
     from .app import App
 
-STREAM_PATH = b"/ws/v1/events/stream"
+STREAM_PATH = "/ws/v1/events/stream"
 HEADERS = [*RESPONSE_HEADERS, *cors_headers(("GET",))]
 MAX_PIPELINED = 64 * 1024
 """What a client may send while its stream runs (pipelined requests, kept for hypercorn); a client
@@ -53,12 +53,14 @@ CLOSE = None
 """`serve` is done and the connection is to be closed."""
 
 
-def wants(app: "App", head: RequestHead) -> bool:
-    """Whether the direct path serves this request (the rest is hypercorn's)."""
-    return app.hub is not None and head.method == b"GET" and head.path == STREAM_PATH
+def wants(app: "App", head: Head) -> bool:
+    """Whether the direct path serves this request (the rest is hypercorn's, and so is a target
+    over MAX_TARGET: the ASGI app answers it 414)."""
+    return (app.hub is not None and head.method == "GET" and head.path == STREAM_PATH
+            and not head.length and len(head.path) + len(head.query) <= MAX_TARGET)
 
 
-async def serve(app: "App", stream: trio.SocketStream, head: RequestHead, extra: bytes,
+async def serve(app: "App", stream: trio.SocketStream, head: Head, extra: bytes,
                 date: DateHeader):
     """Serve one stream request. Returns DECLINED, CLOSE, or the bytes the client sent after the
     request (the connection continues with hypercorn)."""
@@ -80,7 +82,8 @@ async def serve(app: "App", stream: trio.SocketStream, head: RequestHead, extra:
     try:
         app.metrics.stream_opened()
         app.metrics.stream_direct()
-        await stream.send_all(response_head(HEADERS, date.value(), close=head.close)
+        await stream.send_all(response_head(200, HEADERS, date.value(),
+                                            CLIENT_CLOSE if head.close else b"", chunked=True)
                               + frame(first_line(reader)))
         app.metrics.request("events_stream", 200, time.perf_counter() - t0)
         reason = "client_closed"

@@ -2,8 +2,10 @@
 
     HTTPError                 base, never raised itself; carries status and message
     ├── BadRequest            400  a query parameter or a name in the path is wrong
+    ├── Forbidden             403  a cross-origin request to a state-changing route, origin not allowed
     ├── NotFound              404  no route, or the partition / user / group is unknown
     ├── MethodNotAllowed      405  the path exists, the method does not (carries `allow`)
+    ├── RequestTimeout        408  a request body not whole within the body deadline
     ├── PayloadTooLarge       413  a request body over the limit
     ├── URITooLong            414  a request target over the limit
     ├── InternalError         500  tracking disabled, or a bug (the catch-all maps any exception here)
@@ -39,6 +41,12 @@ class BadRequest(HTTPError):
     status = 400
 
 
+class Forbidden(HTTPError):
+    """A browser request from an origin the configuration does not allow (web.responses.Cors)."""
+
+    status = 403
+
+
 class NotFound(HTTPError):
     """No route matches the path, or it names a partition, user or group that does not exist."""
 
@@ -53,6 +61,12 @@ class MethodNotAllowed(HTTPError):
     def __init__(self, message: str, allow: list[str]) -> None:
         super().__init__(message, headers=[(b"allow", ", ".join(allow).encode("ascii"))])
         self.allow = allow
+
+
+class RequestTimeout(HTTPError):
+    """A request body did not arrive within the body deadline (a trickling client)."""
+
+    status = 408
 
 
 class PayloadTooLarge(HTTPError):

@@ -4,7 +4,7 @@ Why: with a task per stream, each new batch of events woke ~50 tasks per worker 
 other, and each send went through hypercorn/h11 (~75 us of CPU per stream wake, measured); the
 last stream of a worker got an event tens of ms after the first. Here the watcher's fire wakes
 one task, which for each position that streams share renders and frames the new events once
-(`web.fanout`, `httpwire.frame`) and writes the same bytes to each of those streams with one
+(`web.fanout`, `common.http1.wire.frame`) and writes the same bytes to each of those streams with one
 non-blocking `write` — no task wake, no per-stream framing.
 
 Pacing: rounds follow the watcher's fires (its linger batches what was published meanwhile into
@@ -30,7 +30,7 @@ import trio
 
 from .events import (CHUNK, COALESCE_BYTES, INSTANCE_CHECK_SECONDS, WAKE_SECONDS, collect_more,
                      instance_line, lapped_line, shutdown_line)
-from .httpwire import LAST_CHUNK, frame
+from common.http1.wire import LAST_CHUNK, frame
 
 if TYPE_CHECKING:
     from .app import App

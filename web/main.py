@@ -2,7 +2,8 @@
 
     ykshm web [--name NAME] [--bind HOST:PORT | fd://N] [--workers N] [--config FILE]
               [--heartbeat-timeout S] [--stall-timeout S] [--nice N] [--ui-dir DIR]
-              [--source redis://...]
+              [--source redis://...] [--max-connections N] [--max-connections-per-peer N]
+              [--idle-timeout S] [--head-timeout S] [--body-timeout S]
 
 Runs N hypercorn worker processes (trio) sharing one listening socket; `fd://N` takes an inherited
 socket (systemd socket activation: `--bind fd://3`). The event endpoints need only the ring
@@ -22,6 +23,7 @@ import socket
 from collections.abc import Sequence
 
 from common.cliutil import Failure, Parser, UsageError, run_main
+from common.http1.flags import add_limit_flags, limits_of
 
 DEFAULT_BIND = "127.0.0.1:9080"
 
@@ -43,6 +45,7 @@ def _parser() -> Parser:
     parser.add_argument("--source", default="", metavar="URL",
                         help="serve from Redis (read replica of `ykshm export`): redis://host[:port][/db]"
                              "[?instance=NAME] (instance default: --name)")
+    add_limit_flags(parser, idle_timeout=5.0)
     return parser
 
 
@@ -116,14 +119,15 @@ def _body(argv: Sequence[str]) -> int:
     except ValueError:
         raise UsageError(f"--name {args.name!r}: not a valid instance name") from None
     bind = check_bind(args.bind)
+    limits = limits_of(args)
 
     from engine.config import ConfigError, load_web_config
 
     try:
-        settings, ui_dir = load_web_config(args.config)
+        web_config = load_web_config(args.config)
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
-    ui_dir = _ui_dir(args.ui_dir if args.ui_dir is not None else ui_dir,
+    ui_dir = _ui_dir(args.ui_dir if args.ui_dir is not None else web_config.ui_dir,
                      "--ui-dir" if args.ui_dir is not None else "ui.dir")
 
     from .app import WebOptions
@@ -132,11 +136,12 @@ def _body(argv: Sequence[str]) -> int:
 
     setup_logging()
     source, source_instance = check_source(args.source, args.name) if args.source else ("", "")
-    options = WebOptions(name=args.name, settings=settings, heartbeat_timeout=args.heartbeat_timeout,
-                         nice=args.nice, ui_dir=ui_dir, source=source,
-                         source_instance=source_instance)
+    options = WebOptions(name=args.name, settings=web_config.event,
+                         heartbeat_timeout=args.heartbeat_timeout, nice=args.nice, ui_dir=ui_dir,
+                         source=source, source_instance=source_instance,
+                         cors_origins=web_config.cors_origins, limits=limits)
     try:
-        return serve(options, bind, args.workers, args.stall_timeout)
+        return serve(options, bind, args.workers, args.stall_timeout, args.idle_timeout)
     except SegmentError as exc:
         raise Failure(str(exc)) from None
     except OSError as exc:

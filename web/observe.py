@@ -9,7 +9,8 @@ does). Checks:
 - "Engine heartbeat": the writer stored a heartbeat less than `heartbeat_timeout` seconds ago —
   a SIGSTOPped engine has a live pid but a stale heartbeat, so it is reported not live while the
   web keeps serving the history it left in the ring.
-- "State snapshot": the engine has published its state.
+- "State snapshot": the engine has published its state, and the last publish could write it (a
+  state too large for its segment fails this check with the engine's reason; web.sources.usable).
 
 Metrics are rendered with prometheus_client from a custom collector, so one scrape of any worker
 reports all workers: request counts/latencies and stream counters are summed from the shared
@@ -103,7 +104,8 @@ def health_document(app: "App") -> dict[str, Any]:
         app.snapshot.doc()
         published = app.snapshot.published_nano()
         age = (time.time_ns() - published) / 1e9 if published else float("inf")
-        checks.append(_check("State snapshot", True, "The engine has published its state", f"published {age:.3f}s ago"))
+        checks.append(_check("State snapshot", True, "The engine has published its state",
+                             f"published {age:.3f}s ago"))
     except Exception as exc:
         checks.append(_check("State snapshot", False, "The engine has published its state", getattr(exc, "message", str(exc))))
     shim = shim_check(app.options.name)

@@ -27,7 +27,6 @@ the slot to a promoted replica: the topology is re-read).
 
 from __future__ import annotations
 
-import collections
 import logging
 import time
 from typing import Any, NamedTuple
@@ -38,7 +37,7 @@ import trio
 from export.keys import GAP_FIELD, MAX_SEQ, STREAM_FIELD, Keys, parse_gap, parse_stream_id
 
 from .errors import Unavailable
-from .sources import SnapshotSource
+from .sources import SnapshotSource, StreamWatcher, usable
 
 log = logging.getLogger("ykshm.web")
 
@@ -325,66 +324,37 @@ class RedisRingSource:
         return reader
 
 
-class RedisWatcher:
-    """The per-worker watcher of a replica (web.sources.RingWatcher's interface): one thread waits
-    in XREAD BLOCK on the stream (`RedisStore.wait_after`) and wakes the streams waiting for a
-    newer event; idle streams cost nothing."""
+class RedisWatcher(StreamWatcher):
+    """The watcher of a replica (web.sources.StreamWatcher): one thread waits in XREAD BLOCK on
+    the stream (`RedisStore.wait_after`) and wakes the streams waiting for a newer event."""
 
     BLOCK_SECONDS = 1.0
 
     def __init__(self, store: RedisStore) -> None:
+        super().__init__()
         self.store = store
-        self._event = trio.Event()
-        self.highest = -1
-        self.running = False
-        self._samples: collections.deque[tuple[float, int]] = collections.deque(maxlen=16)
+        self._after: tuple[int, int] | None = None
+        """The newest stream ID seen (None before the first look)."""
 
-    async def run(self) -> None:
-        self.running = True
-        next_sample = 0.0
-        try:
-            after = await trio.to_thread.run_sync(self._newest, abandon_on_cancel=True)
-            while True:
-                seen = await trio.to_thread.run_sync(self.store.wait_after, after, self.BLOCK_SECONDS,
-                                                     abandon_on_cancel=True)
-                if seen is not None and seen != after:
-                    after = seen
-                    self.highest = seen[1]
-                    self._event.set()
-                    self._event = trio.Event()
-                now = time.monotonic()
-                if now >= next_sample:
-                    self._samples.append((now, after[1]))
-                    next_sample = now + 1.0
-        finally:
-            self.running = False
+    async def _news(self) -> int | None:
+        if self._after is None:
+            self._after = await trio.to_thread.run_sync(self._newest, abandon_on_cancel=True)
+            return None
+        seen = await trio.to_thread.run_sync(self.store.wait_after, self._after, self.BLOCK_SECONDS,
+                                             abandon_on_cancel=True)
+        if seen is None or seen == self._after:
+            return None
+        self._after = seen
+        return seen[1]
+
+    def _progress(self) -> int:
+        return self._after[1] if self._after is not None else 0
 
     def _newest(self) -> tuple[int, int]:
         try:
             return self.store.newest_id() or (0, 0)
         except Unavailable:
             return 0, 0
-
-    async def wait_beyond(self, next_id: int, timeout: float) -> None:
-        """Return when an event with id >= next_id may be in Redis, or after `timeout` seconds."""
-        if not self.running:
-            await trio.sleep(min(timeout, 0.005))
-            return
-        if self.highest >= next_id:
-            await trio.sleep(0.001)
-            return
-        event = self._event
-        with trio.move_on_after(timeout):
-            await event.wait()
-
-    def events_per_second(self) -> float:
-        """Entries per second over the last ~15 s of samples (0 before two samples)."""
-        if len(self._samples) < 2:
-            return 0.0
-        (t0, h0), (t1, h1) = self._samples[0], self._samples[-1]
-        if t1 <= t0 or h1 < h0:
-            return 0.0
-        return (h1 - h0) / (t1 - t0)
 
 
 class RedisSnapshotSource(SnapshotSource):
@@ -419,7 +389,7 @@ class RedisSnapshotSource(SnapshotSource):
         if self._doc is None:
             raise Unavailable("No scheduler state: the exporter has not copied the engine's state to Redis "
                               f"({self.store.keys.state} is missing); only the event endpoints are served")
-        return self._doc
+        return usable(self._doc)
 
     def published_nano(self) -> int:
         try:

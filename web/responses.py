@@ -6,6 +6,14 @@ CORS (core `writeHeaders`): every answer of a `/ws/v1` route except `/ws/v1/metr
 YuniKorn web UI can be served from another origin in development. An OPTIONS request gets the
 router's default answer: 200 with an `Allow` header and no CORS headers (httprouter's).
 
+`Cors` makes that configurable (`service.cors.allowedOrigins`, default `["*"]`: YuniKorn's answers)
+and closes what `*` leaves open: a page in a local browser may send a "simple" POST (text/plain,
+no preflight) to 127.0.0.1 and the browser delivers it. A request other than GET/HEAD/OPTIONS
+that carries an `Origin` other than the server's own runs only when that origin is listed by name
+(the wildcard does not count); otherwise it is a 403 with the error body. Clients that are not
+browsers (YuniKorn's admission controller, curl) send no Origin and are not affected. A listed
+origin gets its own name back (with `Vary: Origin`) and CORS headers on its preflight too.
+
 gzip (core `gzip.go`): a whole (not streamed) answer of at least 1,400 bytes is compressed when the
 client's `Accept-Encoding` names gzip. The event stream never is. A snapshot view answers with the
 same bytes object until the next publish, so its compressed form is kept beside it
@@ -13,6 +21,8 @@ same bytes object until the next publish, so its compressed form is kept beside 
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 from isal import igzip
 
@@ -25,12 +35,58 @@ for ~375 KB, which alone put `count=10000` over its 15 ms target; the cache make
 ALLOW_HEADERS = b"X-Requested-With,Content-Type,Accept,Origin"
 
 
-def cors_headers(methods: tuple[str, ...]) -> list[tuple[bytes, bytes]]:
+def cors_headers(methods: tuple[str, ...], origin: bytes = b"*") -> list[tuple[bytes, bytes]]:
     """The CORS headers YuniKorn sets on a route that answers `methods`."""
     allow = b"OPTIONS, POST" if "POST" in methods else b"GET, OPTIONS"
-    return [(b"access-control-allow-origin", b"*"),
+    extra = [] if origin == b"*" else [(b"vary", b"Origin")]
+    return [(b"access-control-allow-origin", origin),
             (b"access-control-allow-methods", allow),
-            (b"access-control-allow-headers", ALLOW_HEADERS)]
+            (b"access-control-allow-headers", ALLOW_HEADERS), *extra]
+
+
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+def _header(scope: dict, name: bytes) -> bytes | None:
+    for key, value in scope.get("headers", ()):
+        if key == name:
+            return value
+    return None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Cors:
+    """Which browser origins may read answers and send state-changing requests."""
+
+    allowed_origins: tuple[str, ...] = ("*",)
+
+    def _listed(self, origin: bytes | None) -> bool:
+        return origin is not None and origin.decode("latin-1") in self.allowed_origins
+
+    def headers(self, scope: dict, methods: tuple[str, ...]) -> list[tuple[bytes, bytes]]:
+        """CORS headers of an answer: `*` when the wildcard is configured, else the listed origin."""
+        if "*" in self.allowed_origins:
+            return cors_headers(methods)
+        origin = _header(scope, b"origin")
+        return cors_headers(methods, origin) if self._listed(origin) else []
+
+    def preflight_headers(self, scope: dict, methods: tuple[str, ...]) -> list[tuple[bytes, bytes]]:
+        """An OPTIONS answer stays httprouter's (no CORS) unless the origin is listed by name."""
+        origin = _header(scope, b"origin")
+        return cors_headers(methods, origin) if self._listed(origin) else []
+
+    def refusal(self, scope: dict) -> str | None:
+        """Why this request must not run (a cross-origin state-changing request), or None."""
+        if scope.get("method") in SAFE_METHODS:
+            return None
+        origin = _header(scope, b"origin")
+        if origin is None or self._listed(origin):
+            return None
+        host = _header(scope, b"host")
+        if host is not None and origin.lower() in (b"http://" + host.lower(), b"https://" + host.lower()):
+            return None
+        return (f"Cross-origin {scope.get('method')} from {origin.decode('latin-1')!r} refused: "
+                "the origin is not listed in service.cors.allowedOrigins")
 
 
 def accepts_gzip(scope: dict) -> bool:

@@ -18,8 +18,12 @@ Concurrency — the simplest correct choice: slot acquire/release and region cla
 on each other for microseconds. Metric cells need no lock (single writer per region; 8-byte
 aligned stores are atomic on the platforms we run on, a reader sees an old or a new value).
 
+The file is created with O_EXCL, mode 0600; an existing one is used only if it is this user's
+own regular file that nobody else may write (no symlink is followed): a file another local user
+planted under the name is refused with an error naming it.
+
 Leaks: a worker killed with SIGKILL cannot release its slots. Each slot and region records the
-owner's pid and the pid's start time (from /proc, so a recycled pid is not mistaken for the owner);
+owner's pid and the pid's start time (from psutil, so a recycled pid is not mistaken for the owner);
 every acquire first frees slots whose owner is gone, and the supervisor frees a dead worker's
 slots as soon as it reaps it. A dead worker's metric region is taken over by the next worker that
 starts, which keeps adding to it: the summed counters stay monotonic across worker restarts.
@@ -27,11 +31,16 @@ starts, which keeps adding to it: the summed counters stay monotonic across work
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import mmap
 import os
 import struct
 from collections.abc import Callable, Iterator, Sequence
+
+import psutil
+
+from shm.segment import trust_problem
 
 MAGIC = b"YKWEB001"
 VERSION = 1
@@ -61,34 +70,35 @@ class SegmentError(Exception):
     """The segment is missing, malformed, or owned by another live `ykshm web`."""
 
 
-def _proc_stat(pid: int) -> tuple[bytes, int]:
-    """(state, kernel start time in clock ticks since boot) of a process; (b"", 0) if it does not exist."""
+_TICKS = os.sysconf("SC_CLK_TCK")
+_GONE = (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)
+
+
+def _proc_state(pid: int) -> tuple[str, int]:
+    """(psutil status, kernel start time in clock ticks since boot) of a process; ("", 0) if it
+    does not exist. The start time is psutil's create time less the boot time, in ticks: the
+    kernel's own number, the same in every process (a wall-clock time would move with the clock)."""
     if pid <= 0:
-        return b"", 0
+        return "", 0
     try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            data = fh.read()
-    except OSError:
-        return b"", 0
-    # Field 3 is the state, field 22 the start time; the command (field 2) is in parentheses
-    # and may contain spaces.
-    tail = data[data.rfind(b")") + 2 :].split()
-    try:
-        return tail[0], int(tail[19])
-    except (IndexError, ValueError):
-        return b"", 0
+        proc = psutil.Process(pid)
+        with proc.oneshot():
+            status, started = proc.status(), proc.create_time()
+        return status, round((started - psutil.boot_time()) * _TICKS)
+    except psutil.Error:
+        return "", 0
 
 
 def pid_start_time(pid: int) -> int:
     """The kernel start time of a process (clock ticks since boot), 0 if it does not exist."""
-    return _proc_stat(pid)[1]
+    return _proc_state(pid)[1]
 
 
 def pid_alive(pid: int, start: int) -> bool:
     """True if `pid` exists and is the same process that recorded `start`."""
-    state, now = _proc_stat(pid)
-    # A zombie still has /proc/PID/stat; it holds no sockets any more, so count it as dead.
-    return now != 0 and now == start and state not in (b"Z", b"X")
+    state, now = _proc_state(pid)
+    # A zombie still exists as a process; it holds no sockets any more, so count it as dead.
+    return now != 0 and now == start and state not in _GONE
 
 
 class MetricLayout:
@@ -178,7 +188,7 @@ class WebSegment:
         """Open (or make) the file; under the lock `prepare(path, fd, size)` checks or initialises
         it and returns its slot count; then map it. The fd is closed if anything fails."""
         path = cls.path_for(name)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        fd = _open_own(path)
         try:
             with _Locked(fd):
                 nslots = prepare(path, fd, os.fstat(fd).st_size)
@@ -350,8 +360,13 @@ class WebSegment:
         """(total, per host) open streams right now, across all workers (dead owners excluded)."""
         total = 0
         hosts: dict[str, int] = {}
+        alive: dict[tuple[int, int], bool] = {}  # one liveness look per owner, not per slot
         for _index, pid, start, host in self._iter_slots():
-            if pid == 0 or not _owner_alive(pid, start):
+            if pid == 0:
+                continue
+            if (pid, start) not in alive:
+                alive[pid, start] = _owner_alive(pid, start)
+            if not alive[pid, start]:
                 continue
             total += 1
             key = host.decode("utf-8", "replace")
@@ -365,6 +380,34 @@ class WebSegment:
             if pid:
                 owners[pid] = owners.get(pid, 0) + 1
         return owners
+
+
+def _open_own(path: str) -> int:
+    """The segment file, made with O_EXCL (mode 0600) or, if it exists, opened without following
+    a symlink and only if it is this user's own and nobody else may write it: /dev/shm is
+    writable by every local user, and a file planted there would keep its owner's write access to
+    the stream slots (or, as a symlink, make us truncate another file). A stale segment of our
+    own is reused as before."""
+    flags = os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC
+    for _ in range(100):
+        try:
+            return os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            pass
+        try:
+            fd = os.open(path, flags)
+        except FileNotFoundError:
+            continue  # removed meanwhile: make it
+        except OSError as exc:
+            why = "it is a symbolic link" if exc.errno == errno.ELOOP else exc.strerror
+            raise SegmentError(f"cannot open {path}: {why}; remove it if it is not ykshm's") from None
+        problem = trust_problem(os.fstat(fd), frozenset({os.geteuid()}), writable_by_us=True)
+        if problem is None:
+            return fd
+        os.close(fd)
+        raise SegmentError(f"refusing {path}: {problem}; remove it (as its owner or root) "
+                           f"or use another --name")
+    raise SegmentError(f"{path} keeps being removed and re-created by another process")
 
 
 class _Locked:
@@ -387,8 +430,8 @@ def _initialise(fd: int, nslots: int, owner: int) -> None:
 
 def _process_exists(pid: int) -> bool:
     """The pid is a running process; a zombie (or a process that just exited) is not."""
-    state, start = _proc_stat(pid)
-    return start != 0 and state not in (b"Z", b"X")
+    state, start = _proc_state(pid)
+    return start != 0 and state not in _GONE
 
 
 _MY_START: dict[int, int] = {}
@@ -402,7 +445,7 @@ def _my_start() -> int:
 
 
 def _owner_alive(pid: int, start: int) -> bool:
-    # Liveness is cheap enough to ask every time (one /proc read per distinct owner per acquire).
+    # Liveness is cheap enough to ask every time (one psutil look per distinct owner per acquire).
     if pid == os.getpid():
         return start == _my_start()
     return pid_alive(pid, start)

@@ -22,7 +22,6 @@ from __future__ import annotations
 import logging
 import os
 import signal
-import socket
 import time
 from functools import partial
 from multiprocessing import get_context
@@ -32,13 +31,12 @@ from multiprocessing.process import BaseProcess
 from hypercorn.config import Config, Sockets
 
 from common.cliutil import log_to_stderr
+from common.http1.listener import tune
 
 from .app import App, WebOptions
 from .segment import WebSegment
 
 log = logging.getLogger("ykshm.web")
-
-TCP_USER_TIMEOUT = getattr(socket, "TCP_USER_TIMEOUT", 18)
 
 
 def setup_logging() -> None:
@@ -46,14 +44,15 @@ def setup_logging() -> None:
     log_to_stderr("web")
 
 
-def build_config(bind: str, workers: int, *, graceful_timeout: float = 3.0) -> Config:
+def build_config(bind: str, workers: int, *, graceful_timeout: float = 3.0,
+                 keep_alive_timeout: float = 5.0) -> Config:
     config = Config()
     config.bind = [bind]
     config.worker_class = "trio"
     config.workers = workers
     config.graceful_timeout = graceful_timeout
     config.h11_max_incomplete_size = 64 * 1024
-    config.keep_alive_timeout = 5
+    config.keep_alive_timeout = keep_alive_timeout
     config.backlog = 1024
     config.accesslog = None
     config.errorlog = "-"
@@ -68,21 +67,13 @@ def create_sockets(config: Config, stall_timeout: float) -> Sockets:
         sockets = config.create_sockets()
     finally:
         config.workers = workers
-    for sock in sockets.insecure_sockets:
-        if sock.family not in (socket.AF_INET, socket.AF_INET6):
-            continue
-        # hypercorn sets TCP_NODELAY only on sockets it binds itself; an fd://N socket from
-        # systemd needs it too, or Nagle holds back small stream writes (~40 ms tails).
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        if stall_timeout > 0:
-            sock.setsockopt(socket.IPPROTO_TCP, TCP_USER_TIMEOUT, int(stall_timeout * 1000))
+    tune(sockets, stall_timeout)
     return sockets
 
 
 def worker_main(options: WebOptions, config: Config, sockets: Sockets, shutdown_event) -> None:
     """Entry point of one spawned worker process."""
     import trio
-    from hypercorn.utils import wrap_app
 
     from .listener import worker_serve
 
@@ -109,9 +100,9 @@ def worker_main(options: WebOptions, config: Config, sockets: Sockets, shutdown_
     trio.run(
         partial(
             worker_serve,
-            wrap_app(app, config.wsgi_max_body_size, "asgi"),
             app,
             config,
+            options.limits,
             sockets=sockets,
             shutdown_trigger=shutdown_trigger,
         )
@@ -193,9 +184,10 @@ class Supervisor:
         return exit_code
 
 
-def serve(options: WebOptions, bind: str, workers: int, stall_timeout: float) -> int:
+def serve(options: WebOptions, bind: str, workers: int, stall_timeout: float,
+          idle_timeout: float = 5.0) -> int:
     """Run `ykshm web` in this process until SIGINT/SIGTERM; returns the exit code."""
-    config = build_config(bind, workers)
+    config = build_config(bind, workers, keep_alive_timeout=idle_timeout)
     sockets = create_sockets(config, stall_timeout)
     segment = WebSegment.create(options.name, max(options.settings.max_streams, 1))
     try:

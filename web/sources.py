@@ -10,14 +10,17 @@ restarts:
   end with a last line and drop it.
 - `SnapshotSource.doc()` returns the last consistent snapshot document, copied and parsed once per
   publish (keyed by the snapshot's generation). A replaced segment file (new inode) is re-attached.
-- `RingWatcher` is the one task per worker that learns of new events and wakes the streams waiting
+- `RingWatcher` (a `StreamWatcher`, the one watcher both sources share; web.redis_source has the
+  Redis one) is the one task per worker that learns of new events and wakes the streams waiting
   for them; idle streams cost nothing. It sleeps in FUTEX_WAIT on the ring header's wake word
   (one parked thread per worker) and the writer wakes it after each batch (`RingWriter.heartbeat`:
   the engine once per scheduling cycle). A writer that never wakes (wake word still 0) is polled
   every 5 ms as before; a waking one is also looked at every 50 ms in case it published and then
   stalled before its next heartbeat.
 
-Missing sources raise `Unavailable` (503) with a message naming what is missing.
+Missing sources raise `Unavailable` (503) with a message naming what is missing, and so does a
+snapshot the engine marked unavailable (its state did not fit: engine.snapshot.unavailable_document),
+so no state view serves an old state as the current one.
 """
 
 from __future__ import annotations
@@ -84,6 +87,14 @@ class RingSource:
         return fresh
 
 
+def usable(doc: dict) -> dict:
+    """`doc`, unless the engine published that its state could not be written (then 503, why)."""
+    problem = doc.get("unavailable")
+    if problem:
+        raise Unavailable(str(problem.get("reason") or "The engine's state snapshot is unavailable"))
+    return doc
+
+
 class SnapshotSource:
     """The worker's handle on `/dev/shm/NAME.state` with a parsed-document cache."""
 
@@ -140,7 +151,7 @@ class SnapshotSource:
             self._doc = doc
             self._generation = generation
             self._cache.clear()
-        return self._doc
+        return usable(self._doc)
 
     def published_nano(self) -> int:
         self._ensure()
@@ -163,89 +174,51 @@ class SnapshotSource:
         return body
 
 
-class RingWatcher:
-    """Wakes the streams of this worker when the ring has new events; samples the publish rate."""
+class StreamWatcher:
+    """The one task per worker that learns of new events and wakes the streams waiting for them;
+    idle streams cost nothing. What "new" means and how to wait for it is the source's
+    (`_news`): the ring's futex here, Redis's XREAD BLOCK in web.redis_source. The rest (waking,
+    the waiting side of streams, the publish rate) is this class's, once for both."""
 
-    POLL_SECONDS = 0.005
-    """How often a ring whose writer never wakes readers is looked at."""
-
-    FALLBACK_SECONDS = 0.05
-    """The longest a wait on a waking writer's futex lasts before the header is looked at anyway."""
-
-    LINGER_SECONDS = 0.010
-    """After a fire, the least time before the next one: what a stream waits at most for the events
-    published meanwhile to go out in one write. Measured with `bench web` (100 streams at 1,000
-    events/s, 2 workers, the direct path of web.hub): 3 ms -> p50 2.1 / p99 5 ms / 2.1 us of web CPU
-    per delivered event, 6 ms -> 3.6 / 7-8 / 1.1-1.3, 10 ms -> 5.8 / 12 / 0.8-1.1, 12 ms -> p50 7.3 /
-    p99 14 / 0.83 read by the client (Redis in the same runs: ~0.9-1.4 us, p50 10-21 ms). 10 ms is
-kept: at 12 ms a quiet-machine run had p99 13.9 against Redis's 13.5 (ratio 1.03), with CPU at
-0.70 of Redis's; at 10 ms both stay under Redis's (`ykshm bench web --peer-redis`). What a
-    write costs, kernel included, is most of the CPU per delivered event (py-spy: ~75 % of a
-    worker's time is inside `os.write`), so fewer, fuller writes are what saves it; the first
-    event after a quiet spell is not delayed."""
-
-    ROUND_CAP_SECONDS = 0.1
-    """The longest the watcher waits for the streams of the last fire to finish their round."""
-
-    def __init__(self, ring: RingSource) -> None:
-        self._ring = ring
+    def __init__(self) -> None:
         self._event = trio.Event()
         self.highest = -1
         self.running = False
-        self._fired = False
         self._listeners: list[Any] = []
         self._samples: collections.deque[tuple[float, int]] = collections.deque(maxlen=16)
 
-    def _look(self) -> tuple[Any, int]:
-        """(reader, wake word read BEFORE the bounds, so a wake after the look is never missed)."""
-        try:
-            reader = self._ring.get()
-            seen = reader.wake_seq()
-            bounds = reader.bounds()
-        except Exception:
-            return None, 0
-        highest = -1 if bounds is None else bounds[1]
-        if highest != self.highest:
-            self.highest = highest
-            self._fired = True
-            self._event.set()
-            self._event = trio.Event()
-            for poke in self._listeners:
-                poke()
-        return reader, seen
+    async def _news(self) -> int | None:
+        """Wait a little for news: the highest event id to announce, or None (nothing new)."""
+        raise NotImplementedError
 
-    async def _linger(self) -> None:
-        """Let the streams woken by the last fire send before the next fire: wait LINGER_SECONDS,
-        then until every other task of the worker is blocked (the round is done), at most
-        ROUND_CAP_SECONDS. The next fire then carries everything published meanwhile in one send
-        per stream, so the sends per second follow the worker's speed, not the publish rate."""
-        import trio.testing
+    async def _after_fire(self) -> None:
+        """What to do after waking the streams, before the next look (nothing by default)."""
 
-        await trio.sleep(self.LINGER_SECONDS)
-        with trio.move_on_after(self.ROUND_CAP_SECONDS):
-            await trio.testing.wait_all_tasks_blocked()
+    def _progress(self) -> int:
+        """The highest event id the publish rate is sampled from."""
+        return self.highest
+
+    def _fire(self, highest: int) -> None:
+        self.highest = highest
+        self._event.set()
+        self._event = trio.Event()
+        for poke in self._listeners:
+            poke()
 
     async def run(self) -> None:
-        from shm import futex
-
         self.running = True
         next_sample = 0.0
         try:
             while True:
-                reader, seen = self._look()
+                highest = await self._news()
+                if highest is not None:
+                    self._fire(highest)
                 now = time.monotonic()
                 if now >= next_sample:
-                    self._samples.append((now, self.highest))
+                    self._samples.append((now, self._progress()))
                     next_sample = now + 1.0
-                if self._fired:
-                    self._fired = False
-                    await self._linger()
-                    continue
-                if reader is not None and seen and futex.AVAILABLE:
-                    await trio.to_thread.run_sync(reader.wait_for_wake, seen, self.FALLBACK_SECONDS,
-                                                  abandon_on_cancel=True)
-                else:
-                    await trio.sleep(self.POLL_SECONDS)
+                if highest is not None:
+                    await self._after_fire()
         finally:
             self.running = False
 
@@ -274,3 +247,65 @@ kept: at 12 ms a quiet-machine run had p99 13.9 against Redis's 13.5 (ratio 1.03
         if t1 <= t0 or h1 < h0:
             return 0.0
         return (h1 - h0) / (t1 - t0)
+
+
+class RingWatcher(StreamWatcher):
+    """The watcher of the shared-memory ring: FUTEX_WAIT on the header's wake word."""
+
+    POLL_SECONDS = 0.005
+    """How often a ring whose writer never wakes readers is looked at."""
+
+    FALLBACK_SECONDS = 0.05
+    """The longest a wait on a waking writer's futex lasts before the header is looked at anyway."""
+
+    LINGER_SECONDS = 0.010
+    """After a fire, the least time before the next one: what a stream waits at most for the events
+    published meanwhile to go out in one write. Measured with `bench web` (100 streams at 1,000
+    events/s, 2 workers, the direct path of web.hub): 3 ms -> p50 2.1 / p99 5 ms / 2.1 us of web CPU
+    per delivered event, 6 ms -> 3.6 / 7-8 / 1.1-1.3, 10 ms -> 5.8 / 12 / 0.8-1.1, 12 ms -> p50 7.3 /
+    p99 14 / 0.83 read by the client (Redis in the same runs: ~0.9-1.4 us, p50 10-21 ms). 10 ms is
+kept: at 12 ms a quiet-machine run had p99 13.9 against Redis's 13.5 (ratio 1.03), with CPU at
+0.70 of Redis's; at 10 ms both stay under Redis's (`ykshm bench web --peer-redis`). What a
+    write costs, kernel included, is most of the CPU per delivered event (py-spy: ~75 % of a
+    worker's time is inside `os.write`), so fewer, fuller writes are what saves it; the first
+    event after a quiet spell is not delayed."""
+
+    ROUND_CAP_SECONDS = 0.1
+    """The longest the watcher waits for the streams of the last fire to finish their round."""
+
+    def __init__(self, ring: RingSource) -> None:
+        super().__init__()
+        self._ring = ring
+
+    def _look(self) -> tuple[Any, int, int]:
+        """(reader, wake word read BEFORE the bounds, so a wake after the look is never missed,
+        highest event id); (None, 0, highest) without a ring."""
+        try:
+            reader = self._ring.get()
+            seen = reader.wake_seq()
+            bounds = reader.bounds()
+        except Exception:
+            return None, 0, self.highest
+        return reader, seen, -1 if bounds is None else bounds[1]
+
+    async def _news(self) -> int | None:
+        reader, seen, highest = self._look()
+        if highest != self.highest:
+            return highest
+        if reader is not None and seen:
+            await trio.to_thread.run_sync(reader.wait_for_wake, seen, self.FALLBACK_SECONDS,
+                                          abandon_on_cancel=True)
+        else:
+            await trio.sleep(self.POLL_SECONDS)
+        return None
+
+    async def _after_fire(self) -> None:
+        """Let the streams woken by the last fire send before the next fire: wait LINGER_SECONDS,
+        then until every other task of the worker is blocked (the round is done), at most
+        ROUND_CAP_SECONDS. The next fire then carries everything published meanwhile in one send
+        per stream, so the sends per second follow the worker's speed, not the publish rate."""
+        import trio.testing
+
+        await trio.sleep(self.LINGER_SECONDS)
+        with trio.move_on_after(self.ROUND_CAP_SECONDS):
+            await trio.testing.wait_all_tasks_blocked()

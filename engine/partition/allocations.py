@@ -3,25 +3,27 @@
 `book` is the one place an allocation is added (by the cycle, a placeholder replacement or
 recovery) and `remove` the one place it goes: both keep node, application, queue usage and the
 running-application counts in step and emit the APP and NODE rows. Limit checks happen before
-`book` (`engine.partition.cycle`); recovered allocations are booked even above limits.
+`book` (`engine.partition.cycle`); recovered allocations are booked even above limits. What an
+allocation does to its application's state is the lifecycle's (`apps.allocated` after a
+booking, `apps.check_done` after a removal): the callers call it next.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from engine import resources
-from engine.app_state import AppEvent, AppState
 from engine.objects import Allocation, Application, Node
-from engine.partition import apps, asks
+from engine.partition import asks
 from engine.partition.eventcodes import ADD, APP, NODE, REMOVE
-from engine.si.requests import DEFAULT_PREEMPTION
-from engine.predicates import PLACEMENT_TAG, Placement, placement_of_tag
+from engine.predicates import Placement, placement_of_tag
 from shm.events import EventChangeDetail as Detail
+from si import resources
+from si.requests import DEFAULT_PREEMPTION
+from si.tags import PLACEMENT_TAG
 
 if TYPE_CHECKING:
-    from engine.partition.coordinator import Partition
-    from engine.si.messages import ExistingAllocation
+    from engine.partition.state import PartitionState
+    from si.messages import ExistingAllocation
 
 TERMINATION_DETAIL = {
     "STOPPED_BY_RM": int(Detail.ALLOC_CANCEL),
@@ -35,7 +37,7 @@ TERMINATION_DETAIL = {
 _APP_ALLOC, _NODE_ALLOC = int(Detail.APP_ALLOC), int(Detail.NODE_ALLOC)  # per allocation: hot
 
 
-def book(part: Partition, app: Application, key: str, res: dict[str, int], node: Node, *,
+def book(part: PartitionState, app: Application, key: str, res: dict[str, int], node: Node, *,
          placeholder: bool, task_group: str, priority: int, recovered: bool = False,
          notify: bool = True, tags: dict[str, str] | None = None,
          preempt_self: bool = True, placement: Placement | None = None) -> Allocation:
@@ -76,7 +78,6 @@ def book(part: Partition, app: Application, key: str, res: dict[str, int], node:
     _app_share(part, app)
     part.emit(APP, ADD, _APP_ALLOC, app.app_id, key, "", res)
     part.emit(NODE, ADD, _NODE_ALLOC, node.node_id, key, "", res)
-    _advance_state(part, app, key)
     if notify:
         part.out.alloc_new(app.rm_id, alloc)
     part.allocations_made += 1
@@ -84,26 +85,12 @@ def book(part: Partition, app: Application, key: str, res: dict[str, int], node:
     return alloc
 
 
-def _advance_state(part: Partition, app: Application, key: str) -> None:
-    """The state changes an allocation causes (New/Accepted -> Starting -> Running)."""
-    state = app.fsm.state
-    if state is AppState.NEW:
-        apps.set_state(part, app, AppEvent.RUN, "recovered allocation")
-        state = app.fsm.state
-    if state is AppState.ACCEPTED:
-        apps.set_state(part, app, AppEvent.RUN, f"first allocation {key}")
-        if not app.asks:
-            apps.set_state(part, app, AppEvent.RUN, "all requests allocated")
-    elif state is AppState.STARTING or state is AppState.COMPLETING:
-        apps.set_state(part, app, AppEvent.RUN, f"allocation {key}")
-
-
-def _app_share(part: Partition, app: Application) -> None:
+def _app_share(part: PartitionState, app: Application) -> None:
     base = app.queue.guaranteed or app.queue.max or part.capacity
     app.share = resources.share(app.allocated, base)
 
 
-def remove(part: Partition, app: Application, alloc: Allocation, detail: int, *,
+def remove(part: PartitionState, app: Application, alloc: Allocation, detail: int, *,
            termination: str = "", message: str = "", node_removed: bool = False,
            replacing: bool = False) -> None:
     """Unbook an allocation; `termination` set = tell the shim (an engine-side release)."""
@@ -151,12 +138,11 @@ def remove(part: Partition, app: Application, alloc: Allocation, detail: int, *,
     if termination:
         part.out.alloc_released(app.rm_id, alloc, termination, message)
     part.version += 1
-    if not replacing:
-        apps.check_done(part, app)
 
 
-def release(part: Partition, app_id: str, key: str, termination: str, message: str = "") -> int:
-    """The shim released allocations (all of the app's if key is empty); how many."""
+def release(part: PartitionState, app_id: str, key: str, termination: str, message: str = "") -> int:
+    """The shim released allocations (all of the app's if key is empty); how many (then the
+    caller asks `apps.check_done` whether the application is done)."""
     app = part.apps.get(app_id)
     if app is None:
         return 0
@@ -166,22 +152,25 @@ def release(part: Partition, app_id: str, key: str, termination: str, message: s
     for alloc in allocs:
         if alloc.key in app.allocations:
             if alloc.placeholder and detail == int(Detail.ALLOC_TIMEOUT):
-                apps.count_timedout(app, alloc.task_group)
+                app.count_timedout(alloc.task_group)
             remove(part, app, alloc, detail, message=message)
     return len(allocs)
 
 
-def add_existing(part: Partition, request: ExistingAllocation) -> str | None:
-    """A recovered, already bound allocation: booked even above the queue max."""
+def add_existing(part: PartitionState,
+                 request: ExistingAllocation) -> tuple[Allocation | None, str | None]:
+    """A recovered, already bound allocation, booked even above the queue max: (the
+    allocation, None), or (None, why not), or (None, None) for one already booked. The caller
+    then tells the lifecycle (`apps.allocated`)."""
     app = part.apps.get(request.application_id)
     if app is None:
-        return f"unknown application {request.application_id}"
+        return None, f"unknown application {request.application_id}"
     node = part.nodes.get(request.node_id)
     if node is None:
-        return f"unknown node {request.node_id}"
+        return None, f"unknown node {request.node_id}"
     key = request.allocation_key
     if key in app.allocations:
-        return None
+        return None, None
     res = dict(request.resource_per_alloc)
     tags = dict(request.allocation_tags)
     ask = app.asks.get(key)
@@ -190,13 +179,13 @@ def add_existing(part: Partition, request: ExistingAllocation) -> str | None:
     # an existing allocation: tracked even above a (since lowered) user/group limit
     part.ugm.increase(app.queue.path, app.app_id, res, app.ugi, force=True)
     if request.placeholder:
-        apps.count_placeholder(app, request.task_group_name, res)
+        app.count_placeholder(request.task_group_name, res)
     policy = request.preemption_policy or DEFAULT_PREEMPTION
-    book(part, app, key, res, node, placeholder=request.placeholder,
-         task_group=request.task_group_name, priority=request.priority, recovered=True,
-         notify=False, tags=tags, placement=_running_placement(tags),
-         preempt_self=policy.allow_preempt_self)
-    return None
+    alloc = book(part, app, key, res, node, placeholder=request.placeholder,
+                 task_group=request.task_group_name, priority=request.priority, recovered=True,
+                 notify=False, tags=tags, placement=_running_placement(tags),
+                 preempt_self=policy.allow_preempt_self)
+    return alloc, None
 
 
 def _running_placement(tags: dict[str, str]) -> Placement | None:

@@ -4,6 +4,11 @@ State changes go through the application's machine (`engine.app_state`, transiti
 `set_state` is the one place that records a change: the APP / SET row (APP / REMOVE for
 Rejected), the state log, the shim's `updated` entry, and the timers a state starts (Starting,
 Completing, and the retention of a terminated application). `fire_timers` runs what is due.
+
+The lifecycle sits above asks and allocations: it removes them (an application that ends or
+times out), and they never call back. What an ask or an allocation does to its application's
+state is decided here, after the fact: `asked` (a new ask), `allocated` (an allocation
+booked), `check_done` (an ask or allocation gone: is the application done?).
 """
 
 from __future__ import annotations
@@ -19,11 +24,12 @@ from engine.ugm import UserGroup
 from shm.events import EventChangeDetail as Detail
 
 if TYPE_CHECKING:
-    from engine.partition.coordinator import Partition
-    from engine.si.messages import AddApplication
+    from engine.partition.state import PartitionState
+    from engine.objects import Ask
+    from si.messages import AddApplication
 
 
-def set_state(part: Partition, app: Application, event: AppEvent, message: str = "") -> bool:
+def set_state(part: PartitionState, app: Application, event: AppEvent, message: str = "") -> bool:
     """Fire an event on the app's machine; emit APP/SET (REMOVE for Rejected). False if the
     transition is illegal from the current state (nothing changes)."""
     old = app.fsm.state
@@ -52,7 +58,7 @@ def set_state(part: Partition, app: Application, event: AppEvent, message: str =
     return True
 
 
-def add(part: Partition, rm_id: str, request: AddApplication) -> str | None:
+def add(part: PartitionState, rm_id: str, request: AddApplication) -> str | None:
     """Add an application; None if accepted, else the rejection reason (app is Rejected)."""
     app_id = request.application_id
     if app_id in part.apps:
@@ -81,7 +87,7 @@ def add(part: Partition, rm_id: str, request: AddApplication) -> str | None:
     return None
 
 
-def remove(part: Partition, app_id: str, message: str = "removed by the RM") -> bool:
+def remove(part: PartitionState, app_id: str, message: str = "removed by the RM") -> bool:
     """The RM removed the application: cancel asks, drop allocations, reach a final state."""
     app = part.apps.get(app_id)
     if app is None:
@@ -92,8 +98,11 @@ def remove(part: Partition, app_id: str, message: str = "removed by the RM") -> 
         return False
     for ask in list(app.asks.values()):
         asks.remove(part, app, ask, int(Detail.REQUEST_CANCEL))
-    for alloc in list(app.allocations.values()):
+    allocs = list(app.allocations.values())
+    for alloc in allocs:
         allocations.remove(part, app, alloc, int(Detail.ALLOC_CANCEL))
+    if allocs:
+        check_done(part, app)
     state = app.fsm.state
     if state not in TERMINAL_STATES:
         if app.fsm.can_fire(AppEvent.COMPLETE):
@@ -110,7 +119,7 @@ def remove(part: Partition, app_id: str, message: str = "removed by the RM") -> 
     return True
 
 
-def terminate(part: Partition, app: Application) -> None:
+def terminate(part: PartitionState, app: Application) -> None:
     """Final state reached: leave the queue, keep the app for readers until it expires."""
     app.finished_time = part.wall_clock()
     q = app.queue
@@ -124,9 +133,50 @@ def terminate(part: Partition, app: Application) -> None:
     if app.fsm.state is not AppState.EXPIRED:
         part.terminated[app.app_id] = app
         part.timers.set(part.timing.retention_ns, TimerKind.EXPIRE, app.app_id)
+        _expire_over_limit(part)
 
 
-def check_done(part: Partition, app: Application) -> None:
+def _expire_over_limit(part: PartitionState) -> None:
+    """More finished apps than `maxRetainedApplications`: the oldest expire first (APP_EXPIRED),
+    so the snapshot readers are served from stays within the size it was made for."""
+    limit = part.timing.max_retained
+    while len(part.terminated) > limit:
+        oldest = next(iter(part.terminated))
+        _expire(part, oldest, f"more than {limit} finished applications retained")
+        part.terminated.pop(oldest, None)
+
+
+def asked(part: PartitionState, app: Application, ask: Ask) -> None:
+    """A new pending ask (`asks.add`): a placeholder counts and starts its gang's timer; the
+    first request accepts a New application, a new one revives a Completing one."""
+    if ask.placeholder:
+        app.count_placeholder(ask.task_group, ask.resource)
+        start_placeholder_timer(part, app)
+    if app.fsm.state is AppState.NEW:
+        set_state(part, app, AppEvent.RUN, f"first request {ask.key}")
+        if part.sink.requests_enabled:
+            part.sink.request(ask.key, app.app_id,
+                              f"Application {app.app_id} added to queue {app.queue.path}")
+    elif app.fsm.state is AppState.COMPLETING:
+        set_state(part, app, AppEvent.RUN, f"new request {ask.key}")
+
+
+def allocated(part: PartitionState, app: Application, key: str) -> None:
+    """The state changes an allocation booked (`allocations.book`) causes: New/Accepted ->
+    Starting -> Running."""
+    state = app.fsm.state
+    if state is AppState.NEW:
+        set_state(part, app, AppEvent.RUN, "recovered allocation")
+        state = app.fsm.state
+    if state is AppState.ACCEPTED:
+        set_state(part, app, AppEvent.RUN, f"first allocation {key}")
+        if not app.asks:
+            set_state(part, app, AppEvent.RUN, "all requests allocated")
+    elif state is AppState.STARTING or state is AppState.COMPLETING:
+        set_state(part, app, AppEvent.RUN, f"allocation {key}")
+
+
+def check_done(part: PartitionState, app: Application) -> None:
     """Nothing allocated any more: a Failing app fails, one without asks completes."""
     if app.allocations:
         return
@@ -139,7 +189,7 @@ def check_done(part: Partition, app: Application) -> None:
 
 # --- timers ------------------------------------------------------------------------------------
 
-def fire_timers(part: Partition) -> None:
+def fire_timers(part: PartitionState) -> None:
     """Run every timer that is due (placeholder, starting, completing, expiry)."""
     for kind, app_id in part.timers.due():
         if kind is TimerKind.EXPIRE:
@@ -156,16 +206,16 @@ def fire_timers(part: Partition) -> None:
             _placeholder_timeout(part, app)
 
 
-def _expire(part: Partition, app_id: str) -> None:
+def _expire(part: PartitionState, app_id: str, reason: str = "retention time passed") -> None:
     app = part.terminated.get(app_id)
     if app is not None and app.fsm.state in TERMINAL_STATES \
             and app.finished_time and app.fsm.state is not AppState.EXPIRED:
         if app.fsm.can_fire(AppEvent.EXPIRE):
-            set_state(part, app, AppEvent.EXPIRE, "retention time passed")
+            set_state(part, app, AppEvent.EXPIRE, reason)
         part.terminated.pop(app_id, None)
 
 
-def start_placeholder_timer(part: Partition, app: Application) -> None:
+def start_placeholder_timer(part: PartitionState, app: Application) -> None:
     """The first placeholder ask of an application starts its gang's timeout (once)."""
     if not app.ph_timer_started:
         app.ph_timer_started = True
@@ -174,7 +224,7 @@ def start_placeholder_timer(part: Partition, app: Application) -> None:
         part.timers.set(timeout, TimerKind.PLACEHOLDER, app.app_id)
 
 
-def _placeholder_timeout(part: Partition, app: Application) -> None:
+def _placeholder_timeout(part: PartitionState, app: Application) -> None:
     """Gang placeholders not replaced in time: released; the app resumes (Soft) or fails
     (Hard, when no real allocation was made yet)."""
     ph_allocs = [a for a in app.allocations.values() if a.placeholder]
@@ -195,29 +245,15 @@ def _placeholder_timeout(part: Partition, app: Application) -> None:
     for ask in ph_asks:
         asks.remove(part, app, ask, int(Detail.REQUEST_TIMEOUT), msg)
         part.out.ask_released(app.rm_id, app.app_id, ask.key, msg)
-        count_timedout(app, ask.task_group)
+        app.count_timedout(ask.task_group)
     for alloc in ph_allocs:
-        count_timedout(app, alloc.task_group)
+        app.count_timedout(alloc.task_group)
         allocations.remove(part, app, alloc, int(Detail.ALLOC_TIMEOUT), termination="TIMEOUT",
                            message=msg)
+    if ph_allocs:
+        check_done(part, app)
     if app.fsm.state is AppState.RESUMING:
         set_state(part, app, AppEvent.RUN, "placeholders released")
         check_done(part, app)
     elif app.fsm.state is AppState.FAILING:
         check_done(part, app)
-
-
-# --- placeholder counters (the REST placeholderData) ------------------------------------------
-
-def count_timedout(app: Application, task_group: str) -> None:
-    """One more placeholder of the task group timed out (or was released as mismatched)."""
-    data = app.placeholder_data.get(task_group)
-    if data is not None:
-        data["timedout"] += 1
-
-
-def count_placeholder(app: Application, task_group: str, res: dict[str, int]) -> None:
-    """One more placeholder of a task group (asked, or recovered already placed)."""
-    data = app.placeholder_data.setdefault(
-        task_group, {"count": 0, "replaced": 0, "timedout": 0, "minResource": res})
-    data["count"] += 1

@@ -10,39 +10,41 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from engine import resources
-from engine.app_state import SCHEDULABLE_STATES, AppEvent, AppState
+from engine.app_state import SCHEDULABLE_STATES, AppState
 from engine.objects import Application, Ask
-from engine.partition import apps, nodes
+from engine.partition import reservations
 from engine.partition.eventcodes import ADD, APP, REMOVE
-from engine.podaffinity import LABEL_TAG_PREFIX
-from engine.predicates import PLACEMENT_TAG, placement_of_tag
-from engine.si.requests import DEFAULT_PREEMPTION
+from engine.predicates import placement_of_tag
 from shm.events import EventChangeDetail as Detail
+from si import resources
+from si.requests import DEFAULT_PREEMPTION
+from si.tags import LABEL_TAG_PREFIX, PLACEMENT_TAG
 
 if TYPE_CHECKING:
-    from engine.partition.coordinator import Partition
-    from engine.si.messages import AllocationAsk
+    from engine.partition.state import PartitionState
+    from si.messages import AllocationAsk
 
 
-def add(part: Partition, rm_id: str, request: AllocationAsk) -> str | None:
-    """Add a pending ask; None if accepted, else why not."""
+def add(part: PartitionState, rm_id: str,
+        request: AllocationAsk) -> tuple[Ask | None, str | None]:
+    """Add a pending ask: (the new ask, None), or (None, why not), or (None, None) for a
+    replay. What a new ask does to its application is `apps.asked`, the caller's next step."""
     app = part.apps.get(request.application_id)
     if app is None:
-        return f"unknown application {request.application_id}"
+        return None, f"unknown application {request.application_id}"
     key = request.allocation_key
     if key in app.asks:
-        return _replace_placement(part, app, app.asks[key], request)
+        return None, _replace_placement(part, app, app.asks[key], request)
     if key in app.allocations:
-        return None  # a replay of what we have: idempotent
+        return None, None  # a replay of what we have: idempotent
     if app.fsm.state not in SCHEDULABLE_STATES and app.fsm.state is not AppState.NEW:
-        return f"application {app.app_id} is {app.fsm.state.value}"
+        return None, f"application {app.app_id} is {app.fsm.state.value}"
     res = dict(request.resource_ask)
     tags = dict(request.allocation_tags)
     try:
         placement = placement_of_tag(tags[PLACEMENT_TAG]) if PLACEMENT_TAG in tags else None
     except ValueError as exc:
-        return f"ask {key}: allocationTags.{PLACEMENT_TAG}: {exc}"
+        return None, f"ask {key}: allocationTags.{PLACEMENT_TAG}: {exc}"
     ask = Ask(key, app.app_id, res, request.priority, request.placeholder,
               request.task_group_name, tags, create_time=part.wall_clock(), rm_id=rm_id,
               placement=placement)
@@ -62,22 +64,13 @@ def add(part: Partition, rm_id: str, request: AllocationAsk) -> str | None:
         q.pending_count += 1
         q.pending = resources.add(q.pending, res)
     part.emit(APP, ADD, int(Detail.APP_REQUEST), app.app_id, key, "", res)
-    if ask.placeholder:
-        apps.count_placeholder(app, ask.task_group, res)
-        apps.start_placeholder_timer(part, app)
-    if app.fsm.state is AppState.NEW:
-        apps.set_state(part, app, AppEvent.RUN, f"first request {key}")
-        if part.sink.requests_enabled:
-            part.sink.request(key, app.app_id,
-                              f"Application {app.app_id} added to queue {app.queue.path}")
-    elif app.fsm.state is AppState.COMPLETING:
-        apps.set_state(part, app, AppEvent.RUN, f"new request {key}")
     part.version += 1
-    return None
+    return ask, None
 
 
-def release(part: Partition, app_id: str, key: str, message: str = "") -> bool:
-    """The RM released an ask (every ask of the app if key is empty); whether any was found."""
+def release(part: PartitionState, app_id: str, key: str, message: str = "") -> bool:
+    """The RM released an ask (every ask of the app if key is empty); whether any was found
+    (then the caller asks `apps.check_done` whether the application is done)."""
     app = part.apps.get(app_id)
     if app is None:
         return False
@@ -88,12 +81,10 @@ def release(part: Partition, app_id: str, key: str, message: str = "") -> bool:
         if ask is not None:
             remove(part, app, ask, int(Detail.APP_REQUEST), message)
             found = True
-    if found:
-        apps.check_done(part, app)
     return found
 
 
-def _replace_placement(part: Partition, app: Application, ask: Ask,
+def _replace_placement(part: PartitionState, app: Application, ask: Ask,
                        request: AllocationAsk) -> str | None:
     """A pending ask sent again: a replay, except for its placement tag and its label tags,
     which replace the ask's (a pod's tolerations or labels may change while it waits, e.g. to
@@ -124,17 +115,17 @@ def _replace_placement(part: Partition, app: Application, ask: Ask,
     return None
 
 
-def remove(part: Partition, app: Application, ask: Ask, detail: int, message: str = "") -> None:
+def remove(part: PartitionState, app: Application, ask: Ask, detail: int, message: str = "") -> None:
     """An ask leaves without an allocation (cancelled, timed out): APP / REMOVE emitted."""
     take(part, app, ask)
     part.emit(APP, REMOVE, detail, app.app_id, ask.key, message, ask.resource)
     part.version += 1
 
 
-def take(part: Partition, app: Application, ask: Ask) -> None:
+def take(part: PartitionState, app: Application, ask: Ask) -> None:
     """An ask leaves the pending list because it is being allocated (no event)."""
     if ask.reserved_node:
-        nodes.unreserve(part, ask)
+        reservations.unreserve(part, ask)
     if ask.interpod is not None:
         part.interpod.forget(ask)
     del app.asks[ask.key]

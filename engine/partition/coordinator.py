@@ -4,7 +4,10 @@ The partition owns the objects of `engine.objects` and is the only code that cha
 every change emits its event (the rows of the event-history seed's "Event overview" tables)
 through the `EventSink` the scheduler gives it, and messages for the shim are queued on an
 `Outbox`. No I/O happens here. The work is done by one module per concept (see
-`engine.partition`); this class holds the shared state they work on and forwards to them.
+`engine.partition`) on the shared state (`state.PartitionState`, which this class extends);
+each entry point here calls the concept's module, then tells the application lifecycle
+(`apps`) what happened (a new ask, an allocation booked, one released), so that no module
+below the lifecycle calls back into it.
 
 Time comes from the injected clocks only: `clock` (monotonic ns: timers, the cycle's deadline)
 and `wall_clock` (epoch ns: the timestamps readers see).
@@ -17,47 +20,23 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from engine.config import PartitionConfig
-from engine.objects import Application, Ask, Node, Queue
+from engine.objects import Application, Queue
 from engine.partition import allocations, apps, asks, cycle, nodes, queues
-from engine.partition.interpod import InterPodIndex
-from engine.partition.nodes import NodeIndex
 from engine.partition.outbox import Outbox
-from engine.partition.timers import Timers, Timing
-from engine.si.messages import AddApplication, AllocationAsk, ExistingAllocation, NodeChange
-from engine.ugm import UserGroupManager
+from engine.partition.state import PartitionState
+from engine.partition.timers import Timing
+from si.messages import AddApplication, AllocationAsk, ExistingAllocation, NodeChange
 
 
-class Partition:
+class Partition(PartitionState):
     """A partition's state and its entry points; see the module docstring."""
 
     def __init__(self, config: PartitionConfig, sink: Any, outbox: Outbox,
                  *, clock: Callable[[], int] = time.monotonic_ns,
                  wall_clock: Callable[[], int] = time.time_ns,
                  timing: Timing | None = None) -> None:
-        self.name = config.name
-        self.sink = sink
-        self.emit = sink.emit
-        self.ugm = UserGroupManager(config.name, sink.emit)
-        self.out = outbox
-        self.clock = clock
-        self.wall_clock = wall_clock
-        self.timing = timing or Timing()
-        self.timers = Timers(clock)
-        self.node_sort_policy = config.node_sort_policy
-        self.placement_rules = config.placement_rules
-        self.preemption_enabled = config.preemption_enabled
-        self.preemptions = 0
-        """Preemption decisions made (each released one or more victims)."""
-        self.queues: dict[str, Queue] = {}
-        self.apps: dict[str, Application] = {}
-        self.terminated: dict[str, Application] = {}
-        self.nodes: dict[str, Node] = {}
-        self.index = NodeIndex(binpacking=config.node_sort_policy == "binpacking")
-        self.interpod = InterPodIndex(self.nodes, loosened=self.index.placement_changed)
-        self.capacity: dict[str, int] = {}
-        self.reservations: dict[str, tuple[Application, Ask, Node]] = {}
-        self.version = 0
-        self.allocations_made = 0
+        super().__init__(config, sink, outbox, clock=clock, wall_clock=wall_clock,
+                         timing=timing)
         self.root = queues.build(self, config.root, None)
         queues.push_limits(self)
 
@@ -91,20 +70,32 @@ class Partition:
 
     def add_ask(self, rm_id: str, request: AllocationAsk) -> str | None:
         """Add a pending ask; None if accepted, else why not."""
-        return asks.add(self, rm_id, request)
+        ask, reason = asks.add(self, rm_id, request)
+        if ask is not None:
+            apps.asked(self, self.apps[ask.app_id], ask)
+        return reason
 
     def release_ask(self, app_id: str, key: str, message: str = "") -> bool:
         """The RM released an ask (all of the app's if key is empty); whether any was found."""
-        return asks.release(self, app_id, key, message)
+        found = asks.release(self, app_id, key, message)
+        if found:
+            apps.check_done(self, self.apps[app_id])
+        return found
 
     def release_allocation(self, app_id: str, key: str, termination: str,
                            message: str = "") -> int:
         """The shim released allocations (all of the app's if key is empty); how many."""
-        return allocations.release(self, app_id, key, termination, message)
+        count = allocations.release(self, app_id, key, termination, message)
+        if count:
+            apps.check_done(self, self.apps[app_id])
+        return count
 
     def add_existing(self, rm_id: str, request: ExistingAllocation) -> str | None:
         """A recovered, already bound allocation: booked even above the queue max."""
-        return allocations.add_existing(self, request)
+        alloc, reason = allocations.add_existing(self, request)
+        if alloc is not None:
+            apps.allocated(self, self.apps[alloc.app_id], alloc.key)
+        return reason
 
     # --- nodes (engine.partition.nodes) --------------------------------------------------------
 

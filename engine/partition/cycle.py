@@ -7,8 +7,8 @@ default, enabled: the highest priority among an app's pending asks first) and th
 `application.sort.policy` (fifo: submission order; fair: smallest share of the queue's
 guaranteed, else the cluster), and tries its asks by priority then age. A leaf counts its
 pending asks with a priority (`Queue.prioritized`): while there are none, fifo takes the first
-app without scanning. Queues are not ordered by priority (YuniKorn does, by currentPriority). Node choice is `engine.partition.nodes.NodeIndex` (no scan per
-ask). Reserved nodes are tried first.
+app without scanning. Queues are not ordered by priority (YuniKorn does, by currentPriority).
+Node choice is `engine.partition.nodeindex.NodeIndex` (no scan per ask). Reserved nodes are tried first.
 
 Enforcement (`commit`) follows the user-group-usage seed: an application's first allocation
 needs room for one more running application (`queues.room_for_running_app`, then the UGM's
@@ -37,19 +37,19 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING
 
-from engine import resources
 from engine.app_state import SCHEDULABLE_STATES
 from engine.objects import Allocation, Application, Ask, Node, Queue
-from engine.partition import allocations, asks, nodes, preemption, queues
+from engine.partition import allocations, apps, asks, preemption, queues, reservations
 from engine.partition.interpod import Probe
 from engine.predicates import rejection
 from shm.events import EventChangeDetail as Detail
+from si import resources
 
 if TYPE_CHECKING:
-    from engine.partition.coordinator import Partition
+    from engine.partition.state import PartitionState
 
 
-def schedule(part: Partition, deadline_ns: int) -> int:
+def schedule(part: PartitionState, deadline_ns: int) -> int:
     """Allocate what fits until nothing more does or the deadline passes; how many."""
     before = part.allocations_made
     if part.reservations:
@@ -115,7 +115,7 @@ def _pick(q: Queue, skip: set[str], exhausted: set[int]) -> Application | None:
     return None
 
 
-def _try_app(part: Partition, app: Application, failed: set) -> bool:
+def _try_app(part: PartitionState, app: Application, failed: set) -> bool:
     """Try the app's asks in order; True once one was allocated (or a placeholder released,
     which changes what to pick next)."""
     if not app.counted_running and not can_run(part, app):
@@ -153,7 +153,7 @@ def _try_app(part: Partition, app: Application, failed: set) -> bool:
                 ask.reported.add("reserve")
                 cand = index.find_capacity(ask.resource, ask.placement, probe)
                 if cand is not None:
-                    nodes.reserve(part, app, ask, cand)
+                    reservations.reserve(part, app, ask, cand)
                     continue
             if part.sink.requests_enabled and "nonode" not in ask.reported:
                 _report(part, ask, "nonode", _no_node_message(part, ask, probe))
@@ -172,19 +172,19 @@ def _try_app(part: Partition, app: Application, failed: set) -> bool:
     return False
 
 
-def _maybe_preempt(part: Partition, app: Application, ask: Ask) -> bool:
+def _maybe_preempt(part: PartitionState, app: Application, ask: Ask) -> bool:
     """An ask that cannot be placed may free room by preemption (engine.partition.preemption)."""
     return preemption.wanted(part, app, ask) and preemption.try_preempt(part, app, ask)
 
 
-def can_run(part: Partition, app: Application) -> bool:
+def can_run(part: PartitionState, app: Application) -> bool:
     """Whether the app may start running: its queues' and the UGM's maxapplications."""
     if not queues.room_for_running_app(app.queue):
         return False
     return part.ugm.can_run_app(app.queue.path, app.app_id, app.ugi)
 
 
-def commit(part: Partition, app: Application, ask: Ask, node: Node) -> str | None:
+def commit(part: PartitionState, app: Application, ask: Ask, node: Node) -> str | None:
     """Book the ask on the node unless a limit refuses it (why not: "apps", "queue",
     "user"). An application's first allocation needs room for one more running
     application (whichever path found the node: first fit or reservation); then the queue
@@ -202,12 +202,13 @@ def commit(part: Partition, app: Application, ask: Ask, node: Node) -> str | Non
     allocations.book(part, app, ask.key, res, node, placeholder=ask.placeholder,
                      task_group=ask.task_group, priority=ask.priority, tags=ask.tags,
                      preempt_self=ask.allow_preempt_self, placement=ask.placement)
+    apps.allocated(part, app, ask.key)
     if part.sink.requests_enabled:
         part.sink.request(ask.key, app.app_id, f"Successfully allocated on node {node.node_id}")
     return None
 
 
-def _try_reserved(part: Partition) -> int:
+def _try_reserved(part: PartitionState) -> int:
     """Allocate reserved asks whose node now has room; drop reservations that can never
     succeed (the node no longer admits the ask, or shrank below it)."""
     made = 0
@@ -218,14 +219,14 @@ def _try_reserved(part: Partition) -> int:
         if not node.admits(ask.placement) or \
                 (probe is not None and probe.reason(node.attributes) is not None):
             # a label or taint changed, or pods came that keep it away: the node will not do
-            nodes.unreserve(part, ask)
+            reservations.unreserve(part, ask)
             ask.reported.discard("reserve")
         elif resources.fits(ask.resource, node.available):
-            nodes.unreserve(part, ask)
+            reservations.unreserve(part, ask)
             if commit(part, app, ask, node) is None:
                 made += 1
         elif not resources.fits(ask.resource, resources.sub(node.capacity, node.occupied)):
-            nodes.unreserve(part, ask)  # the node shrank: it can never hold the ask
+            reservations.unreserve(part, ask)  # the node shrank: it can never hold the ask
             ask.reported.discard("reserve")
         else:  # a reserved node that does not free up may be freed by preemption
             _maybe_preempt(part, app, ask)
@@ -234,7 +235,7 @@ def _try_reserved(part: Partition) -> int:
 
 # --- gang placeholders -------------------------------------------------------------------------
 
-def _usable_placeholder(part: Partition, app: Application, ask: Ask) -> Allocation | None:
+def _usable_placeholder(part: PartitionState, app: Application, ask: Ask) -> Allocation | None:
     """The first placeholder of the ask's task group on a node that admits the ask (its
     labels and taints, and the inter-pod rules as if the placeholder were gone: the real pod
     takes its place, it does not join it)."""
@@ -253,7 +254,7 @@ def _usable_placeholder(part: Partition, app: Application, ask: Ask) -> Allocati
     return None
 
 
-def _interpod_allows(part: Partition, ask: Ask, ph: Allocation, node: Node) -> bool:
+def _interpod_allows(part: PartitionState, ask: Ask, ph: Allocation, node: Node) -> bool:
     """Whether the inter-pod rules let the ask replace the placeholder on its node."""
     interpod = part.interpod
     interpod.released(ph, node)
@@ -264,24 +265,23 @@ def _interpod_allows(part: Partition, ask: Ask, ph: Allocation, node: Node) -> b
         interpod.booked(ph, node)
 
 
-def _try_replace(part: Partition, app: Application, ask: Ask) -> bool | None:
+def _try_replace(part: PartitionState, app: Application, ask: Ask) -> bool | None:
     """Gang: put a real ask in the place of a placeholder of its task group.
     True = replaced; False = size mismatch (placeholder released); None = no placeholder
     on a node that admits the ask (scheduled as an ask without placeholder)."""
     ph = _usable_placeholder(part, app, ask)
     if ph is None:
         return None
-    data = app.placeholder_data.get(ask.task_group)
     if not resources.fits(ask.resource, ph.resource):
         _report(part, ask, "mismatch",
                 f"Task group '{ask.task_group}' in application '{app.app_id}': "
                 f"allocation resources '{resources.strip_zero(ask.resource)}' are not matching "
                 f"placeholder '{resources.strip_zero(ph.resource)}' allocation with ID "
                 f"'{ph.key}'")
-        if data is not None:
-            data["timedout"] += 1
+        app.count_timedout(ask.task_group)
         allocations.remove(part, app, ph, int(Detail.ALLOC_TIMEOUT), termination="TIMEOUT",
                            message="placeholder size mismatch")
+        apps.check_done(part, app)
         return False
     node = part.nodes[ph.node_id]
     ph.replacing = True
@@ -294,16 +294,16 @@ def _try_replace(part: Partition, app: Application, ask: Ask) -> bool | None:
     allocations.book(part, app, ask.key, ask.resource, node, placeholder=False,
                      task_group=ask.task_group, priority=ask.priority, tags=ask.tags,
                      preempt_self=ask.allow_preempt_self, placement=ask.placement)
+    apps.allocated(part, app, ask.key)
     if part.sink.requests_enabled:  # a gang member is told where it went, like any other pod
         part.sink.request(ask.key, app.app_id, f"Successfully allocated on node {node.node_id}")
-    if data is not None:
-        data["replaced"] += 1
+    app.count_replaced(ask.task_group)
     return True
 
 
 # --- why an ask waits (request events) ---------------------------------------------------------
 
-def _report(part: Partition, ask: Ask, reason: str, message: str) -> None:
+def _report(part: PartitionState, ask: Ask, reason: str, message: str) -> None:
     """A request event for the shim, once per ask and reason."""
     if reason in ask.reported:
         return
@@ -311,7 +311,7 @@ def _report(part: Partition, ask: Ask, reason: str, message: str) -> None:
     part.sink.request(ask.key, ask.app_id, message, ask.resource)
 
 
-def _no_node_message(part: Partition, ask: Ask, probe: Probe | None) -> str:
+def _no_node_message(part: PartitionState, ask: Ask, probe: Probe | None) -> str:
     """Why no node took the ask, counted per reason like kube-scheduler's FailedScheduling
     ("0/3 nodes are available: 1 node(s) had untolerated taint {k: v}, 2 node(s) ..."), so
     `kubectl describe pod` tells a pending pod's user what to change. A scan of every node,
@@ -345,7 +345,7 @@ def _node_rejection(node: Node, ask: Ask, probe: Probe | None) -> str:
     return "had room (it freed up meanwhile)"
 
 
-def _report_queue(part: Partition, app: Application, ask: Ask) -> None:
+def _report_queue(part: PartitionState, app: Application, ask: Ask) -> None:
     if part.sink.requests_enabled and "queue" not in ask.reported:
         _report(part, ask, "queue",
                 f"Request '{ask.key}' does not fit in queue '{app.queue.path}' "

@@ -43,8 +43,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
-from engine.podaffinity import (EXISTING_ANTI_AFFINITY, NO_AFFINITY, NO_ANTI_AFFINITY,
-                                AffinityTerm, pod_meta)
+from engine.podaffinity import EXISTING_ANTI_AFFINITY, NO_AFFINITY, NO_ANTI_AFFINITY, AffinityTerm
+from si.tags import pod_meta
 
 if TYPE_CHECKING:
     from engine.objects import Allocation, Ask, Node

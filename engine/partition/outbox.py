@@ -1,6 +1,6 @@
 """Messages for the shims, per rmID, collected while a message or a cycle is applied.
 
-The partition's modules add typed parts (`engine.si.messages`); the scheduler flushes them into
+The partition's modules add typed parts (`si.messages`); the scheduler flushes them into
 SI responses (`take()`, in wire form), so an SI request's effects go out before its Ack and the
 cycle's go out together.
 """
@@ -11,7 +11,7 @@ import dataclasses
 from typing import Any
 
 from engine.objects import Allocation
-from engine.si import messages
+from si import messages
 
 
 @dataclasses.dataclass(slots=True)

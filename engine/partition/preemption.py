@@ -60,11 +60,11 @@ from typing import TYPE_CHECKING
 
 from engine.config import PREEMPTION_DELAY_NS, parse_duration_ns
 from engine.objects import Allocation, Application, Ask, Node, Queue
-from engine.partition import nodes, queues
-from engine.si.protocol import TERMINATION_PREEMPTED
+from engine.partition import queues, reservations
+from si.protocol import TERMINATION_PREEMPTED
 
 if TYPE_CHECKING:
-    from engine.partition.coordinator import Partition
+    from engine.partition.state import PartitionState
 
 RETRY_NS = 15 * 1_000_000_000
 """YuniKorn's preemptAttemptFrequency: an ask looks for victims at most this often."""
@@ -118,7 +118,7 @@ def queue_priority(q: Queue, highest: int) -> int:
 
 # --- when --------------------------------------------------------------------------------------
 
-def wanted(part: Partition, app: Application, ask: Ask) -> bool:
+def wanted(part: PartitionState, app: Application, ask: Ask) -> bool:
     """Whether the ask should look for victims now (see the module docstring); marks the look."""
     if not part.preemption_enabled or not ask.allow_preempt_other or ask.triggered_preemption:
         return False
@@ -231,7 +231,7 @@ def _keeps_guarantee(path: list[Snap], res: Mapping[str, int]) -> bool:
 class Search:
     """One preemption decision for one ask: snapshots, candidates, and the choice."""
 
-    def __init__(self, part: Partition, app: Application, ask: Ask) -> None:
+    def __init__(self, part: PartitionState, app: Application, ask: Ask) -> None:
         self.part = part
         self.app = app
         self.ask = ask
@@ -530,7 +530,7 @@ def _over_max(q: Queue, res: Mapping[str, int]) -> bool:
 
 # --- what then ---------------------------------------------------------------------------------
 
-def try_preempt(part: Partition, app: Application, ask: Ask) -> bool:
+def try_preempt(part: PartitionState, app: Application, ask: Ask) -> bool:
     """Look for victims for the ask and preempt them; whether it did."""
     search = Search(part, app, ask)
     if not search.candidates or not search.queue_can_be_satisfied():
@@ -543,7 +543,7 @@ def try_preempt(part: Partition, app: Application, ask: Ask) -> bool:
     return True
 
 
-def preempt(part: Partition, app: Application, ask: Ask, node: Node,
+def preempt(part: PartitionState, app: Application, ask: Ask, node: Node,
             victims: list[Allocation]) -> None:
     """Release the victims to their shims and reserve the node (see the module docstring)."""
     queue_path = app.queue.path if app.queue is not None else ""
@@ -566,12 +566,12 @@ def preempt(part: Partition, app: Application, ask: Ask, node: Node,
     part.preemptions += 1
     if queues.fits(app.queue, ask.resource):
         if ask.reserved_node is not None:
-            nodes.unreserve(part, ask)
+            reservations.unreserve(part, ask)
         holder = node.reserved_for
         if holder is not None:  # another ask of this application: it looks elsewhere
             other = app.asks.get(holder[1])
             if other is not None:
-                nodes.unreserve(part, other)
+                reservations.unreserve(part, other)
                 other.reported.discard("reserve")
-        nodes.reserve(part, app, ask, node)
+        reservations.reserve(part, app, ask, node)
     part.version += 1

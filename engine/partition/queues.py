@@ -20,18 +20,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from engine import placement, resources
+from engine import placement
 from engine.config import PartitionConfig, QueueConfig
 from engine.objects import Queue
 from engine.partition.eventcodes import ADD, QUEUE, REMOVE, SET
 from shm.events import EventChangeDetail as Detail
+from si import resources
 
 if TYPE_CHECKING:
     from engine.objects import Application
-    from engine.partition.coordinator import Partition
+    from engine.partition.state import PartitionState
 
 
-def build(part: Partition, cfg: QueueConfig, parent: Queue | None) -> Queue:
+def build(part: PartitionState, cfg: QueueConfig, parent: Queue | None) -> Queue:
     """A configured queue and its configured descendants."""
     q = _add_configured(part, cfg, parent)
     for child in cfg.children:
@@ -39,7 +40,7 @@ def build(part: Partition, cfg: QueueConfig, parent: Queue | None) -> Queue:
     return q
 
 
-def _add_configured(part: Partition, cfg: QueueConfig, parent: Queue | None) -> Queue:
+def _add_configured(part: PartitionState, cfg: QueueConfig, parent: Queue | None) -> Queue:
     """A configured queue (without its children): registered, QUEUE / ADD emitted."""
     q = Queue(cfg.name, cfg.path, parent, leaf=cfg.is_leaf)
     _configure(q, cfg)
@@ -60,12 +61,12 @@ def _configure(q: Queue, cfg: QueueConfig) -> None:
     q.update_share()
 
 
-def push_limits(part: Partition) -> None:
+def push_limits(part: PartitionState) -> None:
     """Hand the queues' user/group limits to the UGM."""
     part.ugm.update_limits({q.path: q.limits for q in part.queues.values() if q.limits})
 
 
-def update_config(part: Partition, config: PartitionConfig) -> None:
+def update_config(part: PartitionState, config: PartitionConfig) -> None:
     """Apply a changed queue configuration (SIGHUP reload); emits the QUEUE SET rows."""
     seen: set[str] = set()
     for cfg in config.root.walk():
@@ -90,7 +91,7 @@ def update_config(part: Partition, config: PartitionConfig) -> None:
     part.version += 1
 
 
-def _reconfigure(part: Partition, q: Queue, cfg: QueueConfig) -> None:
+def _reconfigure(part: PartitionState, q: Queue, cfg: QueueConfig) -> None:
     """An existing queue takes its new configuration; the changes are emitted."""
     if q.max != cfg.max:
         part.emit(QUEUE, SET, int(Detail.QUEUE_MAX), q.path, "", "max resource changed",
@@ -107,7 +108,7 @@ def _reconfigure(part: Partition, q: Queue, cfg: QueueConfig) -> None:
     q.draining = False
 
 
-def maybe_remove(part: Partition, q: Queue) -> None:
+def maybe_remove(part: PartitionState, q: Queue) -> None:
     """Remove an empty dynamic or draining queue, and its parents that become so."""
     while q.parent is not None and (q.dynamic or q.draining) and not q.apps \
             and not q.children and not q.pending_count and resources.is_zero(q.allocated):
@@ -123,7 +124,7 @@ def maybe_remove(part: Partition, q: Queue) -> None:
         q = parent
 
 
-def _dynamic_leaf(part: Partition, parent: Queue, name: str) -> Queue:
+def _dynamic_leaf(part: PartitionState, parent: Queue, name: str) -> Queue:
     q = Queue(name, f"{parent.path}.{name}", parent, leaf=True, dynamic=True)
     if parent.template is not None:
         _configure(q, parent.template)
@@ -136,7 +137,7 @@ def _dynamic_leaf(part: Partition, parent: Queue, name: str) -> Queue:
     return q
 
 
-def place_app(part: Partition, app: Application) -> tuple[Queue | None, str]:
+def place_app(part: PartitionState, app: Application) -> tuple[Queue | None, str]:
     """The leaf for `app`, by the partition's placement rules (engine.placement)."""
     rules = part.placement_rules
     ugi = app.ugi
@@ -149,7 +150,7 @@ def place_app(part: Partition, app: Application) -> tuple[Queue | None, str]:
     return part.queues[decision.path], ""
 
 
-def _kind(part: Partition, path: str) -> str | None:
+def _kind(part: PartitionState, path: str) -> str | None:
     q = part.queues.get(path)
     if q is None:
         return None
@@ -158,7 +159,7 @@ def _kind(part: Partition, path: str) -> str | None:
     return "leaf" if q.is_leaf else "parent"
 
 
-def create_path(part: Partition, path: str) -> Queue:
+def create_path(part: PartitionState, path: str) -> Queue:
     """Create every missing level of `path` as a dynamic queue: parents, then the leaf."""
     names = path.split(".")
     parent = part.root

@@ -11,6 +11,8 @@ import heapq
 import itertools
 from collections.abc import Callable, Iterator
 
+from engine.config import MAX_RETAINED_APPS, RETENTION_SECONDS
+
 
 class TimerKind(enum.Enum):
     """Why an application's timer was set (the seed's lifecycle timeouts)."""
@@ -26,11 +28,13 @@ class Timing:
 
     def __init__(self, placeholder_default_ms: int = 15 * 60 * 1000,
                  starting_s: float = 300.0, completing_s: float = 30.0,
-                 retention_s: float = 3 * 24 * 3600.0) -> None:
+                 retention_s: float = RETENTION_SECONDS, max_retained: int = MAX_RETAINED_APPS) -> None:
         self.placeholder_default_ns = placeholder_default_ms * 1_000_000
         self.starting_ns = int(starting_s * 1e9)
         self.completing_ns = int(completing_s * 1e9)
         self.retention_ns = int(retention_s * 1e9)
+        self.max_retained = max_retained
+        """Finished applications kept for readers at most (oldest expired first; age: retention)."""
 
 
 class Timers:

@@ -47,14 +47,14 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from engine import resources
-from engine.resources import Resource
 from engine.ugm.group_tracker import GroupTracker
 from engine.ugm.limits import Limit, LimitConfig
 from engine.ugm.queue_tracker import QueueTracker, path_prefixes
 from engine.ugm.security import UserGroup
 from engine.ugm.user_tracker import UserTracker
 from shm.events import EventChangeDetail, EventChangeType, EventRecordType
+from si import resources
+from si.resources import Resource
 
 Emit = Callable[..., Any]
 _Event = tuple[Any, ...]

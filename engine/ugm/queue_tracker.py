@@ -20,8 +20,8 @@ import functools
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from engine import resources
-from engine.resources import Resource
+from si import resources
+from si.resources import Resource
 
 ROOT = "root"
 

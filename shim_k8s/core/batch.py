@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from engine.si import messages
+from si import messages
 
 if TYPE_CHECKING:
     from .coordinator import ShimCore

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from engine.si import messages
-from engine.si import protocol as si
+from si import messages
+from si import protocol as si
 
 from . import nodes, placeholders, registration, tasks
 from .actions import Bind, KubeEvent

@@ -10,8 +10,8 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from engine.resources import Resource
-from engine.si import messages
+from si import messages
+from si.resources import Resource
 
 from .. import mapping
 from ..mapping import NodeInfo, PodInfo

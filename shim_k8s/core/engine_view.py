@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from engine.resources import Resource
+from si.resources import Resource
 
 
 @dataclasses.dataclass(slots=True)

@@ -11,11 +11,12 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from engine import resources
-from engine.predicates import TAINTS_ATTRIBUTE
-from engine.resources import Resource
-from engine.si import messages
-from engine.si import protocol as si
+from si import messages
+from si import protocol as si
+from si import resources
+from si.resources import Resource
+from si.tags import (HOSTNAME_ATTRIBUTE, PARTITION_ATTRIBUTE, READY_ATTRIBUTE,
+                     TAINTS_ATTRIBUTE)
 
 from .. import mapping
 from ..mapping import NodeInfo
@@ -86,8 +87,8 @@ def forget_other(core: ShimCore, uid: str) -> None:
 
 def _node_attributes(core: ShimCore, name: str, info: NodeInfo) -> dict[str, str]:
     """The full attribute set: an UPDATE's attributes replace the node's in the engine."""
-    attrs = {"si.io/hostname": name, "si/node-partition": core.partition,
-             "ready": "true" if info.ready else "false"}
+    attrs = {HOSTNAME_ATTRIBUTE: name, PARTITION_ATTRIBUTE: core.partition,
+             READY_ATTRIBUTE: "true" if info.ready else "false"}
     attrs.update(info.labels)
     attrs[TAINTS_ATTRIBUTE] = mapping.taints_json(info.taints)
     return attrs

@@ -11,8 +11,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from engine.si import messages
-from engine.si import protocol as si
+from si import messages
+from si import protocol as si
 
 from ..state import NodeEvent, NodeState, ShimEvent, ShimState
 from . import nodes, tasks

@@ -14,11 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from engine import resources
-from engine.podaffinity import label_tags
-from engine.predicates import PLACEMENT_TAG
-from engine.si import messages
-from engine.si import protocol as si
+from si import messages
+from si import protocol as si
+from si import resources
+from si.tags import NAMESPACE_TAG, PLACEMENT_TAG, POD_NAME_TAG, label_tags
 
 from .. import mapping
 from ..mapping import PodInfo
@@ -239,8 +238,7 @@ def meta_tags(info: PodInfo) -> dict[str, str]:
     """The tags YuniKorn's shim puts on every ask and allocation (the UI names pods by them;
     the engine matches inter-pod terms against the labels), plus the placement tag: a running
     pod's anti-affinity terms keep other pods away."""
-    tags = {"kubernetes.io/meta/namespace": info.namespace,
-            "kubernetes.io/meta/podName": info.name, **label_tags(dict(info.labels))}
+    tags = {NAMESPACE_TAG: info.namespace, POD_NAME_TAG: info.name, **label_tags(dict(info.labels))}
     if info.placement:
         tags[PLACEMENT_TAG] = info.placement
     return tags

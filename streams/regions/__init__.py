@@ -13,7 +13,6 @@
     visibility waiting until the operator's watch has seen a write's resourceVersion (for the
                Kubernetes status writer: the seed's consistency rule)
     rest       the API under /api/consistentregion and /metrics: routes, handlers, the ASGI app
-    httpwire   HTTP/1.1 for the direct path: a strict request-head parser, responses as h11 writes
     listener   the API socket: hot PE requests (checkpoint, reset, notifications) answered
                directly through the ASGI app's handlers, everything else handed to hypercorn
     pesim      a PE simulator client (httpx under trio): plays a region's PEs against the REST API

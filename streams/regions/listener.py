@@ -1,33 +1,23 @@
 """The operator's API listener: the hot PE requests answered on the socket, the rest by hypercorn.
 
 Every round, every PE of a region sends a checkpoint (or reset) PUT and may poll its
-notifications: `rest.HOT`. Each accepted connection is read here first; while the request at the
-front of the buffer is a plain hot one (httpwire.parse + rest.hot_route), it is answered directly
-through `RegionApi.call` — the same handlers and refusals as the ASGI app — with the bytes h11
-would write (httpwire.response). Keep-alive and pipelining follow: the next request is taken
+notifications: `rest.HOT`. The accept loop, connection limits and hand-over are common.http1's
+(listener.py); what is the operator's is `hot_requests`: while the request at the front of the
+connection's buffer is a plain hot one (common.http1.head + rest.hot_route), it is answered
+directly through `RegionApi.call` — the same handlers and refusals as the ASGI app — with the bytes
+h11 would write (common.http1.wire). Keep-alive and pipelining follow: the next request is taken
 from what is left of the buffer. The first request that is anything else (another route, a HEAD,
 a chunked body, Expect: 100-continue, HTTP/1.0, a malformed or over-long head, a body over
-MAX_BODY) hands the connection to hypercorn's own trio connection handler (`TCPServer`) with the
-bytes already read put back in front (`ReplayStream`); hypercorn keeps it from then on, so every
-such request is answered — or refused with h11's 400 — exactly as before.
+MAX_BODY) hands the connection to hypercorn with the bytes already read put back in front;
+hypercorn keeps it from then on, so every such request is answered — or refused with h11's 400 —
+exactly as before.
 
-hypercorn's connection rules held on the direct path: an idle connection (no whole head within
-keep_alive_timeout) is closed; the keep_alive_max_requests-th response carries
-`connection: close` and the connection ends; `Connection: close` from the client ends it after
-the answer (but a close request with more already pipelined behind it goes to hypercorn, since
-h11 answers that one with a 400). A connection handed to hypercorn starts its request count
-afresh.
-
-`serve_api` is hypercorn's trio `worker_serve` reduced to what the operator uses: plain-TCP
-sockets, no lifespan (the app has nothing to start), stopped by cancellation.
-
-Resource handling
-    One nursery: the accept loops and a task per connection; each connection is closed by the
-    task that owns it (or by hypercorn once handed over).
-
-Error handling
-    A broken or reset connection is closed quietly; any other exception is logged and costs that
-    connection only, never the listener.
+hypercorn's connection rules held on the direct path: an idle connection is closed after
+keep_alive_timeout, a head or body that trickles after the Limits deadlines; the
+keep_alive_max_requests-th response carries `connection: close` and the connection ends;
+`Connection: close` from the client ends it after the answer (but a close request with more
+already pipelined behind it goes to hypercorn, since h11 answers that one with a 400). A
+connection handed to hypercorn starts its request count afresh.
 """
 
 from __future__ import annotations
@@ -38,84 +28,24 @@ from functools import partial
 
 import trio
 from hypercorn.config import Config
-from hypercorn.trio.tcp_server import TCPServer
-from hypercorn.trio.worker_context import WorkerContext
-from hypercorn.typing import ConnectionState
-from hypercorn.utils import repr_socket_addr, wrap_app
+from hypercorn.utils import repr_socket_addr
 
-from common.replay import DateHeader, ReplayStream
+from common.http1 import listener as http1
+from common.http1.connection import Connection
+from common.http1.head import FOREIGN
+from common.http1.limits import Limits
+from common.http1.wire import CLIENT_CLOSE, SERVER_CLOSE, response
 
-from .httpwire import (CLIENT_CLOSE, FOREIGN, INCOMPLETE, SERVER_CLOSE, Request,
-                       parse, response)
-from .rest import MAX_BODY, RegionApi, hot_route
+from .rest import MAX_BODY, JSON, RegionApi, hot_route
 
 log = logging.getLogger("ykshm.cr-operator")
 
-RECEIVE = 65536
-
-
-
-
-class Connection:
-    """One accepted connection on the direct path (`run`), until it closes or is handed over."""
-
-    def __init__(self, listener: "Listener", stream: trio.SocketStream) -> None:
-        self.listener = listener
-        self.stream = stream
-        self.buf = b""
-        self.served = 0
-
-    async def run(self) -> bytes | None:
-        """Answer hot requests until the connection ends (None) or the request at the front is
-        not ours: then the bytes received and not yet answered, for hypercorn."""
-        api, config = self.listener.api, self.listener.config
-        while True:
-            request = await self._next_head(config.keep_alive_timeout)
-            if request is None:
-                return None
-            if request is FOREIGN:
-                return self.buf
-            route = hot_route(request.method, request.path)
-            if route is None or request.length > MAX_BODY:
-                return self.buf
-            end = request.body_start + request.length
-            if not await self._receive_until(end):
-                return None
-            if request.close and len(self.buf) > end:
-                return self.buf  # more after a close: h11 answers it 400, hypercorn's to say
-            body, self.buf = self.buf[request.body_start:end], self.buf[end:]
-            self.served += 1
-            self.listener.stats.direct += 1
-            answer = await api.call(*route, body, request.method, request.path)
-            close = CLIENT_CLOSE if request.close else (
-                SERVER_CLOSE if self.served >= config.keep_alive_max_requests else b"")
-            await self.stream.send_all(response(answer.status, answer.response_headers(),
-                                                answer.body, self.listener.date.value(), close))
-            if close:
-                return None
-
-    async def _next_head(self, timeout: float) -> Request | str | None:
-        """The next request head (Request or FOREIGN), or None when the client went away or
-        stayed idle for `timeout` seconds (hypercorn's keep-alive timeout)."""
-        request = parse(self.buf) if self.buf else INCOMPLETE
-        with trio.move_on_after(timeout):
-            while request is INCOMPLETE:
-                data = await self.stream.receive_some(RECEIVE)
-                if not data:
-                    # hypercorn says what an unfinished head is worth (a 400), and closes
-                    return FOREIGN if self.buf else None
-                self.buf += data
-                request = parse(self.buf)
-        return None if request is INCOMPLETE else request
-
-    async def _receive_until(self, end: int) -> bool:
-        """Until the buffer holds `end` bytes (a request's body); False if the client went away."""
-        while len(self.buf) < end:
-            data = await self.stream.receive_some(RECEIVE)
-            if not data:
-                return False
-            self.buf += data
-        return True
+LIMITS = Limits()
+"""The operator's connection limits by default (common.http1.limits; README names them)."""
+STALL_TIMEOUT = 10.0
+"""TCP_USER_TIMEOUT of the API socket: a PE that stops reading is reset after this (seconds)."""
+BUSY = (JSON, b'{"status_code":503,"message":"too many connections","description":'
+              b'"too many connections","reason":"tooManyConnections"}')
 
 
 @dataclasses.dataclass(slots=True)
@@ -129,42 +59,46 @@ class ListenerStats:
 
 
 class Listener:
-    """The operator's API on one or more sockets (`serve_api`): the connection handler."""
+    """The operator's API on one or more sockets (`serve_api`)."""
 
-    def __init__(self, api: RegionApi, config: Config) -> None:
-        if config.include_server_header or config.alt_svc_headers or not config.include_date_header:
-            raise ValueError("the direct path writes hypercorn's response headers as "
-                             "rest.hypercorn_config sets them: date, no server, no alt-svc")
+    def __init__(self, api: RegionApi, config: Config, limits: Limits = LIMITS) -> None:
         self.api = api
         self.config = config
-        self.date = DateHeader()
         self.stats = ListenerStats()
-        asgi = wrap_app(api, config.wsgi_max_body_size, "asgi")
-        self._hypercorn = partial(TCPServer, asgi, config, WorkerContext(None), ConnectionState({}))
+        self.http = http1.Listener(api, config, self.hot_requests, limits=limits, busy=BUSY,
+                                   log=log)
 
-    async def handle(self, stream: trio.SocketStream) -> None:
-        try:
-            rest = await Connection(self, stream).run()
-            if rest is None:
-                await _close(stream)
-            else:
-                self.stats.handed_over += 1
-                await self._hypercorn(ReplayStream(stream, rest))
-        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-            pass
-        except Exception:  # a bug costs one connection, never the listener
-            log.exception("cr-operator: bug while serving a connection")
-        finally:
-            await stream.aclose()  # closing twice is harmless; cancelled or not, it is closed
+    async def hot_requests(self, conn: Connection) -> bytes | None:
+        """Answer hot requests until the connection ends (None) or the request at the front is
+        not ours: then the bytes received and not yet answered, for hypercorn."""
+        while True:
+            request = await conn.next_head()
+            if request is None:
+                return None
+            if request is FOREIGN:
+                return self._hand_over(conn)
+            route = hot_route(request.method, request.path)
+            if route is None or request.length > MAX_BODY:
+                return self._hand_over(conn)
+            end = request.body_start + request.length
+            if not await conn.receive_until(end):
+                return None
+            if request.close and len(conn.buf) > end:
+                return self._hand_over(conn)  # more after a close: h11 answers it 400
+            body = conn.take(request.body_start, end)
+            conn.served += 1
+            self.stats.direct += 1
+            answer = await self.api.call(*route, body, request.method, request.path)
+            close = CLIENT_CLOSE if request.close else (
+                SERVER_CLOSE if conn.served >= self.config.keep_alive_max_requests else b"")
+            await conn.stream.send_all(response(answer.status, answer.response_headers(),
+                                                answer.body, self.http.date.value(), close))
+            if close:
+                return None
 
-
-async def _close(stream: trio.SocketStream) -> None:
-    """As hypercorn closes: EOF first, then the socket."""
-    try:
-        await stream.send_eof()
-    except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-        pass
-    await stream.aclose()
+    def _hand_over(self, conn: Connection) -> bytes:
+        self.stats.handed_over += 1
+        return conn.buf
 
 
 async def serve_api(listener: Listener, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
@@ -172,13 +106,13 @@ async def serve_api(listener: Listener, *, task_status=trio.TASK_STATUS_IGNORED)
     ("http://host:port")."""
     config = listener.config
     sockets = config.create_sockets()
-    listeners, binds = [], []
+    http1.tune(sockets, STALL_TIMEOUT)
+    binds = []
     for sock in sockets.insecure_sockets:
         sock.listen(config.backlog)
-        listeners.append(trio.SocketListener(trio.socket.from_stdlib_socket(sock)))
         binds.append(f"http://{repr_socket_addr(sock.family, sock.getsockname())}")
     for url in binds:
         await config.log.info(f"Running on {url} (CTRL + C to quit)")
     async with trio.open_nursery() as nursery:
-        await nursery.start(partial(trio.serve_listeners, listener.handle, listeners))
+        await nursery.start(partial(http1.serve, listener.http, sockets))
         task_status.started(binds)

@@ -39,6 +39,10 @@ import trio
 from hypercorn.config import Config
 from hypercorn.trio import serve as hypercorn_serve
 
+from common.http1.body import BodyErrors, read_body
+from common.http1.limits import Limits
+from common.http1.routing import Route, RouteErrors, Router
+
 from . import metrics as metrics_mod
 from .errors import InvalidRequest, NotFound, RegionError
 from .fsm import Checkpoint, DrainRequest, ResetDone, ResetRequest
@@ -56,6 +60,13 @@ class MethodNotAllowed(RegionError):
 
     status = 405
     reason = "methodNotAllowed"
+
+
+class RequestTimeout(RegionError):
+    """A request body not whole within the body deadline (a trickling client)."""
+
+    status = 408
+    reason = "requestTimeout"
 
 
 class PayloadTooLarge(RegionError):
@@ -229,20 +240,36 @@ async def _metrics(api: "RegionApi", p: dict, body: bytes) -> Answer:
     return Answer(200, api.operator.metrics.render(), metrics_mod.CONTENT_TYPE.encode("ascii"))
 
 
-ROUTES: list[tuple[str, str, Handler]] = [
-    ("GET", BASE + "/pe/{peId}", _pe_notifications),
-    ("GET", BASE + "/pe/{peId}/region/{regionId}", _pe_region_notification),
-    *[("GET", f"{BASE}/region/{{regionId}}/{field}", _region_value(field)) for field in _READ_ONLY],
-    ("PUT", BASE + "/region/{regionId}/pe/{peId}/checkpoint", _checkpoint),
-    ("PUT", BASE + "/region/{regionId}/pe/{peId}/blockingcheckpoint", _blocking_checkpoint),
-    ("PUT", BASE + "/region/{regionId}/pe/{peId}/reset", _pe_reset),
-    ("PUT", BASE + "/region/{regionId}/drain", _drain),
-    ("PUT", BASE + "/region/{regionId}/reset", _region_reset),
-    ("GET", "/metrics", _metrics),
-]
-"""(method, path template, handler); the first route whose template and method match wins."""
+ROUTE_ERRORS = RouteErrors(
+    not_found=lambda path: NotFound(f"no endpoint at {path}"),
+    not_allowed=lambda method, path, allow: MethodNotAllowed(
+        f"method {method} is not allowed for {path}", allow=allow),
+    bad_parameter=lambda key: InvalidRequest(f"invalid percent-encoding in {key}", field=key))
 
-_COMPILED = [(m, tuple(t.strip("/").split("/")), h) for m, t, h in ROUTES]
+BODY_ERRORS = BodyErrors(
+    too_large=lambda limit: PayloadTooLarge(f"request body larger than {limit} bytes"),
+    too_slow=lambda seconds: RequestTimeout(f"request body not received within {seconds:g} s"),
+    gone=lambda: _Disconnected())
+
+
+def _route(method: str, path: str, handler: Handler) -> Route:
+    return Route(path, handler, ("GET", "HEAD") if method == "GET" else (method,),
+                 max_body=MAX_BODY)
+
+
+ROUTER = Router([
+    _route("GET", BASE + "/pe/{peId}", _pe_notifications),
+    _route("GET", BASE + "/pe/{peId}/region/{regionId}", _pe_region_notification),
+    *[_route("GET", f"{BASE}/region/{{regionId}}/{field}", _region_value(field))
+      for field in _READ_ONLY],
+    _route("PUT", BASE + "/region/{regionId}/pe/{peId}/checkpoint", _checkpoint),
+    _route("PUT", BASE + "/region/{regionId}/pe/{peId}/blockingcheckpoint", _blocking_checkpoint),
+    _route("PUT", BASE + "/region/{regionId}/pe/{peId}/reset", _pe_reset),
+    _route("PUT", BASE + "/region/{regionId}/drain", _drain),
+    _route("PUT", BASE + "/region/{regionId}/reset", _region_reset),
+    _route("GET", "/metrics", _metrics),
+], ROUTE_ERRORS)
+"""The first route whose template and method match wins (common.http1.routing)."""
 
 HOT = frozenset({_checkpoint, _blocking_checkpoint, _pe_reset, _pe_notifications,
                  _pe_region_notification})
@@ -250,37 +277,20 @@ HOT = frozenset({_checkpoint, _blocking_checkpoint, _pe_reset, _pe_notifications
 per-request cost is a fraction of hypercorn's; the rest of the API goes through hypercorn."""
 
 
-def resolve(method: str, path: str) -> tuple[Handler, dict[str, str]]:
+def resolve(method: str, raw_path: str) -> tuple[Handler, dict[str, str]]:
     """The handler and path parameters, or NotFound / MethodNotAllowed (naming what is allowed)."""
-    segments = path.rstrip("/").strip("/").split("/")
-    allowed: list[str] = []
-    for route_method, parts, handler in _COMPILED:
-        if len(parts) != len(segments):
-            continue
-        params = {}
-        for part, segment in zip(parts, segments):
-            if part.startswith("{"):
-                if not segment:
-                    break
-                params[part[1:-1]] = segment
-            elif part != segment:
-                break
-        else:
-            if method == route_method or (method == "HEAD" and route_method == "GET"):
-                return handler, params
-            allowed.append(route_method)
-    if allowed:
-        raise MethodNotAllowed(f"method {method} is not allowed for {path}", allow=allowed)
-    raise NotFound(f"no endpoint at {path}")
+    route, params = ROUTER.resolve(method, raw_path)
+    return route.handler, params
 
 
-def hot_route(method: str, path: str) -> tuple[Handler, dict[str, str]] | None:
+def hot_route(method: str, raw_path: str) -> tuple[Handler, dict[str, str]] | None:
     """The handler and parameters of a request the listener answers itself (HOT), else None
-    (another route, a HEAD, or no route at all: hypercorn and the ASGI app answer it)."""
-    if method not in ("GET", "PUT"):
+    (another route, a HEAD, a percent-encoded path, or no route at all: hypercorn and the ASGI
+    app answer it)."""
+    if method not in ("GET", "PUT") or "%" in raw_path:
         return None
     try:
-        handler, params = resolve(method, path)
+        handler, params = resolve(method, raw_path)
     except RegionError:
         return None
     return (handler, params) if handler in HOT else None
@@ -289,8 +299,9 @@ def hot_route(method: str, path: str) -> tuple[Handler, dict[str, str]] | None:
 class RegionApi:
     """The ASGI application of one operator."""
 
-    def __init__(self, operator: RegionOperator) -> None:
+    def __init__(self, operator: RegionOperator, body_timeout: float = Limits().body_timeout) -> None:
         self.operator = operator
+        self.body_timeout = body_timeout
 
     async def __call__(self, scope: dict, receive, send) -> None:
         if scope["type"] == "lifespan":
@@ -312,9 +323,11 @@ class RegionApi:
 
     async def _answer(self, scope: dict, receive) -> Answer:
         method, path = scope["method"], scope["path"]
+        raw_path = scope.get("raw_path") or path.encode("utf-8", "surrogateescape")
         try:
-            handler, params = resolve(method, path)
-            body = await _read_body(scope, receive)
+            handler, params = resolve(method, raw_path.decode("latin-1"))
+            body = await read_body(receive, scope.get("headers", ()), limit=MAX_BODY,
+                                   timeout=self.body_timeout, errors=BODY_ERRORS)
         except RegionError as exc:
             return _refusal(exc)
         except Exception:
@@ -354,24 +367,6 @@ def _error_body(exc: RegionError) -> bytes:
                              "description": exc.message, "reason": exc.reason})
 
 
-async def _read_body(scope: dict, receive) -> bytes:
-    for name, value in scope.get("headers", ()):
-        if name == b"content-length" and value.isdigit() and int(value) > MAX_BODY:
-            raise PayloadTooLarge(f"request body larger than {MAX_BODY} bytes")
-    chunks, size = [], 0
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            raise _Disconnected()
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > MAX_BODY:
-            raise PayloadTooLarge(f"request body larger than {MAX_BODY} bytes")
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            return b"".join(chunks)
-
-
 class _Disconnected(RegionError):
     status = 400
     reason = "disconnected"
@@ -380,34 +375,38 @@ class _Disconnected(RegionError):
         super().__init__("the client went away before sending its body")
 
 
-def hypercorn_config(bind: str) -> Config:
-    """hypercorn settings of the operator's API: one trio worker, no access log."""
+def hypercorn_config(bind: str, idle_timeout: float = 30.0) -> Config:
+    """hypercorn settings of the operator's API: one trio worker, no access log; `idle_timeout`
+    is the keep-alive timeout (the direct path's too)."""
     config = Config()
     config.bind = [bind]
     config.worker_class = "trio"
     config.accesslog = None
     config.errorlog = "-"
     config.graceful_timeout = 1.0
-    config.keep_alive_timeout = 30
+    config.keep_alive_timeout = idle_timeout
     config.include_server_header = False
     return config
 
 
 async def serve(operator: RegionOperator, bind: str = "127.0.0.1:0", *, direct: bool = True,
+                limits: Limits = Limits(), idle_timeout: float = 30.0,
                 task_status=trio.TASK_STATUS_IGNORED) -> None:
     """Run the operator and its API until cancelled; `started` with the URL it listens on
     (e.g. "http://127.0.0.1:41234"), once restart statuses are written and the socket listens.
 
     `direct` (the default): the listener (listener.py) answers the hot PE requests itself and
     hands everything else to hypercorn; False: hypercorn serves every request (the reference the
-    tests compare the direct path with)."""
+    tests compare the direct path with). `limits`: connections per process and per client
+    address, head and body deadlines (common.http1.limits); `idle_timeout`: the keep-alive
+    timeout (`ykshm cr-operator` flags, common.http1.flags)."""
     from .listener import Listener, serve_api  # listener builds on this module
 
     async with trio.open_nursery() as nursery:
         await nursery.start(operator.run)
-        api, config = RegionApi(operator), hypercorn_config(bind)
+        api, config = RegionApi(operator, limits.body_timeout), hypercorn_config(bind, idle_timeout)
         if direct:
-            binds = await nursery.start(serve_api, Listener(api, config))
+            binds = await nursery.start(serve_api, Listener(api, config, limits))
         else:
             binds = await nursery.start(lambda task_status: hypercorn_serve(
                 api, config, shutdown_trigger=trio.sleep_forever, task_status=task_status))

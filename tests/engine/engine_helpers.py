@@ -8,7 +8,7 @@ from engine.config import parse_config
 from engine.events_out import MemoryEventSink
 from engine.partition import Timing
 from engine.scheduler import Scheduler
-from engine.si import messages
+from si import messages
 
 RM = "rm-1"
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.si import protocol as P
+from si import protocol as P
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from engine_helpers import Harness, res
 
 from engine import snapshot
-from engine.resources import to_si
-from engine.si.protocol import ProtocolError
+from si.protocol import ProtocolError
+from si.resources import to_si
 
 
 def _state(h: Harness) -> tuple:

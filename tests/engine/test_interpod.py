@@ -10,9 +10,9 @@ from engine_helpers import Harness, res
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.si import messages
-from engine.podaffinity import LABEL_TAG_PREFIX, NAMESPACE_TAG, pod_meta
-from engine.predicates import PLACEMENT_TAG, parse_placement
+from engine.predicates import parse_placement
+from si import messages
+from si.tags import LABEL_TAG_PREFIX, NAMESPACE_TAG, PLACEMENT_TAG, pod_meta
 
 HOST = "kubernetes.io/hostname"
 ZONE = "topology.kubernetes.io/zone"

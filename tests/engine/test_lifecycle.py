@@ -247,3 +247,22 @@ def test_finished_apps_stay_visible_for_the_configured_retention_then_expire():
     h.clock.advance(2)
     h.cycle()
     assert h.app_events("a")[-1] == (APP, SET, int(D.APP_EXPIRED), "")
+
+
+def test_retained_apps_are_bounded_and_the_oldest_expires_first():
+    assert parse_config({"service": {"maxRetainedApplications": 2}}).max_retained_apps == 2
+    h = Harness(timing=Timing(completing_s=30, retention_s=3600, max_retained=2))
+    h.nodes("n1")
+    for app in ("a", "b", "c"):
+        h.app(app)
+        h.asks(app, f"{app}-p")
+        h.cycle()
+        h.release(app, f"{app}-p")
+        h.clock.advance(31)
+        h.cycle()
+        assert h.state(app) == "Completed"
+    assert h.app_events("a")[-1] == (APP, SET, int(D.APP_EXPIRED), "")
+    assert "a" not in h.part.terminated
+    assert [app.app_id for app in h.part.all_apps()] == ["b", "c"]  # well before the retention time
+    messages = [e.message for e in h.sink.events if e.object_id == "a" and e.detail == int(D.APP_EXPIRED)]
+    assert messages == ["more than 2 finished applications retained"]

@@ -5,10 +5,10 @@ from __future__ import annotations
 from engine_helpers import GI, Harness, res
 
 from engine.config import parse_config
-from engine.resources import to_si
 from shm.events import EventChangeDetail as D
 from shm.events import EventChangeType as C
 from shm.events import EventRecordType as T
+from si.resources import to_si
 
 NODE, QUEUE = int(T.NODE), int(T.QUEUE)
 ADD, REMOVE, SET = int(C.ADD), int(C.REMOVE), int(C.SET)

@@ -9,11 +9,12 @@ from engine_helpers import Harness, res
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.predicates import PLACEMENT_TAG, TAINTS_ATTRIBUTE, parse_placement
-from engine.resources import to_si
+from engine.predicates import parse_placement
 from shm.events import EventChangeDetail as D
 from shm.events import EventChangeType as C
 from shm.events import EventRecordType as T
+from si.resources import to_si
+from si.tags import PLACEMENT_TAG, TAINTS_ATTRIBUTE
 
 GPU_TAINT = json.dumps([{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}])
 TOLERATE_GPU = {"tolerations": [{"key": "dedicated", "operator": "Equal", "value": "gpu",

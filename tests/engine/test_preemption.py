@@ -13,10 +13,10 @@ import pytest
 from engine_helpers import Harness
 
 from engine.partition.preemption import Search
-from engine.si import messages
 from shm.events import EventChangeDetail as D
 from shm.events import EventChangeType as C
 from shm.events import EventRecordType as T
+from si import messages
 
 MAY_PREEMPT = messages.PreemptionPolicy(allow_preempt_self=True, allow_preempt_other=True)
 NOT_A_VICTIM = messages.PreemptionPolicy(allow_preempt_self=False, allow_preempt_other=True)
@@ -322,8 +322,7 @@ def test_victims_must_free_enough_on_one_node():
 def test_a_node_the_asks_anti_affinity_refuses_is_not_preempted_on():
     """node1 runs a `db` pod the ask must not share a host with: the victim is taken on node2,
     although node1's victim comes first in node order."""
-    from engine.podaffinity import LABEL_TAG_PREFIX, NAMESPACE_TAG
-    from engine.predicates import PLACEMENT_TAG
+    from si.tags import LABEL_TAG_PREFIX, NAMESPACE_TAG, PLACEMENT_TAG
 
     host = "kubernetes.io/hostname"
     h = Harness(config(q("low", 0), q("high", 10)))
@@ -445,7 +444,7 @@ def test_a_second_ask_never_takes_the_node_an_ask_preempted_for():
 # --- SI -----------------------------------------------------------------------------------------
 
 def test_preemption_policy_round_trips_and_bad_values_name_the_field():
-    from engine.si.protocol import ProtocolError
+    from si.protocol import ProtocolError
 
     ask = messages.AllocationAsk("k", "app", resource_ask=first(1), priority=-3,
                                  preemption_policy=NOT_A_VICTIM)

@@ -13,10 +13,10 @@ from engine_helpers import res
 
 from engine.config import parse_config
 from engine.events_out import MemoryEventSink
-from engine.resources import to_si
 from engine.scheduler import Scheduler
 from engine.service import EngineService
-from engine.si import protocol as P
+from si import protocol as P
+from si.resources import to_si
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -23,6 +24,7 @@ from typing import Any
 import httpx
 import psutil
 
+from kube.client import load_kubeconfig
 from tools.harness import HarnessError, pod_body, wait_for
 from common.runtimedir import runtime_dir
 from common.shimstatus import status_path
@@ -94,7 +96,7 @@ class RunInstance:
         self.port = port or free_port()
         self.api_port = api_port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.api_url = f"http://127.0.0.1:{self.api_port}"
+        self.api_url = f"https://127.0.0.1:{self.api_port}"
         self.status_file = Path(status_path(name, create=True))
         self.log_file = runtime_dir() / f"{name}.log"
         self.stderr_path = Path(tempfile.gettempdir()) / f"ykshm-{name}.run-stderr"
@@ -107,7 +109,8 @@ class RunInstance:
             start_new_session=True)
         self.pid = self.proc.pid
         self.banner = ""
-        self.api = httpx.Client(base_url=self.api_url, timeout=10)
+        self.api = httpx.Client(base_url=self.api_url, timeout=10)  # as the admin once the banner names it
+        self.kubeconfig = ""
         self.web = httpx.Client(base_url=self.url, timeout=10)
 
     # ------------------------------------------------------------------ start-up
@@ -128,6 +131,10 @@ class RunInstance:
             time.sleep(0.05)
         self.banner = out.decode()
         self.remember()
+        self.kubeconfig = re.search(r"kubectl --kubeconfig (\S+) get pods -A", self.banner).group(1)
+        cfg = load_kubeconfig(self.kubeconfig)  # HTTPS, the admin's client certificate
+        self.api.close()
+        self.api = httpx.Client(base_url=cfg.server, verify=cfg.verify, timeout=10)
         return self.banner
 
     def stderr(self) -> str:

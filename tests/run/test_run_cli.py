@@ -17,6 +17,8 @@ import time
 import httpx
 
 from runharness import ROOT, RunInstance, alive, children, cmdline, free_port, pids_naming, ykshm
+
+from common.runtimedir import runtime_dir
 from tools.harness import wait_for
 
 
@@ -34,13 +36,13 @@ def one_error_line(res: subprocess.CompletedProcess) -> str:
     return lines[0]
 
 
-def test_banner_events_roles_then_sigint_leaves_nothing(make_run, ring_name):
+def test_banner_events_roles_then_sigint_leaves_nothing(make_run, ring_name, tmp_path):
     inst = make_run()
     banner = inst.banner
     # the URL and three example commands, each naming this instance's URL or name
     assert f"ykshm is running: {inst.url} " in banner, banner
     commands = [line.strip() for line in banner.splitlines() if line.startswith("  ")]
-    assert len(commands) == 3, banner
+    assert len(commands) == 4, banner
     assert commands[0].startswith("curl") and f"{inst.url}/ws/v1/events/batch" in commands[0]
     assert commands[1].startswith("curl") and f"{inst.url}/ws/v1/events/stream" in commands[1]
     assert commands[2] == f"ykshm ring stat --name {ring_name}"
@@ -57,6 +59,14 @@ def test_banner_events_roles_then_sigint_leaves_nothing(make_run, ring_name):
     out = subprocess.run(commands[2].replace("ykshm", " ".join(ykshm()), 1), shell=True,
                          capture_output=True, text=True, cwd=ROOT, timeout=30)
     assert out.returncode == 0 and ring_name in out.stdout, out.stderr
+    # the fourth, kubectl with the admin kubeconfig, works as printed against the HTTPS, RBAC sim-cluster
+    assert re.fullmatch(r"kubectl --kubeconfig \S+/admin\.kubeconfig get pods -A", commands[3]), commands[3]
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path)}
+    out = subprocess.run(commands[3].split(), capture_output=True, text=True, timeout=30, env=env)
+    assert out.returncode == 0 and out.stdout.split()[:2] == ["NAMESPACE", "NAME"] or \
+        "No resources found" in out.stderr, out.stderr
+    anonymous = httpx.get(f"https://127.0.0.1:{inst.api_port}/api/v1/pods", verify=False, timeout=5)
+    assert anonymous.status_code == 401  # authentication is on
 
     # `ps` shows each role: one child per role, its cmdline `... ykshm <role> ...`
     roles = inst.roles()
@@ -129,7 +139,7 @@ def test_port_in_use_is_one_line_exit_1_and_starts_nothing(ring_name):
             assert f"{what} port 127.0.0.1:{port} is not available" in line
             assert took < 10
             assert not pids_naming(ring_name)
-            assert not os.path.exists(f"/tmp/ykshm-{ring_name}.log")
+            assert not (runtime_dir() / f"{ring_name}.log").exists()
             assert glob.glob(f"/dev/shm/{ring_name}*") == []
 
 

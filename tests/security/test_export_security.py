@@ -17,14 +17,13 @@ from pathlib import Path
 
 import pytest
 import trustme
+from exportharness import ExportProcess, wait_for
 
 from bench.redis_server import RedisServer
 from export.keys import Keys
 from shm import RingWriter
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests" / "export"))
-from exportharness import ExportProcess, wait_for  # noqa: E402 - the export tests' harness
 SECRET = "pw-9d1f0c-secret"
 
 

@@ -23,7 +23,7 @@ import pytest
 import trio
 
 from common import runtimedir
-from engine.si import protocol as P
+from si import protocol as P
 
 NOBODY = 65534
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from shim_k8s.core import ShimCore
 from shim_k8s.state import ShimState
 
-from test_shim_core import FakeEngine, node, pod
+from shim_core_helpers import FakeEngine, node, pod
 
 NODES = [f"n{i}" for i in range(3)]
 PODS = [f"p{i}" for i in range(6)]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from test_shim_core import node, pod, start
+from shim_core_helpers import node, pod, start
 
 from shim_k8s import mapping
 

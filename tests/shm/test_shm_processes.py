@@ -126,7 +126,8 @@ def test_segment_files_mode_and_format(make_ring, ring_name):
         assert os.stat(p).st_mode & 0o777 == 0o600
     assert not [f for f in os.listdir("/dev/shm") if f.startswith(ring_name) and ".tmp-" in f]
     bogus = f"/dev/shm/{ring_name}-bogus.events"
-    with open(bogus, "wb") as f:
+    # our own file, mode 0600 (a wider mode is refused before the format is looked at)
+    with open(os.open(bogus, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as f:
         f.write(b"x" * 8192)
     with pytest.raises(RingFormatError):
         RingReader.attach(ring_name + "-bogus")
@@ -270,3 +271,39 @@ def test_concurrent_writer_and_readers_never_torn(ring_name):
         r.close()
     finally:
         stop(p)
+
+
+def test_wait_for_wake_sleeps_without_the_gil_until_the_writer_wakes(make_ring):
+    """A reader's FUTEX_WAIT (ykr_wait in the cffi module) times out when nothing happens,
+    returns at the writer's wake, and lets other Python threads run meanwhile."""
+    import threading
+
+    w, r = make_ring(16)
+    seen = r.wake_seq()
+    t0 = time.monotonic()
+    assert r.wait_for_wake(seen, 0.2) is False
+    assert 0.15 <= time.monotonic() - t0 < 5
+    ticks = []
+    stop = threading.Event()
+
+    def count() -> None:   # runs only while the waiting thread does not hold the GIL
+        while not stop.is_set():
+            ticks.append(1)
+            time.sleep(0.001)
+
+    def wake_soon() -> None:
+        time.sleep(0.3)
+        w.publish(2, 1, 0, object_id="a")
+        w.wake()
+
+    threads = [threading.Thread(target=count), threading.Thread(target=wake_soon)]
+    for t in threads:
+        t.start()
+    t0 = time.monotonic()
+    woke = r.wait_for_wake(seen, 30)
+    waited = time.monotonic() - t0
+    stop.set()
+    for t in threads:
+        t.join()
+    assert woke is True and waited < 10 and r.wake_seq() != seen
+    assert len(ticks) > 20

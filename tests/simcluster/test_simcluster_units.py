@@ -107,6 +107,21 @@ def test_json_patch() -> None:
         apply_patch("application/apply-patch+yaml", doc, {})
 
 
+def test_json_patch_errors_are_the_apiservers() -> None:
+    """A patch that does not decode is a 400; one that does not apply a 422 naming the path (and
+    never echoing the document)."""
+    doc = {"a": {"b": [1, 2]}, "secret": "s3"}
+    with pytest.raises(BadRequest):
+        json_patch(doc, [{"op": "add", "path": "a", "value": 1}])
+    with pytest.raises(BadRequest):
+        json_patch(doc, [{"path": "/a"}])
+    for ops in ([{"op": "replace", "path": "/x", "value": 1}], [{"op": "add", "path": "/q/r", "value": 1}],
+                [{"op": "add", "path": "/a/b/9", "value": 1}]):
+        with pytest.raises(Invalid) as info:
+            json_patch(doc, ops)
+        assert ops[0]["path"] in info.value.message and "s3" not in info.value.message
+
+
 def test_pod_validation_names_every_bad_field() -> None:
     body = {"metadata": {"name": "Bad_Name"}, "spec": {"containers": [
         {"name": "c", "image": "i", "resources": {"requests": {"cpu": "2", "memory": "x1"}, "limits": {"cpu": "1"}}},

@@ -31,3 +31,10 @@ def test_schedule_is_the_kube_clients():
 def test_nonsense_is_refused(args):
     with pytest.raises(ValueError):
         Backoff(*args)
+
+
+def test_at_once_first_is_the_kubelets_restart_rule():
+    b = Backoff(10.0, 300.0, at_once_first=True)
+    assert [b.next() for _ in range(8)] == [0.0, 10.0, 20.0, 40.0, 80.0, 160.0, 300.0, 300.0]
+    b.reset()
+    assert b.next() == 0.0 and b.next() == 10.0

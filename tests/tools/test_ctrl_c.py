@@ -31,6 +31,14 @@ def _stopped_within(proc: subprocess.Popen, sig: int) -> tuple[int, float]:
     return code, time.monotonic() - t0
 
 
+def _finish(proc: subprocess.Popen) -> None:
+    """Stop it by pid if still there, and close our ends of its pipes."""
+    stop(proc)
+    for pipe in (proc.stdout, proc.stderr):
+        if pipe is not None:
+            pipe.close()
+
+
 def _segments(name: str) -> list[str]:
     return glob.glob(f"/dev/shm/{name}.*")
 
@@ -59,7 +67,7 @@ def test_tail_follow_stops_on_sigint_even_if_started_with_it_ignored(ring_name):
         assert code == 0 and took < 1.0, (code, took)
         assert b"Traceback" not in proc.stderr.read()
     finally:
-        stop(proc)
+        _finish(proc)
 
 
 def _start_stress(ring_name: str, **kwargs) -> tuple[subprocess.Popen, list[int]]:
@@ -90,7 +98,7 @@ def test_bench_stress_stops_on_sigint_even_if_started_with_it_ignored(ring_name)
         assert "interrupted" in proc.stderr.read().decode()
         assert not [k for k in kids if psutil.pid_exists(k)]
     finally:
-        stop(proc)
+        _finish(proc)
     assert _segments(ring_name) == []
 
 
@@ -102,7 +110,7 @@ def test_bench_stress_sigterm_is_as_clean_as_ctrl_c(ring_name):
         code, took = _stopped_within(proc, signal.SIGTERM)
         assert code == 130 and took < 1.0, (code, took)
     finally:
-        stop(proc)
+        _finish(proc)
     assert _segments(ring_name) == []
     assert not [k for k in kids if psutil.pid_exists(k)]
     wait_for(lambda: not [s for s in sems if os.path.exists(s)], timeout=5)
@@ -123,4 +131,4 @@ def test_killed_bench_leaves_no_process_and_no_semaphore(ring_name):
         for k in kids:   # only if the assertion above failed: the processes we started
             if psutil.pid_exists(k):
                 os.kill(k, signal.SIGKILL)
-        stop(proc)
+        _finish(proc)

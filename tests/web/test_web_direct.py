@@ -171,3 +171,28 @@ async def test_streams_served_by_hypercorn_keep_their_last_lines(web):
     finally:
         sock.close()
     assert direct_streams(web) == before
+
+
+async def test_a_bare_lf_stream_request_is_answered_at_once_by_hypercorn(web):
+    """h11 takes bare-LF line ends; the direct path leaves such a head to hypercorn at once rather
+    than waiting the keep-alive timeout (5 s) for a CRLF blank line that never comes."""
+    sock = await _connect(web.port)
+    try:
+        t0 = trio.current_time()
+        await sock.send(b"GET /ws/v1/events/stream HTTP/1.1\nHost: x\n\n")
+        buf = await _read_until(sock, b"", b'{"InstanceUUID":')
+        assert buf.startswith(b"HTTP/1.1 200 ") and trio.current_time() - t0 < 2
+    finally:
+        sock.close()
+
+
+async def test_an_over_long_stream_target_gets_the_apps_414(web):
+    before = direct_streams(web)
+    sock = await _connect(web.port)
+    try:
+        await sock.send(b"GET /ws/v1/events/stream?x=%s HTTP/1.1\r\nHost: x\r\n\r\n" % (b"a" * 9000))
+        buf = await _read_until(sock, b"", b"}")
+        assert buf.startswith(b"HTTP/1.1 414 ") and b'"status_code":414' in buf
+    finally:
+        sock.close()
+    assert direct_streams(web) == before

@@ -9,7 +9,8 @@ import sys
 import pytest
 
 from web.errors import BadRequest, MethodNotAllowed, NotFound, go_quote, parse_uint64
-from web.routing import Route, Router
+from common.http1.routing import Route, Router
+from web.app import ROUTE_ERRORS
 from web.segment import WebSegment, _process_exists, pid_alive, pid_start_time
 
 
@@ -22,7 +23,7 @@ ROUTER = Router([
     Route("/ws/v1/partition/{partition}/usage/users", _h, name="users"),
     Route("/ws/v1/events/stream", _h, methods=("GET",), name="stream"),
     Route("/ws/v1/events/stream", _h, methods=("POST",), name="stream_post"),
-])
+], ROUTE_ERRORS)
 
 
 def test_router_first_full_match_and_params_decoded_per_segment():

@@ -19,7 +19,8 @@ from hypercorn.trio import serve as hypercorn_serve
 
 from streams.regions.fsm import Region, RegionSpec, Timeout, TimerKind
 from streams.regions.health import Health
-from streams.regions.listener import Listener, serve_api
+from common.http1.limits import Limits
+from streams.regions.listener import LIMITS, Listener, serve_api
 from streams.regions.operator import RegionOperator
 from streams.regions.rest import RegionApi, hypercorn_config
 
@@ -67,7 +68,7 @@ def _port(url: str) -> int:
 
 
 @asynccontextmanager
-async def pair(**config):
+async def pair(limits: Limits = LIMITS, **config):
     async with trio.open_nursery() as nursery:
         ops = operator(), operator()
         for op in ops:
@@ -76,7 +77,7 @@ async def pair(**config):
         for c in configs:
             for key, value in config.items():
                 setattr(c, key, value)
-        listener = Listener(RegionApi(ops[0]), configs[0])
+        listener = Listener(RegionApi(ops[0]), configs[0], limits)
         [direct] = await nursery.start(serve_api, listener)
         [plain] = await nursery.start(lambda task_status: hypercorn_serve(
             RegionApi(ops[1]), configs[1], shutdown_trigger=trio.sleep_forever,
@@ -332,7 +333,7 @@ async def test_the_keep_alive_max_requests_th_answer_closes_as_hypercorns_does()
 
 
 async def test_an_idle_connection_is_closed_after_the_keep_alive_timeout():
-    async with pair(keep_alive_timeout=0.2) as p:
+    async with pair(keep_alive_timeout=0.2, limits=Limits(head_timeout=0.2)) as p:
         answer = await exchange(p.direct_port, get(b"/pe/1"), 1, eof=True)
         assert statuses(answer) == [404] and answer.endswith(b"<EOF>")
         assert p.listener.stats.handed_over == 0

@@ -1,0 +1,15 @@
+"""common.http1: the one HTTP/1.1 fast path beside hypercorn, for the web and the cr-operator.
+
+    head        the strict request-head parser: Head, INCOMPLETE, FOREIGN (h11 reads the same)
+    wire        responses and chunked framing as h11 writes them; DateHeader
+    limits      Limits (connections per worker and peer, head and body deadlines) and the Gate
+    flags       the limits as command-line flags (`ykshm web`, `ykshm cr-operator`)
+    connection  one connection while a direct path reads it: buffer, idle/head/body deadlines
+    replay      ReplayStream: the bytes already read put back in front, for hypercorn
+    listener    the worker's accept loop: Gate -> direct path -> hypercorn's TCPServer; `serve`;
+                `tune` (TCP_NODELAY, TCP_USER_TIMEOUT on the listening sockets)
+    routing     Route/Router, first full match wins, partial match -> 405, the app's own errors
+    body        the ASGI request-body reader: size cap and deadline, the app's own errors
+
+Where a request head is parsed: `head.parse`, called by `connection.Connection.next_head`.
+"""

@@ -1,0 +1,154 @@
+"""The web as an attacker meets it: validate-conf bombs and cross-origin requests (issue 26.1).
+
+Every test runs against a real `ykshm web` (hypercorn workers, tests/web/webharness) on
+127.0.0.1, stopped by pid. Each one fails on a server without the fix it names: the alias bomb
+took 3 s and 136 MiB of a worker at 15 levels (doubling per level), and any page in a local
+browser could send it as a preflight-less text/plain POST.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "web"))
+from webharness import WebServer, cleanup, unique_name  # noqa: E402
+
+VALIDATE = "/ws/v1/validate-conf"
+HEALTH = "/ws/v1/scheduler/healthcheck"
+
+
+def alias_bomb(levels: int) -> bytes:
+    """Valid queues.yaml whose queue list `&Lk` holds `*L(k-1)` twice: 2**levels queues under
+    `dk` from ~70 bytes a level (the anchors stand in sibling queues, every key is a real one)."""
+    rows = ["    - {name: d0, queues: &L0 [{name: leaf}]}"]
+    for i in range(1, levels + 1):
+        rows.append(f"    - {{name: d{i}, queues: &L{i} [{{name: a, queues: *L{i - 1}}}, "
+                    f"{{name: b, queues: *L{i - 1}}}]}}")
+    return ("partitions:\n- name: default\n  queues:\n  - name: root\n    queues:\n"
+            + "\n".join(rows) + "\n").encode()
+
+
+def _server(tmp_path_factory, config: str | None):
+    name = unique_name()
+    path = None
+    if config is not None:
+        path = tmp_path_factory.mktemp("websec") / "ykshm.yaml"
+        path.write_text(config)
+    server = WebServer(name, workers=2, config=str(path) if path else None)
+    return name, server
+
+
+@pytest.fixture(scope="module")
+def web(tmp_path_factory):
+    name, server = _server(tmp_path_factory, None)
+    yield server
+    server.stop()
+    cleanup(name)
+
+
+@pytest.fixture(scope="module")
+def listed_web(tmp_path_factory):
+    name, server = _server(tmp_path_factory,
+                           "service:\n  cors:\n    allowedOrigins: [\"http://ui.example:8080\"]\n")
+    yield server
+    server.stop()
+    cleanup(name)
+
+
+def _error(response: httpx.Response, status: int) -> str:
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert body["status_code"] == status and body["description"] == body["message"]
+    return body["message"]
+
+
+def test_alias_bomb_is_a_fast_400_naming_the_limit(web):
+    bomb = alias_bomb(15)
+    assert len(bomb) < 1500
+    start = time.monotonic()
+    response = httpx.post(web.url + VALIDATE, content=bomb, timeout=30)
+    elapsed = time.monotonic() - start
+    assert "max_nodes" in _error(response, 400)
+    assert elapsed < 1.0
+    # a self-referencing alias (a cycle) is refused the same way, not a RecursionError / 500
+    cycle = httpx.post(web.url + VALIDATE, content=b"partitions: &p [{name: x, queues: *p}]", timeout=10)
+    assert "max_depth" in _error(cycle, 400)
+
+
+def test_deep_or_large_documents_are_refused_naming_the_limit(web):
+    deep = b"partitions: " + b"[" * 100 + b"]" * 100
+    assert "max_depth" in _error(httpx.post(web.url + VALIDATE, content=deep, timeout=10), 400)
+    plain = b"partitions:\n" + b"".join(b"- name: p%d\n" % i for i in range(60_000))
+    assert len(plain) > 600_000
+    start = time.monotonic()
+    too_big = httpx.post(web.url + VALIDATE, content=plain, timeout=30)
+    assert "524288 bytes" in _error(too_big, 413)
+    assert time.monotonic() - start < 1.0
+    # a normal document still validates: both verdicts of YuniKorn's answer
+    ok = httpx.post(web.url + VALIDATE, content=b"partitions:\n- name: default\n", timeout=10)
+    assert ok.status_code == 200 and ok.json() == {"allowed": True, "reason": ""}
+    dup = httpx.post(web.url + VALIDATE, timeout=10, content=b"partitions: [{name: default, queues: "
+                     b"[{name: root, queues: [{name: a}, {name: A}]}]}]")
+    assert dup.json()["allowed"] is False and "duplicate queue name" in dup.json()["reason"]
+
+
+def test_a_normal_client_is_served_while_bombs_are_sent(web):
+    bomb = alias_bomb(22)  # ~17 GiB of work for a loader that expands aliases
+    stop = threading.Event()
+    answers: list[int] = []
+
+    def attacker() -> None:
+        with httpx.Client(timeout=30) as client:
+            while not stop.is_set():
+                answers.append(client.post(web.url + VALIDATE, content=bomb).status_code)
+
+    threads = [threading.Thread(target=attacker) for _ in range(6)]
+    for t in threads:
+        t.start()
+    try:
+        latencies = []
+        with httpx.Client(timeout=10) as client:
+            deadline = time.monotonic() + 3.0
+            while time.monotonic() < deadline:
+                start = time.monotonic()
+                assert client.get(web.url + HEALTH).status_code == 200
+                latencies.append(time.monotonic() - start)
+                time.sleep(0.05)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(30)
+    assert answers and set(answers) == {400}
+    assert max(latencies) < 1.0, latencies
+
+
+def test_a_cross_origin_post_is_refused(web):
+    evil = {"origin": "http://evil.example", "content-type": "text/plain"}
+    refused = httpx.post(web.url + VALIDATE, content=b"partitions: []\n", headers=evil, timeout=10)
+    assert "service.cors.allowedOrigins" in _error(refused, 403)
+    # the same request from a client that is not a browser, or from the server's own origin, runs
+    assert httpx.post(web.url + VALIDATE, content=b"{}", timeout=10).status_code == 200
+    own = httpx.post(web.url + VALIDATE, content=b"{}", timeout=10, headers={"origin": web.url})
+    assert own.status_code == 200
+    # reads keep YuniKorn's answer to any origin
+    read = httpx.get(web.url + HEALTH, headers={"origin": "http://evil.example"}, timeout=10)
+    assert read.status_code == 200 and read.headers["access-control-allow-origin"] == "*"
+
+
+def test_only_a_listed_origin_may_post(listed_web):
+    listed = {"origin": "http://ui.example:8080", "content-type": "text/plain"}
+    ok = httpx.post(listed_web.url + VALIDATE, content=b"{}", headers=listed, timeout=10)
+    assert ok.status_code == 200
+    assert ok.headers["access-control-allow-origin"] == "http://ui.example:8080"
+    other = {"origin": "http://evil.example", "content-type": "text/plain"}
+    _error(httpx.post(listed_web.url + VALIDATE, content=b"{}", headers=other, timeout=10), 403)
+    read = httpx.get(listed_web.url + HEALTH, headers={"origin": "http://evil.example"}, timeout=10)
+    assert read.status_code == 200 and "access-control-allow-origin" not in read.headers
+    preflight = httpx.options(listed_web.url + VALIDATE, headers=listed, timeout=10)
+    assert preflight.headers["access-control-allow-origin"] == "http://ui.example:8080"

@@ -1,0 +1,88 @@
+"""Who each child of `ykshm run` is to the sim-cluster, and what RBAC lets it do: one table.
+
+Every Kubernetes-facing role gets its own identity, a client certificate `CN=ykshm:ROLE`,
+`O=ykshm:roles` signed by the instance's CA (as kube-scheduler and kube-controller-manager
+authenticate in a kubeadm cluster), its own kubeconfig, and a least-privilege ClusterRole
+`ykshm:ROLE` bound to that user. Why certificates and not ServiceAccount tokens: the supervisor
+restarts a crashed sim-cluster, whose ServiceAccounts (and so their tokens' uids) would not
+survive; the CA and the `--policy-file` objects do. `export` talks to Redis only and gets nothing.
+The cr-operator is started by `ykshm streams` with the streams role's kubeconfig.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+from simcluster import pki
+from simcluster.bootstrap_policy import RO, rule
+
+USER_PREFIX = "ykshm:"
+GROUP = "ykshm:roles"
+_WRITE = ("create", "delete", "get", "list", "patch", "update", "watch")
+_EVENTS = (["", "events.k8s.io"], ["events"], ["create", "patch", "update"])
+
+# role -> (apiGroups, resources, verbs[, resourceNames]) rules, bootstrap_policy's compact form
+ROLE_RULES: dict[str, list[tuple]] = {
+    # the scheduler's shim: watches pods and nodes, binds, creates/deletes placeholder and preempted pods
+    "shim": [([""], ["pods"], ["create", "delete", "get", "list", "watch"]),
+             ([""], ["pods/binding", "bindings"], ["create"]),
+             ([""], ["pods/status"], ["patch", "update"]),
+             ([""], ["nodes"], RO),
+             _EVENTS],
+    # the Streams controller and its cr-operator: the CRDs, the Streams kinds, the pods and
+    # ConfigMaps of a job, bundle Secrets (read), nodes (host pools)
+    "streams": [([""], ["nodes"], RO),
+                (["apiextensions.k8s.io"], ["customresourcedefinitions"], ["create", "get", "list", "update"]),
+                (["streams.ibm.com"], ["*"], _WRITE),
+                ([""], ["pods", "configmaps"], _WRITE),
+                ([""], ["secrets"], ["get"]),
+                _EVENTS],
+    # the PE simulator: reads its job's regions and operator, reports PE status
+    "pe-sim": [(["streams.ibm.com"], ["streamscrs", "streamscros", "streamsjobs"], RO),
+               (["streams.ibm.com"], ["streamspes", "streamspes/status"], ["get", "list", "watch", "patch", "update"])],
+}
+
+
+def policy_documents() -> list[dict]:
+    """A ClusterRole `ykshm:ROLE` and its ClusterRoleBinding to the user `ykshm:ROLE`, per role."""
+    docs: list[dict] = []
+    for role, rules in ROLE_RULES.items():
+        name = f"{USER_PREFIX}{role}"
+        docs.append({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                     "metadata": {"name": name}, "rules": [rule(r) for r in rules]})
+        docs.append({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                     "metadata": {"name": name},
+                     "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+                     "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": name}]})
+    return docs
+
+
+def write_policy(path: Path) -> Path:
+    path.write_text(yaml.safe_dump_all(policy_documents(), sort_keys=False), encoding="utf-8")
+    return path
+
+
+def write_kubeconfigs(made: pki.Pki, server: str) -> dict[str, Path]:
+    """A client certificate and kubeconfig per role in the PKI directory: {role: kubeconfig path}."""
+    ca_key = serialization.load_pem_private_key(made.ca_key.read_bytes(), password=None)
+    assert isinstance(ca_key, rsa.RSAPrivateKey)
+    ca = x509.load_pem_x509_certificate(made.ca_crt.read_bytes())
+    out: dict[str, Path] = {}
+    for role in ROLE_RULES:
+        key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        cert = pki.issue(ca_key, ca, key, f"{USER_PREFIX}{role}", (GROUP,))
+        crt_path, key_path = made.dir / f"{role}.crt", made.dir / f"{role}.key"
+        crt_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+        key_path.touch(mode=0o600)
+        key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                               serialization.NoEncryption()))
+        config = made.dir / f"{role}.kubeconfig"
+        config.write_text(pki.kubeconfig(server, made.ca_crt, f"{USER_PREFIX}{role}",
+                                         {"client-certificate": str(crt_path), "client-key": str(key_path)}))
+        out[role] = config
+    return out
