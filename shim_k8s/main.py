@@ -66,7 +66,6 @@ def _run(argv: Sequence[str]) -> int:
     if not args.recovery_timeout > 0:
         raise UsageError(f"--recovery-timeout {args.recovery_timeout:g}: must be more than 0 seconds")
 
-    import trio  # noqa: PLC0415 - keep `ykshm --help` light
 
     from .shim import ShimFailed, ShimOptions, serve
 
@@ -81,7 +80,7 @@ def _run(argv: Sequence[str]) -> int:
                        namespace=args.namespace or default_namespace(),
                        rm_id_from_config=args.rm_id is None)
     try:
-        trio.run(serve, opts)
+        kubeargs.run_role(serve, opts)
     except* ShimFailed as group:
         leaf: BaseException = group
         while isinstance(leaf, BaseExceptionGroup):

@@ -50,7 +50,8 @@ from kube import client as kubeclient
 from . import configmaps
 from .core import Actions, Bind, ShimCore
 from .core.registration import check_recovery_deadline
-from kube.client import ApiStatusError, Informer, KubeConfig, WatchBatch
+from kube.client import ApiStatusError, Informer, WatchBatch
+from kube.config import KubeConfig
 from .state import ShimState
 
 log = logging.getLogger("ykshm.shim")

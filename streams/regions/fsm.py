@@ -443,6 +443,17 @@ class Region:
     def index(self) -> int:
         return self.spec.index
 
+    def set_pes(self, pes: Iterable[int]) -> None:
+        """The region's members changed (a parallel region inside it was scaled): the spec's
+        `pesInRegion` follows, the progress of PEs that left is dropped and new PEs start at None
+        (no state change here: the caller rechecks health, which decides as for any PE change)."""
+        members = frozenset(pes)
+        if not members:
+            raise InvalidRequest(f"region {self.index} has no PE (pesInRegion is empty)", field="pesInRegion")
+        self.spec = dataclasses.replace(self.spec, pes=members)
+        self._pes = tuple(sorted(members))
+        self.pe_to_completion = {pe: st for pe, st in self._progress.items() if pe in members}
+
     @property
     def pe_to_completion(self) -> Mapping[int, PeStatus]:
         """peToCompletion: each PE's progress this round (a PE not in it counts as None);
