@@ -55,8 +55,8 @@ import trio
 
 from .board import Notification, NotificationBoard
 from .errors import RegionError, UnknownRegion
-from .fsm import (Action, ArmTimer, CancelTimers, ClearBoard, Event, MetricSamples, Notify,
-                  OperatorRestarted, Region, RegionUpdate, ResetRequest, StatusChanged, Timeout)
+from .fsm import Region
+from .vocabulary import Action, ArmTimer, CancelTimers, ClearBoard, Event, MetricSamples, Notify, OperatorRestarted, RegionUpdate, ResetRequest, StatusChanged, Timeout
 from .health import Health
 from .metrics import RegionMetrics
 from .udp import AddressBook, UdpNotifier

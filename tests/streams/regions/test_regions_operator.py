@@ -11,7 +11,8 @@ import trio
 import trio.testing
 
 from streams.regions import errors
-from streams.regions.fsm import Checkpoint, Region, RegionSpec, ResetDone, ResetRequest
+from streams.regions.fsm import Region, RegionSpec
+from streams.regions.vocabulary import Checkpoint, ResetDone, ResetRequest
 from streams.regions.health import Health
 from streams.regions.operator import RegionOperator
 
