@@ -1,5 +1,9 @@
-"""Where a shim publishes its state: `/tmp/ykshm-NAME.shim.json`, a JSON document it rewrites;
-`$YKSHM_SHM_DIR/NAME.shim.json` when that is set (a pod: its containers share that volume, not /tmp).
+"""Where a shim publishes its state: `RUNTIME/NAME.shim.json`, a JSON document it rewrites.
+
+RUNTIME is the private runtime directory (`common.runtimedir`: /run/ykshm under systemd); the
+document is replaced atomically, mode 0640, never through a predictable temp name. When
+`$YKSHM_SHM_DIR` is set (the scheduler pod's shared emptyDir, where the ring segments are) the
+file goes there instead: a pod's containers share that volume, not a runtime directory.
 
 The shim (`shim_k8s.shim`) writes it; `ykshm shim status`, `ykshm status` and the web's
 healthcheck read it. It is the one place the shim's recovery state machine is visible outside
@@ -10,14 +14,31 @@ shim and the engine say of a configuration's keys that are not applied, for both
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 import orjson
 
+from common import runtimedir
 
-def status_path(name: str) -> str:
+
+def status_path(name: str, create: bool = False) -> str:
+    """The status file of instance NAME (the writer passes create=True to make the directory)."""
     shared = os.environ.get("YKSHM_SHM_DIR")   # shm.segment.SHM_DIR_ENV (common may not import shm)
-    return os.path.join(shared, f"{name}.shim.json") if shared else f"/tmp/ykshm-{name}.shim.json"
+    if shared:
+        return os.path.join(shared, f"{name}.shim.json")
+    try:
+        return str(runtimedir.runtime_dir(create=create) / f"{name}.shim.json")
+    except runtimedir.RuntimeDirError:
+        if create:
+            raise
+        # a reader: no (trusted) runtime directory means no status; name where it would be
+        return str(Path(runtimedir.runtime_dir_candidate()) / f"{name}.shim.json")
+
+
+def write_status(path: str, doc: bytes) -> None:
+    """Replace the status document (group may read: `ykshm status`, the web's healthcheck)."""
+    runtimedir.write_private(path, doc, 0o640)
 
 
 def read_status(path: str) -> dict[str, Any]:
