@@ -13,6 +13,7 @@ lag of each batch's oldest event at the moment Redis acknowledged the batch.
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from typing import Any
 
