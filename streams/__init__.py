@@ -7,7 +7,8 @@
     adl         ADL XML (defusedxml) -> Application
     topology    logical -> physical operators: parallel regions replicated per channel (`op[c]`)
     fusion      FusionSpec (Job `fusion` + `threadingModel`), the automatic PE count, fuse / refuse
-    aadl        one deterministic AADL document per PE, and its content id
+    aadl        one deterministic AADL document per PE (the runtime's `augmentedPE` schema), its content id
+    aadlparts   what an AADL copies from the ADL (tuple types, shared objects, constants), rendered once
     fetch       bundle sources (file, http + CA from a ConfigMap, github + token from a Secret), cache
 
 The instance controller (`ykshm streams`):

@@ -63,7 +63,8 @@ def _pod_cpu_limit(spec: JobSpec) -> int | None:
 def _prepared(app: Any, spec: JobSpec, pes: tuple[Any, ...], nodes: int) -> Prepared:
     peers = pe_peers(pes)
     docs = tuple(objects.pe_document(pe, peers[pe.index]) for pe in pes)
-    texts = aadl_mod.aadls(app, pes, job=spec.name)
+    texts = aadl_mod.aadls(app, pes, context=aadl_mod.AadlContext(
+        job=spec.name, submission_values=dict(spec.submission_values or {})))
     aadls = tuple(texts[pe.index] for pe in pes)
     return Prepared(app, pes, docs, aadls, tuple(aadl_mod.content_id(a) for a in aadls), nodes)
 
