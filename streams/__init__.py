@@ -21,6 +21,9 @@ The instance controller (`ykshm streams`):
     reconcile   the pure plan: PEs, pods by launch count, restarts, connectivity, PE status
     restart     the seed's restart policy table, as data
     objects     the job's Kubernetes objects with deterministic names (PE pods: gang, placement)
+    peobjects   what a PE runtime needs around its pod, as OpenStreams makes it: image, bootstrap,
+                STREAMS_* env, volumes, probe; the PE Services, job ConfigMap, token Secret
+    bundleserver the bundle endpoint PEs fetch from (`streams-api`, per-job token), in the controller
     kubecalls   where each kind lives, idempotent writes, events (imported as `kube`)
     crds        the packaged CRDs (crds/ links to deploy/crds) and `--install-crds`
     operators   one supervised `ykshm cr-operator` process per job with consistent regions
@@ -29,8 +32,8 @@ The instance controller (`ykshm streams`):
     region_main       the command lines of `ykshm cr-operator` and `ykshm pe-sim`
     appgen      ADL and .sab files in the compiler's format, for tests, the bench and the demo
 
-Pure modules (all but fetch, controller, submission, refuse, kubecalls, crds, operators and the
-*_process modules) do no I/O.
+Pure modules (all but fetch, controller, submission, refuse, kubecalls, crds, operators, bundleserver
+and the *_process modules) do no I/O.
 
 Consistent regions (`ykshm cr-operator`, one per job):
 

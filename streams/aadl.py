@@ -106,8 +106,9 @@ class _Job:
     heads: dict[str, tuple[str, OperParts]]
 
 
-def _pe_ports(pes: Iterable[Pe], where: dict[str, int]) -> tuple[dict, dict]:
-    """Number each PE's ports: one per operator port with a connection to another PE."""
+def pe_ports(pes: Iterable[Pe], where: dict[str, int]) -> tuple[dict, dict]:
+    """Number each PE's ports: one per operator port with a connection to another PE.
+    ((operator, port) -> PE input port index, the same for output ports.)"""
     ins: dict[tuple[str, int], int] = {}
     outs: dict[tuple[str, int], int] = {}
     for pe in pes:
@@ -130,9 +131,21 @@ def _job(app: Application, pes: tuple[Pe, ...], context: AadlContext,
     base = app.derived.get("aadl_base")
     if base is None:
         base = app.derived["aadl_base"] = max((op.index for op in app.operators), default=0) + 1
-    ins, outs = _pe_ports(pes, where)
+    ins, outs = pe_ports(pes, where)
     return _Job(app, aadlparts.parts(app), context, where,
                 {op.name: op for pe in pes for op in pe.members}, base, ins, outs, {})
+
+
+def port_labels(app: Application, pes: tuple[Pe, ...], *, job_id: int = 0) -> dict[str, str]:
+    """The job's `operator_port_labels.properties`: `JOBID.OPERINDEX.PORTINDEX` ->
+    `PEID.IPORTID@JOBID` for every operator input port that is a PE input port (OpenStreams'
+    `Pipeline`; the runtime's name service reads it from /etc/config/job)."""
+    tables = _job(app, pes, AadlContext())
+    out = {}
+    for (name, port), iport in tables.in_ports.items():
+        op = tables.ops[name]
+        out[f"{job_id}.{physical_index(op, tables.base)}.{port}"] = f"{tables.where[name]}.{iport}@{job_id}"
+    return out
 
 
 def aadl_for(app: Application, pe: Pe, pes: tuple[Pe, ...], *, job: str = "",
@@ -155,7 +168,7 @@ def aadls(app: Application, pes: tuple[Pe, ...], *, job: str = "",
         return {pe.index: _render(tables, pe) for pe in pes}
     old_pes = {pe.index: pe for pe in previous[0]}
     old_where = pe_of(previous[0])
-    old_in, old_out = _pe_ports(previous[0], old_where)
+    old_in, old_out = pe_ports(previous[0], old_where)
     out = {}
     for pe in pes:
         old = old_pes.get(pe.index)

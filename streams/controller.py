@@ -36,6 +36,7 @@ from . import kubecalls as kube, reconcile, submission
 from .errors import LogicalError
 from .jobspec import JobSpec, read_job
 from .objects import LABEL_JOB, LABEL_KIND
+from .peobjects import PeRuntime
 
 log = logging.getLogger("ykshm.streams")
 
@@ -54,6 +55,8 @@ class Settings:
     cache_dir: str
     namespace: str | None = None
     operator_argv: list[str] | None = None    # how to start `ykshm cr-operator` (None: not at all)
+    pe_runtime: PeRuntime = dataclasses.field(default_factory=PeRuntime)   # the PE pods' image
+    api_bind: str | None = None               # the bundle endpoint's HOST:PORT (None: not served)
 
 
 def _now() -> str:
@@ -83,6 +86,8 @@ class Controller:
         self.widths_busy: set[JobKey] = set()
         self.synced = trio.Event()
         self.operators: Any = None
+        self.api_address: tuple[str, int] | None = None
+        self.api_namespaces: set[str] = set()
 
     def _watch_path(self, kind: str) -> str:
         path = kube.KINDS[kind].collection(self.settings.namespace)
@@ -110,6 +115,11 @@ class Controller:
                 await nursery.start(informer.run, send)
             self.nursery = nursery
             nursery.start_soon(self._route, receive)
+            if self.settings.api_bind is not None:
+                from .bundleserver import BundleServer, serve
+                server = BundleServer(self.client, bundle_dir=self.settings.bundle_dir,
+                                      cache_dir=self.settings.cache_dir)
+                self.api_address = await nursery.start(serve, server, self.settings.api_bind)
             if self.settings.operator_argv is not None:
                 from .operators import Supervisor
                 self.operators = Supervisor(self.settings.operator_argv)
@@ -169,6 +179,10 @@ class Controller:
         except LogicalError as exc:
             await self._fail(job, "InvalidSpec", str(exc))
             return
+        if self.api_address is not None and key[0] not in self.api_namespaces:
+            from .bundleserver import ensure_api_service
+            await ensure_api_service(self.client, key[0], self.api_address)
+            self.api_namespaces.add(key[0])
         if phase in ("", "Submitting", "Failed"):
             if key not in self.submitting:
                 scope = trio.CancelScope()
@@ -185,7 +199,8 @@ class Controller:
                                  pods=self.objects_of("Pod", key),
                                  host_pools_expected=int((job.get("status") or {}).get("hostPools") or 0),
                                  host_pools_present=len(pools))
-        for step in reconcile.plan_job(view, spec=spec, reported=self.reported.setdefault(key, set())):
+        for step in reconcile.plan_job(view, spec=spec, reported=self.reported.setdefault(key, set()),
+                                       runtime=self.settings.pe_runtime):
             await self._carry_out(step)
         await self._check_widths(key, job, spec)
         await self._job_status(job, view)

@@ -46,6 +46,8 @@ KINDS: dict[str, Kind] = {k.kind: k for k in (
     Kind("Pod", "/api/v1", "pods"),
     Kind("ConfigMap", "/api/v1", "configmaps"),
     Kind("Secret", "/api/v1", "secrets"),
+    Kind("Service", "/api/v1", "services"),
+    Kind("Endpoints", "/api/v1", "endpoints"),
     Kind("Event", "/api/v1", "events"),
 )}
 

@@ -21,6 +21,8 @@ from common.cliutil import Parser, UsageError, run_main
 
 from kube import args as kubeargs
 
+from .peobjects import DEFAULT_IMAGE
+
 PROG = "ykshm streams"
 
 
@@ -36,20 +38,30 @@ def _run(argv: Sequence[str]) -> int:
                         help="create or update the Streams CRDs before starting (ykshm run does)")
     parser.add_argument("--no-operators", action="store_true",
                         help="do not start consistent-region operators")
+    parser.add_argument("--pe-image", default=DEFAULT_IMAGE, metavar="IMAGE",
+                        help="the PE pods' Streams runtime image; {build} is the PE's buildType "
+                             f"(default {DEFAULT_IMAGE}, OpenStreams')")
+    parser.add_argument("--api-bind", default="127.0.0.1:0", metavar="HOST:PORT",
+                        help="where PEs fetch their bundle (the streams-api Service points here; "
+                             "default 127.0.0.1, a free port)")
     args = parser.parse_args(argv)
+    if not args.pe_image.strip() or any(c.isspace() for c in args.pe_image):
+        raise UsageError(f"--pe-image {args.pe_image!r}: not an image name")
     if not os.path.isdir(args.bundle_dir):
         raise UsageError(f"--bundle-dir {args.bundle_dir!r}: not a directory")
 
     import trio  # noqa: PLC0415 - keep `ykshm --help` light
 
     from .controller import Controller, Settings
+    from .peobjects import PeRuntime
 
     kube = kubeargs.kube_config(args)
     kubeargs.log_to_stderr(args.log_level)
     operator_argv = None if args.no_operators else [
         sys.executable, "-m", "tools.cli", "cr-operator", *kubeargs.source_argv(args)]
     settings = Settings(bundle_dir=os.path.abspath(args.bundle_dir), cache_dir=args.cache_dir,
-                        namespace=args.namespace, operator_argv=operator_argv)
+                        namespace=args.namespace, operator_argv=operator_argv,
+                        pe_runtime=PeRuntime(image=args.pe_image), api_bind=args.api_bind)
 
     async def serve() -> None:
         async with kube.client() as client:
