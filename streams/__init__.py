@@ -26,14 +26,16 @@ The instance controller (`ykshm streams`):
     bundleserver the bundle endpoint PEs fetch from (`streams-api`, per-job token), in the controller
     kubecalls   where each kind lives, idempotent writes, events (imported as `kube`)
     crds        the packaged CRDs (crds/ links to deploy/crds) and `--install-crds`
-    operators   one supervised `ykshm cr-operator` process per job with consistent regions
+    operators   the cr-operators: a Deployment + Service per job (PodOperators) or one supervised
+                local `ykshm cr-operator` process per job (Supervisor)
+    croobjects  the cr-operator's Deployment, Service (`streams-JOB-consistentregion-api`) and SA
     operator_process  `ykshm cr-operator`: regions/ on Kubernetes (CR status, PE/pod monitors)
     pesim_process     `ykshm pe-sim`: plays a job's PEs, following its operator's address
     region_main       the command lines of `ykshm cr-operator` and `ykshm pe-sim`
     appgen      ADL and .sab files in the compiler's format, for tests, the bench and the demo
 
-Pure modules (all but fetch, controller, submission, refuse, kubecalls, crds, operators, bundleserver
-and the *_process modules) do no I/O.
+Pure modules (all but fetch, controller, submission, refuse, kubecalls, crds, operators, bundleserver,
+main, region_main and the *_process modules) do no I/O.
 
 Consistent regions (`ykshm cr-operator`, one per job):
 

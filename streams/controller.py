@@ -57,6 +57,7 @@ class Settings:
     operator_argv: list[str] | None = None    # how to start `ykshm cr-operator` (None: not at all)
     pe_runtime: PeRuntime = dataclasses.field(default_factory=PeRuntime)   # the PE pods' image
     api_bind: str | None = None               # the bundle endpoint's HOST:PORT (None: not served)
+    operator_pod: tuple[str, list[str]] | None = None   # (image, API flags): cr-operators as Deployments
 
 
 def _now() -> str:
@@ -120,7 +121,11 @@ class Controller:
                 server = BundleServer(self.client, bundle_dir=self.settings.bundle_dir,
                                       cache_dir=self.settings.cache_dir)
                 self.api_address = await nursery.start(serve, server, self.settings.api_bind)
-            if self.settings.operator_argv is not None:
+            if self.settings.operator_pod is not None:
+                from .operators import PodOperators
+                self.operators = PodOperators(self.client, *self.settings.operator_pod)
+                nursery.start_soon(self.operators.run)
+            elif self.settings.operator_argv is not None:
                 from .operators import Supervisor
                 self.operators = Supervisor(self.settings.operator_argv)
                 nursery.start_soon(self.operators.run)

@@ -48,6 +48,8 @@ KINDS: dict[str, Kind] = {k.kind: k for k in (
     Kind("Secret", "/api/v1", "secrets"),
     Kind("Service", "/api/v1", "services"),
     Kind("Endpoints", "/api/v1", "endpoints"),
+    Kind("ServiceAccount", "/api/v1", "serviceaccounts"),
+    Kind("Deployment", "/apis/apps/v1", "deployments"),
     Kind("Event", "/api/v1", "events"),
 )}
 

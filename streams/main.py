@@ -1,12 +1,17 @@
 """`ykshm streams`: run the Streams instance controller.
 
     ykshm streams --api-server URL | --kubeconfig FILE [--context CTX] [--namespace NS]
-                  [--bundle-dir DIR] [--cache-dir DIR] [--install-crds] [--no-operators]
-                  [--log-level LEVEL]
+                  [--bundle-dir DIR] [--cache-dir DIR] [--install-crds]
+                  [--operators process|pod|none] [--no-operators] [--operator-image IMAGE]
+                  [--pe-image IMAGE] [--api-bind HOST:PORT] [--log-level LEVEL]
 
 `--bundle-dir` is where `bundle.file.path` is resolved (a path may not leave it); `--cache-dir`
-keeps bundles fetched with `pullPolicy: IfNotPresent`. Unless `--no-operators`, it starts one
-`ykshm cr-operator --job NS/NAME` per job with consistent regions and restarts it when it exits.
+keeps bundles fetched with `pullPolicy: IfNotPresent`. Consistent-region operators, one per job with
+consistent regions: `--operators process` (the default) starts `ykshm cr-operator --job NS/NAME` here
+and restarts it when it exits; `pod` creates its Deployment and Service in the cluster
+(`croobjects`, image `--operator-image`, default `ykshm:VERSION`), as OpenStreams; `none` (or
+`--no-operators`) neither. PE pods run `--pe-image` (`{build}` = the PE's buildType); PEs fetch
+their bundle from `--api-bind` through the `streams-api` Service (`bundleserver`).
 The CRDs must be installed (`kubectl apply -f deploy/crds/`), or `--install-crds` creates or
 updates them first (what `ykshm run` does).
 """
@@ -36,8 +41,12 @@ def _run(argv: Sequence[str]) -> int:
                         metavar="DIR", help="bundle cache for pullPolicy IfNotPresent")
     parser.add_argument("--install-crds", action="store_true",
                         help="create or update the Streams CRDs before starting (ykshm run does)")
-    parser.add_argument("--no-operators", action="store_true",
-                        help="do not start consistent-region operators")
+    parser.add_argument("--operators", choices=["process", "pod", "none"], default="process",
+                        help="consistent-region operators as local processes (default), as a "
+                             "Deployment per job, or none")
+    parser.add_argument("--no-operators", action="store_true", help="the same as --operators none")
+    parser.add_argument("--operator-image", default=None, metavar="IMAGE",
+                        help="the operator Deployments' image (default ykshm:VERSION)")
     parser.add_argument("--pe-image", default=DEFAULT_IMAGE, metavar="IMAGE",
                         help="the PE pods' Streams runtime image; {build} is the PE's buildType "
                              f"(default {DEFAULT_IMAGE}, OpenStreams')")
@@ -57,10 +66,17 @@ def _run(argv: Sequence[str]) -> int:
 
     kube = kubeargs.kube_config(args)
     kubeargs.log_to_stderr(args.log_level)
-    operator_argv = None if args.no_operators else [
+    mode = "none" if args.no_operators else args.operators
+    operator_argv = None if mode != "process" else [
         sys.executable, "-m", "tools.cli", "cr-operator", *kubeargs.source_argv(args)]
+    operator_pod = None
+    if mode == "pod":
+        from .croobjects import default_image
+        # a pod reaches a plain-HTTP API at the same URL; an authenticating one as a pod does
+        source = ["--api-server", args.api_server] if args.api_server else ["--in-cluster"]
+        operator_pod = (args.operator_image or default_image(), source + ["--log-level", args.log_level])
     settings = Settings(bundle_dir=os.path.abspath(args.bundle_dir), cache_dir=args.cache_dir,
-                        namespace=args.namespace, operator_argv=operator_argv,
+                        namespace=args.namespace, operator_argv=operator_argv, operator_pod=operator_pod,
                         pe_runtime=PeRuntime(image=args.pe_image), api_bind=args.api_bind)
 
     async def serve() -> None:

@@ -189,7 +189,7 @@ def consistent_region_object(job: JobSpec, job_obj: Mapping[str, Any], region: A
 def region_operator_object(job: JobSpec, job_obj: Mapping[str, Any], regions: int) -> dict[str, Any]:
     return {"apiVersion": API_VERSION, "kind": "ConsistentRegionOperator",
             "metadata": _meta(job, job.name, job_obj, "consistentregionoperator"),
-            "spec": {"jobName": job.name, "numRegions": regions}}
+            "spec": {"jobName": job.name, "numRegions": regions, "jobId": job.uid}}
 
 
 # --- pods --------------------------------------------------------------------------------------

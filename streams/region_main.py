@@ -42,8 +42,14 @@ def _setup(args: Any) -> tuple[Any, str, str]:
 def _operator(argv: Sequence[str]) -> int:
     parser = Parser(prog="ykshm cr-operator", description="The consistent-region operator of one job.")
     _common(parser)
-    parser.add_argument("--bind", default="127.0.0.1:0", metavar="HOST:PORT",
-                        help="the REST API's address (default 127.0.0.1, a free port)")
+    parser.add_argument("--bind", default="127.0.0.1:0", metavar="HOST:PORT[,HOST:PORT]",
+                        help="the REST API's address(es) (default 127.0.0.1, a free port); the "
+                             "Deployment binds the pod IP on 10000 and 9696")
+    parser.add_argument("--advertise", metavar="URL",
+                        help="the API URL written to the ConsistentRegionOperator's status "
+                             "(default: the bound address)")
+    parser.add_argument("--notify-pods", action="store_true",
+                        help="notify every PE by UDP at JOB-N.NS:10001 (its pod's address), as OpenStreams")
     add_limit_flags(parser, idle_timeout=30.0)
     args = parser.parse_args(argv)
     limits = limits_of(args)
@@ -53,8 +59,8 @@ def _operator(argv: Sequence[str]) -> int:
     from .operator_process import OperatorError, run
 
     try:
-        trio.run(partial(run, limits=limits, idle_timeout=args.idle_timeout), kube_config,
-                 namespace, job, args.bind)
+        trio.run(partial(run, limits=limits, idle_timeout=args.idle_timeout, advertise=args.advertise,
+                         notify_pods=args.notify_pods), kube_config, namespace, job, args.bind)
     except* OperatorError as group:
         raise Failure(str(group.exceptions[0])) from None
     return 0
