@@ -3,7 +3,9 @@
     ykshm streams --api-server URL | --kubeconfig FILE [--context CTX] [--namespace NS]
                   [--bundle-dir DIR] [--cache-dir DIR] [--install-crds]
                   [--operators process|pod|none] [--no-operators] [--operator-image IMAGE]
-                  [--pe-image IMAGE] [--api-bind HOST:PORT] [--log-level LEVEL]
+                  [--pe-image IMAGE] [--api-bind HOST:PORT]
+                  [--github-host HOST]... [--allow-fetch-host HOST[:PORT]]... [--max-submissions N]
+                  [--log-level LEVEL]
 
 `--bundle-dir` is where `bundle.file.path` is resolved (a path may not leave it); `--cache-dir`
 keeps bundles fetched with `pullPolicy: IfNotPresent`. Consistent-region operators, one per job with
@@ -12,6 +14,10 @@ and restarts it when it exits; `pod` creates its Deployment and Service in the c
 (`croobjects`, image `--operator-image`, default `ykshm:VERSION`), as OpenStreams; `none` (or
 `--no-operators`) neither. PE pods run `--pe-image` (`{build}` = the PE's buildType); PEs fetch
 their bundle from `--api-bind` through the `streams-api` Service (`bundleserver`).
+Bundle fetching (`streams/fetchpolicy.py`): a `github` source's Secret token goes only over
+https to api.github.com and the `--github-host` hosts; no URL or redirect may lead to loopback,
+link-local (cloud metadata) or other special addresses unless its host is an `--allow-fetch-host`;
+at most `--max-submissions` (default 4) jobs fetch and parse at once.
 The CRDs must be installed (`kubectl apply -f deploy/crds/`), or `--install-crds` creates or
 updates them first (what `ykshm run` does).
 """
@@ -53,13 +59,24 @@ def _run(argv: Sequence[str]) -> int:
     parser.add_argument("--api-bind", default="127.0.0.1:0", metavar="HOST:PORT",
                         help="where PEs fetch their bundle (the streams-api Service points here; "
                              "default 127.0.0.1, a free port)")
+    parser.add_argument("--github-host", action="append", default=[], metavar="HOST",
+                        help="a GitHub API host (GitHub Enterprise) that may get a Job's github token; repeat")
+    parser.add_argument("--allow-fetch-host", action="append", default=[], metavar="HOST[:PORT]",
+                        help="a bundle host allowed though it is loopback/link-local (e.g. a test server); repeat")
+    parser.add_argument("--max-submissions", type=int, default=4, metavar="N",
+                        help="jobs fetching and parsing bundles at once (default 4)")
     args = parser.parse_args(argv)
     if not args.pe_image.strip() or any(c.isspace() for c in args.pe_image):
         raise UsageError(f"--pe-image {args.pe_image!r}: not an image name")
+    if args.max_submissions < 1:
+        raise UsageError(f"--max-submissions must be at least 1, got {args.max_submissions}")
+    for flag, hosts in (("--github-host", args.github_host), ("--allow-fetch-host", args.allow_fetch_host)):
+        for host in hosts:
+            if not host or "/" in host or " " in host:
+                raise UsageError(f"{flag} {host!r}: a host name or address, optionally :PORT")
     if not os.path.isdir(args.bundle_dir):
         raise UsageError(f"--bundle-dir {args.bundle_dir!r}: not a directory")
 
-    import trio  # noqa: PLC0415 - keep `ykshm --help` light
 
     from .controller import Controller, Settings
     from .peobjects import PeRuntime
@@ -73,10 +90,16 @@ def _run(argv: Sequence[str]) -> int:
     if mode == "pod":
         from .croobjects import default_image
         # a pod reaches a plain-HTTP API at the same URL; an authenticating one as a pod does
-        source = ["--api-server", args.api_server] if args.api_server else ["--in-cluster"]
+        # (no flag: kube finds the pod's ServiceAccount)
+        source = ["--api-server", args.api_server] if args.api_server else []
         operator_pod = (args.operator_image or default_image(), source + ["--log-level", args.log_level])
+    from .fetchpolicy import FetchPolicy
+
+    policy = FetchPolicy(github_hosts=frozenset({"api.github.com", *(h.lower() for h in args.github_host)}),
+                         allow_hosts=frozenset(h.lower() for h in args.allow_fetch_host))
     settings = Settings(bundle_dir=os.path.abspath(args.bundle_dir), cache_dir=args.cache_dir,
-                        namespace=args.namespace, operator_argv=operator_argv, operator_pod=operator_pod,
+                        namespace=args.namespace, operator_argv=operator_argv, fetch_policy=policy,
+                        max_submissions=args.max_submissions, operator_pod=operator_pod,
                         pe_runtime=PeRuntime(image=args.pe_image), api_bind=args.api_bind)
 
     async def serve() -> None:
@@ -86,7 +109,7 @@ def _run(argv: Sequence[str]) -> int:
                 await install(client)
             await Controller(client, settings).run()
 
-    trio.run(serve)
+    kubeargs.run_role(serve)
     return 0
 
 
