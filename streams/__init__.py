@@ -33,12 +33,14 @@ The instance controller (`ykshm streams`):
                 local `ykshm cr-operator` process per job (Supervisor)
     croobjects  the cr-operator's Deployment, Service (`streams-JOB-consistentregion-api`) and SA
     operator_process  `ykshm cr-operator`: regions/ on Kubernetes (CR status, PE/pod monitors)
-    pesim_process     `ykshm pe-sim`: plays a job's PEs, following its operator's address
+    pesim_process     `ykshm pe-sim --job`: plays a job's PEs, following its operator's address
+    pepod       `ykshm pe-sim` as a PE pod's process (the runtime image in sim-cluster): AADL, bundle,
+                liveness file, data connections by Service name, connectivity, region notifications
     region_main       the command lines of `ykshm cr-operator` and `ykshm pe-sim`
     appgen      ADL and .sab files in the compiler's format, for tests, the bench and the demo
 
 Pure modules (all but fetch, controller, submission, refuse, repair, events, kubecalls, crds, operators,
-bundleserver, main, region_main and the *_process modules) do no I/O.
+bundleserver, pepod, main, region_main and the *_process modules) do no I/O.
 
 Consistent regions (`ykshm cr-operator`, one per job):
 

@@ -1,4 +1,8 @@
-"""The bundle endpoint PEs fetch their `.sab` from: `GET /api/bundles/NS/JOB` on the controller.
+"""The controller's endpoint for PEs: their bundle, and their connectivity reports.
+
+    GET /api/bundles/NS/JOB                          the job's .sab
+    PUT /api/state/NS/JOB/pe/N/connectivity          body "Full" | "Partial" | "None" (a JSON string)
+    GET /api/state/NS/JOB/connectivity               {"N": {"connectivity", "at"}, ...}
 
 OpenStreams' PEs pull the bundle from the Redis behind the `streams-api` Service; ours is an HTTP
 endpoint of the controller behind a Service of that name (`peobjects.api_service`, kept by
@@ -10,6 +14,11 @@ its PE pods at /etc/config/token). No token, another job's token, or a job witho
 (a Kubernetes Status, `Unauthorized`; the answer does not say whether the job exists). The bundle
 is what the Job's `spec.bundle` names, fetched as the submission does (`fetch`), kept in memory for
 the last `CACHE_JOBS` jobs (keyed by the Job's uid, so a resubmitted job is fetched again).
+
+Connectivity: OpenStreams' PEs PUT theirs to `streams-api` (`/api/state/job/JOB/pe/N/connectivity`,
+no namespace: one instance per namespace there; ours serves every namespace, so the path names it).
+What PEs report is kept in memory with the time it arrived (`at`, seconds since the epoch) and
+answered to the job's token holders (`ykshm bench streams` measures "all PEs connected" with it).
 """
 
 from __future__ import annotations
@@ -18,6 +27,7 @@ import base64
 import collections
 import hmac
 import logging
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -49,6 +59,7 @@ class BundleServer:
         self.client, self.bundle_dir, self.cache_dir = client, bundle_dir, cache_dir
         self.bundles: collections.OrderedDict[str, bytes] = collections.OrderedDict()
         self.tokens: dict[tuple[str, str], tuple[float, bytes | None]] = {}
+        self.connectivity: dict[tuple[str, str], dict[str, dict]] = {}
 
     async def token(self, namespace: str, job: str) -> bytes | None:
         now = trio.current_time()
@@ -87,6 +98,32 @@ class BundleServer:
         self.bundles.move_to_end(key)
         return data
 
+    async def state(self, scope: dict, receive: Any) -> tuple[int, bytes, bytes]:
+        parts = scope["path"].removeprefix(STATE_PATH + "/").split("/")
+        if len(parts) == 3 and parts[2] == "connectivity" and scope["method"] == "GET":
+            namespace, job = parts[0], parts[1]
+            if not await self.authorized(namespace, job, {k.lower(): v for k, v in scope["headers"]}):
+                return 401, status_body(401, "Unauthorized", "a job's PE token is required"), JSON
+            return 200, orjson.dumps(self.connectivity.get((namespace, job), {})), JSON
+        if len(parts) != 5 or parts[2] != "pe" or parts[4] != "connectivity" or not parts[3].isdigit():
+            return 404, status_body(404, "NotFound", f"no such path {scope['path']!r}"), JSON
+        if scope["method"] != "PUT":
+            return 405, status_body(405, "MethodNotAllowed", f"{scope['method']} is not allowed"), JSON
+        namespace, job, pe = parts[0], parts[1], parts[3]
+        if not await self.authorized(namespace, job, {k.lower(): v for k, v in scope["headers"]}):
+            return 401, status_body(401, "Unauthorized", "a job's PE token is required"), JSON
+        body = await _body(receive)
+        try:
+            state = orjson.loads(body or b"")
+        except orjson.JSONDecodeError:
+            state = None
+        if state not in STATES:
+            return 400, status_body(400, "BadRequest", f"connectivity must be one of {', '.join(STATES)} "
+                                                       "as a JSON string"), JSON
+        self.connectivity.setdefault((namespace, job), {})[pe] = {"connectivity": state, "at": time.time()}
+        return 204, b"", JSON
+
+
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
             while True:
@@ -98,12 +135,14 @@ class BundleServer:
                     return
         if scope["type"] != "http":
             return
-        code, body, ctype = await self.answer(scope)
+        code, body, ctype = await self.answer(scope, receive)
         await send({"type": "http.response.start", "status": code,
                     "headers": [(b"content-type", ctype), (b"content-length", str(len(body)).encode())]})
         await send({"type": "http.response.body", "body": body})
 
-    async def answer(self, scope: dict) -> tuple[int, bytes, bytes]:
+    async def answer(self, scope: dict, receive: Any = None) -> tuple[int, bytes, bytes]:
+        if scope["path"].startswith(STATE_PATH + "/"):
+            return await self.state(scope, receive)
         parts = scope["path"].removeprefix(peobjects.BUNDLE_PATH + "/").split("/")
         if not scope["path"].startswith(peobjects.BUNDLE_PATH + "/") or len(parts) != 2 or not all(parts):
             return 404, status_body(404, "NotFound", f"no such path {scope['path']!r}"), b"application/json"
@@ -122,6 +161,24 @@ class BundleServer:
         if data is None:
             return 404, status_body(404, "NotFound", f"job {namespace}/{job} is gone"), b"application/json"
         return 200, data, b"application/octet-stream"
+
+
+STATE_PATH = "/api/state"
+STATES = ("Full", "Partial", "None")
+JSON = b"application/json"
+
+
+async def _body(receive: Any, limit: int = 1024) -> bytes | None:
+    body = b""
+    while True:
+        message = await receive()
+        body += message.get("body", b"")
+        if len(body) > limit:
+            return None
+        if not message.get("more_body"):
+            return body
+
+
 
 
 async def serve(server: BundleServer, bind: str, *, task_status=trio.TASK_STATUS_IGNORED) -> None:

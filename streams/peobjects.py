@@ -101,6 +101,8 @@ def environment(namespace: str, job: str, pe_spec: Mapping[str, Any], index: int
         env += [_env("STREAMS_CHECKPOINT_REPOSITORY", "fileSystem"),
                 _env("STREAMS_CHECKPOINT_REPOSITORY_CONFIGURATION", '{ "Dir" : "/checkpoint" }')]
     env.append(_env("STREAMS_BUNDLE_URL", bundle_url(namespace, job)))
+    # ours: where a PE binds when pods share a host's addresses (sim-cluster); the runtime binds any
+    env.append({"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}})
     return env
 
 

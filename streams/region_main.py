@@ -5,6 +5,7 @@
                       [--head-timeout S] [--body-timeout S]   (common.http1.flags)
     ykshm pe-sim --job NS/NAME (--api-server URL | --kubeconfig FILE) [--listen udp|poll]
                  [--fail-pe N ...] [--blocking]
+    ykshm pe-sim [BOOTSTRAP] [--log-level LEVEL]    as a PE pod's process (streams.pepod)
 
 `ykshm streams` starts one cr-operator per job with consistent regions (and restarts it); a user
 runs one by hand only to debug. The operator's REST API binds 127.0.0.1 on a free port unless
@@ -65,7 +66,25 @@ def _operator(argv: Sequence[str]) -> int:
     return 0
 
 
+def _pe_pod(argv: Sequence[str]) -> int:
+    parser = Parser(prog="ykshm pe-sim", description="Run as a PE pod: what the Streams runtime does.")
+    parser.add_argument("bootstrap", nargs="?", help="the runtime image's bootstrap path (ignored)")
+    parser.add_argument("--log-level", default="INFO", choices=kubeargs.LEVELS)
+    args = parser.parse_args(argv)
+    kubeargs.log_to_stderr(args.log_level)
+    from .pepod import PeConfigError, main
+
+    try:
+        main()
+    except PeConfigError as exc:
+        raise Failure(str(exc)) from None
+    return 0
+
+
 def _pesim(argv: Sequence[str]) -> int:
+    if not any(a == "--job" or a.startswith("--job=") for a in argv) and \
+            not any(a in ("-h", "--help") for a in argv):
+        return _pe_pod(argv)
     parser = Parser(prog="ykshm pe-sim", description="Play a job's PEs against its cr-operator.")
     _common(parser)
     parser.add_argument("--listen", choices=["udp", "poll"], default="udp",

@@ -75,4 +75,16 @@ async def test_the_bundle_needs_this_jobs_token(cluster, tmp_path: Path):
                 # writes are not served at all
                 resp = await pe.put(url, content=b"x", headers={"Authorization": f"Bearer {tokens[victim]}"})
                 assert resp.status_code == 405
+                # connectivity: another job's PE cannot report for (or read) this job's PEs
+                state = f"/api/state/default/{victim}/pe/0/connectivity"
+                for headers in ({}, {"Authorization": f"Bearer {tokens[other]}"}):
+                    assert (await pe.put(state, content=b'"Full"', headers=headers)).status_code == 401
+                    assert (await pe.get(f"/api/state/default/{victim}/connectivity",
+                                         headers=headers)).status_code == 401
+                mine = {"Authorization": f"Bearer {tokens[victim]}"}
+                assert (await pe.get(f"/api/state/default/{victim}/connectivity", headers=mine)).json() == {}
+                assert (await pe.put(state, content=b'"Sideways"', headers=mine)).status_code == 400
+                assert (await pe.put(state, content=b'"Full"', headers=mine)).status_code == 204
+                got = (await pe.get(f"/api/state/default/{victim}/connectivity", headers=mine)).json()
+                assert got["0"]["connectivity"] == "Full"
             nursery.cancel_scope.cancel()

@@ -35,7 +35,7 @@ def pod_for(pe_options=None, runtime=peobjects.PeRuntime(), index=1):
 
 
 def env_of(pod):
-    return {e["name"]: e["value"] for e in pod["spec"]["containers"][0]["env"]}
+    return {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
 
 
 def mounts_of(pod):
