@@ -246,11 +246,13 @@ async def _regions(cfg: PeConfig, client: httpx.AsyncClient) -> None:
 
     base = croobjects.api_url(cfg.namespace, cfg.job).removesuffix(croobjects.BASE_PATH)
     while True:
+        # raw: one keep-alive connection and a hand-written request per report, as a runtime's
+        # libcurl costs; httpx under trio costs milliseconds a request on a loaded machine
         sim = PeSimulator(base, {r: (cfg.pe,) for r in cfg.regions}, client=client, token=cfg.token,
-                          bind=(cfg.pod_ip, peobjects.CR_PORT))
+                          bind=(cfg.pod_ip, peobjects.CR_PORT), raw=True)
         try:
             await sim.run()
-        except* (httpx.HTTPError, OSError) as group:
+        except* (httpx.HTTPError, OSError, trio.BrokenResourceError) as group:
             log.info("PE %s: the operator is not answering (%s); again shortly", cfg.pe, group.exceptions[0])
         await trio.sleep(RECONNECT)
 
