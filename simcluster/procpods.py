@@ -40,6 +40,8 @@ from typing import Any
 
 import trio
 
+from common.backoff import Backoff
+
 from . import objects, podenv, podevents, podlogs, podstatus, podtoken, probes, procimages, volumes
 from .loopback import Block
 from .store import Store
@@ -230,7 +232,8 @@ class ContainerRunner:
         self.state = state
         self.kill = trio.Event()
         self.live = False
-        self.backoff = 0.0
+        settings = pod.owner.settings
+        self.backoff = Backoff(settings.backoff_initial, settings.backoff_max, at_once_first=True)
         self.problem = ""  # the last configuration problem reported by an event
         self.ports = {p["name"]: p["containerPort"] for p in spec.get("ports") or [] if p.get("name")}
 
@@ -321,9 +324,8 @@ class ContainerRunner:
     async def _back_off(self, ran: float) -> None:
         settings = self.pod.owner.settings
         if ran >= 2 * settings.backoff_max:
-            self.backoff = 0.0
-        delay = self.backoff
-        self.backoff = settings.backoff_initial if not self.backoff else min(2 * self.backoff, settings.backoff_max)
+            self.backoff.reset()
+        delay = self.backoff.next()
         last = self.state.state
         if delay > 0:
             who = f"{self.pod.name}_{self.pod.ns}({self.pod.uid})"
