@@ -6,7 +6,10 @@ authenticate in a kubeadm cluster), its own kubeconfig, and a least-privilege Cl
 `ykshm:ROLE` bound to that user. Why certificates and not ServiceAccount tokens: the supervisor
 restarts a crashed sim-cluster, whose ServiceAccounts (and so their tokens' uids) would not
 survive; the CA and the `--policy-file` objects do. `export` talks to Redis only and gets nothing.
-The cr-operator is started by `ykshm streams` with the streams role's kubeconfig.
+The cr-operators run as pods (`ykshm streams --operators pod`): their ServiceAccount
+`default/streams-cr-operator` is bound to `ykshm:cr-operator` (the demo's namespace; a job in
+another namespace needs the same binding there). PE pods (`ykshm pe-sim` as the runtime image) use
+no API: they talk to the controller's bundle endpoint and the operator with their job's token.
 
 The demo's users (alice, bob, carol, dave, erin) may `edit` the `default` namespace, so the admin
 can act as one (`kubectl --as alice create -f pod.yaml`) and the admission controller stamps that
@@ -38,13 +41,16 @@ ROLE_RULES: dict[str, list[tuple]] = {
              ([""], ["pods/status"], ["patch", "update"]),
              ([""], ["nodes"], RO),
              _EVENTS],
-    # the Streams controller and its cr-operator: the CRDs, the Streams kinds, the pods and
-    # ConfigMaps of a job, bundle Secrets (read), nodes (host pools)
+    # the Streams controller: the CRDs, the Streams kinds, the pods, ConfigMaps, PE Services and
+    # job token Secrets of a job, the streams-api Service/Endpoints, the cr-operators' Deployments
+    # and ServiceAccount, bundle Secrets (read), nodes (host pools)
     "streams": [([""], ["nodes"], RO),
                 (["apiextensions.k8s.io"], ["customresourcedefinitions"], ["create", "get", "list", "update"]),
                 (["streams.ibm.com"], ["*"], _WRITE),
-                ([""], ["pods", "configmaps"], _WRITE),
-                ([""], ["secrets"], ["get"]),
+                ([""], ["pods", "configmaps", "services", "endpoints"], _WRITE),
+                ([""], ["secrets"], ["get", "create"]),
+                ([""], ["serviceaccounts"], ["get", "create"]),
+                (["apps"], ["deployments"], ["get", "create"]),
                 _EVENTS],
     # the admission controller (shim_k8s/admission): its webhook configurations (create; get and
     # update only its own two), the namespace and PriorityClass informers, its ConfigMaps, and
@@ -64,17 +70,37 @@ ROLE_RULES: dict[str, list[tuple]] = {
 }
 
 
+# ServiceAccounts of ykshm's own pods: role -> (namespace, ServiceAccount, rules)
+SA_ROLES: dict[str, tuple[str, str, list[tuple]]] = {
+    # a job's consistent-region operator: its regions' status, the PEs and pods it watches, the token
+    "cr-operator": ("default", "streams-cr-operator", [
+        (["streams.ibm.com"], ["streamscrs", "streamscrs/status", "streamscros", "streamscros/status"],
+         ["get", "list", "watch", "patch", "update"]),
+        (["streams.ibm.com"], ["streamspes"], RO),
+        ([""], ["pods"], RO),
+        ([""], ["secrets"], ["get"])]),
+}
+
 DEMO_USERS = ("alice", "bob", "carol", "dave", "erin")
 
 
 def policy_documents() -> list[dict]:
     """A ClusterRole `ykshm:ROLE` and its ClusterRoleBinding to the user `ykshm:ROLE`, per role;
-    the demo users' RoleBinding to `edit` in `default`."""
+    the same per ServiceAccount role, bound to that ServiceAccount; the demo users' RoleBinding to
+    `edit` in `default`."""
     docs: list[dict] = [{
         "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
         "metadata": {"name": "ykshm:demo-users", "namespace": "default"},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": u} for u in DEMO_USERS]}]
+    for role, (namespace, account, rules) in SA_ROLES.items():
+        name = f"{USER_PREFIX}{role}"
+        docs.append({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                     "metadata": {"name": name}, "rules": [rule(r) for r in rules]})
+        docs.append({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                     "metadata": {"name": name},
+                     "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+                     "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}]})
     for role, rules in ROLE_RULES.items():
         name = f"{USER_PREFIX}{role}"
         docs.append({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
