@@ -197,6 +197,12 @@ def test_a_bad_config_edit_is_refused_and_a_good_one_is_in_force_within_seconds(
     t0 = time.monotonic()
     wait(lambda: "one application for alice" in deployed.rest("/ws/v1/config").text, 10, "the new config")
     assert time.monotonic() - t0 < 10
+    # a bad edit of the ConfigMap in force is refused too, and the good one stays
+    edit = deployed.kubectl("-n", NS, "patch", "configmap", "yunikorn-configs", "--type", "merge",
+                            "-p", json.dumps({"data": {"queues.yaml": BAD_QUEUES}}))
+    assert edit.returncode == 1 and "partitions[0].bogus: invalid value 1: unknown key" in edit.stderr
+    assert "one application for alice" in deployed.json("-n", NS, "get", "configmap", "yunikorn-configs")[
+        "data"]["queues.yaml"]
 
 
 def test_the_limit_holds_against_a_forged_user_info_and_a_job_is_alices(deployed):
