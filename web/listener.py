@@ -23,6 +23,8 @@ from . import direct
 from .errors import JSON_CONTENT_TYPE, error_body
 
 if TYPE_CHECKING:
+    import ssl
+
     from hypercorn.config import Config, Sockets
 
     from .app import App
@@ -32,8 +34,10 @@ log = logging.getLogger("ykshm.web")
 BUSY = (JSON_CONTENT_TYPE, error_body(503, "Too many connections from this address or to this worker"))
 
 
-def web_listener(app: "App", config: "Config", limits: Limits) -> Listener:
-    """The web's connection handler: streams straight from the socket, the rest by hypercorn."""
+def web_listener(app: "App", config: "Config", limits: Limits,
+                 tls: "ssl.SSLContext | None" = None) -> Listener:
+    """The web's connection handler: streams straight from the socket, the rest by hypercorn;
+    with `tls`, both over TLS (common.http1.tls)."""
     listener: Listener
 
     async def direct_path(conn: Connection) -> bytes | None:
@@ -43,17 +47,18 @@ def web_listener(app: "App", config: "Config", limits: Limits) -> Listener:
         if head is FOREIGN or not direct.wants(app, head):
             return conn.buf
         left = await direct.serve(app, conn.stream, head, conn.buf[head.body_start:],
-                                  listener.date)
+                                  listener.date, conn.peer)
         if left is direct.CLOSE:
             return None
         return conn.buf if left is direct.DECLINED else left
 
-    listener = Listener(app, config, direct_path, limits=limits, busy=BUSY, log=log)
+    listener = Listener(app, config, direct_path, limits=limits, busy=BUSY, log=log, tls=tls,
+                        proxies=app.proxies)
     return listener
 
 
 async def worker_serve(app: "App", config: "Config", limits: Limits, *, sockets: "Sockets",
-                       shutdown_trigger: Any) -> None:
+                       shutdown_trigger: Any, tls: "ssl.SSLContext | None" = None) -> None:
     """One worker: the app's lifespan, the accept loop, graceful shutdown on the trigger."""
-    await serve(web_listener(app, config, limits), sockets, lifespan=True,
+    await serve(web_listener(app, config, limits, tls), sockets, lifespan=True,
                 shutdown_trigger=shutdown_trigger)
