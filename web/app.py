@@ -77,6 +77,8 @@ class WebOptions:
     """`service.web.trustedProxies`: whose X-Forwarded-For names the client the limits count."""
     tls: TlsFiles | None = None
     """Serve TLS with these files (`--certfile/--keyfile`, `service.web.*`); None: plain HTTP."""
+    hypercorn_only: bool = False
+    """Every request, event streams included, through hypercorn (`--hypercorn-only`, to compare)."""
 
 
 class Request:

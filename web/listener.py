@@ -41,6 +41,8 @@ def web_listener(app: "App", config: "Config", limits: Limits,
     listener: Listener
 
     async def direct_path(conn: Connection) -> bytes | None:
+        if app.options.hypercorn_only:
+            return b""
         head = await conn.next_head()
         if head is None:
             return None

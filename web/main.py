@@ -5,7 +5,7 @@
               [--source redis://...] [--max-connections N] [--max-connections-per-peer N]
               [--idle-timeout S] [--head-timeout S] [--body-timeout S]
               [--certfile PEM --keyfile PEM [--ca-certs PEM [--require-client-cert]]]
-              [--trusted-proxies ADDR|CIDR,...]
+              [--trusted-proxies ADDR|CIDR,...] [--hypercorn-only]
 
 Runs N hypercorn worker processes (trio) sharing one listening socket; `fd://N` takes an inherited
 socket (systemd socket activation: `--bind fd://3`). The event endpoints need only the ring
@@ -71,6 +71,9 @@ def _parser() -> Parser:
     parser.add_argument("--trusted-proxies", default=None, metavar="LIST",
                         help="comma-separated addresses/CIDRs whose X-Forwarded-For names the client "
                              "the per-host limits count (service.web.trustedProxies; default none)")
+    parser.add_argument("--hypercorn-only", action="store_true",
+                        help="serve event streams through hypercorn too, not on the direct path "
+                             "(slower; for comparison: `ykshm bench web --tls`)")
     add_limit_flags(parser, idle_timeout=5.0)
     return parser
 
@@ -210,7 +213,7 @@ def _body(argv: Sequence[str]) -> int:
                          heartbeat_timeout=args.heartbeat_timeout, nice=args.nice, ui_dir=ui_dir,
                          source=source, source_instance=source_instance,
                          cors_origins=web_config.cors_origins, limits=limits, proxies=proxies,
-                         tls=tls)
+                         tls=tls, hypercorn_only=args.hypercorn_only)
     try:
         return serve(options, bind, args.workers, args.stall_timeout, args.idle_timeout)
     except SegmentError as exc:
