@@ -7,6 +7,8 @@ request the direct path declines (a 400, a 414, a 503 over a limit: hypercorn an
 the ASGI app exactly as before) — is handed to hypercorn on the same connection with the bytes
 already read put back in front, so keep-alive and pipelined requests behave as they always did. A
 stream that ends on a keep-alive connection hands the connection to hypercorn the same way.
+With `--certfile` all of it runs over TLS: the handshake first, in the connection's own task
+(common.http1.tls); the direct path and the hub then write through the connection's TlsStream.
 """
 
 from __future__ import annotations
