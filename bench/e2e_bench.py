@@ -51,7 +51,8 @@ async def _create(url: str, names: list[str], app: str, concurrency: int,
     import trio
 
     from tools.harness import pod_body
-    from kube.client import KubeConfig, RawConnection
+    from kube.client import RawConnection
+    from kube.config import KubeConfig
 
     it = iter(names)
 

@@ -2,7 +2,8 @@
 
 The shim (`shim_k8s.shim`) writes it; `ykshm shim status`, `ykshm status` and the web's
 healthcheck read it. It is the one place the shim's recovery state machine is visible outside
-the shim process (the web reads nothing else but shared memory).
+the shim process (the web reads nothing else but shared memory). `config_notes` joins what the
+shim and the engine say of a configuration's keys that are not applied, for both readers.
 """
 
 from __future__ import annotations
@@ -20,3 +21,13 @@ def read_status(path: str) -> dict[str, Any]:
     """The status document a shim wrote (FileNotFoundError / ValueError if none or torn)."""
     with open(path, "rb") as f:
         return orjson.loads(f.read())
+
+
+def config_notes(shim: dict[str, Any] | None, engine: dict[str, Any] | None) -> list[str]:
+    """What of the configuration is not applied: the shim's `configMaps.notApplied` and the
+    engine's `configWarnings` (snapshot), one note per key (both may name the same key)."""
+    notes = list(((shim or {}).get("configMaps") or {}).get("notApplied") or [])
+    named = {note.split(":", 1)[0] for note in notes}
+    notes += [w for w in (engine or {}).get("configWarnings") or []
+              if w.split(":", 1)[0] not in named]
+    return notes

@@ -13,6 +13,8 @@
     ugm/         the user group manager: user/group usage and limits (see its map)
     config       the configuration file (YuniKorn queues.yaml schema + service settings)
     config_doc   the configuration as YuniKorn's GET /ws/v1/config shows it
+    rm_config    the configuration an RM sends over SI (its ConfigMaps: queues.yaml + extraConfig)
+                 as the engine's, for the reload path
     si_server    the SI socket server under trio: connections, Ack/Error, routing by rmID
     events_out   where events go: `EventSink`, the ring sink, the in-memory sink of tests
     snapshot     the state snapshot document readers serve (YuniKorn DAO shapes)

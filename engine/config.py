@@ -3,7 +3,8 @@
 One YAML file. Service settings parse as Go's strconv would (booleans as `ParseBool`, integers as
 `ParseUint(s, 10, 32)`), so a value YuniKorn accepts is accepted here and nothing else is.
 Unknown keys are rejected loudly, naming the key: a typo must not silently fall back to a default.
-A setting changes on restart; there is no live reload.
+A setting changes on restart; SIGHUP reloads the queues, and a configuration an RM sends over
+SI (its ConfigMaps, engine.rm_config) is applied the same way.
 
 Errors: `ConfigError` (never raised for anything but a bad file) carries the key and the value;
 `str(err)` is the one line a user sees. The sections (`service`, `service.event`, `service.cors`,
@@ -76,6 +77,11 @@ def read_yaml(path: str | Path, limits: YamlLimits = FILE_LIMITS) -> dict[str, A
     except OSError as exc:
         raise ConfigError("file", str(path), exc.strerror or str(exc)) from None
     return _document(text, str(path), limits)
+
+
+def load_document(text: str | bytes, where: str, limits: YamlLimits = FILE_LIMITS) -> dict[str, Any]:
+    """A YAML mapping from text, read as the config file is (an RM's queues.yaml)."""
+    return _document(text, where, limits)
 
 
 def _document(text: str | bytes, where: str, limits: YamlLimits) -> dict[str, Any]:
@@ -276,6 +282,8 @@ class EngineConfig:
     """`service.applicationRetentionSeconds`: how long finished applications stay visible."""
     max_retained_apps: int = MAX_RETAINED_APPS
     """`service.maxRetainedApplications`: how many finished applications stay visible at most."""
+    extra: Mapping[str, str] | None = None
+    """The keys of a configuration an RM sent (engine.rm_config), as in force; None from a file."""
 
 
 def default_partition(name: str = "default") -> PartitionConfig:

@@ -4,7 +4,8 @@ YuniKorn answers with its parsed `SchedulerConfig` marshalled again: YAML with t
 of `queues.yaml`, or, with `Accept: application/json`, JSON with the Go field names (`Partitions`,
 `Queues`, `MaxApplications`, ...), because its structs carry yaml tags only. The service settings,
 which YuniKorn keeps in its configmap, appear flattened under `Extra` (`service.event.*` keys with
-string values), as YuniKorn shows its configmap there.
+string values), as YuniKorn shows its configmap there; a configuration from ConfigMaps (sent by
+the shim over SI) shows its keys there as in force (engine.rm_config).
 
 We render from the mapping the engine read (values as the user wrote them, e.g. `memory: 1Gi`),
 not from our parsed objects, so the answer reads like the file. `document(config)` is built by
@@ -35,13 +36,15 @@ DEFAULT_PARTITIONS = [{"name": "default", "queues": [{"name": "root", "submitacl
 """What an engine started without a file runs (YuniKorn's default has the same queues)."""
 
 
-def document(source: Mapping[str, Any], checksum: str) -> dict[str, Any]:
-    """The YAML-shaped ConfigDAOInfo: partitions, checksum and the service settings as extra."""
+def document(source: Mapping[str, Any], checksum: str,
+             extra: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The YAML-shaped ConfigDAOInfo: partitions, checksum and the service settings as extra
+    (`extra`: the keys of an RM's configuration as in force, YuniKorn's extraConfig map)."""
     partitions = source.get("partitions") or DEFAULT_PARTITIONS
     doc: dict[str, Any] = {"partitions": _plain(partitions)}
     if checksum:
         doc["checksum"] = checksum
-    extra = _service_extra(source.get("service"))
+    extra = dict(extra) if extra is not None else _service_extra(source.get("service"))
     if extra:
         doc["extra"] = extra
     return doc

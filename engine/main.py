@@ -10,7 +10,9 @@ SIGTERM / SIGINT: clean shutdown. The socket file is removed. The ring and snaps
 kept (unless `--unlink-on-exit`): readers (the web) keep serving the event history and the last
 state while the engine restarts, and the next engine marks the old ring superseded when it
 creates its own, which is how readers learn of the restart. SIGHUP re-reads the queue
-configuration (partitions, queues, limits); service settings change only on restart.
+configuration (partitions, queues, limits); service settings change only on restart. Once a shim
+has sent its configuration (ConfigMaps, SI UpdateConfiguration) that is in force and SIGHUP is
+ignored (logged); the file still gives what is fixed at start (ring and request store sizes).
 
 Exit codes: 0 clean shutdown, 2 bad command line or configuration (one line naming key and
 value), 1 any other failure to start (one line).
@@ -113,6 +115,11 @@ async def _run(service: EngineService, config_path: str | None) -> None:
         async with trio.open_nursery() as nursery:
             await nursery.start(service.run)
             async for signum in signals:
+                if signum == signal.SIGHUP and service.scheduler.config_origin != "file":
+                    log.warning("SIGHUP ignored: the configuration comes from %s (its "
+                                "ConfigMaps), not from the file",
+                                service.scheduler.config_origin)
+                    continue
                 if signum == signal.SIGHUP:
                     try:
                         service.scheduler.reload(load_config(config_path))

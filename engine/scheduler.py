@@ -20,15 +20,17 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from engine.config import EngineConfig, PartitionConfig
+from engine import rm_config
+from engine.config import ConfigError, EngineConfig, PartitionConfig
 from engine.events_out import request_records
 from engine.history import MetricsHistory
 from engine.partition import Outbox, Partition, Timing
 from si import messages, protocol
+from si.config import apply_log_levels
 
 _RM_PREFIX = re.compile(r"^\[[^\]]*\]")
 _TYPED = (messages.RegisterResourceManager, messages.ApplicationRequest, messages.NodeRequest,
-          messages.AllocationRequest)
+          messages.AllocationRequest, messages.UpdateConfiguration)
 
 
 class OutOfOrderError(Exception):
@@ -63,7 +65,11 @@ class Scheduler:
         self.started_nano = wall_clock()
         self._reloads = 0
         self.reload_error: tuple[int, str] | None = None
-        """(when, why) of the last refused SIGHUP reload; None after a good one."""
+        """(when, why) of the last refused reload (SIGHUP or an RM's); None after a good one."""
+        self.config_warnings: list[str] = []
+        """Keys of an RM's configuration that keep their running value (engine.rm_config)."""
+        self.config_origin = "file"
+        """Where the configuration in force came from: "file" or "rm:<rmID>"."""
         self.history = MetricsHistory()
         self._history_samples = 0
         self.partitions: dict[str, Partition] = {}
@@ -103,6 +109,25 @@ class Scheduler:
         self.config = dataclasses.replace(self.config, partitions=config.partitions,
                                           source=config.source, checksum=config.checksum)
 
+    def apply_rm_config(self, rm_id: str, text: str, extra: Mapping[str, str]) -> str | None:
+        """An RM's configuration (queues.yaml text + extraConfig), applied as a reload; the
+        reason it was refused (the running configuration stays), or None."""
+        try:
+            config, warnings = rm_config.from_rm(text, extra, self.config)
+        except ConfigError as exc:
+            self.refuse_reload(str(exc))
+            return str(exc)
+        before = self.config.extra
+        self.reload(config)
+        self.config = dataclasses.replace(self.config, event=config.event, extra=config.extra)
+        self.config_warnings = warnings
+        self.config_origin = f"rm:{rm_id}"
+        self.sink.tracking = config.event.tracking_active
+        self.sink.requests_enabled = (config.event.request_events_enabled
+                                      and config.event.request_store_capacity > 0)
+        apply_log_levels(extra, before)
+        return None
+
     def partition_of(self, name: str | None) -> Partition:
         """The partition a message names ("[rm]default" and "default" are the same); KeyError."""
         if not name:
@@ -129,7 +154,11 @@ class Scheduler:
         if rm_id != conn_rm:
             raise OutOfOrderError(f"{message.TYPE} for rmID {rm_id!r} on the connection of "
                                   f"{conn_rm!r}")
-        if isinstance(message, messages.ApplicationRequest):
+        if isinstance(message, messages.UpdateConfiguration):
+            refused = self.apply_rm_config(rm_id, message.config, message.extra_config)
+            if refused is not None:
+                result.problems.append(f"update of configuration failed: {refused}")
+        elif isinstance(message, messages.ApplicationRequest):
             self._applications(message, result)
         elif isinstance(message, messages.NodeRequest):
             self._nodes(message, result)
@@ -138,8 +167,15 @@ class Scheduler:
         return result
 
     def _register(self, message: messages.RegisterResourceManager, result: Handled) -> None:
-        """A (re-)registration: a known rmID's objects are forgotten (the RM replays them)."""
+        """A (re-)registration: a known rmID's objects are forgotten (the RM replays them).
+        A configuration it carries is applied first; an invalid one refuses the registration
+        (YuniKorn: "registration of RM failed")."""
         rm_id = message.rm_id
+        if message.config is not None:
+            refused = self.apply_rm_config(rm_id, message.config, message.extra_config or {})
+            if refused is not None:
+                result.problems.append(f"registration of RM failed: {refused}")
+                return
         if rm_id in self.rms:
             for part in self.partitions.values():
                 part.remove_rm(rm_id)

@@ -168,11 +168,15 @@ def build(scheduler: Any, *, pid: int | None = None, fragments: bool = False) ->
         "partitions": [], "queues": {}, "applications": {}, "nodes": {}, "usage": {}, "placementRules": {},
         "rmBuildInformation": [_build_info(rm) for _, rm in sorted(scheduler.rms.items())],
         "history": scheduler.history.document(),
-        "config": config_doc.document(scheduler.config.source, scheduler.config.checksum),
+        "config": config_doc.document(scheduler.config.source, scheduler.config.checksum,
+                                      scheduler.config.extra),
     }
     if scheduler.reload_error:
         when, why = scheduler.reload_error
         doc["engine"]["reloadError"] = {"timeNano": when, "message": why}
+    if scheduler.config_warnings:
+        doc["engine"]["configWarnings"] = list(scheduler.config_warnings)
+    doc["engine"]["configSource"] = scheduler.config_origin
     cluster_id = next(iter(sorted(scheduler.rms)), "")
     for name, part in scheduler.partitions.items():
         doc["partitions"].append(_partition_info(part, cluster_id, scheduler.started_nano))

@@ -15,28 +15,17 @@ reflector, reduced to what the shim needs:
 - `bind_raw` and `post_raw` (bindings and events over a `RawConnection`), `delete_pod`,
   `create_pod`.
 
-Connection settings come from `--api-server URL` or a kubeconfig (`load_kubeconfig`): the current
-context's cluster `server`, `certificate-authority(-data)`, `insecure-skip-tls-verify`, and user
-`token` / `tokenFile` / `client-certificate(-data)` + `client-key(-data)`.
-
-Errors::
-
-    KubeError                 base, never raised itself
-     +-- KubeConfigError      the kubeconfig is unreadable or lacks what we need (a usage error)
-     +-- ApiStatusError       the server answered with an error status (.code, .reason)
-          +-- GoneError       410: resourceVersion or continue token too old
+Connection settings (server, TLS, credentials) are a `kube.config.KubeConfig`; where they come
+from is `kube.source`. A 401 is answered by the credentials (kube.credentials): re-read once, then
+`CredentialsError`, which no retry loop here catches, so the role ends with the reason. Errors are
+kube.errors'.
 """
 
 from __future__ import annotations
 
-import base64
-import dataclasses
 import datetime as dt
 import logging
-import os
 import random
-import ssl
-import tempfile
 import uuid
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
@@ -44,8 +33,10 @@ from typing import Any, NamedTuple
 import httpx
 import orjson
 import trio
-import yaml
 
+from .config import USER_AGENT, KubeConfig
+from .credentials import refused
+from .errors import ApiStatusError, GoneError, status_error
 from .store import Store
 
 log = logging.getLogger("ykshm.shim.kube")
@@ -53,149 +44,6 @@ log = logging.getLogger("ykshm.shim.kube")
 BACKOFF_START = 0.8
 BACKOFF_MAX = 30.0
 PAGE_SIZE = 500
-
-
-class KubeError(Exception):
-    """Base of the Kubernetes client errors; never raised itself."""
-
-
-class KubeConfigError(KubeError):
-    """The kubeconfig file cannot be read or has no usable cluster/server."""
-
-
-class ApiStatusError(KubeError):
-    """The API server answered with an error (HTTP status or a watch ERROR event)."""
-
-    def __init__(self, code: int, reason: str, message: str) -> None:
-        super().__init__(f"{code} {reason}: {message}")
-        self.code, self.reason, self.message = code, reason, message
-
-
-class GoneError(ApiStatusError):
-    """410 Gone / Expired: the resourceVersion (or continue token) is older than the history."""
-
-
-def _status_error(code: int, body: Any) -> ApiStatusError:
-    reason, message = "", ""
-    if isinstance(body, Mapping):
-        reason, message = str(body.get("reason", "")), str(body.get("message", ""))
-        code = int(body.get("code") or code)
-    cls = GoneError if code == 410 else ApiStatusError
-    return cls(code, reason or "Error", message)
-
-
-# ---------------------------------------------------------------------------------- connection
-@dataclasses.dataclass
-class KubeConfig:
-    server: str
-    token: str = ""
-    verify: bool | ssl.SSLContext = True
-    cert: tuple[str, str] | None = None
-
-    def client(self, **kw: Any) -> httpx.AsyncClient:
-        headers = {"Accept": "application/json", "User-Agent": "ykshm-shim/0.1"}
-        if self.token:
-            headers["Authorization"] = f"Bearer {self.token}"
-        limits = httpx.Limits(max_connections=64, max_keepalive_connections=64)
-        return httpx.AsyncClient(base_url=self.server.rstrip("/"), headers=headers,
-                                 verify=self.verify, limits=limits,
-                                 timeout=httpx.Timeout(30.0, connect=10.0), **kw)
-
-
-def _data_or_file(entry: Mapping[str, Any], key: str, base: str) -> bytes | None:
-    data = entry.get(f"{key}-data")
-    if data:
-        try:
-            return base64.b64decode("".join(str(data).split()), validate=True)
-        except ValueError as exc:
-            raise KubeConfigError(f"kubeconfig: {key}-data is not base64: {exc}") from None
-    path = entry.get(key)
-    if path:
-        full = path if os.path.isabs(path) else os.path.join(base, path)
-        try:
-            with open(full, "rb") as f:
-                return f.read()
-        except OSError as exc:
-            raise KubeConfigError(f"kubeconfig: {key} {full}: {exc.strerror}") from None
-    return None
-
-
-def _named(items: Any, name: str, what: str) -> Mapping[str, Any]:
-    for item in items or []:
-        if isinstance(item, Mapping) and item.get("name") == name:
-            return item.get(what) or {}
-    raise KubeConfigError(f"kubeconfig: no {what} named {name!r}")
-
-
-def load_kubeconfig(path: str, context: str | None = None) -> KubeConfig:
-    """Read server and credentials of the current (or named) context of a kubeconfig file."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            doc = yaml.safe_load(f)
-    except OSError as exc:
-        raise KubeConfigError(f"kubeconfig {path}: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        raise KubeConfigError(f"kubeconfig {path}: not YAML: {exc}") from None
-    if not isinstance(doc, Mapping):
-        raise KubeConfigError(f"kubeconfig {path}: not a mapping")
-    base = os.path.dirname(os.path.abspath(path))
-    ctx_name = context or doc.get("current-context")
-    if ctx_name:
-        ctx = _named(doc.get("contexts"), ctx_name, "context")
-        cluster = _named(doc.get("clusters"), ctx.get("cluster"), "cluster")
-        user = _named(doc.get("users"), ctx.get("user"), "user") if ctx.get("user") else {}
-    else:
-        clusters = doc.get("clusters") or []
-        if len(clusters) != 1 or not isinstance(clusters[0], Mapping):
-            raise KubeConfigError(f"kubeconfig {path}: no current-context")
-        cluster = clusters[0].get("cluster") or {}
-        users = doc.get("users") or []
-        user = (users[0].get("user") or {}) if len(users) == 1 else {}
-    server = cluster.get("server")
-    if not server:
-        raise KubeConfigError(f"kubeconfig {path}: cluster has no server")
-    cfg = KubeConfig(server=str(server))
-    token = user.get("token")
-    if not token and user.get("tokenFile"):
-        try:
-            with open(user["tokenFile"], encoding="utf-8") as f:
-                token = f.read().strip()
-        except OSError as exc:
-            raise KubeConfigError(f"kubeconfig: tokenFile: {exc.strerror}") from None
-    cfg.token = str(token or "")
-    if str(server).startswith("https"):
-        if cluster.get("insecure-skip-tls-verify"):
-            cfg.verify = False
-        else:
-            ca = _data_or_file(cluster, "certificate-authority", base)
-            ctx_ssl = ssl.create_default_context(cadata=ca.decode() if ca else None)
-            if ca is None:
-                ctx_ssl.load_default_certs()
-            cfg.verify = ctx_ssl
-        cert = _data_or_file(user, "client-certificate", base)
-        key = _data_or_file(user, "client-key", base)
-        if cert and key:
-            ssl_ctx = cfg.verify if isinstance(cfg.verify, ssl.SSLContext) else \
-                _insecure_context()
-            with tempfile.TemporaryDirectory(prefix="ykshm-kc-") as tmp:
-                cpath, kpath = os.path.join(tmp, "c.pem"), os.path.join(tmp, "k.pem")
-                for p, data in ((cpath, cert), (kpath, key)):
-                    fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-                    with os.fdopen(fd, "wb") as f:
-                        f.write(data)
-                try:
-                    ssl_ctx.load_cert_chain(cpath, kpath)
-                except ssl.SSLError as exc:
-                    raise KubeConfigError(f"kubeconfig: client certificate/key: {exc}") from None
-            cfg.verify = ssl_ctx
-    return cfg
-
-
-def _insecure_context() -> ssl.SSLContext:
-    ctx = ssl.create_default_context()
-    ctx.check_hostname = False
-    ctx.verify_mode = ssl.CERT_NONE
-    return ctx
 
 
 # ---------------------------------------------------------------------------------- API calls
@@ -209,7 +57,7 @@ def _decode(data: bytes) -> Any:
 def _raise_for(code: int, data: bytes, allowed: tuple[int, ...] = ()) -> None:
     """Raise the ApiStatusError of an error answer (a code in `allowed` is not an error)."""
     if code >= 400 and code not in allowed:
-        raise _status_error(code, _decode(data))
+        raise status_error(code, _decode(data))
 
 
 def check(resp: httpx.Response) -> Any:
@@ -294,17 +142,15 @@ class RawConnection:
         self.host_header = f"{self.host}:{self.port}".encode()
         self.prefix = url.path.rstrip("/")
         self.cfg = cfg
-        auth = f"Authorization: Bearer {cfg.token}\r\n".encode() if cfg.token else b""
-        self._extra = auth + b"User-Agent: ykshm-shim/0.1\r\nAccept: application/json\r\n"
+        self._extra = b"".join(f"{k}: {v}\r\n".encode() for k, v in cfg.headers) + (
+            f"User-Agent: {USER_AGENT}\r\nAccept: application/json\r\n".encode())
         self._stream: Any = None
         self._buf = b""
 
     async def _connect(self) -> None:
         stream: Any = await trio.open_tcp_stream(self.host, self.port)
         if self.tls:
-            ctx = self.cfg.verify if isinstance(self.cfg.verify, ssl.SSLContext) else (
-                _insecure_context() if self.cfg.verify is False else ssl.create_default_context())
-            stream = trio.SSLStream(stream, ctx, server_hostname=self.host)
+            stream = trio.SSLStream(stream, self.cfg.tls, server_hostname=self.host)
             await stream.do_handshake()
         self._stream, self._buf = stream, b""
 
@@ -333,9 +179,20 @@ class RawConnection:
         return body
 
     async def post(self, path: str, body: bytes, timeout: float = 30.0) -> tuple[int, bytes]:
-        """POST JSON; returns (status, body). Raises httpx.TransportError subclasses."""
+        """POST JSON; returns (status, body). Raises httpx.TransportError subclasses; a 401 that
+        fresh credentials do not cure raises CredentialsError."""
+        applier = self.cfg.applier
+        status, data = await self._post_once(path, body, await applier.authorization(), timeout)
+        if status == 401 and await applier.creds.refresh():
+            status, data = await self._post_once(path, body, await applier.authorization(), timeout)
+        if status == 401:
+            raise refused(applier.creds.describe, status, data)
+        return status, data
+
+    async def _post_once(self, path: str, body: bytes, auth: str, timeout: float) -> tuple[int, bytes]:
         request = (b"POST " + (self.prefix + path).encode() + b" HTTP/1.1\r\nHost: "
                    + self.host_header + b"\r\n" + self._extra
+                   + (b"Authorization: " + auth.encode() + b"\r\n" if auth else b"")
                    + b"Content-Type: application/json\r\nContent-Length: "
                    + str(len(body)).encode() + b"\r\n\r\n" + body)
         try:
@@ -482,7 +339,7 @@ class Informer:
                     if etype == "ERROR":
                         if batch:
                             await out.send(WatchBatch(self.kind, batch))
-                        raise _status_error(int(obj.get("code") or 500), obj)
+                        raise status_error(500, obj)
                     applied = self.store.apply(str(etype), obj)
                     delivered += 1
                     if applied is not None:
@@ -502,6 +359,5 @@ def backoff_delays(start: float = BACKOFF_START, cap: float = BACKOFF_MAX) -> li
     return delays
 
 
-__all__ = ["ApiStatusError", "GoneError", "Informer", "KubeConfig", "KubeConfigError",
-           "KubeError", "RawConnection", "backoff_delays", "bind_raw", "create_pod", "delete_pod",
-           "event_object", "list_all", "load_kubeconfig", "post_raw"]
+__all__ = ["ApiStatusError", "GoneError", "Informer", "RawConnection", "WatchBatch", "backoff_delays", "bind_raw", "check",
+           "create_pod", "delete_pod", "event_object", "list_all", "post_raw"]

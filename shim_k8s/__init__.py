@@ -7,6 +7,9 @@
                 actions out), one module per concept (see its map)
     state       the shim's state machines: the scheduler shim, each node's recovery
     mapping     Kubernetes objects -> what the scheduler needs, by YuniKorn's conventions
+    configmaps  the configuration from yunikorn-defaults/yunikorn-configs: merge, keys, hot
+                refresh decisions (`ConfigMapSource`), sent to the engine over SI
+    admission/  `ykshm admission`, YuniKorn's admission controller (HTTPS webhook; see its map)
 
 The Kubernetes client (list/watch, credentials, role flags) is the shared `kube` package; the
 simulated control plane is `simcluster`; the Streams controller is `streams`.

@@ -2,7 +2,13 @@
 
     ykshm shim --api-server URL | --kubeconfig FILE [--context CTX] [--socket PATH] [--name NAME]
                [--rm-id ID] [--bind-workers N] [--watch-timeout S] [--recovery-timeout S]
-               [--log-level LEVEL]
+               [--configmaps | --no-configmaps] [--namespace NS] [--log-level LEVEL]
+
+With `--configmaps` (the default inside a cluster, i.e. when KUBERNETES_SERVICE_HOST is set) the
+engine's configuration is YuniKorn's: `yunikorn-defaults` + `yunikorn-configs` in `--namespace`
+(default $NAMESPACE, else `default`), watched and hot-reloaded (shim_k8s.configmaps); it replaces
+what the engine read from its `--config` file, except the sizes fixed at the engine's start.
+Without it (systemd, `ykshm run`) the engine's file is the configuration.
     ykshm shim status [--name NAME | --status-file PATH] [--json] [--nodes]
 
 The shim writes its state to `/tmp/ykshm-NAME.shim.json`; `status` reads it (exit 1 if there is
@@ -11,6 +17,8 @@ none, or if the shim that wrote it is no longer running — the last state is st
 
 from __future__ import annotations
 
+import argparse
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -33,7 +41,15 @@ def _run(argv: Sequence[str]) -> int:
     parser.add_argument("--name", default="ykshm", help="instance name (default ykshm)")
     parser.add_argument("--socket", metavar="PATH",
                         help="engine SI socket (default /tmp/ykshm-NAME.sock)")
-    parser.add_argument("--rm-id", default="mycluster", help="resource manager ID (mycluster)")
+    parser.add_argument("--rm-id", default=None,
+                        help="resource manager ID (default: the ConfigMaps' service.clusterId, "
+                             "else mycluster)")
+    parser.add_argument("--configmaps", action=argparse.BooleanOptionalAction,
+                        default=bool(os.environ.get("KUBERNETES_SERVICE_HOST")),
+                        help="configure the engine from yunikorn-defaults/yunikorn-configs, "
+                             "hot-reloaded (default: on inside a cluster)")
+    parser.add_argument("--namespace", default=None,
+                        help="namespace of the ConfigMaps (default $NAMESPACE, else default)")
     parser.add_argument("--bind-workers", type=int, default=8, help="parallel bindings (8)")
     parser.add_argument("--recovery-timeout", type=float, default=300.0, metavar="S",
                         help="fail (exit 1, to be restarted) when a recovery is not complete after S seconds "
@@ -50,18 +66,21 @@ def _run(argv: Sequence[str]) -> int:
     if not args.recovery_timeout > 0:
         raise UsageError(f"--recovery-timeout {args.recovery_timeout:g}: must be more than 0 seconds")
 
-    import trio  # noqa: PLC0415 - keep `ykshm --help` light
 
     from .shim import ShimFailed, ShimOptions, serve
 
     kube = kubeargs.kube_config(args)
     kubeargs.log_to_stderr(args.log_level)
+    from .configmaps import default_namespace
+
     opts = ShimOptions(kube=kube, name=args.name, socket_path=args.socket or "",
-                       rm_id=args.rm_id, status_file=args.status_file or "",
+                       rm_id=args.rm_id or "mycluster", status_file=args.status_file or "",
                        bind_workers=args.bind_workers, watch_timeout=args.watch_timeout,
-                       recovery_timeout=args.recovery_timeout)
+                       recovery_timeout=args.recovery_timeout, configmaps=args.configmaps,
+                       namespace=args.namespace or default_namespace(),
+                       rm_id_from_config=args.rm_id is None)
     try:
-        trio.run(serve, opts)
+        kubeargs.run_role(serve, opts)
     except* ShimFailed as group:
         leaf: BaseException = group
         while isinstance(leaf, BaseExceptionGroup):
@@ -105,6 +124,14 @@ def _status(argv: Sequence[str]) -> int:
         print(f"  engine view: {engine.get('applications')} apps, {engine.get('asks')} asks, "
               f"{engine.get('allocations')} allocations; bindings {binds.get('done')} done, "
               f"{binds.get('inFlight')} in flight")
+        cms = doc.get("configMaps")
+        if cms:
+            refused = cms.get("refused")
+            print(f"  config: ConfigMaps in namespace {cms.get('namespace')}, hot refresh "
+                  f"{'on' if cms.get('hotRefresh') else 'off'}"
+                  + (f"; refused: {refused.get('reason')}" if refused else "")
+                  + (f"; not applied: {'; '.join(cms['notApplied'])}"
+                     if cms.get("notApplied") else ""))
         for t in doc.get("history", [])[-10:]:
             when = time.strftime("%H:%M:%S", time.localtime(t.get("time", 0)))
             print(f"  {when} {t.get('from')} -> {t.get('to')} ({t.get('event')})"

@@ -2,7 +2,8 @@
 
 Resource handling
 -----------------
-`Shim.run` owns one nursery holding every task: two informers (nodes, pods), the SI connector
+`Shim.run` owns one nursery holding every task: two informers (nodes, pods; a third on the
+scheduler namespace's ConfigMaps with `configmaps`, see shim_k8s.configmaps), the SI connector
 (which owns the socket stream while connected), `bind_workers` binders, two event posters, the
 pod deleter/creator, the status writer and the core loop. Every input reaches the core loop
 through one unbounded memory channel, so `ShimCore` is only ever touched by that task. The HTTP
@@ -41,11 +42,14 @@ import trio
 
 from si import protocol as si
 
+from common.configsection import ConfigError
 from common.shimstatus import status_path
 from kube import client as kubeclient
+from . import configmaps
 from .core import Actions, Bind, ShimCore
 from .core.registration import check_recovery_deadline
-from kube.client import ApiStatusError, Informer, KubeConfig, WatchBatch
+from kube.client import ApiStatusError, Informer, WatchBatch
+from kube.config import KubeConfig
 from .state import ShimState
 
 log = logging.getLogger("ykshm.shim")
@@ -125,6 +129,11 @@ class ShimOptions:
     max_batch: int = 5000
     recovery_timeout: float = 300.0
     """A recovery not complete after this many seconds fails the shim (exit 1; restarted)."""
+    configmaps: bool = False
+    """Configure the engine from yunikorn-defaults/yunikorn-configs in `namespace`, watched."""
+    namespace: str = "default"
+    rm_id_from_config: bool = False
+    """The RM ID is the ConfigMaps' service.clusterId (no --rm-id given)."""
 
     def __post_init__(self) -> None:
         if not self.socket_path:
@@ -150,9 +159,36 @@ class Shim:
         self.started = time.time()
 
     # ------------------------------------------------------------------ running
+    async def _load_configmaps(self, client: httpx.AsyncClient) -> Informer:
+        """Read both ConfigMaps before registering (YuniKorn: an invalid one is fatal at start)
+        and return the informer that watches them."""
+        ns = self.opts.namespace
+        source = configmaps.ConfigMapSource(ns)
+        maps = []
+        for name in configmaps.NAMES:
+            try:
+                resp = await client.get(f"/api/v1/namespaces/{ns}/configmaps/{name}")
+                maps.append(None if resp.status_code == 404 else kubeclient.check(resp))
+            except (ApiStatusError, httpx.HTTPError) as exc:  # fatal at start, as YuniKorn's
+                raise ShimFailed(f"cannot read ConfigMap {ns}/{name}: {exc}") from None
+        try:
+            parsed = source.load(*maps)
+        except ConfigError as exc:
+            raise ShimFailed(f"invalid configuration in the ConfigMaps of namespace {ns}: "
+                             f"{exc}") from None
+        self.core.config_source = source
+        if self.opts.rm_id_from_config:
+            self.core.rm_id = parsed.shim.cluster_id
+        log.info("configuration from ConfigMaps %s in namespace %s (hot refresh %s)",
+                 "/".join(n for n, cm in zip(configmaps.NAMES, maps) if cm) or "(none)", ns,
+                 "on" if source.hot_refresh else "off")
+        return Informer(client, f"/api/v1/namespaces/{ns}/configmaps", "configmaps",
+                        timeout_seconds=self.opts.watch_timeout)
+
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         async with self.opts.kube.client() as client:
             self.client = client
+            cm_informer = await self._load_configmaps(client) if self.opts.configmaps else None
             try:
                 async with trio.open_nursery() as nursery:
                     nodes = Informer(client, "/api/v1/nodes", "nodes",
@@ -160,6 +196,9 @@ class Shim:
                     pods = Informer(client, "/api/v1/pods", "pods",
                                     timeout_seconds=self.opts.watch_timeout)
                     self._informers = [nodes, pods]
+                    if cm_informer is not None:
+                        self._informers.append(cm_informer)
+                        nursery.start_soon(cm_informer.run, self._in_send)
                     nursery.start_soon(self._core_loop)
                     nursery.start_soon(nodes.run, self._in_send)
                     nursery.start_soon(pods.run, self._in_send)
@@ -215,7 +254,8 @@ class Shim:
             if item.events is None:
                 core.on_synced(item.kind)
                 return
-            handler = core.on_pod if item.kind == "pods" else core.on_node
+            handler = {"pods": core.on_pod, "nodes": core.on_node,
+                       "configmaps": core.on_configmap}[item.kind]
             for etype, obj in item.events:
                 handler(etype, obj)
         elif isinstance(item, SiReceived):
@@ -375,6 +415,8 @@ class Shim:
                           for i in self._informers},
             "events": {"posted": self.events_posted, "dropped": self.events_dropped},
         })
+        if self.core.config_source is not None:
+            doc["configMaps"] = self.core.config_source.status()
         return doc
 
     def _write_status(self, stopped: bool = False) -> None:

@@ -1,7 +1,8 @@
 """Every SI message, both ways, as typed frozen values: the one name to import them by.
 
     requests   what the shim sends: RegisterResourceManager, ApplicationRequest, NodeRequest,
-               AllocationRequest and their parts (built by the shim, `to_si()` on the wire)
+               AllocationRequest, UpdateConfiguration and their parts (built by the shim,
+               `to_si()` on the wire)
     parse      `parse(msg)`: a received dict -> a request, every field checked (`ProtocolError`
                names the field); the engine's entrance
     responses  what the engine sends: AllocationResponse, ApplicationResponse, NodeResponse,
@@ -16,7 +17,8 @@ from si.requests import (AddApplication, AllocationAsk, AllocationRelease,
                          AllocationRequest, ApplicationRequest, AskRelease,
                          DEFAULT_PREEMPTION, ExistingAllocation, NodeChange,
                          NodeRequest, PreemptionPolicy, RegisterResourceManager,
-                         RemoveApplication, ShimMessage, UserGroupInfo)
+                         RemoveApplication, ShimMessage, UpdateConfiguration,
+                         UserGroupInfo)
 from si.responses import (Ack, AllocationResponse, ApplicationResponse, EngineMessage,
                           Error, EventRecord, EventRecords, NewAllocation, NodeResponse,
                           RegisterResourceManagerResponse, RejectedAllocation,
@@ -30,6 +32,7 @@ __all__ = [
     "EngineMessage", "Error", "EventRecord", "EventRecords", "ExistingAllocation",
     "NewAllocation", "NodeChange", "NodeRequest", "NodeResponse", "RegisterResourceManager",
     "RegisterResourceManagerResponse", "RejectedAllocation", "RejectedApplication",
-    "RejectedNode", "RemoveApplication", "ShimMessage", "UpdatedApplication", "UserGroupInfo",
+    "RejectedNode", "RemoveApplication", "ShimMessage", "UpdateConfiguration",
+    "UpdatedApplication", "UserGroupInfo",
     "parse", "read_engine",
 ]

@@ -11,12 +11,12 @@ from typing import Any
 
 from si.protocol import (APPLICATION_REQUEST, GANG_HARD, GANG_SOFT, NODE_ACTIONS,
                          NODE_REQUEST, REGISTER_RM, SHIM_MESSAGES,
-                         TERMINATION_TYPES, ProtocolError)
+                         TERMINATION_TYPES, UPDATE_CONFIGURATION, ProtocolError)
 from si.requests import (AddApplication, AllocationAsk, AllocationRelease,
                          AllocationRequest, ApplicationRequest, AskRelease,
                          ExistingAllocation, NodeChange, NodeRequest, PreemptionPolicy,
                          RegisterResourceManager, RemoveApplication, ShimMessage,
-                         UserGroupInfo)
+                         UpdateConfiguration, UserGroupInfo)
 from si.resources import Resource
 from si.tags import PARTITION_ATTRIBUTE
 
@@ -100,7 +100,11 @@ def parse(msg: Mapping[str, Any]) -> ShimMessage:
     rm_id = fields.need("rmID", str, nonempty=True)
     if mtype == REGISTER_RM:
         return RegisterResourceManager(rm_id, fields.text("policyGroup"), fields.text("version"),
-                                       msg_id)
+                                       msg_id, fields.need("config", str, required=False),
+                                       _extra_config(fields, required=False))
+    if mtype == UPDATE_CONFIGURATION:
+        return UpdateConfiguration(rm_id, fields.text("policyGroup"), fields.text("config"),
+                                   _extra_config(fields, required=False) or {}, msg_id)
     if mtype == APPLICATION_REQUEST:
         return ApplicationRequest(
             rm_id, tuple(_add_application(fields.at(app, f"{mtype}.new[{i}]"))
@@ -111,6 +115,18 @@ def parse(msg: Mapping[str, Any]) -> ShimMessage:
         return NodeRequest(rm_id, tuple(_node(fields.at(node, f"{mtype}.nodes[{i}]"))
                                         for i, node in enumerate(fields.items("nodes"))), msg_id)
     return _allocation_request(fields, rm_id, msg_id)
+
+
+def _extra_config(f: _Fields, required: bool) -> dict[str, str] | None:
+    """`extraConfig`: an object of strings (YuniKorn's map<string,string>)."""
+    raw = f.need("extraConfig", dict, required=required)
+    if raw is None:
+        return None
+    for key, value in raw.items():
+        if not isinstance(value, str):
+            raise ProtocolError(f"{f.where}.extraConfig.{key} must be str, "
+                                f"got {type(value).__name__}", f.mtype)
+    return dict(raw)
 
 
 def _add_application(f: _Fields) -> AddApplication:

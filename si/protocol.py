@@ -21,6 +21,11 @@ Shim -> engine (`SHIM_MESSAGES`)
 - `RegisterResourceManager {rmID, policyGroup, version}` -> `RegisterResourceManagerResponse
   {replyTo, instanceUUID, ringName}` then `Ack`. Must come first on a connection; a re-register
   of a known rmID wipes that RM's applications, nodes and allocations (the RM replays them).
+- `RegisterResourceManager` may also carry `config` (the queue configuration, YAML text) and
+  `extraConfig` (an object of strings: YuniKorn's other ConfigMap keys); then the engine applies
+  them as `UpdateConfiguration` does, and refuses the registration (Error) if they are invalid.
+- `UpdateConfiguration {rmID, policyGroup, config, extraConfig}` -> `Ack`, or `Error` naming why
+  the running configuration was kept (si.config: the keys; docs/CONTRACTS.md).
 - `ApplicationRequest {rmID, new: [{applicationID, queueName, partitionName, ugi: {user, groups},
   tags, placeholderAsk, gangSchedulingStyle ("Soft"|"Hard"), executionTimeoutMilliSeconds}],
   remove: [{applicationID, partitionName}]}`
@@ -91,10 +96,12 @@ APPLICATION_RESPONSE = "ApplicationResponse"
 NODE_RESPONSE = "NodeResponse"
 ALLOCATION_RESPONSE = "AllocationResponse"
 EVENT_RECORDS = "EventRecords"
+UPDATE_CONFIGURATION = "UpdateConfiguration"
 ACK = "Ack"
 ERROR = "Error"
 
-SHIM_MESSAGES = frozenset({REGISTER_RM, APPLICATION_REQUEST, NODE_REQUEST, ALLOCATION_REQUEST})
+SHIM_MESSAGES = frozenset({REGISTER_RM, APPLICATION_REQUEST, NODE_REQUEST, ALLOCATION_REQUEST,
+                           UPDATE_CONFIGURATION})
 ENGINE_MESSAGES = frozenset({REGISTER_RM_RESPONSE, APPLICATION_RESPONSE, NODE_RESPONSE,
                              ALLOCATION_RESPONSE, EVENT_RECORDS, ACK, ERROR})
 

@@ -16,7 +16,8 @@ from typing import Any, ClassVar
 import msgspec
 
 from si import resources
-from si.protocol import ALLOCATION_REQUEST, APPLICATION_REQUEST, NODE_REQUEST, REGISTER_RM
+from si.protocol import (ALLOCATION_REQUEST, APPLICATION_REQUEST, NODE_REQUEST, REGISTER_RM,
+                         UPDATE_CONFIGURATION)
 from si.resources import Resource
 from si.tags import PARTITION_ATTRIBUTE
 
@@ -214,18 +215,48 @@ class AskRelease(FrozenMessage):
 # --- messages ----------------------------------------------------------------------------------
 
 class RegisterResourceManager(FrozenMessage):
+    """The RM's registration. `config` (the queue configuration, YAML text) and `extra_config`
+    (every other ConfigMap key) as YuniKorn's RegisterResourceManagerRequest: None = not sent,
+    the engine keeps the configuration of its own file; sent (even "") = the RM's configuration
+    replaces it ("" is YuniKorn's default configuration)."""
+
     TYPE: ClassVar[str] = REGISTER_RM
 
     rm_id: str
     policy_group: str = ""
     version: str = ""
     id: int | None = None
+    config: str | None = None
+    extra_config: Mapping[str, str] | None = None
 
     def to_si(self) -> dict[str, Any]:
         out: dict[str, Any] = {"type": self.TYPE}
         put_optional(out, "id", self.id)
         out.update({"rmID": self.rm_id, "policyGroup": self.policy_group,
                     "version": self.version})
+        put_optional(out, "config", self.config)
+        put_optional(out, "extraConfig",
+                     dict(self.extra_config) if self.extra_config is not None else None)
+        return out
+
+
+class UpdateConfiguration(FrozenMessage):
+    """A changed configuration (YuniKorn's UpdateConfigurationRequest): the engine applies it as
+    a reload and answers Ack, or Error naming why it kept the running configuration."""
+
+    TYPE: ClassVar[str] = UPDATE_CONFIGURATION
+
+    rm_id: str
+    policy_group: str = ""
+    config: str = ""
+    extra_config: Mapping[str, str] = msgspec.field(default_factory=dict)
+    id: int | None = None
+
+    def to_si(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"type": self.TYPE}
+        put_optional(out, "id", self.id)
+        out.update({"rmID": self.rm_id, "policyGroup": self.policy_group,
+                    "config": self.config, "extraConfig": dict(self.extra_config)})
         return out
 
 
@@ -285,4 +316,5 @@ class AllocationRequest(FrozenMessage):
         return out
 
 
-ShimMessage = RegisterResourceManager | ApplicationRequest | NodeRequest | AllocationRequest
+ShimMessage = (RegisterResourceManager | ApplicationRequest | NodeRequest | AllocationRequest
+               | UpdateConfiguration)

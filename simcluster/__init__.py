@@ -48,6 +48,7 @@ Modules (one concept each):
 - `endpoints`  the endpoints and EndpointSlice controllers (each Service's ready pods)
 - `services`   ClusterIP listeners proxying to ready endpoints, and the hosts file of Service names
 - `workload`   pods for the `yunikorn` scheduler from a file or `--demo`
+- `faults`     opt-in fault injection on writes (`--fault-rate`): 500/429/409/504, for resilience tests
 - `httpserver` HTTP/1.1 on trio + h11 with long-lived chunked watch streams
 - `tlsserve`   HTTPS: the server SSLContext (serving cert, optional client CA), listeners wrapped
 - `pki`        `--pki-dir`: a self-made CA, serving/admin certificates, SA key pair, admin kubeconfig

@@ -31,6 +31,7 @@ from . import (admission, apply, crd, discovery, disruption, eventconv, eviction
                podlogs, protobuf, scale, schema, structural, tables, timestamps)
 from .errors import (AlreadyExists, ApiError, BadRequest, Conflict, Expired, Forbidden, InternalError, Invalid,
                      MethodNotAllowed, NotFound, TooLargeVersion, UnsupportedMedia, status_object, success_status)
+from .faults import Faults
 from .httpserver import Request, Response, StreamResponse
 from .patch import MERGE, STRATEGIC, apply_patch
 from .resources import BINDINGS, CRDS, EVENTS, EVICTIONS, NAMESPACES, NEW_EVENTS, PDBS, PODS, Registry, Resource
@@ -92,8 +93,9 @@ class Api:
     """The request handler; `kubelet` and `workload` use `create_object` for their writes."""
 
     def __init__(self, store: Store, *, server: str = "127.0.0.1", bookmark_interval: float = 5.0,
-                 node_cpu: str = "16", node_memory: str = "64Gi") -> None:
+                 node_cpu: str = "16", node_memory: str = "64Gi", faults: Faults | None = None) -> None:
         self.store = store
+        self.faults = faults or Faults()
         self.server = server
         self.bookmark_interval = bookmark_interval
         self.node_cpu = node_cpu
@@ -118,6 +120,13 @@ class Api:
     # -- entry -------------------------------------------------------------------------------
     async def handle(self, req: Request) -> Response | StreamResponse:
         self.requests += 1
+        fault = self.faults.draw(req.method)
+        if fault is not None:
+            code, body = await self.faults.apply(fault, lambda: self.handle_unfaulted(req))
+            return _json(code, body)
+        return await self.handle_unfaulted(req)
+
+    async def handle_unfaulted(self, req: Request) -> Response | StreamResponse:
         try:
             if self.access is not None:
                 self.access.admit(req)
@@ -706,6 +715,8 @@ class Api:
         pdb = eviction.may_evict(self.store, self._must_get(PODS, ns, name))
         opts = body.get("deleteOptions") or {}
         if req.param("dryRun") != "All" and opts.get("dryRun") != ["All"]:
+            pod = self._must_get(PODS, ns, name)
+            self.store.replace("pods", eviction.with_disruption_target(pod, objects.now_rfc3339()))
             self.delete_object(PODS, ns, name, opts.get("propagationPolicy"))
             if pdb is not None:
                 self.store.replace(PDBS.bucket, disruption.with_evicted(pdb, name))

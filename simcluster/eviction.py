@@ -13,7 +13,10 @@ As the apiserver's eviction REST:
   else **429 TooManyRequests** "Cannot evict pod as it would violate the pod's disruption budget."
   with a `DisruptionBudget` cause naming the budget, and the pod stays;
 - the answer to an eviction is 201 with a Success Status; `dryRun=All` checks and deletes nothing;
-- the budget remembers the evicted pod (`disruption.with_evicted`) so it still counts as expected.
+- the budget remembers the evicted pod (`disruption.with_evicted`) so it still counts as expected;
+- before the deletion the pod gets the `DisruptionTarget` condition (reason
+  `EvictionByEvictionAPI`), as the apiserver does since Kubernetes 1.26 (PodDisruptionConditions):
+  a controller can tell an eviction from a user's deletion by the pod's last state.
 """
 
 from __future__ import annotations
@@ -64,6 +67,15 @@ def may_evict(store: Store, pod: Obj) -> Obj | None:
     raise TooManyRequests(VIOLATION, {"causes": [{
         "reason": "DisruptionBudget",
         "message": f"The disruption budget {name} needs {b.desired} healthy pods and has {b.healthy} currently"}]})
+
+
+def with_disruption_target(pod: Obj, now: str) -> Obj:
+    """The pod with `DisruptionTarget=True` (reason EvictionByEvictionAPI) in its status."""
+    status = dict(pod.get("status") or {})
+    conds = [c for c in status.get("conditions") or [] if c.get("type") != "DisruptionTarget"]
+    conds.append({"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI",
+                  "message": "Eviction API: evicting", "lastProbeTime": None, "lastTransitionTime": now})
+    return {**pod, "status": {**status, "conditions": conds}}
 
 
 def evicted_status() -> Obj:

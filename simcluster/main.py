@@ -31,6 +31,7 @@ from common.cliutil import Failure, Parser, UsageError, run_main
 from . import (authconfig, controllers, disruption, endpoints, kinds, leases, loopback, objects, pki, priority,
                podtoken, procimages, procpods, rbac, services, tlsserve, tokens, workload)
 from .api import Api
+from .faults import Faults
 from .httpserver import HttpServer, open_listeners
 from .kubelet import Kubelet
 from .resources import BUCKETS, NAMESPACES, NODES, PRIORITYCLASSES, SERVICES
@@ -77,6 +78,9 @@ def build_parser() -> Parser:
                    help="seconds between node lease renewals in kube-node-lease (default 10; 0 = no leases)")
     p.add_argument("--event-ttl", type=_seconds(1), default=3600.0,
                    help="seconds an Event is kept, as the apiserver's --event-ttl (default 3600)")
+    p.add_argument("--fault-rate", type=float, default=0.0, metavar="R",
+                   help="fail this fraction of writes with 500/429/409/504 (testing only; default 0)")
+    p.add_argument("--fault-seed", type=int, default=None, metavar="N", help="seed of the fault draw")
     proc = p.add_argument_group("process pods (ykshm's own images run as local processes)")
     proc.add_argument("--ykshm-image", metavar="IMAGE", default=None,
                       help=f"the image that runs `ykshm` (default {procimages.default_image()})")
@@ -109,6 +113,8 @@ def _check_args(args) -> None:
         args.bind = bind
     except ValueError:
         raise UsageError(f"--bind {args.bind}: not an IP address") from None
+    if not 0.0 <= args.fault_rate <= 1.0:
+        raise UsageError(f"--fault-rate must be 0..1, got {args.fault_rate}")
     if args.nodes < 0 or args.nodes > 100_000:
         raise UsageError(f"--nodes must be 0..100000, got {args.nodes}")
     if args.watch_history < 1:
@@ -166,7 +172,8 @@ async def serve(args, apps: list[workload.App] | None, security: authconfig.Secu
         listeners = tlsserve.wrap(listeners, security.tls)
     host = f"[{args.bind}]" if ":" in args.bind else args.bind
     api = Api(store, server=f"{args.bind}:{port}", bookmark_interval=args.bookmark_interval,
-              node_cpu=args.node_cpu, node_memory=args.node_memory)
+              node_cpu=args.node_cpu, node_memory=args.node_memory,
+              faults=Faults(args.fault_rate, args.fault_seed))
     endpoints_ctl = endpoints.EndpointsController(store, api.create_object, (args.bind, port))
     pods, network, block, own_dir = None, None, None, None
     if not args.no_process_pods:

@@ -9,6 +9,7 @@
     fusion      FusionSpec (Job `fusion` + `threadingModel`), the automatic PE count, fuse / refuse
     aadl        one deterministic AADL document per PE, and its content id
     fetch       bundle sources (file, http + CA from a ConfigMap, github + token from a Secret), cache
+    fetchpolicy where a bundle URL may lead (no loopback/link-local/metadata) and who gets a token
 
 The instance controller (`ykshm streams`):
 
@@ -17,6 +18,8 @@ The instance controller (`ykshm streams`):
     jobspec     a Job's spec read and checked (the seed's logical errors), PE options, resources table
     submission  fetch -> bundle -> ADL -> fuse -> AADLs -> the job's objects (idempotent)
     refuse      a parallel region's width changed (/scale): re-fuse, only touched PEs relaunch
+    repair      objects of a running job a user deleted (AADL ConfigMaps, HostPools, CRs, CRO) re-made
+    events      the controller's events, rate-limited per object
     reconcile   the pure plan: PEs, pods by launch count, restarts, connectivity, PE status
     restart     the seed's restart policy table, as data
     objects     the job's Kubernetes objects with deterministic names (PE pods: gang, placement)
@@ -28,7 +31,7 @@ The instance controller (`ykshm streams`):
     region_main       the command lines of `ykshm cr-operator` and `ykshm pe-sim`
     appgen      ADL and .sab files in the compiler's format, for tests, the bench and the demo
 
-Pure modules (all but fetch, controller, submission, refuse, kubecalls, crds, operators and the
+Pure modules (all but fetch, controller, submission, refuse, repair, events, kubecalls, crds, operators and the
 *_process modules) do no I/O.
 
 Consistent regions (`ykshm cr-operator`, one per job):

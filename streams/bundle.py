@@ -6,6 +6,12 @@ directory (`<outputDirectory>/<adlFile>`, binaries, toolkits). Only the ADL is r
 tar, streaming: the toolkits are not unpacked into memory.
 
 Every failure is a `BundleError` naming what is missing or wrong and where.
+
+Bundles come from Job authors, whom the controller does not trust: a zip or tar bomb is refused
+while it is read, not after. `Limits`: at most `entries` zip entries and tar members, at most
+`total_bytes` decompressed from the tar, and, past the first 16 MiB, at most `ratio` times the
+tar's compressed size (a real bundle's binaries and toolkits compress a few times; a bomb a
+thousand times). Reading runs in a worker thread (submission.load), so these also bound its time.
 """
 
 from __future__ import annotations
@@ -31,6 +37,36 @@ ZIP_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, Run
 INFO = "bundleInfo.xml"
 TAR = "tar/bundle.tar"
 MAX_ADL_BYTES = 256 << 20
+RATIO_FREE_BYTES = 16 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """What a bundle may cost to read (module docstring)."""
+
+    entries: int = 100_000
+    total_bytes: int = 4 << 30
+    ratio: int = 200
+
+
+class _Budget(io.RawIOBase):
+    """A reader over `raw` that fails once it has given more than the limits allow."""
+
+    def __init__(self, raw: io.BufferedIOBase, compressed: int, limits: Limits) -> None:
+        self.raw, self.compressed, self.limits, self.given = raw, max(compressed, 1), limits, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buf) -> int:
+        n = self.raw.readinto(buf)
+        self.given += n or 0
+        if self.given > self.limits.total_bytes:
+            raise BundleError(f"{TAR} decompresses to more than {self.limits.total_bytes} bytes (a zip bomb?)")
+        if self.given > RATIO_FREE_BYTES and self.given > self.limits.ratio * self.compressed:
+            raise BundleError(f"{TAR} decompresses more than {self.limits.ratio} times its "
+                              f"{self.compressed} compressed bytes (a zip bomb?)")
+        return n
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +79,7 @@ class Bundle:
     adl: bytes = field(repr=False)
 
 
-def read_bundle(data: bytes) -> Bundle:
+def read_bundle(data: bytes, limits: Limits = Limits()) -> Bundle:
     """Read a .sab's bundle info and its ADL; BundleError if it is not a Streams bundle."""
     try:
         archive = zipfile.ZipFile(io.BytesIO(data))
@@ -52,11 +88,13 @@ def read_bundle(data: bytes) -> Bundle:
     except ZIP_ERRORS as exc:
         raise BundleError(f"bundle zip cannot be read: {exc}") from None
     with archive:
+        if len(archive.infolist()) > limits.entries:
+            raise BundleError(f"bundle has {len(archive.infolist())} zip entries, over the {limits.entries} limit")
         info = _info(archive)
         adl_file, out_dir = info.get("adlFile"), info.get("outputDirectory")
         if not adl_file:
             raise BundleError(f"{INFO}: <bundleInfoModel> has no adlFile attribute")
-        adl = _adl_from_tar(archive, adl_file, out_dir)
+        adl = _adl_from_tar(archive, adl_file, out_dir, limits)
     name = adl_file[:-4] if adl_file.endswith(".adl") else adl_file
     return Bundle(name=name, info=info, adl=adl)
 
@@ -86,12 +124,19 @@ def _info(archive: zipfile.ZipFile) -> dict:
     return info
 
 
-def _adl_from_tar(archive: zipfile.ZipFile, adl_file: str, out_dir: str | None) -> bytes:
+def _adl_from_tar(archive: zipfile.ZipFile, adl_file: str, out_dir: str | None, limits: Limits) -> bytes:
     wanted = f"{out_dir}/{adl_file}" if out_dir else adl_file
     entry = _member(archive, TAR)
     try:
-        with archive.open(entry) as raw, tarfile.open(fileobj=raw, mode="r|*") as tar:
-            for member in tar:
+        with archive.open(entry) as raw, \
+                tarfile.open(fileobj=io.BufferedReader(_Budget(raw, entry.compress_size, limits)), mode="r|*") as tar:
+            inside = 0                  # a compressed tar (r|*) decompresses past _Budget: count members
+            for count, member in enumerate(tar, 1):
+                inside += member.size
+                if count > limits.entries:
+                    raise BundleError(f"{TAR} has more than {limits.entries} members")
+                if inside > limits.total_bytes:
+                    raise BundleError(f"{TAR} holds more than {limits.total_bytes} bytes (a tar bomb?)")
                 name = member.name.removeprefix("./")
                 if name != wanted and not (out_dir is None and name.endswith("/" + adl_file)):
                     continue

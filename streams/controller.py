@@ -17,6 +17,14 @@ Job status (`/status`): `phase` Submitting -> Submitted -> Running (every PE's c
 or Failed with `message` and a `Submitted` condition whose reason names what went wrong; a
 Warning event says the same. A failed job's objects are deleted with Foreground propagation; a
 change to its spec (a new `metadata.generation`) submits it again from that clean slate.
+
+API errors never end the process (`_on_error`, the one boundary of every per-job task): a
+transient one (5xx, 429, 409, a timeout, a dropped connection) retries that job alone with
+exponential backoff (`kube.client.backoff_delays`: 0.8 s doubling to 30 s, jittered), reported on
+the Job as a `Synced=False` condition and an `ApiError` Warning event, cleared once a pass
+succeeds; a conflict retries quietly. A permanent one (400, 422: the request itself is wrong)
+fails the job, naming the cause. Events go through `events.Events`: per object, a burst of 25
+then one per 5 minutes.
 """
 
 from __future__ import annotations
@@ -25,14 +33,17 @@ import dataclasses
 import datetime as dt
 import logging
 import math
+import random
 from collections.abc import Mapping
 from typing import Any
 
 import httpx
 import trio
 
-from kube.client import ApiStatusError, Informer
-from . import kubecalls as kube, reconcile, submission
+from kube.client import ApiStatusError, Informer, backoff_delays, check
+from . import kubecalls as kube, reconcile, repair, submission
+from .events import Events
+from .fetchpolicy import FetchPolicy
 from .errors import LogicalError
 from .jobspec import JobSpec, read_job
 from .objects import LABEL_JOB, LABEL_KIND
@@ -40,12 +51,25 @@ from .objects import LABEL_JOB, LABEL_KIND
 log = logging.getLogger("ykshm.streams")
 
 JobKey = tuple[str, str]          # (namespace, name)
-WATCHED = ("Job", "ProcessingElement", "HostPool", "ParallelRegion", "ConsistentRegionOperator",
-           "Pod", "ConfigMap")
+WATCHED = ("Job", "ProcessingElement", "HostPool", "ParallelRegion", "ConsistentRegion",
+           "ConsistentRegionOperator", "Pod", "ConfigMap")
 LABELLED = ("Pod", "ConfigMap")   # watched by label: only the ones our jobs own
 SUBMITTED_KINDS = ("ProcessingElement", "ConfigMap", "HostPool", "ParallelRegion",
                    "ConsistentRegionOperator")   # what a submission makes (and a retry removes)
 CLEAN_SLATE_SECONDS = 30.0
+RETRY_DELAYS = tuple(backoff_delays())
+DISRUPTIONS_KEPT = 1000
+
+
+@dataclasses.dataclass
+class Retry:
+    """One job's retry state: failures in a row, and when the next pass may run."""
+
+    attempts: int = 0
+    until: float = 0.0
+    reported: bool = False        # a Synced=False condition was written
+
+
 
 
 @dataclasses.dataclass
@@ -54,6 +78,8 @@ class Settings:
     cache_dir: str
     namespace: str | None = None
     operator_argv: list[str] | None = None    # how to start `ykshm cr-operator` (None: not at all)
+    fetch_policy: FetchPolicy = dataclasses.field(default_factory=FetchPolicy)
+    max_submissions: int = 4                  # submissions fetching and parsing at once
 
 
 def _now() -> str:
@@ -81,6 +107,11 @@ class Controller:
         self.submitting: dict[JobKey, trio.CancelScope] = {}
         self.reported: dict[JobKey, set[str]] = {}
         self.widths_busy: set[JobKey] = set()
+        self.retries: dict[JobKey, Retry] = {}
+        self.fetch_slots = trio.CapacityLimiter(settings.max_submissions)
+        self.orphans: set[str] = set()                         # PE uids reported without a Job
+        self.disrupted: dict[JobKey, dict[str, str]] = {}   # pods deleted by a disruption, per job
+        self.events = Events(client)
         self.synced = trio.Event()
         self.operators: Any = None
 
@@ -127,10 +158,25 @@ class Controller:
 
     async def _route(self, receive: trio.MemoryReceiveChannel) -> None:
         async for batch in receive:
-            for _type, obj in batch.events or ():
-                self.mark(_job_key_of(obj))
+            for type_, obj in batch.events or ():
+                key = _job_key_of(obj)
+                if batch.kind == "Pod" and type_ == "DELETED" and key is not None:
+                    self._remember_disruption(key, obj)
+                if batch.kind == "ConsistentRegion" and type_ == "MODIFIED":
+                    continue        # the operator's status writes: nothing for the controller
+                self.mark(key)
             if batch.kind == "ConsistentRegionOperator" and self.operators is not None:
                 self.operators.update(self.informers["ConsistentRegionOperator"].store)
+
+    def _remember_disruption(self, key: JobKey, pod: Mapping[str, Any]) -> None:
+        """A pod deleted with `DisruptionTarget` (evicted, preempted): the plan counts it as a
+        failure, not a user's deletion. Only the latest few per job are kept."""
+        why = reconcile.disruption(pod)
+        if why:
+            seen = self.disrupted.setdefault(key, {})
+            seen[pod["metadata"]["name"]] = why
+            while len(seen) > DISRUPTIONS_KEPT:
+                del seen[next(iter(seen))]
 
     async def _reconcile_loop(self) -> None:
         while True:
@@ -140,25 +186,101 @@ class Controller:
                 key = self.dirty.pop()
                 try:
                     await self.reconcile(key)
-                except (ApiStatusError, httpx.HTTPError) as exc:
-                    log.warning("job %s/%s: %s; trying again", key[0], key[1], exc)
-                    self.nursery.start_soon(self._retry_later, key)
+                except Exception as exc:  # noqa: BLE001 - the boundary: one job's error stays its own
+                    self._on_error(key, exc, "reconcile")
                 await trio.sleep(0)
 
-    async def _retry_later(self, key: JobKey, delay: float = 1.0) -> None:
+    # --- errors: retry with backoff per job, or fail the job ------------------------------
+
+    def _on_error(self, key: JobKey, exc: Exception, what: str) -> None:
+        """What an error in one job's pass, submission or width change becomes (never raises)."""
+        if kube.permanent(exc) and self.job(key) is not None and key not in self.submitting:
+            scope = trio.CancelScope()
+            self.submitting[key] = scope
+            self.nursery.start_soon(self._fail_task, key, exc, what, scope)
+            return
+        if not isinstance(exc, (ApiStatusError, httpx.HTTPError, kube.Stale)):
+            log.error("job %s/%s: %s failed", key[0], key[1], what, exc_info=exc)
+        else:
+            log.warning("job %s/%s: %s: %s; retrying", key[0], key[1], what, exc)
+        quiet = isinstance(exc, kube.Stale) or (isinstance(exc, ApiStatusError) and exc.code == 409)
+        self._retry(key, exc, what, quiet=quiet)
+
+    def _retry(self, key: JobKey, exc: Exception, what: str, quiet: bool) -> None:
+        retry = self.retries.setdefault(key, Retry())
+        delay = RETRY_DELAYS[min(retry.attempts, len(RETRY_DELAYS) - 1)] * (0.75 + 0.5 * random.random())
+        retry.attempts += 1
+        retry.until = trio.current_time() + delay
+        self.nursery.start_soon(self._retry_later, key, delay)
+        if not quiet:
+            self.nursery.start_soon(self._report_retry, key, retry, f"{what}: {_describe(exc)}; "
+                                    f"retrying in {delay:.1f}s (attempt {retry.attempts})", _reason_of(exc))
+
+    async def _retry_later(self, key: JobKey, delay: float) -> None:
         await trio.sleep(delay)
         self.mark(key)
+
+    async def _report_retry(self, key: JobKey, retry: Retry, message: str, reason: str) -> None:
+        """A Warning event (rate-limited) and, once per error spell, a Synced=False condition."""
+        job = self.job(key)
+        if job is None:
+            return
+        await self.events.post(job, "ApiError", message, "Warning")
+        if not retry.reported:
+            retry.reported = await self._condition(job, "Synced", "False", reason, message)
+
+    async def _succeeded(self, key: JobKey) -> None:
+        """A pass went through: forget the job's retries; clear a Synced=False it shows."""
+        retry = self.retries.pop(key, None)
+        job = self.job(key)
+        if retry is not None and job is not None and _condition_of(job, "Synced") == "False":
+            await self._condition(job, "Synced", "True", "Recovered",
+                                  f"the API calls went through after {retry.attempts} retries")
+
+    async def _condition(self, job: dict[str, Any], type_: str, value: str, reason: str,
+                         message: str) -> bool:
+        """Set one condition of the job's status (best effort: False when the write failed)."""
+        status = dict(job.get("status") or {})
+        status["conditions"] = _with_condition(status.get("conditions") or [], {
+            "type": type_, "status": value, "reason": reason, "message": message[:1024],
+            "lastTransitionTime": _now()})
+        try:
+            return await kube.put_status(self.client, job, status) is not None
+        except (ApiStatusError, httpx.HTTPError):
+            return False
+
+    async def _fail_task(self, key: JobKey, exc: Exception, what: str, scope: trio.CancelScope) -> None:
+        """A permanent API error: the job fails, naming it, from a clean slate (its own task:
+        the clean slate waits for the deletions)."""
+        try:
+            with scope:
+                job = self.job(key)
+                if job is not None:
+                    await self._fail(job, "Invalid", f"{what}: the API server refused a write: "
+                                     f"{_describe(exc)}", clean=True)
+        except Exception as again:  # noqa: BLE001 - the boundary
+            self._on_error(key, again, "recording the failure")
+        finally:
+            if self.submitting.get(key) is scope:
+                del self.submitting[key]
 
     # --- one job ---------------------------------------------------------------------------
 
     async def reconcile(self, key: JobKey) -> None:
         job = self.job(key)
+        if job is None:
+            await self._report_orphans(key)
         if job is None or job["metadata"].get("deletionTimestamp"):
             scope = self.submitting.pop(key, None)
             if scope is not None:
                 scope.cancel()
             self.reported.pop(key, None)
+            self.retries.pop(key, None)
+            self.disrupted.pop(key, None)
             return
+        retry = self.retries.get(key)
+        if key in self.submitting or (retry is not None and trio.current_time() < retry.until):
+            return                          # a task owns the job, or its retry will mark it
         status = job.get("status") or {}
         phase = status.get("phase") or ""
         generation = job["metadata"].get("generation", 1)
@@ -169,13 +291,25 @@ class Controller:
         except LogicalError as exc:
             await self._fail(job, "InvalidSpec", str(exc))
             return
-        if phase in ("", "Submitting", "Failed"):
-            if key not in self.submitting:
-                scope = trio.CancelScope()
-                self.submitting[key] = scope
-                self.nursery.start_soon(self._submission, key, job, spec, scope)
+        modified = phase in ("Submitted", "Running") and status.get("observedGeneration") not in (None, generation)
+        if phase in ("", "Submitting", "Failed") or modified:
+            scope = trio.CancelScope()
+            self.submitting[key] = scope
+            self.nursery.start_soon(self._submission, key, job, spec, scope)
             return
         await self._reconcile_running(key, job, spec)
+        await self._succeeded(key)
+
+    async def _report_orphans(self, key: JobKey) -> None:
+        """A PE whose Job does not exist (made by hand, or left by an orphaning delete): one
+        Warning event per PE; nothing is run for it."""
+        for pe in self.objects_of("ProcessingElement", key):
+            uid = pe["metadata"].get("uid", "")
+            meta = pe["metadata"]
+            if uid not in self.orphans and not meta.get("deletionTimestamp") and not meta.get("ownerReferences"):
+                self.orphans.add(uid)
+                await self.events.post(pe, "OrphanPE", f"processing element {pe['metadata']['name']}: its "
+                                       f"Job {key[0]}/{key[1]} does not exist; nothing runs for it", "Warning")
 
     async def _reconcile_running(self, key: JobKey, job: dict[str, Any], spec: JobSpec) -> None:
         configmaps = [c for c in self.objects_of("ConfigMap", key)
@@ -184,28 +318,59 @@ class Controller:
         view = reconcile.JobView(job=job, configmaps=configmaps, pes=self.objects_of("ProcessingElement", key),
                                  pods=self.objects_of("Pod", key),
                                  host_pools_expected=int((job.get("status") or {}).get("hostPools") or 0),
-                                 host_pools_present=len(pools))
+                                 host_pools_present=len(pools), disrupted=self.disrupted.get(key, {}))
+        if await self._repaired(key, job, spec, view):
+            return                  # the next pass sees what was re-made (the plan would not)
         for step in reconcile.plan_job(view, spec=spec, reported=self.reported.setdefault(key, set())):
             await self._carry_out(step)
         await self._check_widths(key, job, spec)
+        await self._part_statuses(key, configmaps)
         await self._job_status(job, view)
+
+    async def _repaired(self, key: JobKey, job: dict[str, Any], spec: JobSpec,
+                        view: reconcile.JobView) -> bool:
+        """Re-make what a user deleted of the job (repair.py), once its widths are settled."""
+        regions = self.objects_of("ParallelRegion", key)
+        settled = key not in self.widths_busy and all(
+            (r.get("status") or {}).get("width") in (r["spec"].get("width"), None) or
+            (r.get("status") or {}).get("refusedWidth") == r["spec"].get("width") for r in regions)
+        what = repair.missing([reconcile.pe_doc(c) for c in view.configmaps], view.pes, view.host_pools_present,
+                              view.host_pools_expected, len(self.objects_of("ConsistentRegion", key)),
+                              bool(self.objects_of("ConsistentRegionOperator", key)))
+        if not what or not settled:
+            return False
+        return await repair.repair(self, key, job, spec, self.objects_of("ConfigMap", key), view.pes,
+                                   regions, what)
+
+    async def _part_statuses(self, key: JobKey, configmaps: list[dict[str, Any]]) -> None:
+        """HostPool and ParallelRegion status (phase, the region's pod selector for /scale)."""
+        docs = [reconcile.pe_doc(c) for c in configmaps]
+        for kind, new_status in (("ParallelRegion", lambda o: reconcile.region_status(o, docs, key[1])),
+                                 ("HostPool", lambda o: reconcile.pool_status(o, docs))):
+            for obj in self.objects_of(kind, key):
+                if key in self.widths_busy and kind == "ParallelRegion":
+                    continue                      # the width change writes it
+                status = new_status(obj)
+                if status != (obj.get("status") or {}):
+                    kube.written(await kube.put_status(self.client, obj, status))
 
     async def _carry_out(self, step: reconcile.Step) -> None:
         obj = step.obj
         if step.what == "create":
             await kube.create(self.client, obj)
         elif step.what == "update_pe":
-            if await kube.replace(self.client, obj) is not None and step.reason:
-                await kube.post_event(self.client, obj, step.reason, step.message, step.type_)
+            kube.written(await kube.replace(self.client, obj))
+            if step.reason:
+                await self.events.post(obj, step.reason, step.message, step.type_)
             return
         elif step.what == "delete":
             meta = obj["metadata"]
             await kube.delete(self.client, obj["kind"], meta.get("namespace") or "default",
                               meta["name"], propagation=step.propagation, uid=meta.get("uid"))
         elif step.what == "pe_status":
-            await kube.put_status(self.client, obj, step.status or {})
+            kube.written(await kube.put_status(self.client, obj, step.status or {}))
         if step.what == "event" or (step.reason and step.what != "pe_status"):
-            await kube.post_event(self.client, obj, step.reason, step.message, step.type_)
+            await self.events.post(obj, step.reason, step.message, step.type_)
 
     async def _job_status(self, job: dict[str, Any], view: reconcile.JobView) -> None:
         status = dict(job.get("status") or {})
@@ -214,36 +379,49 @@ class Controller:
         phase = "Running" if full else "Submitted"
         new = {**status, "phase": phase, "peCount": len(view.configmaps)}
         if new != status:
-            await kube.put_status(self.client, job, new)
+            kube.written(await kube.put_status(self.client, job, new))
             if phase == "Running" and status.get("phase") != "Running":
-                await kube.post_event(self.client, job, "Running",
+                await self.events.post(job, "Running",
                                       f"all {len(pes)} processing elements are running and connected")
 
     # --- submission ------------------------------------------------------------------------
 
     async def _submission(self, key: JobKey, job: dict[str, Any], spec: JobSpec,
                           scope: trio.CancelScope) -> None:
+        failed: Exception | None = None
         try:
             with scope:
                 await self._submit(key, job, spec)
+        except Exception as exc:  # noqa: BLE001 - the boundary: one job's error stays its own
+            failed = exc
         finally:
             if self.submitting.get(key) is scope:
                 del self.submitting[key]
+        if failed is not None:
+            self._on_error(key, failed, "submission")
+        else:
+            self.retries.pop(key, None)
             self.mark(key)
 
     async def _submit(self, key: JobKey, job: dict[str, Any], spec: JobSpec) -> None:
         status = job.get("status") or {}
-        if status.get("phase") == "Failed":
+        generation = job["metadata"].get("generation", 1)
+        if status.get("phase") in ("Submitted", "Running") and status.get("observedGeneration") != generation:
+            await self.events.post(job, "Modified", f"the spec changed (generation {generation}): "
+                                   "resubmitting from a clean slate")
+            await self._clean_slate(key, job)
+        elif status.get("phase") == "Failed":
             await self._clean_slate(key, job)
         job = await kube.put_status(self.client, job, {"phase": "Submitting", "submissionTime": _now(),
                                                         "observedGeneration": job["metadata"].get("generation", 1)}) or job
-        await kube.post_event(self.client, job, "Submitting", f"fetching bundle {spec.bundle_name}")
+        await self.events.post(job, "Submitting", f"fetching bundle {spec.bundle_name}")
         timeout = spec.submission_timeout
         with trio.move_on_after(timeout if math.isfinite(timeout) else math.inf) as deadline:
             try:
                 prepared = await submission.submit(self.client, job, spec,
                                                    bundle_dir=self.settings.bundle_dir,
-                                                   cache_dir=self.settings.cache_dir)
+                                                   cache_dir=self.settings.cache_dir,
+                                                   policy=self.settings.fetch_policy, slots=self.fetch_slots)
             except submission.SUBMISSION_ERRORS as exc:
                 await self._fail(job, type(exc).__name__.removesuffix("Error") or "Error",
                                  str(exc), clean=True)
@@ -256,11 +434,11 @@ class Controller:
         done = {**(latest.get("status") or {}), "phase": "Submitted", "peCount": len(prepared.pes),
                 "hostPools": len(prepared.app.host_pools), "fusionNodes": prepared.nodes, "message": "",
                 "observedGeneration": job["metadata"].get("generation", 1),
-                "conditions": [{"type": "Submitted", "status": "True", "reason": "Fused",
-                                "message": f"fused into {len(prepared.pes)} PEs",
-                                "lastTransitionTime": _now()}]}
-        await kube.put_status(self.client, latest, done)
-        await kube.post_event(self.client, latest, "Submitted",
+                "conditions": _with_condition((latest.get("status") or {}).get("conditions") or [], {
+                    "type": "Submitted", "status": "True", "reason": "Fused",
+                    "message": f"fused into {len(prepared.pes)} PEs", "lastTransitionTime": _now()})}
+        kube.written(await kube.put_status(self.client, latest, done))
+        await self.events.post(latest, "Submitted",
                               f"bundle {spec.bundle_name} fused into {len(prepared.pes)} processing elements")
 
     async def _fail(self, job: dict[str, Any], reason: str, message: str, clean: bool = False) -> None:
@@ -271,10 +449,11 @@ class Controller:
         latest = self.job(_job_key_of(job)) or job
         status = {**(latest.get("status") or {}), "phase": "Failed", "message": message,
                   "observedGeneration": latest["metadata"].get("generation", 1),
-                  "conditions": [{"type": "Submitted", "status": "False", "reason": reason,
-                                  "message": message, "lastTransitionTime": _now()}]}
-        await kube.put_status(self.client, latest, status)
-        await kube.post_event(self.client, latest, reason, message, "Warning")
+                  "conditions": _with_condition((latest.get("status") or {}).get("conditions") or [], {
+                      "type": "Submitted", "status": "False", "reason": reason, "message": message,
+                      "lastTransitionTime": _now()})}
+        kube.written(await kube.put_status(self.client, latest, status))
+        await self.events.post(latest, reason, message, "Warning")
 
     async def _clean_slate(self, key: JobKey | None, job: Mapping[str, Any]) -> None:
         """Delete what a submission made (Foreground), so a retry starts from nothing."""
@@ -286,7 +465,7 @@ class Controller:
                 if any(r.get("uid") == uid for r in obj["metadata"].get("ownerReferences") or ()):
                     await kube.delete(self.client, kind, key[0], obj["metadata"]["name"],
                                       propagation="Foreground")
-        for obj in await self._listed(key, "ConsistentRegion"):
+        for obj in await self.listed(key, "ConsistentRegion"):
             await kube.delete(self.client, "ConsistentRegion", key[0], obj["metadata"]["name"],
                               propagation="Foreground")
         # Foreground keeps an owner until its dependents are gone: a retry that created the same
@@ -299,16 +478,18 @@ class Controller:
         return any(any(r.get("uid") == uid for r in o["metadata"].get("ownerReferences") or ())
                    for o in self.objects_of(kind, key))
 
-    async def _listed(self, key: JobKey, kind: str) -> list[dict[str, Any]]:
+    async def listed(self, key: JobKey, kind: str) -> list[dict[str, Any]]:
+        """The job's objects of a kind the controller does not watch, read from the API."""
         resp = await self.client.get(kube.KINDS[kind].collection(key[0]),
                                      params={"labelSelector": f"{LABEL_JOB}={key[1]}"})
-        return (resp.json().get("items") or []) if resp.status_code == 200 else []
+        return (check(resp) or {}).get("items") or []
 
     # --- parallel region width (/scale) ----------------------------------------------------
 
     async def _check_widths(self, key: JobKey, job: dict[str, Any], spec: JobSpec) -> None:
         regions = self.objects_of("ParallelRegion", key)
-        changed = [r for r in regions if (r.get("status") or {}).get("width") != r["spec"].get("width")]
+        changed = [r for r in regions if (r.get("status") or {}).get("width") != r["spec"].get("width")
+                   and (r.get("status") or {}).get("refusedWidth") != r["spec"].get("width")]
         if not changed or key in self.widths_busy:
             return
         self.widths_busy.add(key)
@@ -318,9 +499,50 @@ class Controller:
                        regions: list[dict[str, Any]], changed: list[dict[str, Any]]) -> None:
         """The seed's second backend role: re-fuse from the stored ADL for new widths; only
         PEs whose content id changed get a new launch (by the plan's content-id rule)."""
+        from . import refuse
         try:
-            from . import refuse
             await refuse.apply_widths(self, key, job, spec, regions, changed)
-        finally:
+        except Exception as exc:  # noqa: BLE001 - the boundary: one job's error stays its own
             self.widths_busy.discard(key)
-            self.mark(key)
+            self._on_error(key, exc, "width change")
+            return
+        self.widths_busy.discard(key)
+        self.mark(key)
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, ApiStatusError):
+        return f"{exc.code} {exc.reason}: {exc.message}"
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+def _reason_of(exc: BaseException) -> str:
+    if isinstance(exc, ApiStatusError):
+        return exc.reason or "ApiError"
+    if isinstance(exc, httpx.TimeoutException):
+        return "Timeout"
+    if isinstance(exc, httpx.HTTPError):
+        return "ConnectionError"
+    return "InternalError"
+
+
+def _condition_of(obj: Mapping[str, Any], type_: str) -> str | None:
+    for cond in (obj.get("status") or {}).get("conditions") or ():
+        if cond.get("type") == type_:
+            return cond.get("status")
+    return None
+
+
+def _with_condition(conditions: list[dict[str, Any]], new: dict[str, Any]) -> list[dict[str, Any]]:
+    """The list with `new` replacing the condition of its type (its transition time kept when
+    the status did not change)."""
+    out, seen = [], False
+    for cond in conditions:
+        if cond.get("type") == new["type"]:
+            seen = True
+            if cond.get("status") == new["status"]:
+                new = {**new, "lastTransitionTime": cond.get("lastTransitionTime", new["lastTransitionTime"])}
+            out.append(new)
+        else:
+            out.append(cond)
+    return out if seen else [*out, new]

@@ -2,7 +2,9 @@
 
 `ykshm streams --install-crds` (what `ykshm run` uses) creates or updates them before the
 controller starts watching, and waits until the API serves every kind, as `kubectl apply -f
-deploy/crds/` followed by `kubectl wait --for condition=established` would.
+deploy/crds/` followed by `kubectl wait --for condition=established` would. A transient API
+error (5xx, 429, a 409 other than AlreadyExists, a timeout) is retried with backoff within the
+timeout, so a busy API server does not stop the controller from starting.
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ import httpx
 import trio
 import yaml
 
-from kube.client import check
+from kube.client import ApiStatusError, backoff_delays, check
+
+from .kubecalls import permanent
 
 CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 
@@ -33,17 +37,10 @@ async def install(client: httpx.AsyncClient, timeout: float = 30.0) -> list[str]
     """Create (or replace) every CRD and wait until its resources are served; their names."""
     names = []
     docs = manifests()
-    for crd in docs:
-        name = crd["metadata"]["name"]
-        resp = await client.post(CRD_PATH, json=crd)
-        if resp.status_code == 409:
-            current = check(await client.get(f"{CRD_PATH}/{name}"))
-            crd = {**crd, "metadata": {**crd["metadata"],
-                                       "resourceVersion": current["metadata"]["resourceVersion"]}}
-            resp = await client.put(f"{CRD_PATH}/{name}", json=crd)
-        check(resp)
-        names.append(name)
     with trio.fail_after(timeout):
+        for crd in docs:
+            await _retrying(lambda crd=crd: _install_one(client, crd))
+            names.append(crd["metadata"]["name"])
         for crd in docs:
             spec = crd["spec"]
             version = next(v["name"] for v in spec["versions"] if v.get("served", True))
@@ -51,3 +48,25 @@ async def install(client: httpx.AsyncClient, timeout: float = 30.0) -> list[str]
             while (await client.get(path)).status_code != 200:
                 await trio.sleep(0.05)
     return names
+
+
+async def _install_one(client: httpx.AsyncClient, crd: dict[str, Any]) -> None:
+    name = crd["metadata"]["name"]
+    resp = await client.post(CRD_PATH, json=crd)
+    if resp.status_code == 409 and (resp.json() or {}).get("reason") == "AlreadyExists":
+        current = check(await client.get(f"{CRD_PATH}/{name}"))
+        crd = {**crd, "metadata": {**crd["metadata"],
+                                   "resourceVersion": current["metadata"]["resourceVersion"]}}
+        resp = await client.put(f"{CRD_PATH}/{name}", json=crd)
+    check(resp)
+
+
+async def _retrying(call: Any) -> None:
+    """Run `call` until it succeeds or fails for good (a 400/422 raises at once)."""
+    for delay in [*backoff_delays(start=0.1), None]:
+        try:
+            return await call()
+        except (ApiStatusError, httpx.HTTPError) as exc:
+            if delay is None or permanent(exc):
+                raise
+            await trio.sleep(delay)

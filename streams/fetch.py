@@ -16,7 +16,10 @@ The Job's `bundle` (the seed's table):
 
 The seed makes `file` and `github` mutually exclusive; we make every pair of sources exclusive (two
 sources with no rule to choose is the same logical error, and the seed resolves none by
-precedence; OpenStreams silently took file > github > http). Spec errors are `LogicalError`s naming
+precedence; OpenStreams silently took file > github > http). Where a URL may lead and who gets the
+token is `fetchpolicy.FetchPolicy`'s (redirects are followed by hand, each one checked). The cache
+is keyed by the source, the Job's namespace and a digest of the credentials used (the token, the
+CA), so one namespace never reads another's private bundle from it. Spec errors are `LogicalError`s naming
 the fields (`parse_bundle_spec`, no I/O: the controller can check a Job before fetching anything);
 fetch failures (404, TLS, not a zip, missing ConfigMap/Secret/key, unreadable file) are
 `FetchError`s naming what and where. The cache is written atomically (temp file + rename), so a
@@ -37,12 +40,13 @@ import zipfile
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import urljoin, urlsplit
 
 import httpx
 import trio
 
 from .errors import FetchError, LogicalError
+from .fetchpolicy import MAX_REDIRECTS, FetchPolicy
 
 ReadConfigMap = Callable[[str, str], Awaitable[Mapping[str, str] | None]]
 """(namespace, name) -> the ConfigMap's `data`, or None when there is no such ConfigMap."""
@@ -72,10 +76,11 @@ class BundleSpec:
     ca_sub_path: str | None = None
     secret: str | None = None
 
-    def cache_key(self) -> str:
-        """The cache file's name: a hash of everything that says where the bytes come from."""
+    def cache_key(self, namespace: str = "", credentials: str = "") -> str:
+        """The cache file's name: a hash of where the bytes come from, whose they are (the
+        namespace) and with what credentials (a digest of the token or CA)."""
         ident = "\0".join(str(x) for x in (self.kind, self.name, self.path, self.url, self.ca_config_map,
-                                            self.ca_sub_path, self.secret))
+                                            self.ca_sub_path, self.secret, namespace, credentials))
         return hashlib.sha256(ident.encode()).hexdigest()[:32]
 
 
@@ -169,14 +174,33 @@ def parse_bundle_spec(bundle: Mapping | None) -> BundleSpec:
 async def fetch_bundle(bundle: Mapping | BundleSpec, *, namespace: str, bundle_dir: str | os.PathLike,
                        cache_dir: str | os.PathLike, read_configmap: ReadConfigMap, read_secret: ReadSecret,
                        ssl_context: ssl.SSLContext | None = None, timeout: float = 60.0,
-                       max_bytes: int = MAX_BYTES) -> bytes:
+                       max_bytes: int = MAX_BYTES, policy: FetchPolicy | None = None) -> bytes:
     """The bundle's bytes (a zip), from its source or the cache (module docstring).
 
     `ssl_context` verifies a source with no CA of its own (default: the system's roots)."""
     spec = bundle if isinstance(bundle, BundleSpec) else parse_bundle_spec(bundle)
     if spec.kind == "file":
         return await _read_file(spec, Path(bundle_dir), max_bytes)
-    cached = trio.Path(cache_dir) / f"{spec.cache_key()}.sab"
+    policy = policy or FetchPolicy()
+    headers: dict[str, str] = {}
+    context = ssl_context
+    if spec.kind == "http" and spec.ca_config_map:
+        pem = await _ca_pem(spec, namespace, read_configmap)
+        context, credentials = _pem_context(spec, namespace, pem), pem
+    elif spec.kind == "github":
+        headers["Accept"] = "application/vnd.github.v3.raw"
+        credentials = ""
+        if spec.secret:
+            if not policy.token_allowed(spec.url or ""):
+                raise FetchError(f"spec.bundle.github.url {spec.url!r}: the Secret's token is sent only over "
+                                 f"https to {', '.join(sorted(policy.github_hosts))} (the controller's "
+                                 "--github-host adds hosts)")
+            credentials = await _token(spec, namespace, read_secret)
+            headers["Authorization"] = f"token {credentials}"
+    else:
+        credentials = ""
+    digest = hashlib.sha256(credentials.encode()).hexdigest() if credentials else ""
+    cached = trio.Path(cache_dir) / f"{spec.cache_key(namespace, digest)}.sab"
     if spec.pull_policy == "IfNotPresent":
         try:
             data = await cached.read_bytes()
@@ -187,15 +211,7 @@ async def fetch_bundle(bundle: Mapping | BundleSpec, *, namespace: str, bundle_d
         else:
             if _is_zip(data):
                 return data
-    if spec.kind == "http":
-        context = await _ca_context(spec, namespace, read_configmap) if spec.ca_config_map else ssl_context
-        headers: dict[str, str] = {}
-    else:
-        context = ssl_context
-        headers = {"Accept": "application/vnd.github.v3.raw"}
-        if spec.secret:
-            headers["Authorization"] = f"token {await _token(spec, namespace, read_secret)}"
-    data = await _download(spec.url, headers, context, timeout, max_bytes)
+    data = await _download(spec.url or "", headers, context, timeout, max_bytes, policy)
     if not _is_zip(data):
         raise FetchError(f"bundle {spec.name!r} from {spec.url} is not a zip archive (a .sab is one)")
     try:
@@ -232,16 +248,28 @@ async def _read_file(spec: BundleSpec, bundle_dir: Path, max_bytes: int) -> byte
     return data
 
 
-async def _ca_context(spec: BundleSpec, namespace: str, read_configmap: ReadConfigMap) -> ssl.SSLContext:
-    where = f"ConfigMap {namespace}/{spec.ca_config_map} (spec.bundle.http.certificationAuthority)"
-    data = await read_configmap(namespace, spec.ca_config_map)
+def _ca_where(spec: BundleSpec, namespace: str) -> str:
+    return f"ConfigMap {namespace}/{spec.ca_config_map} (spec.bundle.http.certificationAuthority)"
+
+
+async def _ca_pem(spec: BundleSpec, namespace: str, read_configmap: ReadConfigMap) -> str:
+    where = _ca_where(spec, namespace)
+    data = await read_configmap(namespace, spec.ca_config_map or "")
     if data is None:
         raise FetchError(f"{where} does not exist")
-    pem = data.get(spec.ca_sub_path)
+    pem = data.get(spec.ca_sub_path or "")
     if not pem:
         raise FetchError(f"{where} has no key {spec.ca_sub_path!r} (subPath)")
     try:
-        return ssl.create_default_context(cadata=pem if isinstance(pem, str) else pem.decode())
+        return pem if isinstance(pem, str) else pem.decode()
+    except UnicodeDecodeError:
+        raise FetchError(f"{where} key {spec.ca_sub_path!r} is not a PEM certificate") from None
+
+
+def _pem_context(spec: BundleSpec, namespace: str, pem: str) -> ssl.SSLContext:
+    where = _ca_where(spec, namespace)
+    try:
+        return ssl.create_default_context(cadata=pem)
     except (ssl.SSLError, ValueError, UnicodeDecodeError) as exc:
         raise FetchError(f"{where} key {spec.ca_sub_path!r} is not a PEM certificate: {exc}") from None
 
@@ -273,23 +301,30 @@ def _tls_failure(exc: BaseException) -> ssl.SSLError | None:
     return None
 
 
+REDIRECTS = (301, 302, 303, 307, 308)
+
+
 async def _download(url: str, headers: dict[str, str], context: ssl.SSLContext | None, timeout: float,
-                    max_bytes: int) -> bytes:
+                    max_bytes: int, policy: FetchPolicy) -> bytes:
+    """GET with redirects followed by hand: each hop checked by the policy; the Authorization
+    header kept only while the hop stays on the same https host the token was allowed for."""
     verify: ssl.SSLContext | bool = context if context is not None else True
     try:
-        async with httpx.AsyncClient(verify=verify, timeout=timeout, follow_redirects=True,
+        async with httpx.AsyncClient(verify=verify, timeout=timeout, follow_redirects=False,
                                      trust_env=False) as client:
-            async with client.stream("GET", url, headers=headers) as response:
-                if response.status_code != 200:
-                    raise FetchError(f"GET {url}: HTTP {response.status_code} "
-                                     f"{response.reason_phrase or ''}".rstrip())
-                chunks, size = [], 0
-                async for chunk in response.aiter_bytes():
-                    size += len(chunk)
-                    if size > max_bytes:
-                        raise FetchError(f"GET {url}: the bundle is over the {max_bytes} byte limit")
-                    chunks.append(chunk)
-                return b"".join(chunks)
+            first = urlsplit(url)
+            for _hop in range(MAX_REDIRECTS + 1):
+                await policy.check(url)
+                hop = urlsplit(url)
+                if (hop.scheme, hop.hostname, hop.port) != (first.scheme, first.hostname, first.port) \
+                        or hop.scheme != "https":
+                    headers = {k: v for k, v in headers.items() if k.lower() != "authorization"}
+                async with client.stream("GET", url, headers=headers) as response:
+                    if response.status_code in REDIRECTS and response.headers.get("location"):
+                        url = urljoin(url, response.headers["location"])
+                        continue
+                    return await _body(url, response, max_bytes)
+            raise FetchError(f"GET {url}: more than {MAX_REDIRECTS} redirects")
     except httpx.HTTPError as exc:
         tls = _tls_failure(exc)
         if isinstance(tls, ssl.SSLCertVerificationError):
@@ -298,6 +333,19 @@ async def _download(url: str, headers: dict[str, str], context: ssl.SSLContext |
         if tls is not None:
             raise FetchError(f"GET {url}: TLS failure: {tls}") from None
         raise FetchError(f"GET {url}: {type(exc).__name__}: {exc}") from None
+
+
+async def _body(url: str, response: httpx.Response, max_bytes: int) -> bytes:
+    """The answer's body, at most `max_bytes` (a 200 only)."""
+    if response.status_code != 200:
+        raise FetchError(f"GET {url}: HTTP {response.status_code} {response.reason_phrase or ''}".rstrip())
+    chunks, size = [], 0
+    async for chunk in response.aiter_bytes():
+        size += len(chunk)
+        if size > max_bytes:
+            raise FetchError(f"GET {url}: the bundle is over the {max_bytes} byte limit")
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _write_atomically(directory: Path, target: Path, data: bytes) -> None:

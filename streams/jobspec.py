@@ -131,6 +131,7 @@ def read_job(job: Mapping[str, Any]) -> JobSpec:
     options = pe_options(_object(spec, "processingElement", "spec"))
     _check_resources("spec.processingElement.resources",
                      _object(options, "resources", "spec.processingElement"))
+    _check_name(str(meta.get("namespace") or "default"), str(meta.get("name") or ""))
     labels = meta.get("labels") or {}
     values = _object(spec, "submissionTimeValues", "spec")
     return JobSpec(
@@ -141,6 +142,22 @@ def read_job(job: Mapping[str, Any]) -> JobSpec:
         submission_timeout=_seconds(spec, "submissionTimeOutInSeconds", 300.0),
         resources=resources, queue=str(labels.get(QUEUE_LABEL) or DEFAULT_QUEUE),
         submission_values={str(k): str(v) for k, v in values.items()})
+
+
+LABEL_VALUE_MAX = 63
+
+
+def _check_name(namespace: str, name: str) -> None:
+    """The Job name is a label value on every object of the job (`streams.ibm.com/job`) and,
+    prefixed by the namespace, the pods' `applicationId`: both at most 63 characters, or every
+    pod create would be refused (422) over and over."""
+    if len(name) > LABEL_VALUE_MAX:
+        raise LogicalError(("metadata.name",), f"{name!r} has {len(name)} characters; a Streams Job "
+                           f"name is at most {LABEL_VALUE_MAX} (the streams.ibm.com/job label value)")
+    app_id = f"{namespace}-{name}"
+    if len(app_id) > LABEL_VALUE_MAX:
+        raise LogicalError(("metadata.name",), f"{name!r}: the pods' applicationId label {app_id!r} has "
+                           f"{len(app_id)} characters (at most {LABEL_VALUE_MAX}); use a shorter name")
 
 
 def _check_resources(where: str, resources: Mapping[str, Any]) -> None:

@@ -2,17 +2,25 @@
 
 Every write a controller makes may be repeated after a crash, so each call here says what a
 repeat means: `create` treats 409 AlreadyExists as done, `delete` treats 404 as done, `replace`
-and `put_status` return None on a 409 Conflict (someone changed the object: the next watch event
-brings the new version and the reconcile runs again).
+and `put_status` return None on a 409 Conflict (someone changed the object: the caller plans again
+on fresher caches). Any other error raises `ApiStatusError`; `permanent(exc)` tells the ones a
+retry cannot mend (400, 422: the request itself is wrong) from the transient ones (5xx, 429, 409,
+timeouts). Each call first retries a transient answer itself, a few times within a second
+(`_send`: a lost answer to an idempotent write is cheap to repeat, and a whole submission is not);
+what still fails raises, and the controller retries that job with backoff.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import httpx
+
+import random
+
+import trio
 
 from kube.client import ApiStatusError, check, event_object, list_all
 
@@ -55,13 +63,69 @@ def path_of(obj: Mapping[str, Any]) -> str:
     return KINDS[obj["kind"]].path(meta.get("namespace") or "default", meta["name"])
 
 
+TRANSIENT_CODES = (429, 500, 502, 503, 504)
+CALL_RETRY_DELAYS = (0.05, 0.2, 0.5)      # small and local until common/backoff.py lands
+
+
+def _transient(resp: httpx.Response) -> bool:
+    return resp.status_code in TRANSIENT_CODES
+
+
+def _transient_create(resp: httpx.Response) -> bool:
+    """For a create, a 409 that is not AlreadyExists (the server could not do it now) too."""
+    return _transient(resp) or (resp.status_code == 409 and _reason(resp) != "AlreadyExists")
+
+
+async def _send(client: httpx.AsyncClient, method: str, path: str, body: Any,
+                retry_if: Callable[[httpx.Response], bool] = _transient) -> httpx.Response:
+    """One request, repeated after a transient answer or a transport error; the last answer
+    (or error) is the caller's."""
+    for delay in (*CALL_RETRY_DELAYS, None):
+        try:
+            resp = await client.request(method, path, json=body)
+        except httpx.TransportError:
+            if delay is None:
+                raise
+        else:
+            if delay is None or not retry_if(resp):
+                return resp
+        await trio.sleep(delay * (0.5 + random.random()))
+    raise AssertionError("unreachable")
+
+
 async def create(client: httpx.AsyncClient, obj: Mapping[str, Any]) -> dict[str, Any] | None:
     """POST an object; None if one of that name exists already (a repeat is no error)."""
     ns = obj["metadata"].get("namespace") or "default"
-    resp = await client.post(KINDS[obj["kind"]].collection(ns), json=obj)
-    if resp.status_code == 409:
+    resp = await _send(client, "POST", KINDS[obj["kind"]].collection(ns), obj, _transient_create)
+    if resp.status_code == 409 and _reason(resp) == "AlreadyExists":
         return None
     return check(resp)
+
+
+def _reason(resp: httpx.Response) -> str:
+    try:
+        return str(resp.json().get("reason") or "")
+    except (ValueError, AttributeError):
+        return ""
+
+
+class Stale(Exception):
+    """A write lost to a conflict (None from `replace`/`put_status`): plan again on fresher caches."""
+
+
+def written(answer: dict[str, Any] | None) -> dict[str, Any]:
+    """A write's answer, or Stale when the write was lost to a conflict."""
+    if answer is None:
+        raise Stale("the object changed meanwhile")
+    return answer
+
+
+PERMANENT_CODES = (400, 422)
+
+
+def permanent(exc: BaseException) -> bool:
+    """Whether an API error is the request's own fault (a retry would be refused the same way)."""
+    return isinstance(exc, ApiStatusError) and exc.code in PERMANENT_CODES
 
 
 async def get(client: httpx.AsyncClient, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
@@ -73,7 +137,7 @@ async def get(client: httpx.AsyncClient, kind: str, namespace: str, name: str) -
 
 async def replace(client: httpx.AsyncClient, obj: Mapping[str, Any]) -> dict[str, Any] | None:
     """PUT the object at its resourceVersion; None on a conflict (it changed meanwhile)."""
-    resp = await client.put(path_of(obj), json=obj)
+    resp = await _send(client, "PUT", path_of(obj), obj)
     if resp.status_code in (404, 409):
         return None
     return check(resp)
@@ -83,7 +147,7 @@ async def put_status(client: httpx.AsyncClient, obj: Mapping[str, Any],
                      status: Mapping[str, Any]) -> dict[str, Any] | None:
     """Write `status` through the /status sub-resource (the seed: status lives there)."""
     body = {**obj, "status": dict(status)}
-    resp = await client.put(path_of(obj) + "/status", json=body)
+    resp = await _send(client, "PUT", path_of(obj) + "/status", body)
     if resp.status_code in (404, 409):
         return None
     return check(resp)
@@ -91,13 +155,14 @@ async def put_status(client: httpx.AsyncClient, obj: Mapping[str, Any],
 
 async def delete(client: httpx.AsyncClient, kind: str, namespace: str, name: str, *,
                  propagation: str = "Background", uid: str | None = None) -> bool:
-    """DELETE with a propagation policy (and a uid precondition); False if it was gone."""
+    """DELETE with a propagation policy (and a uid precondition); False if it was gone.
+    A 409 (the uid precondition failed, or the server could not do it now) raises: plan again."""
     body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions",
                             "propagationPolicy": propagation}
     if uid:
         body["preconditions"] = {"uid": uid}
-    resp = await client.request("DELETE", KINDS[kind].path(namespace, name), json=body)
-    if resp.status_code in (404, 409):
+    resp = await _send(client, "DELETE", KINDS[kind].path(namespace, name), body)
+    if resp.status_code == 404:
         return False
     check(resp)
     return True

@@ -2,11 +2,16 @@
 
     ykshm streams --api-server URL | --kubeconfig FILE [--context CTX] [--namespace NS]
                   [--bundle-dir DIR] [--cache-dir DIR] [--install-crds] [--no-operators]
+                  [--github-host HOST]... [--allow-fetch-host HOST[:PORT]]... [--max-submissions N]
                   [--log-level LEVEL]
 
 `--bundle-dir` is where `bundle.file.path` is resolved (a path may not leave it); `--cache-dir`
 keeps bundles fetched with `pullPolicy: IfNotPresent`. Unless `--no-operators`, it starts one
 `ykshm cr-operator --job NS/NAME` per job with consistent regions and restarts it when it exits.
+Bundle fetching (`streams/fetchpolicy.py`): a `github` source's Secret token goes only over
+https to api.github.com and the `--github-host` hosts; no URL or redirect may lead to loopback,
+link-local (cloud metadata) or other special addresses unless its host is an `--allow-fetch-host`;
+at most `--max-submissions` (default 4) jobs fetch and parse at once.
 The CRDs must be installed (`kubectl apply -f deploy/crds/`), or `--install-crds` creates or
 updates them first (what `ykshm run` does).
 """
@@ -36,11 +41,22 @@ def _run(argv: Sequence[str]) -> int:
                         help="create or update the Streams CRDs before starting (ykshm run does)")
     parser.add_argument("--no-operators", action="store_true",
                         help="do not start consistent-region operators")
+    parser.add_argument("--github-host", action="append", default=[], metavar="HOST",
+                        help="a GitHub API host (GitHub Enterprise) that may get a Job's github token; repeat")
+    parser.add_argument("--allow-fetch-host", action="append", default=[], metavar="HOST[:PORT]",
+                        help="a bundle host allowed though it is loopback/link-local (e.g. a test server); repeat")
+    parser.add_argument("--max-submissions", type=int, default=4, metavar="N",
+                        help="jobs fetching and parsing bundles at once (default 4)")
     args = parser.parse_args(argv)
+    if args.max_submissions < 1:
+        raise UsageError(f"--max-submissions must be at least 1, got {args.max_submissions}")
+    for flag, hosts in (("--github-host", args.github_host), ("--allow-fetch-host", args.allow_fetch_host)):
+        for host in hosts:
+            if not host or "/" in host or " " in host:
+                raise UsageError(f"{flag} {host!r}: a host name or address, optionally :PORT")
     if not os.path.isdir(args.bundle_dir):
         raise UsageError(f"--bundle-dir {args.bundle_dir!r}: not a directory")
 
-    import trio  # noqa: PLC0415 - keep `ykshm --help` light
 
     from .controller import Controller, Settings
 
@@ -48,8 +64,13 @@ def _run(argv: Sequence[str]) -> int:
     kubeargs.log_to_stderr(args.log_level)
     operator_argv = None if args.no_operators else [
         sys.executable, "-m", "tools.cli", "cr-operator", *kubeargs.source_argv(args)]
+    from .fetchpolicy import FetchPolicy
+
+    policy = FetchPolicy(github_hosts=frozenset({"api.github.com", *(h.lower() for h in args.github_host)}),
+                         allow_hosts=frozenset(h.lower() for h in args.allow_fetch_host))
     settings = Settings(bundle_dir=os.path.abspath(args.bundle_dir), cache_dir=args.cache_dir,
-                        namespace=args.namespace, operator_argv=operator_argv)
+                        namespace=args.namespace, operator_argv=operator_argv, fetch_policy=policy,
+                        max_submissions=args.max_submissions)
 
     async def serve() -> None:
         async with kube.client() as client:
@@ -58,7 +79,7 @@ def _run(argv: Sequence[str]) -> int:
                 await install(client)
             await Controller(client, settings).run()
 
-    trio.run(serve)
+    kubeargs.run_role(serve)
     return 0
 
 

@@ -170,6 +170,7 @@ class JobRegions:
             touched: set[int] = set()
             for _type, obj in batch.events or ():
                 if batch.kind == "ConsistentRegion":
+                    self._follow_members(obj)
                     continue
                 touched |= self._regions_of(obj)
             if batch.kind == "ConsistentRegion":
@@ -177,6 +178,19 @@ class JobRegions:
                     self._seen.notify_all()
             if touched and self.operator is not None:
                 self.operator.recheck_all(sorted(touched))
+
+    def _follow_members(self, cr: Mapping[str, Any]) -> None:
+        """A width change rewrote a ConsistentRegion's `pesInRegion`: the running region follows
+        (new PEs are known at once, no operator restart)."""
+        spec = cr.get("spec") or {}
+        try:
+            index, pes = int(spec["regionIndex"]), frozenset(int(p) for p in spec.get("pesInRegion") or ())
+        except (KeyError, TypeError, ValueError):
+            return
+        if pes and index in self.region_pes and frozenset(self.region_pes[index]) != pes \
+                and self.operator is not None:
+            self.region_pes[index] = pes
+            self.operator.set_members(index, pes)
 
     def _regions_of(self, obj: Mapping[str, Any]) -> set[int]:
         labels = obj["metadata"].get("labels") or {}

@@ -82,7 +82,9 @@ async def _play_once(client: httpx.AsyncClient, namespace: str, job: str, addres
         await nursery.start(sim.run)
         log.info("pe-sim for %s/%s: %d PEs in %d regions, operator at %s", namespace, job,
                  len(sim.pes), len(regions), address)
-        while await _address(client, namespace, job) == address:
+        while await _address(client, namespace, job) == address and \
+                await _regions(client, namespace, job) == regions:
             await trio.sleep(FOLLOW_INTERVAL)
-        log.info("pe-sim for %s/%s: the operator moved; following", namespace, job)
+        log.info("pe-sim for %s/%s: the operator moved or the regions' PEs changed; following",
+                 namespace, job)
         nursery.cancel_scope.cancel()

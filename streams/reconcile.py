@@ -12,8 +12,12 @@ Rules, per fused PE (one AADL ConfigMap `JOB-N-aadl` each):
 - the pod of the current launch `JOB-N-L` is created once the seed's preconditions hold (AADL
   ConfigMap exists, every HostPool of the job exists); a pod of an older launch is deleted
   unless it Failed and `deleteFailedPod` is false (kept for its logs);
-- the current pod Failed / Succeeded / was deleted: `restart.should_restart` decides; a restart
-  bumps the launch count;
+- the current pod Failed / Succeeded / was deleted: `restart.should_restart` decides (the seed's
+  table with its fall-through); a restart bumps the launch count. A pod disrupted by the cluster
+  is a failure, not a user's deletion: it carries the `DisruptionTarget` condition (set by the
+  eviction API, hence `kubectl drain`, and by a scheduler's preemption), seen on the pod while it
+  terminates or on its last state when it was deleted (`JobView.disrupted`);
+- a Failed pod is deleted once its failure is recorded, unless `deleteFailedPod` is false;
 - PE status: phase, launchCount (of the pod observed), contentId, podName, connectivity
   (Full: its pod and every connected PE's pod Running; Partial: its own only; None otherwise).
 A PE without a ConfigMap (a parallel region narrowed) is deleted.
@@ -44,6 +48,7 @@ class JobView:
     pods: Sequence[Obj]
     host_pools_expected: int
     host_pools_present: int
+    disrupted: Mapping[str, str] = dataclasses.field(default_factory=dict)  # deleted pod -> reason
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,6 +70,14 @@ def _uid(obj: Mapping[str, Any]) -> str:
 
 def _owned_by(pod: Mapping[str, Any], owner_uid: str) -> bool:
     return any(ref.get("uid") == owner_uid for ref in pod["metadata"].get("ownerReferences") or ())
+
+
+def disruption(pod: Mapping[str, Any] | None) -> str | None:
+    """The reason of the pod's `DisruptionTarget=True` condition (eviction, preemption), if any."""
+    for cond in ((pod or {}).get("status") or {}).get("conditions") or ():
+        if cond.get("type") == "DisruptionTarget" and cond.get("status") == "True":
+            return str(cond.get("reason") or "Disrupted")
+    return None
 
 
 def _phase(pod: Mapping[str, Any] | None) -> str:
@@ -169,6 +182,9 @@ def _pe_steps(spec: Any, pe: Obj, doc: Mapping[str, Any], content_id: str, curre
     observed = int(status.get("launchCount") or 0) == launch and status.get("podName")
     if current is None:
         if observed and status.get("phase") not in ("Failed", "Succeeded", "Stopped"):
+            why = view.disrupted.get(status.get("podName") or "")
+            if why:
+                return steps + _ended(pe, launch, restart.Outcome.FAILED, f"was disrupted ({why})")
             return steps + _ended(pe, launch, restart.Outcome.DELETED, "deleted")
         if observed:
             return steps + _status(pe, status, phase=status.get("phase"), conn="None")
@@ -179,11 +195,16 @@ def _pe_steps(spec: Any, pe: Obj, doc: Mapping[str, Any], content_id: str, curre
         # podName/launchCount enter the status only once the pod is seen, so a pod that
         # vanishes afterwards is known to have been deleted (not never made)
         return steps + [Step("create", pod)] + _status(pe, status, phase="Pending", conn="None")
-    phase = _phase(current)
+    phase, how = _phase(current), _phase(current).lower()
+    why = disruption(current)
+    if why and phase not in ("Failed", "Succeeded"):
+        phase, how = "Failed", f"was disrupted ({why})"
     if phase in ("Failed", "Succeeded") and status.get("phase") not in ("Failed", "Succeeded"):
         outcome = restart.Outcome.FAILED if phase == "Failed" else restart.Outcome.SUCCEEDED
-        return steps + _ended(pe, launch, outcome, phase.lower())
+        return steps + _ended(pe, launch, outcome, how)
     if phase in ("Failed", "Succeeded"):
+        if phase == "Failed" and restart.delete_failed(pe_spec) and not current["metadata"].get("deletionTimestamp"):
+            steps.append(Step("delete", current))     # the seed's deleteFailedPod
         return steps + _status(pe, status, phase=phase, conn="None")
     return steps + _status(pe, status, phase=phase, conn=conn, pod_name=current["metadata"]["name"])
 
@@ -194,14 +215,14 @@ def _ended(pe: Obj, launch: int, outcome: restart.Outcome, how: str) -> list[Ste
         new = {**pe, "spec": {**pe["spec"], "launchCount": launch + 1}}
         return [Step("update_pe", new, reason="Restarting", type_="Warning" if outcome is not restart.Outcome.SUCCEEDED else "Normal",
                      message=f"pod of {name} launch {launch} {how}: restarting (launch {launch + 1}, "
-                             f"{restart.RESTART_FLAG[outcome]})")]
+                             f"{restart.deciding_flag(outcome, pe['spec'])})")]
     phase = {restart.Outcome.FAILED: "Failed", restart.Outcome.SUCCEEDED: "Succeeded",
              restart.Outcome.DELETED: "Stopped"}[outcome]
     status = {**(pe.get("status") or {}), "phase": phase, "connectivity": "None"}
     return [Step("pe_status", pe, status=status),
             Step("event", pe, reason="NotRestarted", type_="Warning" if outcome is not restart.Outcome.SUCCEEDED else "Normal",
                  message=f"pod of {name} launch {launch} {how}; not restarted "
-                         f"({restart.RESTART_FLAG[outcome]} is off)")]
+                         f"({restart.deciding_flag(outcome, pe['spec'])} is off)")]
 
 
 def _status(pe: Obj, old: Mapping[str, Any], *, phase: str | None, conn: str,
@@ -220,3 +241,29 @@ def _status(pe: Obj, old: Mapping[str, Any], *, phase: str | None, conn: str,
     if new == dict(old):
         return []
     return [Step("pe_status", pe, status=new)]
+
+
+def region_status(region: Mapping[str, Any], docs: Sequence[Mapping[str, Any]], job: str) -> Obj:
+    """A ParallelRegion's status: its phase and `selector`, the label selector of its PEs' pods
+    (the `/scale` labelSelectorPath, so an HorizontalPodAutoscaler can find them)."""
+    status = dict(region.get("status") or {})
+    spec = region.get("spec") or {}
+    pes = sorted(int(d["index"]) for d in docs if d.get("parallelRegion") == spec.get("name"))
+    if status.get("refusedWidth") == spec.get("width"):
+        status["phase"] = "Refused"
+    elif status.get("width") == spec.get("width"):
+        status["phase"] = "Running"
+    else:
+        status["phase"] = "Scaling"
+    selector = f"{objects.LABEL_JOB}={job},{objects.LABEL_KIND}=pod"
+    status["selector"] = selector + (f",{LABEL_PE} in ({','.join(map(str, pes))})" if pes else "")
+    return status
+
+
+def pool_status(pool: Mapping[str, Any], docs: Sequence[Mapping[str, Any]]) -> Obj:
+    """A HostPool's status: Ready, and how many of the job's PEs it places."""
+    index = (pool.get("spec") or {}).get("index")
+    placed = sum(1 for d in docs if (d.get("hostPool") or {}).get("index") == index)
+    return {**(pool.get("status") or {}), "phase": "Ready",
+            "message": f"{placed} processing element{'s' if placed != 1 else ''} placed in this pool",
+            "observedGeneration": pool["metadata"].get("generation", 1)}

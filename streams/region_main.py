@@ -48,13 +48,12 @@ def _operator(argv: Sequence[str]) -> int:
     args = parser.parse_args(argv)
     limits = limits_of(args)
     kube_config, namespace, job = _setup(args)
-    import trio
 
     from .operator_process import OperatorError, run
 
     try:
-        trio.run(partial(run, limits=limits, idle_timeout=args.idle_timeout), kube_config,
-                 namespace, job, args.bind)
+        kubeargs.run_role(partial(run, limits=limits, idle_timeout=args.idle_timeout), kube_config,
+                          namespace, job, args.bind)
     except* OperatorError as group:
         raise Failure(str(group.exceptions[0])) from None
     return 0
@@ -71,11 +70,10 @@ def _pesim(argv: Sequence[str]) -> int:
                         help="answer a drain with a blocking checkpoint first (CHECKPOINT_PENDING)")
     args = parser.parse_args(argv)
     kube_config, namespace, job = _setup(args)
-    import trio
 
     from .pesim_process import play
 
-    trio.run(lambda: play(kube_config, namespace, job, failing=set(args.fail_pe), listen=args.listen,
+    kubeargs.run_role(lambda: play(kube_config, namespace, job, failing=set(args.fail_pe), listen=args.listen,
                           blocking=args.blocking))
     return 0
 

@@ -11,11 +11,13 @@ submission.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import httpx
+import trio
 
 from common.quantity import parse_milli
 
@@ -111,22 +113,32 @@ def desired_objects(spec: JobSpec, job_obj: Mapping[str, Any], prepared: Prepare
     return out
 
 
-async def load(client: httpx.AsyncClient, spec: JobSpec, *, bundle_dir: str, cache_dir: str) -> Any:
-    """Fetch the bundle and parse its ADL (BundleError / AdlError / FetchError on bad input)."""
+def _parse(data: bytes, values: Mapping[str, str]) -> Any:
+    return adl_mod.parse_adl(bundle_mod.read_bundle(data).adl, submission_values=values)
+
+
+async def load(client: httpx.AsyncClient, spec: JobSpec, *, bundle_dir: str, cache_dir: str,
+               policy: Any = None) -> Any:
+    """Fetch the bundle (where `policy` allows) and parse its ADL in a worker thread, so the event
+    loop keeps serving other jobs and a submission timeout stops the wait (the thread itself is
+    bounded by `bundle.Limits`). BundleError / AdlError / FetchError on bad input."""
     from . import fetch
 
     read_configmap, read_secret = fetch.object_readers(
         lambda kind, ns, name: kube.get(client, kind, ns, name))
     data = await fetch.fetch_bundle(spec.bundle, namespace=spec.namespace, bundle_dir=bundle_dir,
                                     cache_dir=cache_dir, read_configmap=read_configmap,
-                                    read_secret=read_secret)
-    return adl_mod.parse_adl(bundle_mod.read_bundle(data).adl, submission_values=spec.submission_values)
+                                    read_secret=read_secret, policy=policy)
+    return await trio.to_thread.run_sync(_parse, data, spec.submission_values, abandon_on_cancel=True)
 
 
 async def submit(client: httpx.AsyncClient, job_obj: Mapping[str, Any], spec: JobSpec, *,
-                 bundle_dir: str, cache_dir: str) -> Prepared:
-    """Fetch, fuse and create every object of the job (idempotent)."""
-    app = await load(client, spec, bundle_dir=bundle_dir, cache_dir=cache_dir)
+                 bundle_dir: str, cache_dir: str, policy: Any = None,
+                 slots: trio.CapacityLimiter | None = None) -> Prepared:
+    """Fetch, fuse and create every object of the job (idempotent). `slots` bounds how many
+    submissions fetch and parse at once."""
+    async with slots if slots is not None else contextlib.nullcontext():
+        app = await load(client, spec, bundle_dir=bundle_dir, cache_dir=cache_dir, policy=policy)
     nodes = await kube.schedulable_nodes(client)
     prepared = prepare(app, spec, nodes=max(nodes, 1))
     for obj in desired_objects(spec, job_obj, prepared):

@@ -18,6 +18,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "engine": ("engine.main", "the scheduler process, only writer of the shared-memory ring"),
     "web": ("web.main", "REST and streaming readers (hypercorn, trio workers)"),
     "shim": ("shim_k8s.main", "the Kubernetes shim: list/watch, binding, restart recovery"),
+    "admission": ("shim_k8s.admission.main", "YuniKorn's admission controller: HTTPS webhook for user.info, schedulerName, app IDs, ConfigMap validation"),
     "sim-cluster": ("simcluster.main", "a simulated kube-apiserver that kubectl can drive"),
     "streams": ("streams.main", "the Streams instance controller: Jobs -> PEs -> pods, gang-scheduled"),
     "cr-operator": ("streams.region_main:operator_main", "the consistent-region operator of one Streams job"),

@@ -30,7 +30,7 @@ import psutil
 
 from tools import ring_render, shmscan
 from common.cliutil import Failure, Parser, UsageError, run_main
-from common.shimstatus import status_path
+from common.shimstatus import config_notes, status_path
 
 PROG = "ykshm status"
 ROLES = ("run", "engine", "web", "shim", "sim-cluster", "export", "streams", "cr-operator", "pe-sim")
@@ -182,6 +182,8 @@ def snapshot_summary(name: str) -> dict[str, Any] | None:
         "applications": sum(len(v) for v in apps.values()) if isinstance(apps, dict) else 0,
         "nodes": sum(len(v) for v in nodes.values()) if isinstance(nodes, dict) else 0,
         "reloadError": engine.get("reloadError"),
+        "configSource": engine.get("configSource"),
+        "configWarnings": engine.get("configWarnings") or [],
     }
 
 
@@ -214,7 +216,34 @@ def _shim_status(name: str) -> dict[str, Any] | None:
             doc = orjson.loads(fh.read())
     except (OSError, ValueError):
         return None
-    return {k: doc.get(k) for k in ("state", "failure", "registrations", "recoveries", "stopped", "pid")}
+    return {k: doc.get(k) for k in ("state", "failure", "registrations", "recoveries", "stopped", "pid",
+                                     "configMaps")}
+
+
+def config_line(snap: dict[str, Any] | None, shim: dict[str, Any] | None) -> str:
+    """One line: where the configuration in force comes from and what was refused or not applied."""
+    cms = (shim or {}).get("configMaps")
+    snap = snap or {}
+    if cms:
+        where = (f"ConfigMaps yunikorn-defaults/yunikorn-configs in namespace {cms['namespace']} "
+                 f"(hot refresh {'on' if cms.get('hotRefresh') else 'off'})")
+    else:
+        where = "the engine's --config file" if snap.get("configSource") in (None, "file") \
+            else str(snap["configSource"])
+    parts = [f"config: {where}"]
+    refused = (cms or {}).get("refused")
+    if refused:
+        when = time.strftime("%H:%M:%S", time.localtime(refused["time"]))
+        parts.append(f"change refused at {when}, the previous configuration stays in force: "
+                     f"{refused['reason']}")
+    notes = config_notes(shim, snap)
+    if notes:
+        parts.append("not applied: " + "; ".join(notes))
+    if (cms or {}).get("ignoredKeys"):
+        parts.append("keys of no ykshm role, ignored: " + ", ".join(cms["ignoredKeys"]))
+    if (cms or {}).get("ignoredChanges"):
+        parts.append(f"{cms['ignoredChanges']} change(s) ignored (hot refresh off)")
+    return "; ".join(parts) + "\n"
 
 
 def _recoveries(n: int) -> str:
@@ -280,11 +309,13 @@ def render(doc: dict[str, Any]) -> str:
             + "\n"
         )
         refused = snap.get("reloadError")
-        if refused:
+        if refused and not (doc.get("shim") or {}).get("configMaps"):  # else: the config line
             when = time.strftime("%H:%M:%S", time.localtime(refused["timeNano"] / 1e9))
             out.append(f"  config reload refused at {when} (the old configuration stays in force): "
                        f"{refused['message']}\n")
     shim = doc.get("shim")
+    if (snap and "error" not in snap and snap.get("published")) or (shim or {}).get("configMaps"):
+        out.append(config_line(snap, shim))
     if shim is not None:
         out.append(f"shim: {shim['state']}" + (f" ({shim['failure']})" if shim.get("failure") else "")
                    + f", {_count(shim.get('registrations') or 0, 'registration')}, "

@@ -11,6 +11,10 @@ does). Checks:
   web keeps serving the history it left in the ring.
 - "State snapshot": the engine has published its state, and the last publish could write it (a
   state too large for its segment fails this check with the engine's reason; web.sources.usable).
+- "Configuration": the last configuration change (SIGHUP, or the shim's ConfigMaps) was applied.
+  A refused one fails this check, naming why, but does not make `Healthy` false: the previous
+  configuration stays in force and scheduling goes on, as in YuniKorn, whose health does not
+  change when it refuses a config update (`WARNING_CHECKS`).
 
 Metrics are rendered with prometheus_client from a custom collector, so one scrape of any worker
 reports all workers: request counts/latencies and stream counters are summed from the shared
@@ -28,7 +32,7 @@ import orjson
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
-from common.shimstatus import read_status, status_path
+from common.shimstatus import config_notes, read_status, status_path
 from export.status import metric_families_for
 from shm.segment import pid_exists
 
@@ -36,6 +40,10 @@ from .segment import CLOSE_REASONS, LATENCY_BUCKETS, STATUS_CLASSES, MetricLayou
 
 if TYPE_CHECKING:
     from .app import App, Request
+
+
+WARNING_CHECKS = frozenset({"Configuration"})
+"""Checks reported but not counted in `Healthy` (nothing stopped working)."""
 
 
 def _check(name: str, ok: bool, description: str, diagnosis: str) -> dict[str, Any]:
@@ -100,28 +108,51 @@ def health_document(app: "App") -> dict[str, Any]:
     else:
         checks.append(_check("Engine process", False, "The engine (ring writer) process is running", "no ring"))
         checks.append(_check("Engine heartbeat", False, "The engine stored a recent heartbeat", "no ring"))
+    doc = None
     try:
-        app.snapshot.doc()
+        doc = app.snapshot.doc()
         published = app.snapshot.published_nano()
         age = (time.time_ns() - published) / 1e9 if published else float("inf")
         checks.append(_check("State snapshot", True, "The engine has published its state",
                              f"published {age:.3f}s ago"))
     except Exception as exc:
         checks.append(_check("State snapshot", False, "The engine has published its state", getattr(exc, "message", str(exc))))
-    shim = shim_check(app.options.name)
-    if shim is not None:
-        checks.append(shim)
-    return {"Healthy": all(c["Succeeded"] for c in checks), "HealthChecks": checks}
+    shim_doc = shim_status(app.options.name)
+    if shim_doc is not None:
+        checks.append(shim_check(shim_doc))
+    checks.append(config_check(doc, shim_doc))
+    return {"Healthy": all(c["Succeeded"] for c in checks if c["Name"] not in WARNING_CHECKS),
+            "HealthChecks": checks}
 
 
-def shim_check(name: str) -> dict[str, Any] | None:
-    """The Kubernetes shim of this instance, from the state it publishes (common.shimstatus):
-    failed when its state machine is Failed or its process is gone. None when this machine runs
+def config_check(doc: dict[str, Any] | None, shim_doc: dict[str, Any] | None) -> dict[str, Any]:
+    """The last configuration change was applied (engine reloadError, the shim's refusal)."""
+    engine = (doc or {}).get("engine") or {}
+    cms = (shim_doc or {}).get("configMaps") or {}
+    refused = cms.get("refused") if cms else engine.get("reloadError")  # the shim's has both
+    source = engine.get("configSource") or "file"
+    where = f"ConfigMaps in namespace {cms['namespace']}" if cms else source
+    if refused:
+        why = refused.get("reason") or refused.get("message")
+        return _check("Configuration", False, "The last configuration change was applied",
+                      f"refused, the previous configuration stays in force ({where}): {why}")
+    notes = config_notes(shim_doc, engine)
+    return _check("Configuration", True, "The last configuration change was applied",
+                  f"from {where}" + (f"; not applied: {'; '.join(notes)}" if notes else ""))
+
+
+def shim_status(name: str) -> dict[str, Any] | None:
+    """The state the instance's shim publishes (common.shimstatus); None when this machine runs
     no shim for the instance (no status file: e.g. a read replica), so nothing is claimed."""
     try:
-        doc = read_status(status_path(name))
+        return read_status(status_path(name))
     except (OSError, ValueError):
         return None
+
+
+def shim_check(doc: dict[str, Any]) -> dict[str, Any]:
+    """The Kubernetes shim of this instance: failed when its state machine is Failed or its
+    process is gone."""
     alive = pid_exists(int(doc.get("pid") or 0)) and not doc.get("stopped")
     state = str(doc.get("state") or "unknown")
     ok = alive and state != "Failed"

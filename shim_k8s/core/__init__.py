@@ -41,6 +41,8 @@ Modules (one concept each; each is functions of a `ShimCore`)
 -------------------------------------------------------------
     coordinator   `ShimCore`: the caches, the engine view, the `on_*` inputs and `take()`
     registration  registration and recovery: connection, RegisterResourceManager, Acks
+    configuration the ConfigMaps' configuration on the SI: in the registration, UpdateConfiguration,
+                  the engine's answer back to `shim_k8s.configmaps.ConfigMapSource`
     tasks         applications and tasks: pods -> applications, asks, existing allocations
     nodes         nodes: CREATE/UPDATE/drain/DECOMISSION, other schedulers' occupation
     binding       allocations -> bindings, binding results, releases (preemption victims

@@ -16,7 +16,7 @@ from si.resources import Resource
 from .. import mapping
 from ..mapping import NodeInfo, PodInfo
 from ..state import NodeRecovery, ShimEvent, ShimMachine, ShimState
-from . import batch, binding, nodes, registration, tasks
+from . import batch, binding, configuration, nodes, registration, tasks
 from .actions import Actions, Bind
 from .batch import Batch
 from .engine_view import EngineAllocation, EngineNode
@@ -31,6 +31,9 @@ class ShimCore:
                  machine: ShimMachine | None = None) -> None:
         self.rm_id = rm_id
         self.partition = partition
+        self.config_source: Any = None
+        """A `shim_k8s.configmaps.ConfigMapSource` when the ConfigMaps configure the engine."""
+        self.register_config: Any = None
         self.machine = machine or ShimMachine()
         self.node_recovery = NodeRecovery()
         # --- the cluster (informers) ---
@@ -124,6 +127,10 @@ class ShimCore:
     def on_node(self, event_type: str, obj: Mapping[str, Any]) -> None:
         """A node watch event (ADDED / MODIFIED / DELETED)."""
         nodes.on_node(self, event_type, obj)
+
+    def on_configmap(self, event_type: str, obj: Mapping[str, Any]) -> None:
+        """A ConfigMap watch event of the scheduler's namespace (core.configuration)."""
+        configuration.on_configmap(self, event_type, obj)
 
     def on_bind_result(self, bind: Bind, ok: bool, conflict: bool = False,
                        gone: bool = False, reason: str = "") -> None:

@@ -15,7 +15,7 @@ from si import messages
 from si import protocol as si
 
 from ..state import NodeEvent, NodeState, ShimEvent, ShimState
-from . import nodes, tasks
+from . import configuration, nodes, tasks
 
 if TYPE_CHECKING:
     from .coordinator import ShimCore
@@ -32,8 +32,7 @@ def on_connect(core: ShimCore) -> None:
     core.generation += 1
     core.connected = True
     core.register_id = core.next_request_id()
-    core.actions.si.append(messages.RegisterResourceManager(
-        core.rm_id, "queues", "ykshm-shim/0.1", core.register_id).to_si())
+    core.actions.si.append(configuration.register_message(core))
 
 
 def on_disconnect(core: ShimCore, reason: str = "SI connection closed") -> None:
@@ -115,6 +114,7 @@ def on_registered(core: ShimCore, message: messages.RegisterResourceManagerRespo
 def on_ack(core: ShimCore, reply_to: int, error: str | None) -> None:
     """An Ack (error None) or Error answering request `reply_to`."""
     if reply_to == core.register_id and core.state is ShimState.NEW:
+        configuration.on_register_answer(core, error)
         if error is not None:
             core.fail(f"engine refused registration: {error}")
             return
@@ -129,6 +129,9 @@ def on_ack(core: ShimCore, reply_to: int, error: str | None) -> None:
     if tag is None:
         return
     kind, payload = tag
+    if kind == "config":
+        configuration.on_update_answer(core, payload, error)
+        return
     if kind == "recover" and error is not None and core.state is ShimState.RECOVERING:
         # the seed's Failed path: a node the engine refused is not recovered, and the shim
         # cannot claim recovery done; fail so the process restarts into a fresh recovery

@@ -1,8 +1,10 @@
 """streams.regions: the consistent-region operator of one Streams job (`ykshm cr-operator`).
 
     errors     why a region refuses a request: RegionError -> 400 / 404 / 409, raised before any change
+    vocabulary the machine's enumerations (`RegionState`, `PeStatus`, ...), its events (inputs) and
+               actions (outputs), as frozen data
     fsm        the region state machine (OpenStreams' rules, transitions as data), pure: events in,
-               actions out; `Region`, `RegionSpec`, `RegionState`
+               actions out; `Region`, `RegionSpec`
     docs       ConsistentRegion spec/status documents <-> `Region` (the operator-restart round trip)
     health     the health rule (every PE Full, its current pod Running; missing -> unknown), pure
     board      the notification board: the latest notification per PE per region, for polling

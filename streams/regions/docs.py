@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from .errors import InvalidRequest
-from .fsm import PeStatus, RegionState
+from .vocabulary import PeStatus, RegionState
 
 if TYPE_CHECKING:
     from .fsm import Region, RegionSpec

@@ -3,7 +3,7 @@
 Names as ConsistentRegionOperatorMetric has them (average_drain_time_milliseconds, ...,
 n_current_reset_attempts), labelled `job` and `region` (OpenStreams: one label
 "ConsistentRegion_<n>"; a job label lets one Prometheus scrape many operators). Averages are over
-the last 10 samples (fsm.MOVING_AVERAGE_SAMPLES). Each operator owns its CollectorRegistry: no
+the last 10 samples (vocabulary.MOVING_AVERAGE_SAMPLES). Each operator owns its CollectorRegistry: no
 process-global state, so tests and several operators in one process do not collide.
 """
 

@@ -55,8 +55,8 @@ import trio
 
 from .board import Notification, NotificationBoard
 from .errors import RegionError, UnknownRegion
-from .fsm import (Action, ArmTimer, CancelTimers, ClearBoard, Event, MetricSamples, Notify,
-                  OperatorRestarted, Region, RegionUpdate, ResetRequest, StatusChanged, Timeout)
+from .fsm import Region
+from .vocabulary import Action, ArmTimer, CancelTimers, ClearBoard, Event, MetricSamples, Notify, OperatorRestarted, RegionUpdate, ResetRequest, StatusChanged, Timeout
 from .health import Health
 from .metrics import RegionMetrics
 from .udp import AddressBook, UdpNotifier
@@ -77,6 +77,13 @@ HealthSource = Callable[[int], Awaitable[Health]]
 @dataclasses.dataclass(frozen=True, slots=True)
 class Recheck:
     """A PE or pod of the region changed: ask the health source and feed the answer to the FSM."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Members:
+    """The region's members changed (a parallel region inside it was scaled): set them, recheck."""
+
+    pes: frozenset[int]
 
 
 class _Reply:
@@ -149,6 +156,19 @@ class RegionOperator:
     def post(self, index: int, event: Event | Recheck) -> None:
         """Queue an event without waiting (monitors: `post(index, Recheck())`)."""
         self._task(index).post(event)
+
+    def set_members(self, index: int, pes: Iterable[int]) -> None:
+        """The region's `pesInRegion` changed: apply it in the region's queue, then recheck."""
+        self.post(index, Members(frozenset(pes)))
+
+    def welcome(self, region: Region, new: Iterable[int], members: Iterable[int]) -> None:
+        """New members get the notification the others hold (a drain under way reaches them)."""
+        note = next((n for pe in members if (n := self.board.get(pe, region.index)) is not None), None)
+        pes = tuple(sorted(new))
+        if note is not None and pes:
+            self.board.post(pes, region.index, note)
+            if self._udp is not None:
+                self._udp.send(pes, region.index, note)
 
     def recheck_all(self, indexes: Iterable[int]) -> None:
         """A PE or pod changed: recheck every region it belongs to."""
@@ -238,6 +258,11 @@ class _RegionTask:
 
     async def _with_health(self, event):
         index = self.region.index
+        if isinstance(event, Members):
+            before = set(self.region.spec.pes)
+            self.region.set_pes(event.pes)
+            self.operator.welcome(self.region, event.pes - before, before & event.pes)
+            event = Recheck()
         if isinstance(event, Recheck):
             health = await self.operator.health_source(index)
             return RegionUpdate(health.healthy, health.clean_start)

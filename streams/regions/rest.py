@@ -45,7 +45,7 @@ from common.http1.routing import Route, RouteErrors, Router
 
 from . import metrics as metrics_mod
 from .errors import InvalidRequest, NotFound, RegionError
-from .fsm import Checkpoint, DrainRequest, ResetDone, ResetRequest
+from .vocabulary import Checkpoint, DrainRequest, ResetDone, ResetRequest
 from .operator import RegionOperator
 
 log = logging.getLogger("ykshm.cr-operator")

@@ -12,7 +12,10 @@ import pytest
 import trio
 
 from kube import client as kubeclient
-from kube.client import GoneError, Informer, KubeConfigError, load_kubeconfig
+from kube.client import GoneError, Informer
+from kube.config import KubeConfig
+from kube.errors import ApiStatusError, KubeConfigError
+from kube.kubeconfig import load_kubeconfig
 
 
 def pod(name, rv):
@@ -155,13 +158,13 @@ async def test_bind_maps_statuses(nursery):
     listeners = await nursery.start(functools.partial(
         trio.serve_tcp, lambda s: _serve_http(answers, seen, s), 0, host="127.0.0.1"))
     port = listeners[0].socket.getsockname()[1]
-    conn = kubeclient.RawConnection(kubeclient.KubeConfig(server=f"http://127.0.0.1:{port}"))
+    conn = kubeclient.RawConnection(KubeConfig(server=f"http://127.0.0.1:{port}"))
     try:
         await kubeclient.bind_raw(conn, "ns", "ok", "u", "n1")
-        with pytest.raises(kubeclient.ApiStatusError) as info:
+        with pytest.raises(ApiStatusError) as info:
             await kubeclient.bind_raw(conn, "ns", "taken", "u", "n1")
         assert info.value.code == 409 and not isinstance(info.value, GoneError)
-        with pytest.raises(kubeclient.ApiStatusError) as info:
+        with pytest.raises(ApiStatusError) as info:
             await kubeclient.bind_raw(conn, "ns", "gone", "u", "n1")
         assert info.value.code == 404
     finally:
@@ -254,7 +257,7 @@ async def test_raw_connection_bodies_statuses_and_reconnect(nursery):
     listeners = await nursery.start(functools.partial(
         trio.serve_tcp, lambda s: _serve_http(answers, seen, s), 0, host="127.0.0.1"))
     port = listeners[0].socket.getsockname()[1]
-    conn = kubeclient.RawConnection(kubeclient.KubeConfig(server=f"http://127.0.0.1:{port}",
+    conn = kubeclient.RawConnection(KubeConfig(server=f"http://127.0.0.1:{port}",
                                                           token="tok"))
     try:
         await kubeclient.bind_raw(conn, "ns", "p1", "u1", "n1")
@@ -262,12 +265,12 @@ async def test_raw_connection_bodies_statuses_and_reconnect(nursery):
         assert head.startswith(b"POST /api/v1/namespaces/ns/pods/p1/binding HTTP/1.1")
         assert b"Authorization: Bearer tok" in head
         assert orjson.loads(body)["target"]["name"] == "n1"
-        with pytest.raises(kubeclient.ApiStatusError) as info:
+        with pytest.raises(ApiStatusError) as info:
             await kubeclient.bind_raw(conn, "ns", "p2", "u2", "n1")
         assert info.value.code == 409 and info.value.reason == "Conflict"
         with pytest.raises(httpx.TransportError):
             await kubeclient.bind_raw(conn, "ns", "p3", "u3", "n1")   # closed mid-request
-        with pytest.raises(kubeclient.ApiStatusError) as info:          # reconnects
+        with pytest.raises(ApiStatusError) as info:          # reconnects
             await kubeclient.bind_raw(conn, "ns", "p4", "u4", "n1")
         assert info.value.code == 404
         assert len(seen) == 4

@@ -24,7 +24,7 @@ from typing import Any
 import httpx
 import psutil
 
-from kube.client import load_kubeconfig
+from kube.kubeconfig import load_kubeconfig
 from tools.harness import HarnessError, pod_body, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -403,7 +403,7 @@ async def test_the_watchdog_fails_a_recovery_that_outlives_its_timeout(autojump_
     and the core loop then ends the process with ShimFailed (exit 1)."""
     import trio
 
-    from kube.client import KubeConfig
+    from kube.config import KubeConfig
     from shim_k8s.shim import RecoveryDeadline, Shim, ShimOptions
 
     core, _sent = _recovering()

@@ -107,3 +107,26 @@ def test_errors_name_the_field(msg, error):
         messages.parse(msg)
     assert str(info.value) == error
     assert info.value.message_type == msg["type"]
+
+
+@given(st.none() | text, st.none() | attrs)
+def test_register_with_a_configuration_round_trips(config, extra):
+    msg = messages.RegisterResourceManager("rm", "queues", "v", 1, config, extra)
+    assert messages.parse(msg.to_si()) == msg
+    assert ("config" in msg.to_si()) is (config is not None)  # absent: the engine's own file
+
+
+@given(text, attrs)
+def test_update_configuration_round_trips(config, extra):
+    msg = messages.UpdateConfiguration("rm", "queues", config, extra, 7)
+    assert messages.parse(msg.to_si()) == msg
+
+
+@pytest.mark.parametrize("extra, error", [
+    ({"event.maxStreams": 5}, "UpdateConfiguration.extraConfig.event.maxStreams must be str"),
+    ([], "UpdateConfiguration.extraConfig must be dict"),
+])
+def test_update_configuration_extra_must_be_strings(extra, error):
+    wire = {"type": "UpdateConfiguration", "rmID": "rm", "config": "", "extraConfig": extra}
+    with pytest.raises(ProtocolError, match=error):
+        messages.parse(wire)

@@ -327,7 +327,8 @@ def test_malformed_ca_and_key_files_are_exit_2_naming_the_file(tmp_path: Path) -
 
 async def test_kube_client_loads_kubeconfigs_with_ca_client_certificate_and_token(secure: Secure,
                                                                                  tmp_path: Path) -> None:
-    from kube.client import RawConnection, load_kubeconfig
+    from kube.client import RawConnection
+    from kube.kubeconfig import load_kubeconfig
 
     admin = load_kubeconfig(secure.admin)  # certificate-authority + client-certificate/key files
     async with admin.client() as http:

@@ -59,7 +59,9 @@ def test_deployment_scheduled_by_ykshm_survives_rollout_and_scale(ring_name: str
         assert all(p["spec"]["nodeName"].startswith("node-") for p in first)  # bound by ykshm
         owners = {p["metadata"]["ownerReferences"][0]["name"] for p in first}
         assert len(owners) == 1 and first[0]["metadata"]["ownerReferences"][0]["controller"] is True
-        assert any(a["applicationID"] == "web-app" for a in c.applications())
+        # the state views follow the engine's snapshot, published a moment after the binds
+        wait_for(lambda: any(a["applicationID"] == "web-app" for a in c.applications()), 10,
+                 "application web-app in the state views")
         status = k.run("rollout", "status", "deployment/web", "--timeout=30s")
         assert status.returncode == 0, status.stderr
 

@@ -207,3 +207,47 @@ def test_operator_killed_in_draining_and_resetting_resumes_with_consistent_seq_i
     finally:
         blocking.stop()
         states.close()
+
+
+@pytest.fixture
+def scaled_region_cluster(ring_name, tmp_path):
+    """A consistent region holding a parallel region of width 2, with pe-sim playing the PEs."""
+    bundles = tmp_path / "bundles"
+    bundles.mkdir()
+    c = Cluster(ring_name, nodes=4)
+    sim = None
+    try:
+        c.start_all()
+        c.start_streams(str(bundles))
+        k = Kubectl(c.url, str(tmp_path))
+        adl = appgen.pipeline_adl(operators=5, parallel=(2, 2), regions=(appgen.Region(
+            0, 4, period=0.3, drain_timeout=2.0, reset_timeout=2.0, max_attempts=1000),))
+        (bundles / "cr.sab").write_bytes(appgen.make_sab(adl))
+        k("create", "-f", "-", stdin=JOB.replace("fusion: {manual: 3}", "fusion: {manual: 3, type: channelIsolation}"))
+        sim = Proc("pe-sim", ["pe-sim", "--job", "default/cr", "--api-server", c.url], c.log_dir)
+        yield c, k
+    finally:
+        if sim is not None:
+            sim.stop()
+        c.close()
+
+
+def test_scaling_a_parallel_region_inside_a_consistent_region(scaled_region_cluster):
+    c, k = scaled_region_cluster
+    wait_for(lambda: region(k).get("status", {}).get("lastCompletedSeqID", 0) >= 2, 90, "drains completing")
+    assert sorted(region(k)["spec"]["pesInRegion"]) == [0, 1, 2]
+    pid = operator_pid(c)
+    seen: list[int] = []
+
+    def completed_at_least(n: int) -> bool:
+        seq = region(k)["status"].get("lastCompletedSeqID", 0)
+        seen.append(seq)
+        return seq >= n
+
+    for width, pes in ((3, [0, 1, 2, 3]), (1, [0, 1])):
+        before = region(k)["status"]["lastCompletedSeqID"]
+        k("scale", "stpr/cr-op2", f"--replicas={width}")
+        wait_for(lambda: sorted(region(k)["spec"]["pesInRegion"]) == pes, 60, f"pesInRegion at width {width}")
+        wait_for(lambda: completed_at_least(before + 3), 90, f"drains completing at width {width}")
+    assert seen == sorted(seen)                      # sequence ids never went back
+    assert operator_pid(c) == pid                    # the operator followed without a restart

@@ -36,7 +36,7 @@ def streams_cluster(ring_name, tmp_path):
     c = Cluster(ring_name, nodes=4)
     try:
         c.start_all()
-        c.start_streams(str(bundles), extra=["--no-operators"])
+        c.start_streams(str(bundles), extra=["--no-operators", "--allow-fetch-host", "127.0.0.1"])
         yield c, Kubectl(c.url, str(tmp_path)), bundles
     finally:
         c.close()
@@ -149,6 +149,16 @@ def test_scale_a_parallel_region_and_recreate_a_deleted_pe(streams_cluster):
     wait_for(lambda: sorted(pe["metadata"]["name"] for pe in
                             k.json("get", "stp", "-l", "streams.ibm.com/job=par")["items"]) == ["par-0", "par-1"],
              60, "channels 1 and 2 removed")
+
+    # an eviction (what kubectl drain posts) is a failure, not a user's deletion: with the
+    # defaults (restartDeletedPod false, the PE restartable) the PE gets a new launch
+    pod0 = next(p for p in pods_of(k, "par") if p.startswith("par-0-"))
+    launch = k.json("get", "stp", "par-0")["spec"]["launchCount"]
+    assert c.api is not None
+    c.api.post(f"/api/v1/namespaces/default/pods/{pod0}/eviction",
+               json={"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": pod0}}).raise_for_status()
+    wait_for(lambda: k.json("get", "stp", "par-0")["spec"]["launchCount"] == launch + 1, 30,
+             "the evicted PE relaunched")
 
     # a PE deleted by a user while its job lives comes back (restartable)
     k("delete", "stp", "par-1")

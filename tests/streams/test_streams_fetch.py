@@ -15,6 +15,7 @@ import trustme
 
 from streams.errors import FetchError, LogicalError
 from streams.fetch import fetch_bundle, object_readers, parse_bundle_spec
+from streams.fetchpolicy import FetchPolicy
 from streams_adl import pipeline, sab
 
 SERVER = pathlib.Path(__file__).parent / "https_server.py"
@@ -69,9 +70,14 @@ def cluster():
     return Cluster()
 
 
+# the test servers listen on 127.0.0.1, which the default policy refuses (tests/security covers that)
+LOCAL = FetchPolicy(github_hosts=frozenset({"127.0.0.1"}), allow_hosts=frozenset({"127.0.0.1"}))
+
+
 async def fetch(spec, cluster, tmp_path, **kw):
     return await fetch_bundle(spec, namespace="ns", bundle_dir=tmp_path / "bundles", cache_dir=tmp_path / "cache",
-                              read_configmap=cluster.read_configmap, read_secret=cluster.read_secret, **kw)
+                              read_configmap=cluster.read_configmap, read_secret=cluster.read_secret,
+                              policy=LOCAL, **kw)
 
 
 def http_spec(server, name="app.sab", **extra):
@@ -236,10 +242,10 @@ async def test_object_readers_take_data_out_of_api_objects(server, tmp_path):
     (server.root / "app.sab").write_bytes(bundle)
     (server.root / ".token").write_text("s3cret")
     got = await fetch_bundle(http_spec(server), namespace="ns", bundle_dir=tmp_path, cache_dir=tmp_path / "c",
-                             read_configmap=read_configmap, read_secret=read_secret)
+                             read_configmap=read_configmap, read_secret=read_secret, policy=LOCAL)
     assert got == bundle
     ctx = ssl.create_default_context()
     server.ca.configure_trust(ctx)
     got = await fetch_bundle(github_spec(server), namespace="ns", bundle_dir=tmp_path, cache_dir=tmp_path / "c",
-                             read_configmap=read_configmap, read_secret=read_secret, ssl_context=ctx)
+                             read_configmap=read_configmap, read_secret=read_secret, ssl_context=ctx, policy=LOCAL)
     assert got == bundle

@@ -70,22 +70,47 @@ def test_resources_table_divides_requests_and_limits_by_pe_count():
 
 # --- the restart table, written out again here ----------------------------------------------------
 
-EXPECTED = {
-    # (outcome, restartFailedPod, restartCompletedPod, restartDeletedPod, restartable) -> restart?
-}
-for failed, completed, deleted, restartable in itertools.product((None, True, False), (True, False),
-                                                                (True, False), (True, False)):
-    EXPECTED[("Failed", failed, completed, deleted, restartable)] = restartable if failed is None else failed
-    EXPECTED[("Succeeded", failed, completed, deleted, restartable)] = completed
-    EXPECTED[("Deleted", failed, completed, deleted, restartable)] = deleted
+# Written from the seed's text (streams-instance-controller.txt, "Restart" options), row by row:
+#  restartFailedPod  "Restart failed pods", null -> "automatically defined depending on the PE's
+#                    restartable status";
+#  restartCompletedPod "pods that terminate with a Completed status (exit 0) ... when true, restarted";
+#  restartDeletedPod "covers the voluntary deletion of pods ... acts as a fall-through for
+#                    terminating pods with both restartCompletedPod and restartFailedPod set to false".
+# (outcome, restartFailedPod, restartCompletedPod, restartDeletedPod, restartable) -> restarted?
+SEED_TABLE = [
+    # Failed: restartFailedPod decides; null -> restartable
+    ("Failed", True, False, False, False, True),
+    ("Failed", True, True, False, True, True),
+    ("Failed", None, False, False, True, True),
+    ("Failed", None, False, False, False, False),
+    ("Failed", None, False, True, False, False),     # null is not "set to false": no fall-through
+    ("Failed", False, True, True, True, False),      # completed is true: no fall-through
+    ("Failed", False, True, False, True, False),
+    # Failed, both flags false: restartDeletedPod falls through
+    ("Failed", False, False, True, False, True),
+    ("Failed", False, False, False, True, False),
+    # Succeeded: restartCompletedPod decides
+    ("Succeeded", None, True, False, True, True),
+    ("Succeeded", False, True, False, False, True),
+    ("Succeeded", None, False, True, True, False),   # restartFailedPod null: no fall-through
+    ("Succeeded", True, False, True, True, False),   # restartFailedPod true: no fall-through
+    # Succeeded, both flags false: restartDeletedPod falls through
+    ("Succeeded", False, False, True, True, True),
+    ("Succeeded", False, False, False, True, False),
+    # deleted by a user: restartDeletedPod
+    ("Deleted", None, False, True, True, True),
+    ("Deleted", True, True, False, True, False),
+    ("Deleted", False, False, False, True, False),
+    ("Deleted", False, False, True, False, True),
+]
 
 
-@pytest.mark.parametrize("case", sorted(EXPECTED, key=repr))
-def test_restart_table(case):
-    outcome, failed, completed, deleted, restartable = case
+@pytest.mark.parametrize("case", SEED_TABLE, ids=repr)
+def test_restart_table_from_the_seed(case):
+    outcome, failed, completed, deleted, restartable, expected = case
     pe = {"restartFailedPod": failed, "restartCompletedPod": completed,
           "restartDeletedPod": deleted, "restartable": restartable}
-    assert restart.should_restart(restart.Outcome(outcome), pe) is EXPECTED[case]
+    assert restart.should_restart(restart.Outcome(outcome), pe) is expected
 
 
 def test_only_a_failed_pod_of_a_pe_that_keeps_them_is_kept():
@@ -333,3 +358,61 @@ def test_any_job_spec_is_read_or_refused_with_a_logical_error(spec, bundle):
     objects.pod_object(parsed, objects.pe_object(parsed, {**job, "metadata": {**job["metadata"]}}, doc(0), "c0")
                        | {"metadata": {"name": "j-0", "uid": "p"}, "kind": "ProcessingElement"},
                        doc(0), 1, "[]")
+
+
+def test_failed_pod_not_restarted_is_deleted_by_delete_failed_pod():
+    # the seed: deleteFailedPod (default true) "is used to automatically delete failed pods"
+    for keep in (False, True):
+        w = World([doc(0, restartable=False)], {"processingElement": {"deleteFailedPod": not keep}})
+        w.settle()
+        w.set_phase("j-0-1", "Running")
+        w.settle()
+        w.set_phase("j-0-1", "Failed")
+        w.settle()
+        assert w.pe(0)["status"]["phase"] == "Failed" and w.pe(0)["spec"]["launchCount"] == 1
+        assert ("j-0-1" in w.pods) is keep
+        assert w.plan() == []
+
+
+def test_fall_through_restarts_a_terminated_pod_by_restart_deleted_pod():
+    # the review's probe P4: both flags false, restartDeletedPod true -> restarted
+    for phase in ("Failed", "Succeeded"):
+        w = World([doc(0)], {"processingElement": {"restartFailedPod": False, "restartCompletedPod": False,
+                                                   "restartDeletedPod": True}})
+        w.settle()
+        w.set_phase("j-0-1", "Running")
+        w.settle()
+        w.set_phase("j-0-1", phase)
+        w.settle()
+        assert w.pe(0)["spec"]["launchCount"] == 2, phase
+        assert sorted(w.pods) == ["j-0-2"]
+
+
+def evicted(pod, reason="EvictionByEvictionAPI"):
+    pod["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    pod["status"]["conditions"] = [{"type": "DisruptionTarget", "status": "True", "reason": reason}]
+
+
+def test_eviction_and_preemption_are_failures_not_user_deletions():
+    # defaults: restartDeletedPod false (a user's deletion stops the PE), restartFailedPod null
+    # (restartable: a failure restarts it); an evicted or preempted pod counts as a failure
+    for reason in ("EvictionByEvictionAPI", "PreemptionByScheduler"):
+        w = World([doc(0)])
+        w.settle()
+        w.set_phase("j-0-1", "Running")
+        w.settle()
+        evicted(w.pods["j-0-1"], reason)
+        w.settle()
+        assert w.pe(0)["spec"]["launchCount"] == 2
+        assert "j-0-2" in w.pods
+    # the eviction seen only on the deleted pod's last state (the controller remembers it)
+    w = World([doc(0)])
+    w.settle()
+    w.set_phase("j-0-1", "Running")
+    w.settle()
+    del w.pods["j-0-1"]
+    view = reconcile.JobView(w.job, w.cms, list(w.pes.values()), [], 0, 0,
+                             disrupted={"j-0-1": "EvictionByEvictionAPI"})
+    steps = reconcile.plan_job(view, spec=w.spec, reported=set())
+    assert [s.what for s in steps] == ["update_pe"] and steps[0].obj["spec"]["launchCount"] == 2
+    assert "disrupted (EvictionByEvictionAPI)" in steps[0].message

@@ -13,12 +13,8 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 from region_model import Model, Refused
 
 from streams.regions import errors
-from streams.regions.fsm import (STEP_TARGET, TRANSITIONS, ArmTimer, CancelTimers,
-                                          Checkpoint, ClearBoard, DrainRequest, MetricSamples,
-                                          Notify, OperatorRestarted, Region, RegionSpec,
-                                          RegionState, RegionUpdate, ResetDone, ResetRequest,
-                                          StatusChanged, Step, Timeout, TimerKind, Trigger,
-                                          diagram)
+from streams.regions.fsm import STEP_TARGET, TRANSITIONS, Region, RegionSpec, Step, Trigger, diagram
+from streams.regions.vocabulary import ArmTimer, CancelTimers, Checkpoint, ClearBoard, DrainRequest, MetricSamples, Notify, OperatorRestarted, RegionState, RegionUpdate, ResetDone, ResetRequest, StatusChanged, Timeout, TimerKind
 
 S, T = RegionState, Trigger
 R = "reset"  # RESETTING, or MAXIMUM_RESET_ATTEMPTS_REACHED when attempts ran out

@@ -17,7 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypercorn.trio import serve as hypercorn_serve
 
-from streams.regions.fsm import Region, RegionSpec, Timeout, TimerKind
+from streams.regions.fsm import Region, RegionSpec
+from streams.regions.vocabulary import Timeout, TimerKind
 from streams.regions.health import Health
 from common.http1.limits import Limits
 from streams.regions.listener import LIMITS, Listener, serve_api

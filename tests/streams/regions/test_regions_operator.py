@@ -11,7 +11,8 @@ import trio
 import trio.testing
 
 from streams.regions import errors
-from streams.regions.fsm import Checkpoint, Region, RegionSpec, ResetDone, ResetRequest
+from streams.regions.fsm import Region, RegionSpec
+from streams.regions.vocabulary import Checkpoint, ResetDone, ResetRequest
 from streams.regions.health import Health
 from streams.regions.operator import RegionOperator
 
@@ -358,3 +359,36 @@ async def test_a_status_writer_that_fails_ends_the_operator(autojump_clock):
             await nursery.start(op.run)
             await trio.sleep(1000)
     assert info.group_contains(Broken)
+
+
+async def test_members_follow_a_width_change_while_draining(autojump_clock):
+    # a parallel region inside the consistent region scaled up, then down, each time mid-drain:
+    # new PEs get the drain under way and are known (no 404 unknownPE), PEs that left are not
+    # waited for, and checkpoints keep completing with increasing sequence ids
+    store, health = FakeStore(), FakeHealth()
+    completed = []
+    async with trio.open_nursery() as nursery:
+        op = await start(nursery, store, health, [Region(make_spec())])
+        await trio.sleep(5.1)
+        await checkpoint_all(op, 1)
+        completed.append(store.status[0]["lastCompletedSeqID"])
+        await trio.sleep(5.2)
+        assert board_of(op) == ("triggerDrain", "seqId=2")
+        op.set_members(0, {1, 2, 3, 4})
+        await trio.testing.wait_all_tasks_blocked()
+        assert board_of(op, 4) == ("triggerDrain", "seqId=2")
+        await checkpoint_all(op, 2, pes=(1, 2, 3))
+        assert store.status[0]["lastCompletedSeqID"] == 1          # PE 4 is waited for
+        await op.submit(0, Checkpoint(4, 2))
+        completed.append(store.status[0]["lastCompletedSeqID"])
+        await trio.sleep(5.2)
+        assert board_of(op) == ("triggerDrain", "seqId=3")
+        await op.submit(0, Checkpoint(3, 3))
+        op.set_members(0, {1, 2})
+        await trio.testing.wait_all_tasks_blocked()
+        await checkpoint_all(op, 3, pes=(1, 2))
+        completed.append(store.status[0]["lastCompletedSeqID"])
+        with pytest.raises(errors.UnknownPE):
+            await op.submit(0, Checkpoint(4, 4))
+        nursery.cancel_scope.cancel()
+    assert completed == [1, 2, 3]

@@ -13,7 +13,8 @@ import trio.testing
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from streams.regions.fsm import Region, RegionSpec, Timeout, TimerKind
+from streams.regions.fsm import Region, RegionSpec
+from streams.regions.vocabulary import Timeout, TimerKind
 from streams.regions.health import Health
 from streams.regions.operator import RegionOperator
 from streams.regions.rest import BASE, RegionApi, serve

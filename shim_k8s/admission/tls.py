@@ -1,0 +1,119 @@
+"""The serving certificate: made, installed and rotated while the server keeps answering.
+
+hypercorn builds its SSL context once per listener; `SwappableTLSConfig` hands it ours, and
+`ServingTLS.swap` loads a new chain into that same context: handshakes from then on present the
+new certificate, connections already open finish on the old one, no request is dropped and no
+listener restarted. `CertManager.refresh` is YuniKorn's UpdateWebhookConfiguration: the CA pair
+from the Secret (kept or renewed), a new serving certificate signed by the CA that expires last,
+the caBundle written into the webhook configurations first, then, after `grace` seconds (kube-
+apiserver learns the new caBundle by watch; until it does it trusts only the old CAs, and the
+certificate served meanwhile is the old one, signed by a CA both bundles hold), the swap. YuniKorn
+restarts its server instead, dropping what is in flight. `run` sleeps until the first CA expiry minus 30 days
+(or SIGUSR1, as YuniKorn) and refreshes; a refresh that fails there is retried every minute while
+the current certificate is still valid.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import signal
+import ssl
+from collections.abc import Callable
+
+import httpx
+import trio
+from hypercorn.config import Config
+
+from kube.credentials import load_pem_chain
+from kube.errors import ApiStatusError
+
+from . import certs, webhooks
+from .conf import AdmissionConf
+
+log = logging.getLogger("ykshm.admission")
+RETRY = 60.0
+
+
+class ServingTLS:
+    """One server SSL context (TLS 1.2+, h2 and http/1.1) whose certificate is replaced in place."""
+
+    def __init__(self) -> None:
+        self.context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        self.context.minimum_version = ssl.TLSVersion.TLSv1_2
+        self.context.set_alpn_protocols(["h2", "http/1.1"])
+
+    def swap(self, server: certs.KeyPair, ca: certs.KeyPair) -> None:
+        """Serve [server cert, CA] from the next handshake on."""
+        load_pem_chain(self.context, server.cert_pem + ca.cert_pem, server.key_pem)
+
+
+class SwappableTLSConfig(Config):
+    """hypercorn's Config serving `tls.context` instead of building one from files."""
+
+    def __init__(self, tls: ServingTLS) -> None:
+        super().__init__()
+        self.tls = tls
+
+    @property
+    def ssl_enabled(self) -> bool:  # type: ignore[override]
+        return True
+
+    def create_ssl_context(self) -> ssl.SSLContext:
+        return self.tls.context
+
+
+class CertManager:
+    """Certificates in the Secret, caBundle in the webhook configurations, the served chain."""
+
+    def __init__(self, client: httpx.AsyncClient, conf: Callable[[], AdmissionConf], tls: ServingTLS,
+                 *, url: str = "", extra_hosts: tuple[str, ...] = (), key_bits: int = certs.KEY_BITS,
+                 grace: float = 15.0) -> None:
+        self.client, self.conf, self.tls, self.grace = client, conf, tls, grace
+        self.url, self.extra_hosts, self.key_bits = url, extra_hosts, key_bits
+        self.renew = dt.datetime.max.replace(tzinfo=dt.timezone.utc)
+        self.refreshes = 0
+        self.wake = trio.Event()
+
+    async def refresh(self) -> None:
+        """Raises webhooks.SetupError (with the API error in it) when it cannot be done. The first
+        refresh swaps at once: nothing is served yet."""
+        conf = self.conf()
+        try:
+            ca1, ca2 = await webhooks.load_cas(self.client, conf.namespace, self.key_bits)
+            signer = certs.best(ca1, ca2)
+            server = await trio.to_thread.run_sync(
+                certs.server_cert, signer, conf.am_service_name, conf.namespace, self.extra_hosts,
+                self.key_bits)
+            await webhooks.install(self.client, conf, certs.bundle(ca1, ca2), self.url)
+        except (ApiStatusError, httpx.HTTPError) as exc:
+            raise webhooks.SetupError(f"certificates and webhooks: {exc}") from None
+        if self.refreshes:
+            await trio.sleep(self.grace)
+        self.tls.swap(server, signer)
+        self.renew = certs.renew_at(ca1, ca2)
+        self.refreshes += 1
+        log.info("serving certificate %x (signed by the CA expiring %s); next renewal %s",
+                 server.cert.serial_number, signer.not_after.date(), self.renew.date())
+
+    async def run(self) -> None:
+        """Refresh at renewal time or when woken (SIGUSR1)."""
+        while True:
+            delay = (self.renew - dt.datetime.now(dt.timezone.utc)).total_seconds()
+            with trio.move_on_after(max(delay, 0.0)):
+                await self.wake.wait()
+            self.wake = trio.Event()
+            try:
+                await self.refresh()
+            except webhooks.SetupError as exc:
+                log.error("%s; retrying in %.0fs", exc, RETRY)
+                self.renew = dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=RETRY)
+
+    async def on_sigusr1(self) -> None:
+        with trio.open_signal_receiver(signal.SIGUSR1) as signals:
+            async for _ in signals:
+                log.info("SIGUSR1: regenerating certificates")
+                self.wake.set()
+
+
+__all__ = ["CertManager", "ServingTLS", "SwappableTLSConfig"]

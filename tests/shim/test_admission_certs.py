@@ -1,0 +1,160 @@
+"""The admission controller's certificates against a real sim-cluster: the CA pair in YuniKorn's
+Secret (kept across restarts, a corrupt or expiring CA regenerated and logged), the caBundle in the
+webhook configurations, and rotation (SIGUSR1, as YuniKorn) while requests keep being answered on
+open and new connections."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import os
+import signal
+import socket
+import ssl
+import threading
+import time
+import uuid
+
+import httpx
+import orjson
+import pytest
+from cryptography import x509
+
+from shim_k8s.admission import certs
+from tools.harness import wait_for
+
+from admission_harness import NAMESPACE, SECRET, AdmissionWorld, pod, review
+
+MUTATIONS = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/yunikorn-admission-controller-mutations"
+
+
+@pytest.fixture
+def world():
+    w = AdmissionWorld(f"t-admc-{uuid.uuid4().hex[:8]}")
+    try:
+        yield w
+    finally:
+        w.close()
+
+
+def secret_data(world) -> dict:
+    return world.api.get(f"/api/v1/namespaces/{NAMESPACE}/secrets/{SECRET}").json().get("data") or {}
+
+
+def put_secret_data(world, data: dict) -> None:
+    path = f"/api/v1/namespaces/{NAMESPACE}/secrets/{SECRET}"
+    secret = world.api.get(path).json()
+    secret["data"] = {k: base64.b64encode(v).decode() for k, v in data.items()}
+    assert world.api.put(path, json=secret).status_code == 200
+
+
+def served_cert(world) -> x509.Certificate:
+    ctx = ssl.create_default_context(cadata=world.ca_bundle().decode())
+    with socket.create_connection(("127.0.0.1", world.port)) as raw:
+        with ctx.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+            return x509.load_der_x509_certificate(tls.getpeercert(binary_form=True))
+
+
+def hook_bundle(world) -> bytes:
+    hook = world.api.get(MUTATIONS).json()["webhooks"][0]
+    return base64.b64decode(hook["clientConfig"]["caBundle"])
+
+
+def test_cas_made_once_kept_across_restarts_and_served_as_yunikorn_serves_them(world):
+    world.start()
+    data = secret_data(world)
+    assert set(data) == {"cacert1.pem", "cakey1.pem", "cacert2.pem", "cakey2.pem"}
+    assert base64.b64decode(data["cakey1.pem"]).startswith(b"-----BEGIN RSA PRIVATE KEY-----")
+    ca1 = x509.load_pem_x509_certificate(base64.b64decode(data["cacert1.pem"]))
+    ca2 = x509.load_pem_x509_certificate(base64.b64decode(data["cacert2.pem"]))
+    assert ca1.subject.rfc4514_string() == "O=yunikorn.apache.org"
+    assert ca1.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
+    gap = ca2.not_valid_after_utc - ca1.not_valid_after_utc        # first start: 6 months vs 1 year
+    assert dt.timedelta(days=170) < gap < dt.timedelta(days=190)
+    assert hook_bundle(world) == world.ca_bundle()
+    cert = served_cert(world)
+    assert cert.subject.rfc4514_string() == f"CN=yunikorn-admission-controller-service.{NAMESPACE}.svc"
+    sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert f"yunikorn-admission-controller-service.{NAMESPACE}" in sans.get_values_for_type(x509.DNSName)
+    assert cert.issuer == ca2.subject and cert.not_valid_after_utc > ca1.not_valid_after_utc - dt.timedelta(days=200)
+    world.proc.stop()
+    world.start()
+    assert secret_data(world) == data                       # the same pair: replicas share it
+    assert served_cert(world).serial_number != cert.serial_number  # a new serving cert each start
+
+
+def test_a_corrupt_ca_in_the_secret_is_regenerated_and_logged(world):
+    good = certs.new_ca(certs.YEAR, 2048)
+    put_secret_data(world, {"cacert1.pem": b"-----BEGIN CERTIFICATE-----\ngarbage\n", "cakey1.pem": b"x",
+                            "cacert2.pem": good.cert_pem, "cakey2.pem": good.key_pem})
+    world.start()
+    data = secret_data(world)
+    assert base64.b64decode(data["cacert2.pem"]) == good.cert_pem          # the good one kept
+    assert certs.load_ca(base64.b64decode(data["cacert1.pem"]), base64.b64decode(data["cakey1.pem"]))
+    assert "CA #1 is corrupt" in world.proc.tail(100)
+    assert world.admit(review(pod()))["allowed"] is True
+
+
+def test_rotation_never_drops_a_request(world):
+    world.start()
+    old_bundle = world.ca_bundle()
+    before = served_cert(world)
+    # CA #1 now expires in 60 days: inside YuniKorn's 90-day cutoff, so SIGUSR1 replaces it
+    short = certs.new_ca(dt.timedelta(days=60), 2048)
+    data = {k: base64.b64decode(v) for k, v in secret_data(world).items()}
+    put_secret_data(world, {**data, "cacert1.pem": short.cert_pem, "cakey1.pem": short.key_pem})
+    failures: list[str] = []
+    answered = [0]
+    stop = threading.Event()
+    trust = ssl.create_default_context(cadata=(old_bundle + short.cert_pem).decode())
+
+    def hammer(keep_alive: bool) -> None:
+        """One connection kept open across the swap (trusting what was installed when it opened),
+        or a new connection per request trusting the caBundle installed now, as kube-apiserver."""
+        client = httpx.Client(verify=trust, timeout=10) if keep_alive else None
+        body = orjson.dumps(review(pod()))
+        while not stop.is_set():
+            try:
+                if client:
+                    resp = client.post(world.url + "/mutate", content=body,
+                                       headers={"Content-Type": "application/json"})
+                else:
+                    now = ssl.create_default_context(cadata=hook_bundle(world).decode())
+                    resp = httpx.post(world.url + "/mutate", content=body, verify=now, timeout=10,
+                                      headers={"Content-Type": "application/json"})
+                if resp.status_code != 200 or not resp.json()["response"]["allowed"]:
+                    failures.append(resp.text)
+                answered[0] += 1
+            except httpx.HTTPError as exc:
+                failures.append(repr(exc))
+        if client:
+            client.close()
+
+    threads = [threading.Thread(target=hammer, args=(k,)) for k in (True, False)]
+    for t in threads:
+        t.start()
+    try:
+        time.sleep(0.5)
+        os.kill(world.proc.pid, signal.SIGUSR1)
+        wait_for(lambda: hook_bundle(world) != old_bundle and
+                 served_cert(world).serial_number != before.serial_number, 30,
+                 "the new caBundle installed, then the new certificate served")
+        time.sleep(0.5)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(30)
+    assert failures == [] and answered[0] > 10
+    new_bundle = world.ca_bundle()
+    assert hook_bundle(world) == new_bundle != old_bundle
+    after = served_cert(world)                                 # verified against the new bundle
+    assert after.serial_number != before.serial_number
+    assert "SIGUSR1: regenerating certificates" in world.proc.tail(200)
+
+
+def test_renewal_time_is_the_first_expiry_minus_30_days():
+    a, b = certs.new_ca(dt.timedelta(days=200), 2048), certs.new_ca(dt.timedelta(days=380), 2048)
+    assert certs.renew_at(a, b) == a.not_after - dt.timedelta(days=30)
+    assert certs.best(a, b) is b and certs.bundle(a, b) == a.cert_pem + b.cert_pem
+    assert certs.load_ca(a.cert_pem, b.key_pem) is None        # a key that is not the cert's
+    assert certs.load_ca(certs.new_ca(dt.timedelta(days=89), 2048).cert_pem, None) is None

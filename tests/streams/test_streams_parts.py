@@ -1,0 +1,88 @@
+"""The job's parts as a user sees them: a changed spec resubmits, region and pool status, a PE
+without its Job reported. Real sim-cluster and `ykshm streams` (no scheduler: pods stay Pending)."""
+
+from __future__ import annotations
+
+import pytest
+
+from streams import appgen
+from tools.harness import Cluster, wait_for
+
+from test_streams_faults import GROUP, events_of, job_doc, pes, region, scale, settled, status, write
+
+
+@pytest.fixture
+def cluster(ring_name, tmp_path):
+    bundles = tmp_path / "bundles"
+    bundles.mkdir()
+    (bundles / "par.sab").write_bytes(appgen.make_sab(appgen.pipeline_adl(operators=5, parallel=(2, 2))))
+    c = Cluster(ring_name)
+    try:
+        c.start_sim()
+        c.start_streams(str(bundles), extra=["--no-operators"])
+        yield c
+    finally:
+        c.close()
+
+
+def test_region_selector_pool_status_modify_and_orphan_pe(cluster):
+    api = cluster.api
+    assert api is not None
+    write(api, "POST", f"{GROUP}/streamsjobs", (201,), json=job_doc("m"))
+    wait_for(lambda: settled(api, "m", 2), 30, "the job submitted")
+
+    # /scale reads status.selector: the pods of the region's PEs, so an HPA can select them
+    pr = wait_for(lambda: (r := region(api, "m")).get("status", {}).get("selector") and r, 30, "the selector")
+    assert pr["status"]["phase"] == "Running"
+    scale_doc = api.get(f"{GROUP}/streamsprs/m-op2/scale").json()
+    selector = scale_doc["status"]["selector"]
+    pods = api.get("/api/v1/namespaces/default/pods", params={"labelSelector": selector}).json()["items"]
+    region_pes = {p["metadata"]["name"] for p in pes(api, "m")
+                  if p["metadata"]["name"] in {f"m-{i}" for i in (1, 2)}}
+    assert len(pods) == 2 and {p["metadata"]["name"].rsplit("-", 1)[0] for p in pods} == region_pes
+    scale(api, "m", 3)
+    wait_for(lambda: settled(api, "m", 3), 30, "width 3")
+    wait_for(lambda: len(api.get("/api/v1/namespaces/default/pods", params={
+        "labelSelector": api.get(f"{GROUP}/streamsprs/m-op2/scale").json()["status"]["selector"]}).json()["items"]) == 3,
+        30, "the selector follows the width")
+    pools = api.get(f"{GROUP}/streamshostpools", params={"labelSelector": "streams.ibm.com/job=m"}).json()["items"]
+    assert pools and all(p["status"]["phase"] == "Ready" for p in pools)
+    assert "processing elements placed" in pools[0]["status"]["message"]
+
+    # the seed's "modify": a changed spec resubmits from a clean slate (manual 3 -> legacy)
+    before = {p["metadata"]["uid"] for p in pes(api, "m")}
+    write(api, "PATCH", f"{GROUP}/streamsjobs/m", (200,), json={"spec": {"fusion": {"manual": None, "legacy": True}}},
+          headers={"Content-Type": "application/merge-patch+json"})
+    wait_for(lambda: (s := status(api, "m")).get("observedGeneration") == 2 and s.get("phase") == "Submitted"
+             and len(pes(api, "m")) == s.get("peCount") and not before & {p["metadata"]["uid"] for p in pes(api, "m")},
+             60, "the job resubmitted with new PEs")
+    assert status(api, "m")["peCount"] == 6        # legacy: one PE per operator, width 2 again
+    assert events_of(api, "m", "Modified")
+
+    # a PE without its Job is reported, once
+    pe = {"apiVersion": "streams.ibm.com/v1", "kind": "ProcessingElement",
+          "metadata": {"name": "ghost-0", "labels": {"streams.ibm.com/job": "ghost"}},
+          "spec": {"jobName": "ghost", "id": 0, "launchCount": 1}}
+    write(api, "POST", f"{GROUP}/streamspes", (201,), json=pe)
+    wait_for(lambda: events_of(api, "ghost-0", "OrphanPE"), 30, "the orphan PE reported")
+
+
+def test_deleted_aadl_configmap_and_host_pool_are_repaired(cluster):
+    api = cluster.api
+    assert api is not None
+    write(api, "POST", f"{GROUP}/streamsjobs", (201,), json=job_doc("r"))
+    wait_for(lambda: settled(api, "r", 2), 30, "the job submitted")
+    cm = api.get("/api/v1/namespaces/default/configmaps/r-1-aadl").json()
+    pe = api.get(f"{GROUP}/streamspes/r-1").json()
+    pools = api.get(f"{GROUP}/streamshostpools", params={"labelSelector": "streams.ibm.com/job=r"}).json()["items"]
+    write(api, "DELETE", "/api/v1/namespaces/default/configmaps/r-1-aadl", (200,))
+    write(api, "DELETE", f"{GROUP}/streamshostpools/{pools[0]['metadata']['name']}", (200,))
+    again = wait_for(lambda: (r := api.get("/api/v1/namespaces/default/configmaps/r-1-aadl")).status_code == 200
+                     and r.json()["metadata"]["uid"] != cm["metadata"]["uid"] and r.json(), 30, "the AADL re-made")
+    assert again["data"] == cm["data"]                      # byte-identical: the same PE, the same work
+    wait_for(lambda: api.get(f"{GROUP}/streamshostpools/{pools[0]['metadata']['name']}").status_code == 200,
+             30, "the host pool re-made")
+    after = api.get(f"{GROUP}/streamspes/r-1").json()
+    assert after["metadata"]["uid"] == pe["metadata"]["uid"] and after["spec"]["launchCount"] == 1
+    assert events_of(api, "r", "Repaired")
+    wait_for(lambda: settled(api, "r", 2), 30, "the job whole again")
