@@ -43,11 +43,11 @@ def web_listener(app: "App", config: "Config", limits: Limits,
     listener: Listener
 
     async def direct_path(conn: Connection) -> bytes | None:
-        if app.options.hypercorn_only:
-            return b""
         head = await conn.next_head()
         if head is None:
             return None
+        if app.options.hypercorn_only:
+            return conn.buf
         if head is FOREIGN or not direct.wants(app, head):
             return conn.buf
         left = await direct.serve(app, conn.stream, head, conn.buf[head.body_start:],

@@ -185,3 +185,28 @@ def test_bad_certificate_or_key_is_one_line_exit_2(pem, tmp_path):
     line = _one_line(_web("--config", str(cfg)))
     assert "service.web.trustedProxies[0]" in line and "10.0.0.0/33" in line
     assert "--trusted-proxies" in _one_line(_web("--trusted-proxies", "10.0.0.1,bogus"))
+
+
+async def test_hypercorn_only_serves_the_same_stream_through_hypercorn(pem, client_ctx):
+    """`--hypercorn-only` (the design `bench web --tls` compares with): same lines, none direct."""
+    name = unique_name()
+    ring = Ring(name, 100)
+    server = WebServer(name, workers=1, verify=client_ctx,
+                       extra=["--certfile", str(pem / "chain.pem"), "--keyfile", str(pem / "key.pem"),
+                              "--hypercorn-only"])
+    try:
+        ring.publish(3)
+        s = await _stream(server, path="/ws/v1/events/stream?start=0")
+        try:
+            assert s.status == 200 and "InstanceUUID" in await s.obj()
+            with trio.fail_after(10):
+                assert [e["id"] for e in await s.objs(3)] == [0, 1, 2]
+                ring.publish(2, start=3)
+                assert [e["id"] for e in await s.objs(2)] == [3, 4]
+        finally:
+            s.close()
+        assert _direct_streams(server) == 0
+    finally:
+        server.stop()
+        ring.close()
+        cleanup(name)
