@@ -55,7 +55,7 @@ def tls_web(pem, client_ctx, tmp_path_factory):
     cfg.write_text(f"service:\n  web:\n    certFile: {pem / 'chain.pem'}\n    keyFile: {pem / 'key.pem'}\n"
                    "  event:\n    maxStreams: 20\n    maxStreamsPerHost: 20\n")
     ring = Ring(name, 100_000)
-    server = WebServer(name, workers=2, config=str(cfg), verify=client_ctx,
+    server = WebServer(name, workers=1, config=str(cfg), verify=client_ctx,
                        extra=["--stall-timeout", "30", "--head-timeout", "1"])
     server.ring = ring
     yield server
@@ -148,6 +148,8 @@ async def test_a_stalled_tls_stream_does_not_stall_the_hub(tls_web):
                     received.append((await good.obj())["id"])
         assert received == list(range(next_id))
         assert trio.current_time() - t0 < 30
+        text = httpx.get(tls_web.url + "/ws/v1/metrics", verify=tls_web.verify, timeout=5).text
+        assert re.search(r"^ykshm_web_streams_open 2\.0$", text, re.M)  # the stalled one is still open
     finally:
         stalled.close()
         good.close()
