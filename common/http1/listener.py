@@ -12,10 +12,11 @@ worker it is answered 503 and closed (a TLS listener closes it without an answer
 handshake is no use to a TLS client, and a handshake is what a flood wants to cost us). With a TLS
 context (`tls=`) the handshake runs next, in the connection's own task under the head deadline
 (tls.py), and the direct path and hypercorn both get the decrypted stream. A trusted proxy's
-connection is counted for the client its first request names (`proxies=`, forwarded.py). `serve` is hypercorn's trio `worker_serve` (lifespan when
-asked, graceful shutdown, plain-TCP sockets only) with `Listener.handle` as the handler; it relies
-on hypercorn internals (TCPServer, WorkerContext, Lifespan), hence the pinned minor versions in
-pyproject.toml.
+connection is counted for the client its first request names (`proxies=`, forwarded.py).
+
+`serve` is hypercorn's trio `worker_serve` (lifespan when asked, graceful shutdown, plain-TCP
+sockets only: TLS is ours, above) with `Listener.handle` as the handler; it relies on hypercorn
+internals (TCPServer, WorkerContext, Lifespan), hence the pinned minor versions in pyproject.toml.
 
 Resource handling
     One nursery owns the accept loops and a task per connection; each connection is closed by

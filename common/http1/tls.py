@@ -96,8 +96,8 @@ class TlsStream(trio.abc.HalfCloseableStream):
         self._incoming = ssl.MemoryBIO()
         self._outgoing = ssl.MemoryBIO()
         self._tls = ctx.wrap_bio(self._incoming, self._outgoing, server_side=True)
-        self.backlog = b""
-        """Ciphertext not yet on the wire, oldest first."""
+        self.backlog = bytearray()
+        """Ciphertext not yet on the wire, oldest first (written from its head, then dropped)."""
         self._eof = False
 
     # --- the TLS engine ---------------------------------------------------------------------
@@ -121,7 +121,7 @@ class TlsStream(trio.abc.HalfCloseableStream):
                 continue
             except OSError as exc:
                 raise trio.BrokenResourceError(str(exc)) from None
-            self.backlog = self.backlog[n:]
+            del self.backlog[:n]
         if not waited:
             await trio.lowlevel.cancel_shielded_checkpoint()
 
@@ -193,7 +193,7 @@ class TlsStream(trio.abc.HalfCloseableStream):
                 n = os.write(self._fd, self.backlog)
             except BlockingIOError:
                 n = 0
-            self.backlog = self.backlog[n:]
+            del self.backlog[:n]
         return not self.backlog
 
     async def wait_send_all_might_not_block(self) -> None:
