@@ -39,7 +39,9 @@ Readers check in Python (~2-5 us a record), so on a 2-CPU host an uncapped write
 `--write-rate` caps the writer so the readers get the CPU (a 65,536 ring at 40,000/s is still
 lapped every 1.6 s, and readers aim at the oldest, about-to-be-overwritten records half the time).
 
-Every segment the benchmark creates is unlinked when it ends, also on Ctrl-C.
+Every segment the benchmark creates is unlinked when it ends, also on Ctrl-C or SIGTERM; the stress
+processes leave within a second of either (and by themselves if the benchmark is killed), so their
+multiprocessing semaphores (/dev/shm/sem.mp-*) go with them.
 """
 
 from __future__ import annotations
@@ -300,8 +302,20 @@ def check_json(obj: dict) -> bool:
     )
 
 
-def _stress_writer(name: str, capacity: int, rate: int, ready, stop, out) -> None:
+def _orphaned(parent: int) -> bool:
+    """Whether the benchmark that started us is gone (killed -9): then we stop as if told to."""
+    return os.getppid() != parent
+
+
+def _stress_child() -> int:
+    """A stress process ignores Ctrl-C (the benchmark stops it through `stop`); its parent's pid."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    return os.getppid()
+
+
+def _stress_writer(name: str, capacity: int, rate: int, ready, stop, out) -> None:
+    parent = _stress_child()
     from shm import RingWriter
 
     writer = RingWriter.create(name, capacity, 16)
@@ -312,7 +326,7 @@ def _stress_writer(name: str, capacity: int, rate: int, ready, stop, out) -> Non
         publish = writer.publish
         next_id = 0
         t0 = time.monotonic()
-        while not stop.is_set():
+        while not stop.is_set() and not _orphaned(parent):
             if rate:
                 ahead = next_id / rate - (time.monotonic() - t0)
                 if ahead > 0:
@@ -331,7 +345,7 @@ def _stress_writer(name: str, capacity: int, rate: int, ready, stop, out) -> Non
 
 
 def _stress_reader(name: str, seed: int, stop, out) -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    parent = _stress_child()
     from shm import RingReader
 
     reader = RingReader.attach(name)
@@ -374,7 +388,7 @@ def _stress_reader(name: str, seed: int, stop, out) -> None:
             lost += batch.lost[1] - batch.lost[0] + 1
 
     try:
-        while not stop.is_set():
+        while not stop.is_set() and not _orphaned(parent):
             mode = rng.random()
             if mode < 0.45:
                 # a random range as REST JSON (what /ws/v1/events/batch sends)
@@ -427,6 +441,30 @@ def _stress_reader(name: str, seed: int, stop, out) -> None:
                             "first_bad": first_bad}))
 
 
+def _collect(procs: list, out, results: list) -> None:
+    """Each stress process's report, waiting at most 30 s (a busy host) for all of them."""
+    deadline = time.monotonic() + 30
+    while len(results) < len(procs) and time.monotonic() < deadline:
+        try:
+            results.append(out.get(timeout=max(0.1, deadline - time.monotonic())))
+        except Exception:  # queue.Empty, or a child died without reporting
+            if not any(p.is_alive() for p in procs):
+                break
+
+
+def _stop_all(procs: list) -> None:
+    """Join the stress processes (told to stop), terminating any still there after a second;
+    `active_children` also catches one whose start() a Ctrl-C interrupted."""
+    everyone = list(dict.fromkeys([*procs, *mp.active_children()]))
+    deadline = time.monotonic() + 1.0
+    for p in everyone:
+        p.join(max(0.0, deadline - time.monotonic()))
+    for p in everyone:
+        if p.is_alive():
+            p.terminate()
+            p.join(5)
+
+
 def run_stress(seconds: float, readers: int, capacity: int, name: str,
                rate: int = 0) -> dict[str, Any]:
     ctx = mp.get_context("spawn")
@@ -454,21 +492,11 @@ def run_stress(seconds: float, readers: int, capacity: int, name: str,
             interrupted = True
         elapsed = time.monotonic() - t0
         stop.set()
-        deadline = time.monotonic() + 30
-        while len(results) < len(procs) and time.monotonic() < deadline:
-            try:
-                results.append(out.get(timeout=max(0.1, deadline - time.monotonic())))
-            except Exception:  # queue.Empty, or a child died without reporting
-                if not any(p.is_alive() for p in procs):
-                    break
-        for p in procs:
-            p.join(5)
+        if not interrupted:
+            _collect(procs, out, results)
     finally:
         stop.set()
-        for p in procs:
-            if p.is_alive():
-                p.terminate()
-                p.join(5)
+        _stop_all(procs)
     if interrupted:
         raise KeyboardInterrupt
     writer = next((r for kind, r in results if kind == "writer"), None)
@@ -541,6 +569,10 @@ def _print_stress(doc: dict[str, Any]) -> None:
     _print_host(doc)
 
 
+def _interrupt(signum, frame) -> None:  # noqa: ARG001 - signal handler signature
+    raise KeyboardInterrupt
+
+
 def _body(argv: Sequence[str]) -> int:
     parser = Parser(prog=PROG, description="Benchmark the shared-memory event ring.")
     parser.add_argument("--events", type=_int(1, 100_000_000), default=DEFAULT_EVENTS,
@@ -571,6 +603,7 @@ def _body(argv: Sequence[str]) -> int:
         raise UsageError(problem)
     if _segments(name):
         raise Failure(f"ring {name!r} already exists; the benchmark makes (and removes) its own")
+    previous = signal.signal(signal.SIGTERM, _interrupt)  # `kill PID`: as clean as Ctrl-C
     try:
         if args.stress:
             doc = run_stress(args.seconds, args.readers, args.capacity, name, args.write_rate)
@@ -586,6 +619,7 @@ def _body(argv: Sequence[str]) -> int:
     except OSError as exc:
         raise Failure(f"{exc.strerror or exc} (is /dev/shm large enough?)") from None
     finally:
+        signal.signal(signal.SIGTERM, previous)
         _cleanup(name)
     doc["load_average"] = [round(x, 2) for x in os.getloadavg()]
     doc["cpus"] = os.cpu_count()

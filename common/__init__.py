@@ -1,7 +1,9 @@
 """common: what every process role shares and none owns.
 
     cliutil  one-line usage errors (exit 2) and failures (exit 1) for every `ykshm` subcommand
-    shimstatus  where a shim publishes its state (/tmp/ykshm-NAME.shim.json), for its readers
+    backoff  the one exponential retry delay (first, doubling to a cap, jitter, reset) of every loop
+    runtimedir  the private runtime directory (SI socket, status, log), its checks, SO_PEERCRED
+    shimstatus  where a shim publishes its state (RUNTIME/NAME.shim.json), for its readers
     podhosts Service names for ykshm processes run as sim-cluster pods (YKSHM_HOSTS, search list)
     quantity Kubernetes quantities ("500m", "1Gi") as integers, YuniKorn's vcore rule
     http1    the HTTP/1.1 fast path beside hypercorn (web and cr-operator): parser, writer,

@@ -2,13 +2,20 @@
 
 A user never sees a traceback: `run_main` turns `UsageError` into exit 2 and `Failure` into exit 1,
 each printed as one line `ykshm <cmd>: error: <reason>` on stderr.
+
+Ctrl-C always works: a shell without job control starts a background command (`ykshm ... &` in a
+script, a CI runner) with SIGINT ignored, and Python then keeps it ignored, so `kill -INT PID` did
+nothing. `run_main` takes SIGINT back (KeyboardInterrupt -> exit 130); a role that wants another
+behaviour installs its own handler after that.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sys
+import threading
 from collections.abc import Callable, Sequence
 
 EXIT_OK = 0
@@ -43,6 +50,7 @@ class Parser(argparse.ArgumentParser):
 
 def run_main(prog: str, body: Callable[[Sequence[str]], int | None], argv: Sequence[str]) -> int:
     """Run a subcommand body and map its errors to exit codes and one stderr line."""
+    take_back_ctrl_c()
     try:
         return body(argv) or EXIT_OK
     except CliError as exc:
@@ -52,6 +60,12 @@ def run_main(prog: str, body: Callable[[Sequence[str]], int | None], argv: Seque
         return 130
     except BrokenPipeError:
         return EXIT_OK
+
+
+def take_back_ctrl_c() -> None:
+    """SIGINT raises KeyboardInterrupt again, even if our parent left it ignored (see above)."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def log_to_stderr(role: str) -> None:

@@ -1,4 +1,7 @@
-"""Where a shim publishes its state: `/tmp/ykshm-NAME.shim.json`, a JSON document it rewrites.
+"""Where a shim publishes its state: `RUNTIME/NAME.shim.json`, a JSON document it rewrites.
+
+RUNTIME is the private runtime directory (`common.runtimedir`: /run/ykshm under systemd); the
+document is replaced atomically, mode 0640, never through a predictable temp name.
 
 The shim (`shim_k8s.shim`) writes it; `ykshm shim status`, `ykshm status` and the web's
 healthcheck read it. It is the one place the shim's recovery state machine is visible outside
@@ -8,13 +11,28 @@ shim and the engine say of a configuration's keys that are not applied, for both
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import orjson
 
+from common import runtimedir
 
-def status_path(name: str) -> str:
-    return f"/tmp/ykshm-{name}.shim.json"
+
+def status_path(name: str, create: bool = False) -> str:
+    """The status file of instance NAME (the writer passes create=True to make the directory)."""
+    try:
+        return str(runtimedir.runtime_dir(create=create) / f"{name}.shim.json")
+    except runtimedir.RuntimeDirError:
+        if create:
+            raise
+        # a reader: no (trusted) runtime directory means no status; name where it would be
+        return str(Path(runtimedir.runtime_dir_candidate()) / f"{name}.shim.json")
+
+
+def write_status(path: str, doc: bytes) -> None:
+    """Replace the status document (group may read: `ykshm status`, the web's healthcheck)."""
+    runtimedir.write_private(path, doc, 0o640)
 
 
 def read_status(path: str) -> dict[str, Any]:

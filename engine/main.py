@@ -2,7 +2,7 @@
 
 Creates the event ring (`NAME.events`, capacity `service.event.ringBufferCapacity`) and request
 store (`NAME.requests`, `requestStoreCapacity`), the state snapshot (`NAME.state`), and the SI
-socket (default `/tmp/ykshm-NAME.sock`, mode 0600); then runs the scheduler under trio with
+socket (default `RUNTIME/NAME.sock` in the private runtime directory, mode 0600); then runs the scheduler under trio with
 every task in one nursery. With NOTIFY_SOCKET set it sends READY=1 once the socket listens and
 the ring exists, STATUS= lines, and WATCHDOG=1 from the scheduling loop.
 
@@ -43,7 +43,7 @@ def _parser() -> Parser:
     p = Parser(prog="ykshm engine", description="Run the scheduler engine.")
     p.add_argument("--config", help="YAML configuration file (queues.yaml + service.event)")
     p.add_argument("--name", default="ykshm", help="instance name (shared-memory prefix)")
-    p.add_argument("--socket", help="SI socket path (default /tmp/ykshm-NAME.sock)")
+    p.add_argument("--socket", help="SI socket path (default RUNTIME/NAME.sock in the private runtime directory)")
     p.add_argument("--group", help="group that may read the shared memory (mode 0640)")
     p.add_argument("--snapshot-size", type=int, default=None,
                    help="size of NAME.state in bytes (default: from the partitions and "

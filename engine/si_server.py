@@ -33,6 +33,7 @@ from typing import Any
 
 import trio
 
+from common.runtimedir import allowed_uids, peer_refusal
 from engine.scheduler import OutOfOrderError, Scheduler
 from si import messages, protocol
 
@@ -86,6 +87,8 @@ def _prepare_path(path: str) -> None:
         return
     if not stat.S_ISSOCK(st.st_mode):
         raise SocketInUseError(errno.EEXIST, f"{path} exists and is not a socket")
+    if st.st_uid not in allowed_uids():  # planted by another user: neither trust nor remove it
+        raise SocketInUseError(errno.EPERM, f"{path} belongs to uid {st.st_uid}, not to us")
     probe = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         probe.settimeout(0.5)
@@ -125,10 +128,16 @@ class SIServer:
             os.chmod(self.path, 0o600)
             sock.listen(64)
             listener = trio.SocketListener(sock)
+            uids = allowed_uids()
             async with trio.open_nursery() as nursery:
                 task_status.started(self.path)
                 while True:
                     stream = await listener.accept()
+                    refused = peer_refusal(stream.socket, uids)
+                    if refused:  # only the shim's user (ours, root, configured) may drive us
+                        log.warning("SI connection refused: %s", refused)
+                        await stream.aclose()
+                        continue
                     self._count += 1
                     nursery.start_soon(self._connection, stream, self._count)
         finally:

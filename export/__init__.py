@@ -5,6 +5,8 @@ The engine stays the single writer that never waits: the exporter is one more re
 
     main       `ykshm export` command line; start-up checks (one line, exit 2) -> exporter.run
     keys       key names (one hash tag per instance) and stream IDs <-> (generation, event id)
+    redisauth  the URL, password and CA from a file, a systemd credential or the environment;
+               never a password on the command line
     redisconn  connecting from a URL (standalone or Cluster), the node holding our keys,
                pipelined raw XADD, Redis errors translated into one-line reasons
     exporter   the loop: follow the ring, XADD in batches, resume from the stream's last ID,

@@ -32,11 +32,14 @@ from typing import Any
 import orjson
 import redis.exceptions as rex
 
+from common.backoff import Backoff
+
 from .keys import GAP_FIELD, Keys, gap_value, parse_stream_id, stream_id
-from .redisconn import BulkPipe, Link, RedisProblem, bulk, describe, redact
+from .redisauth import RedisAuth
+from .redisconn import BulkPipe, Link, RedisProblem, bulk, describe, redact, wait_command
 from .retention import Retention, xadd_head
 from .state import StateExporter
-from .status import STATUS_SECONDS, ExportStatus, write_file
+from .status import STATUS_SECONDS, ExportStatus, read_file, write_file
 
 log = logging.getLogger("ykshm.export")
 
@@ -44,12 +47,14 @@ BACKOFF_FIRST = 0.1
 BACKOFF_MAX = 5.0
 INSTANCE_CHECK_SECONDS = 0.1
 
-# Generation of an engine instance: looked up, or the next one after every generation handed out
-# and after the stream's own last ID (the hash may have been deleted while the stream was kept).
+# Generation of an engine instance: looked up, or the next one after every generation handed out,
+# after the stream's own last ID (the hash may have been deleted while the stream was kept) and
+# after ARGV[2], the highest generation this host's exporter has used (Redis may have lost all).
 GENERATION_LUA = """
 local g = redis.call('HGET', KEYS[1], 'uuid:' .. ARGV[1])
 if g then return tonumber(g) end
 local top = tonumber(redis.call('HGET', KEYS[1], 'top') or '0')
+if tonumber(ARGV[2]) > top then top = tonumber(ARGV[2]) end
 if redis.call('EXISTS', KEYS[2]) == 1 then
   local info = redis.call('XINFO', 'STREAM', KEYS[2])
   for i = 1, #info, 2 do
@@ -64,6 +69,15 @@ redis.call('HSET', KEYS[1], 'uuid:' .. ARGV[1], top, 'gen:' .. top, ARGV[1], 'to
 return top
 """
 
+# The instances hash rebuilt for one instance whose generation we know otherwise: ARGV[2].
+ADOPT_LUA = """
+local top = tonumber(redis.call('HGET', KEYS[1], 'top') or '0')
+local g = tonumber(ARGV[2])
+if g > top then top = g end
+redis.call('HSET', KEYS[1], 'uuid:' .. ARGV[1], g, 'gen:' .. g, ARGV[1], 'top', top)
+return g
+"""
+
 
 @dataclasses.dataclass(frozen=True)
 class ExportOptions:
@@ -74,6 +88,9 @@ class ExportOptions:
     state_interval: float = 1.0
     batch: int = 2000
     idle_sleep: float = 0.001
+    auth: RedisAuth | None = None   # password and CA, never in `url` (export.redisauth)
+    wait_replicas: int = 0          # a batch counts once this many replicas have it (WAIT)
+    wait_timeout_ms: int = 1000
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -86,6 +103,13 @@ class _Batch:
     lost: tuple[int, int] | None    # the gap entry sent ahead of them, if any
     oldest_nano: int                # timestampNano of the first event (lag)
     commands: int
+
+
+def _previous_generations(name: str) -> dict[str, int]:
+    """{instance uuid: generation} from the status file an earlier exporter of NAME left."""
+    doc = read_file(name) or {}
+    uuid, generation = doc.get("instance_uuid"), doc.get("generation")
+    return {uuid: int(generation)} if uuid and generation else {}
 
 
 class StaleRing(Exception):
@@ -107,13 +131,14 @@ class Exporter:
         self._gap_head = xadd_head(self.keys.events.encode(), options.maxlen, fields=2)
         self._state = StateExporter(options.name, self.keys.state, options.state_interval)
         self._retention = Retention(self.keys.events, options.max_age)
-        self._backoff = BACKOFF_FIRST
+        self._backoff = Backoff(BACKOFF_FIRST, BACKOFF_MAX)
         self._retry_at = 0.0
         self._next_status = 0.0
         self._next_redis_status = 0.0
         self._next_instance_check = 0.0
         self._bulk: BulkPipe | None = None
         self._inflight: collections.deque[_Batch] = collections.deque()
+        self._previous = _previous_generations(options.name)
 
     # -- the loop ---------------------------------------------------------------------------
 
@@ -158,7 +183,7 @@ class Exporter:
         except StaleRing as exc:
             self._failed(str(exc))
             return 0
-        self._backoff = BACKOFF_FIRST
+        self._backoff.reset()
         if sent == 0 and not self._inflight:
             if now >= self._next_instance_check:
                 self._next_instance_check = now + INSTANCE_CHECK_SECONDS
@@ -178,8 +203,9 @@ class Exporter:
                      "the stream's last ID", exc)
 
     def _failed(self, reason: str) -> None:
+        delay = self._backoff.next()
         if reason != self.status.last_error or self.status.state != "retrying":
-            log.warning("Redis %s: %s; retrying in %.1f s", self.status.redis, reason, self._backoff)
+            log.warning("Redis %s: %s; retrying in %.1f s", self.status.redis, reason, delay)
         self.status.failed(reason)
         self._cursor = None            # rule 3: resume from the stream's last ID
         self._inflight.clear()
@@ -187,8 +213,7 @@ class Exporter:
             self._bulk.close()
             self._bulk = None
         self._state.forget()
-        self._retry_at = time.monotonic() + self._backoff
-        self._backoff = min(self._backoff * 2, BACKOFF_MAX)
+        self._retry_at = time.monotonic() + delay
         self._publish_status(time.monotonic(), force=True)
 
     # -- ring -------------------------------------------------------------------------------
@@ -220,7 +245,7 @@ class Exporter:
 
     def _connect(self) -> None:
         if self.link is None:
-            self.link = Link.open(self.options.url, self.keys.events)
+            self.link = Link.open(self.options.url, self.keys.events, self.options.auth)
         elif not self.status.connected:
             self.link.refresh()
         self.status.redis_node = self.link.where
@@ -232,14 +257,15 @@ class Exporter:
         self._connect()
         node = self.link.node
         uuid = self._reader.instance_uuid
-        generation = int(node.eval(GENERATION_LUA, 2, self.keys.instances, self.keys.events, uuid))
         last_gen, last_seq = self._last_id(node)
+        generation = self._generation_of(node, uuid, last_gen, last_seq)
         if last_gen > generation:
             raise StaleRing(f"the stream already holds generation {last_gen}, newer than this ring's "
                             f"instance {uuid} (generation {generation}); waiting for a newer engine")
         start = last_seq + 1 if last_gen == generation else 0
         self._cursor = self._reader.cursor(start)
         self._generation = generation
+        self._previous[uuid] = generation
         st = self.status
         if not st.connected or st.instance_uuid != uuid:
             log.info("exporting instance %s as generation %d to %s (node %s) from event %d",
@@ -249,6 +275,42 @@ class Exporter:
         st.last_stream_id = stream_id(generation, start - 1).decode() if start else ""
         st.ring_capacity = int(self._reader.capacity)
         return True
+
+    def _generation_of(self, node, uuid: str, last_gen: int, last_seq: int) -> int:
+        """This instance's generation. Exactly once holds when Redis forgot part of what it knew:
+        - the instances hash lost, the stream kept: the stream's last generation is ours if its
+          entries are this ring's events (compared as JSON), and the hash is rebuilt;
+        - everything lost (no stream): the generation this exporter used for the instance (in
+          memory, or the status file of the last run), so consumer cursors `G-E` go on; the ring
+          is exported again from its oldest event, a gap record naming what it no longer holds;
+        - a new instance: the next generation after any this host or Redis has seen."""
+        known = node.hget(self.keys.instances, f"uuid:{uuid}")
+        if known is not None:
+            return int(known)
+        adopt = None
+        if last_gen and self._stream_holds_ring(node, last_gen, last_seq):
+            adopt = last_gen
+        elif not last_gen and self._previous.get(uuid):
+            adopt = self._previous[uuid]
+        if adopt is not None:
+            log.warning("Redis had lost the generation of instance %s: it is %d again (%s)", uuid,
+                        adopt, "from the stream" if last_gen else "Redis lost the stream too")
+            return int(node.eval(ADOPT_LUA, 1, self.keys.instances, uuid, adopt))
+        floor = max(self._previous.values(), default=0)
+        return int(node.eval(GENERATION_LUA, 2, self.keys.instances, self.keys.events, uuid, floor))
+
+    def _stream_holds_ring(self, node, gen: int, last_seq: int) -> bool:
+        """Whether generation `gen`'s newest entries that the ring still holds equal the ring's."""
+        bounds = self._reader.bounds()
+        if bounds is None or last_seq > bounds[1] or last_seq < bounds[0]:
+            return False
+        entries = node.xrevrange(self.keys.events, f"{gen}-{last_seq}", f"{gen}-{bounds[0]}", count=16)
+        for sid, fields in entries:
+            if b"j" in fields:
+                event_id = parse_stream_id(sid)[1]
+                raw, n = self._reader.read_range_json(event_id, 1)
+                return n == 1 and orjson.loads(raw)[0] == orjson.loads(fields[b"j"])
+        return False
 
     def _last_id(self, node) -> tuple[int, int]:
         try:
@@ -287,6 +349,8 @@ class Exporter:
                 b"%s$%d\r\n%d-%d\r\n$1\r\nj\r\n$%d\r\n%s\r\n" % (head, len(b"%d-%d" % (gen, i)), gen, i, len(line), line)
                 for i, line in zip(range(first, end), lines)
             ])
+        if self.options.wait_replicas:
+            parts.append(wait_command(self.options.wait_replicas, self.options.wait_timeout_ms))
         self._pipe().send(b"".join(parts))
         self._inflight.append(_Batch(gen, first, end, got.lost, oldest, len(parts)))
         return got.count + (got.lost is not None)
@@ -298,7 +362,14 @@ class Exporter:
 
     def _commit(self, batch: "_Batch") -> None:
         """Rule 2: every reply is an ID or 'equal or smaller' (already there); anything else fails."""
-        errors = self._pipe().receive(batch.commands)
+        pipe = self._pipe()
+        errors = pipe.receive(batch.commands)
+        wanted = self.options.wait_replicas
+        if wanted and not errors and int(pipe.last_reply) < wanted:
+            # not on enough replicas yet: not counted; the retry re-sends from the stream's last
+            # ID (the master refuses what it has) and waits again
+            raise RedisProblem(f"only {pipe.last_reply} of {wanted} replicas acknowledged the "
+                               f"batch within {self.options.wait_timeout_ms} ms (--wait-replicas)")
         duplicates = 0
         for err in errors:
             if "equal or smaller" in str(err):
@@ -364,7 +435,21 @@ class Exporter:
         if now < self._next_redis_status:
             return
         self._next_redis_status = now + STATUS_SECONDS
-        self.link.node.hset(self.keys.exporter, mapping=self.status.redis_fields())
+        node = self.link.node
+        node.hset(self.keys.exporter, mapping=self.status.redis_fields())
+        self._check_not_forgotten(node)
+
+    def _check_not_forgotten(self, node) -> None:
+        """A stream that ends before what Redis acknowledged to us lost entries (restarted empty,
+        restored from an older backup, a failover that lost writes, deleted): resume, so the ring
+        fills in what it still holds and a gap record names the rest."""
+        ours = self.status.last_stream_id
+        if not ours or self._inflight:
+            return
+        theirs = self._last_id(node)
+        if theirs < parse_stream_id(ours):
+            raise RedisProblem(f"Redis lost exported entries (its stream ends at "
+                               f"{theirs[0]}-{theirs[1]}, we had {ours} acknowledged); resuming")
 
     @staticmethod
     def _lag_ms(reader, next_id: int) -> float:

@@ -1,5 +1,8 @@
 """`ykshm export --redis URL [--name NAME] [--maxlen N | --max-age DURATION] [--state-interval S]`.
 
+No secret on the command line: the password comes from a file, a systemd credential or the
+environment, and a `--redis` URL carrying one is refused (`export.redisauth`).
+
 Start-up checks, each one line on stderr and exit 2: a URL that is not redis://host[:port][/db], a
 server that cannot be reached (refused, timed out, a Cluster that is down), a refused password,
 and a key of ours holding another type (the stream key must be a stream or absent, the others
@@ -39,8 +42,14 @@ def parse_duration(text: str) -> float:
 
 def _parser() -> Parser:
     p = Parser(prog=PROG, description="Append the event ring and the state snapshot to Redis Streams.")
-    p.add_argument("--redis", required=True, metavar="URL",
-                   help="redis://[user:password@]host[:port][/db] (a Cluster node works too)")
+    p.add_argument("--redis", metavar="URL",
+                   help="redis[s]://[user@]host[:port][/db] (a Cluster node works too); no password "
+                        "here (ps shows it): see --redis-password-file. Default $YKSHM_REDIS_URL")
+    p.add_argument("--redis-password-file", metavar="FILE",
+                   help="read the Redis password from FILE (else $CREDENTIALS_DIRECTORY/"
+                        "redis-password, else $REDISCLI_AUTH)")
+    p.add_argument("--redis-ca", metavar="FILE",
+                   help="CA certificate(s) that sign a rediss:// server's certificate")
     p.add_argument("--name", default="ykshm", help="instance name, prefix of the /dev/shm segments")
     p.add_argument("--maxlen", type=int, default=0, metavar="N",
                    help="keep about N entries (approximate trimming; 0: no limit)")
@@ -48,6 +57,11 @@ def _parser() -> Parser:
                    help="drop entries whose event is older than this (90s, 15m, 12h, 7d; 0: keep)")
     p.add_argument("--state-interval", type=float, default=1.0, metavar="SECONDS",
                    help="export the state snapshot on change at most this often (default 1; 0: never)")
+    p.add_argument("--wait-replicas", type=int, default=0, metavar="N",
+                   help="count a batch as exported only once N replicas acknowledged it (Redis WAIT; "
+                        "default 0: the master's reply is enough)")
+    p.add_argument("--wait-timeout", type=int, default=1000, metavar="MS",
+                   help="how long WAIT waits for the replicas before the batch is retried (default 1000)")
     p.add_argument("--batch", type=int, default=2000, help="events per pipelined round trip (default 2000)")
     p.add_argument("--nice", type=int, default=10, help="niceness of the exporter (default 10)")
     p.add_argument("--cpu-idle", action="store_true",
@@ -61,6 +75,7 @@ def options_from(argv: Sequence[str]):
     from shm.segment import validate_name
 
     from .exporter import ExportOptions
+    from .redisauth import AuthProblem, resolve
     from .redisconn import RedisProblem, check_url
 
     args = _parser().parse_args(list(argv))
@@ -69,8 +84,9 @@ def options_from(argv: Sequence[str]):
     except ValueError:
         raise UsageError(f"--name {args.name!r}: not a valid instance name") from None
     try:
-        check_url(args.redis)
-    except RedisProblem as exc:
+        url, auth = resolve(args.redis, args.redis_password_file, args.redis_ca)
+        check_url(url)
+    except (AuthProblem, RedisProblem) as exc:
         raise UsageError(str(exc)) from None
     try:
         max_age = parse_duration(args.max_age)
@@ -82,22 +98,28 @@ def options_from(argv: Sequence[str]):
         raise UsageError("--maxlen and --max-age: choose one")
     if args.state_interval < 0:
         raise UsageError(f"--state-interval {args.state_interval}: must be >= 0")
+    if args.wait_replicas < 0:
+        raise UsageError(f"--wait-replicas {args.wait_replicas}: must be >= 0")
+    if args.wait_timeout < 1:
+        raise UsageError(f"--wait-timeout {args.wait_timeout}: must be >= 1 (ms)")
     if not 1 <= args.batch <= 100000:
         raise UsageError("--batch must be between 1 and 100000")
     if not 0 <= args.nice <= 19:
         raise UsageError("--nice must be between 0 and 19")
-    return ExportOptions(name=args.name, url=args.redis, maxlen=args.maxlen, max_age=max_age,
-                         state_interval=args.state_interval, batch=args.batch), args.nice, args.cpu_idle
+    options = ExportOptions(name=args.name, url=url, maxlen=args.maxlen, max_age=max_age,
+                            state_interval=args.state_interval, batch=args.batch, auth=auth,
+                            wait_replicas=args.wait_replicas, wait_timeout_ms=args.wait_timeout)
+    return options, args.nice, args.cpu_idle
 
 
-def preflight(url: str, name: str):
+def preflight(url: str, name: str, auth=None):
     """Connect and check our keys' types; the open Link, or UsageError naming the problem."""
     from .keys import Keys
     from .redisconn import Link, RedisProblem, describe, redact
 
     keys = Keys.for_instance(name)
     try:
-        link = Link.open(url, keys.events)
+        link = Link.open(url, keys.events, auth)
     except RedisProblem as exc:
         raise UsageError(f"{redact(url)}: {exc}") from None
     try:
@@ -119,7 +141,7 @@ def preflight(url: str, name: str):
 
 def _body(argv: Sequence[str]) -> int:
     options, nice, cpu_idle = options_from(argv)
-    link = preflight(options.url, options.name)
+    link = preflight(options.url, options.name, options.auth)
     from .exporter import Exporter
 
     log_to_stderr("export")

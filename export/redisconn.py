@@ -26,6 +26,8 @@ import redis
 import redis.exceptions as rex
 from redis.cluster import RedisCluster
 
+from .redisauth import RedisAuth
+
 CONNECT_TIMEOUT = 2.0
 SOCKET_TIMEOUT = 5.0
 
@@ -105,10 +107,12 @@ class Link:
     cluster: RedisCluster | None = None
 
     @classmethod
-    def open(cls, url: str, key: str) -> "Link":
+    def open(cls, url: str, key: str, auth: RedisAuth | None = None) -> "Link":
+        """Connect; `auth` (password, CA) goes to redis-py as arguments, never into the URL."""
         check_url(url)
+        secrets = auth.client_kwargs() if auth else {}
         try:
-            probe = redis.Redis.from_url(url, **_client_kwargs())
+            probe = redis.Redis.from_url(url, **_client_kwargs(), **secrets)
             try:
                 info = probe.info("cluster")
             except BaseException:
@@ -118,7 +122,7 @@ class Link:
                 return cls(url, key, probe)
             probe.close()
             cluster = RedisCluster.from_url(url, socket_connect_timeout=CONNECT_TIMEOUT,
-                                            socket_timeout=SOCKET_TIMEOUT, protocol=2)
+                                            socket_timeout=SOCKET_TIMEOUT, protocol=2, **secrets)
             link = cls(url, key, probe, cluster)
             link.node = link._node_for_key()
             return link
@@ -178,6 +182,7 @@ class BulkPipe:
         self._conn = self._pool.get_connection()
         self._reader = hiredis.Reader(replyError=rex.ResponseError)
         self._buf = bytearray(1 << 18)
+        self.last_reply: Any = None
 
     def send(self, payload: bytes) -> None:
         try:
@@ -207,6 +212,7 @@ class BulkPipe:
                 if isinstance(reply, Exception):
                     errors.append(reply)
                 done += 1
+            self.last_reply = reply
         except TimeoutError:
             self.close()
             raise rex.TimeoutError(f"no reply from Redis within {SOCKET_TIMEOUT:g} s") from None
@@ -225,6 +231,12 @@ class BulkPipe:
         self._pool.release(self._conn)
         self._conn = None
         self._reader = hiredis.Reader(replyError=rex.ResponseError)
+
+
+def wait_command(replicas: int, timeout_ms: int) -> bytes:
+    """WAIT numreplicas timeout, packed: blocks our connection until the replicas have every
+    write it sent before (its reply is how many did)."""
+    return b"*3\r\n$4\r\nWAIT\r\n" + bulk(b"%d" % replicas) + bulk(b"%d" % timeout_ms)
 
 
 def bulk(data: bytes) -> bytes:

@@ -13,12 +13,12 @@ lag of each batch's oldest event at the moment Redis acknowledged the batch.
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
 from typing import Any
 
 import orjson
 
+from common.runtimedir import write_private
 from shm.segment import pid_exists
 
 STATUS_SECONDS = 0.5
@@ -90,11 +90,9 @@ class ExportStatus:
 
 
 def write_file(name: str, status: ExportStatus) -> None:
-    path = status_path(name)
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "wb") as fh:
-        fh.write(status.to_json())
-    os.replace(tmp, path)
+    """Replace /dev/shm/NAME.export through a tempfile of our own (no predictable name another
+    user could plant a symlink at); 0644: it holds no secret (the URL is redacted)."""
+    write_private(status_path(name), status.to_json(), 0o644)
 
 
 def read_file(name: str) -> dict[str, Any] | None:

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import random
 import uuid
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
@@ -33,6 +32,8 @@ from typing import Any, NamedTuple
 import httpx
 import orjson
 import trio
+
+from common.backoff import Backoff
 
 from .config import USER_AGENT, KubeConfig
 from .credentials import refused
@@ -275,7 +276,7 @@ class Informer:
 
     async def run(self, out: trio.MemorySendChannel, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         need_list = True
-        backoff = BACKOFF_START
+        backoff = Backoff(BACKOFF_START, BACKOFF_MAX, jitter=0.1)
         started = False
         while True:
             try:
@@ -296,22 +297,20 @@ class Informer:
                 began = trio.current_time()
                 got = await self._watch(out)
                 if got:
-                    backoff = BACKOFF_START
+                    backoff.reset()
                 elif trio.current_time() - began < 1.0:
                     # an empty watch that ended at once: do not spin against the server
-                    await self._sleep(backoff)
-                    backoff = min(backoff * 2, BACKOFF_MAX)
+                    await self._sleep(backoff.next())
             except GoneError as exc:
                 self.expired += 1
                 log.info("%s: watch expired (%s), relisting", self.kind, exc.message or exc.reason)
                 need_list = True
             except (httpx.HTTPError, ApiStatusError, orjson.JSONDecodeError, OSError) as exc:
                 self.errors += 1
-                delay = backoff * (0.9 + 0.2 * random.random())
+                delay = backoff.next()
                 log.warning("%s: %s: %s; retrying in %.1fs", self.kind, type(exc).__name__, exc,
                             delay)
                 await self._sleep(delay)
-                backoff = min(backoff * 2, BACKOFF_MAX)
 
     async def _watch(self, out: trio.MemorySendChannel) -> int:
         """One watch request; returns how many events it delivered. Raises GoneError on 410."""
@@ -351,12 +350,7 @@ class Informer:
 
 def backoff_delays(start: float = BACKOFF_START, cap: float = BACKOFF_MAX) -> list[float]:
     """The retry schedule (without jitter): 0.8, 1.6, 3.2, ... capped at 30 s."""
-    delays, d = [], start
-    while d < cap:
-        delays.append(d)
-        d *= 2
-    delays.append(cap)
-    return delays
+    return Backoff(start, cap).schedule()
 
 
 __all__ = ["ApiStatusError", "GoneError", "Informer", "RawConnection", "WatchBatch", "backoff_delays", "bind_raw", "check",

@@ -11,7 +11,7 @@ what the engine read from its `--config` file, except the sizes fixed at the eng
 Without it (systemd, `ykshm run`) the engine's file is the configuration.
     ykshm shim status [--name NAME | --status-file PATH] [--json] [--nodes]
 
-The shim writes its state to `/tmp/ykshm-NAME.shim.json`; `status` reads it (exit 1 if there is
+The shim writes its state to `RUNTIME/NAME.shim.json` (`common.runtimedir`); `status` reads it (exit 1 if there is
 none, or if the shim that wrote it is no longer running — the last state is still shown).
 """
 
@@ -36,11 +36,11 @@ PROG = "ykshm shim"
 def _run(argv: Sequence[str]) -> int:
     parser = Parser(prog=PROG, description="The Kubernetes shim: list/watch, binding, recovery.",
                     epilog="`ykshm shim status [--name NAME] [--json] [--nodes]` shows the state "
-                           "of a running shim (from /tmp/ykshm-NAME.shim.json).")
+                           "of a running shim (from RUNTIME/NAME.shim.json).")
     kubeargs.add_source(parser)
     parser.add_argument("--name", default="ykshm", help="instance name (default ykshm)")
     parser.add_argument("--socket", metavar="PATH",
-                        help="engine SI socket (default /tmp/ykshm-NAME.sock)")
+                        help="engine SI socket (default RUNTIME/NAME.sock in the private runtime directory)")
     parser.add_argument("--rm-id", default=None,
                         help="resource manager ID (default: the ConfigMaps' service.clusterId, "
                              "else mycluster)")
@@ -57,7 +57,7 @@ def _run(argv: Sequence[str]) -> int:
     parser.add_argument("--watch-timeout", type=int, default=300,
                         help="watch timeoutSeconds (300)")
     parser.add_argument("--status-file", metavar="PATH",
-                        help="status file (default /tmp/ykshm-NAME.shim.json)")
+                        help="status file (default RUNTIME/NAME.shim.json)")
     args = parser.parse_args(argv)
     if args.bind_workers < 1:
         raise UsageError("--bind-workers must be at least 1")

@@ -19,7 +19,7 @@ with `ShimFailed`; cancellation (SIGTERM) exits cleanly after writing a final st
 
 Status
 ------
-`ykshm shim status` reads the JSON status file `/tmp/ykshm-NAME.shim.json` (mode 0644,
+`ykshm shim status` reads the JSON status file `RUNTIME/NAME.shim.json` (mode 0640,
 rewritten atomically when something changed, at most every 200 ms and at least every
 second, and at once on every state transition). It carries
 the state, the transition history, per-node recovery states and counters; see `ShimCore.status`.
@@ -42,8 +42,10 @@ import trio
 
 from si import protocol as si
 
+from common import runtimedir
+from common.backoff import Backoff
 from common.configsection import ConfigError
-from common.shimstatus import status_path
+from common.shimstatus import status_path, write_status
 from kube import client as kubeclient
 from . import configmaps
 from .core import Actions, Bind, ShimCore
@@ -139,7 +141,7 @@ class ShimOptions:
         if not self.socket_path:
             self.socket_path = si.default_socket_path(self.name)
         if not self.status_file:
-            self.status_file = status_path(self.name)
+            self.status_file = status_path(self.name, create=True)
 
 
 class Shim:
@@ -308,24 +310,29 @@ class Shim:
     # ------------------------------------------------------------------ workers
     async def _si_connector(self) -> None:
         path = self.opts.socket_path
-        delay = 0.05
+        backoff = Backoff(0.05, 0.25)
         gen = 0
         waiting_logged = False
+        refused = ""
         while True:
             try:
-                stream = await trio.open_unix_socket(path)
+                stream = await _open_engine(path)
+            except runtimedir.RuntimeDirError as exc:
+                if str(exc) != refused:             # an impostor: say so once, wait it out
+                    log.error("not connecting to %s: %s", path, exc)
+                    refused = str(exc)
+                await trio.sleep(1.0)
+                continue
             except OSError as exc:
                 if not waiting_logged:
                     log.info("waiting for the engine socket %s (%s)", path, exc.strerror)
                     waiting_logged = True
-                await trio.sleep(delay)
-                if os.path.exists(path):
-                    delay = min(delay * 2, 0.25)  # refused: a stale socket, back off
-                else:
-                    delay = 0.05
+                if not os.path.exists(path):
+                    backoff.reset()            # not there yet: poll at the first delay
+                await trio.sleep(backoff.next())   # refused: a stale socket, back off
                 continue
             waiting_logged = False
-            delay = 0.05
+            backoff.reset()
             gen += 1
             reason = "engine closed the connection"
             await self._in_send.send(SiConnected(gen, stream))
@@ -422,13 +429,23 @@ class Shim:
     def _write_status(self, stopped: bool = False) -> None:
         path = self.opts.status_file
         data = orjson.dumps(self.status(stopped), option=orjson.OPT_INDENT_2)
-        tmp = f"{path}.{os.getpid()}.tmp"
         try:
-            with open(tmp, "wb") as f:
-                f.write(data)
-            os.replace(tmp, path)
+            write_status(path, data)
         except OSError as exc:
             log.warning("cannot write status file %s: %s", path, exc)
+
+
+async def _open_engine(path: str) -> trio.SocketStream:
+    """Connect to the engine only if the socket file and the process listening on it belong to
+    an allowed user (ours, root, $YKSHM_ALLOWED_UIDS): else RuntimeDirError, nothing sent."""
+    runtimedir.check_socket_file(path)
+    stream = await trio.open_unix_socket(path)
+    try:
+        runtimedir.check_peer(stream.socket)
+    except BaseException:
+        await stream.aclose()
+        raise
+    return stream
 
 
 async def serve(opts: ShimOptions) -> None:

@@ -2,7 +2,8 @@
 
 Transport
 ---------
-A UNIX stream socket (mode 0600; default path `/tmp/ykshm-NAME.sock`, see `default_socket_path`).
+A UNIX stream socket (mode 0600; default path `RUNTIME/NAME.sock`, see `default_socket_path`;
+each end checks the other's uid with SO_PEERCRED, `common.runtimedir`).
 A frame is a 4-byte big-endian unsigned length followed by that many bytes of one orjson-encoded
 JSON object. A frame longer than `MAX_FRAME` (64 MiB) is a protocol error: the receiver answers
 `Error` and closes the connection (it cannot resynchronise without reading the whole body).
@@ -128,8 +129,11 @@ GANG_HARD = "Hard"
 
 
 def default_socket_path(name: str = "ykshm") -> str:
-    """The engine's SI socket path for an instance name: `/tmp/ykshm-NAME.sock`."""
-    return f"/tmp/ykshm-{name}.sock"
+    """The engine's SI socket path for an instance name: `RUNTIME/NAME.sock` in the private
+    runtime directory (`common.runtimedir`; /run/ykshm under systemd), never a name in /tmp."""
+    from common.runtimedir import runtime_dir
+
+    return str(runtime_dir() / f"{name}.sock")
 
 
 class ProtocolError(ValueError):

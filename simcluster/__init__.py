@@ -23,7 +23,13 @@ Modules (one concept each):
 - `webhookcall` one webhook call: url or service resolution, HTTPS against caBundle, timeoutSeconds
 - `workloads`  Deployments, ReplicaSets, Jobs: defaults and validation (the kinds as stored)
 - `controllers` the Deployment, ReplicaSet and Job controllers: pods owned by them, rollouts, completion
-- `api`        routing and verbs: list/watch, create/get/update/patch/delete, binding, status
+- `api`        the REST entry: routing of paths to the verbs, discovery and OpenAPI, the hooks main installs
+- `apiwire`    what every verb handler shares: query params, body decoding, selectors, JSON answers, 404/405
+- `reads`      get, list (limit/continue, resourceVersion semantics) and watch (bookmarks, initial events)
+- `writes`     create/update/patch/apply/delete/deletecollection, through fieldValidation, webhooks, RBAC escalation
+- `subresources` scale, pods/binding and pods/eviction (status is `writes`', log `podlogs`', tokens `reviews`')
+- `crdsync`    a stored CRD's resources served at once (or a name conflict in its status); resync when one goes
+- `eventttl`   Events deleted after `--event-ttl`, by a background task
 - `objects`    defaults, system metadata and validation (422 causes naming the field)
 - `schema`     known fields, for `?fieldValidation=Strict|Warn`
 - `errors`     Kubernetes API errors: an HTTP code plus a `Status` object

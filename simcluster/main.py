@@ -28,8 +28,8 @@ import trio
 from common.quantity import QuantityError, parse_milli, parse_quantity
 from common.cliutil import Failure, Parser, UsageError, run_main
 
-from . import (authconfig, controllers, disruption, endpoints, kinds, leases, loopback, objects, pki, priority,
-               podtoken, procimages, procpods, rbac, services, tlsserve, tokens, workload)
+from . import (authconfig, controllers, disruption, endpoints, eventttl, kinds, leases, loopback, objects, pki,
+               priority, podtoken, procimages, procpods, rbac, services, tlsserve, tokens, workload)
 from .api import Api
 from .faults import Faults
 from .httpserver import HttpServer, open_listeners
@@ -208,7 +208,7 @@ async def serve(args, apps: list[workload.App] | None, security: authconfig.Secu
             await nursery.start(disruption.DisruptionController(store).run)
             await nursery.start(controllers.Controllers(api).run)
             await nursery.start(node_leases.run)
-            await nursery.start(api.run_event_expiry, args.event_ttl)
+            await nursery.start(eventttl.run_event_expiry, store, args.event_ttl)
             await nursery.start(rbac.Aggregator(store).run)
             await nursery.start(server.serve, listeners)
             print(f"sim-cluster listening on {security.scheme}://{host}:{port}", flush=True)

@@ -40,6 +40,8 @@ from typing import Any
 
 import trio
 
+from common.backoff import Backoff
+
 from . import objects, podenv, podevents, podlogs, podstatus, podtoken, probes, procimages, volumes
 from .loopback import Block
 from .store import Store
@@ -66,6 +68,37 @@ def _die_with_parent() -> None:
         ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
+
+
+class Child:
+    """A run's process, forked by sim-cluster's own thread.
+
+    PR_SET_PDEATHSIG fires when the *thread* that forked the child ends, not the process: forked
+    from a trio worker thread (`trio.lowlevel.open_process` does that), every pod was SIGKILLed
+    when that thread went idle (10 s in trio's thread cache). So the fork happens here, on the
+    thread running trio (it ends only with sim-cluster), and the exit is awaited on a pidfd, as
+    trio does for its own processes on Linux.
+    """
+
+    def __init__(self, argv: list[str], **options: Any) -> None:
+        self._popen = subprocess.Popen(argv, preexec_fn=_die_with_parent, **options)
+        self.pid = self._popen.pid
+        self._pidfd = os.pidfd_open(self.pid)
+        self._wait_lock = trio.Lock()  # several tasks may wait (the run, its killer): one at a time
+
+    @property
+    def returncode(self) -> int | None:
+        return self._popen.poll()
+
+    async def wait(self) -> int:
+        async with self._wait_lock:
+            if self._popen.poll() is None:
+                await trio.lowlevel.wait_readable(self._pidfd)
+            code = self._popen.wait()
+            if self._pidfd >= 0:
+                os.close(self._pidfd)
+                self._pidfd = -1
+            return code
 
 
 class ProcPods:
@@ -199,7 +232,8 @@ class ContainerRunner:
         self.state = state
         self.kill = trio.Event()
         self.live = False
-        self.backoff = 0.0
+        settings = pod.owner.settings
+        self.backoff = Backoff(settings.backoff_initial, settings.backoff_max, at_once_first=True)
         self.problem = ""  # the last configuration problem reported by an event
         self.ports = {p["name"]: p["containerPort"] for p in spec.get("ports") or [] if p.get("name")}
 
@@ -290,9 +324,8 @@ class ContainerRunner:
     async def _back_off(self, ran: float) -> None:
         settings = self.pod.owner.settings
         if ran >= 2 * settings.backoff_max:
-            self.backoff = 0.0
-        delay = self.backoff
-        self.backoff = settings.backoff_initial if not self.backoff else min(2 * self.backoff, settings.backoff_max)
+            self.backoff.reset()
+        delay = self.backoff.next()
         last = self.state.state
         if delay > 0:
             who = f"{self.pod.name}_{self.pod.ns}({self.pod.uid})"
@@ -315,9 +348,8 @@ class ContainerRunner:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         started = objects.now_rfc3339()
         try:
-            proc = await trio.lowlevel.open_process(
-                launch.argv, env=launch.env, cwd=launch.cwd, stdin=subprocess.DEVNULL, stdout=fd, stderr=fd,
-                start_new_session=True, preexec_fn=_die_with_parent)
+            proc = Child(launch.argv, env=launch.env, cwd=launch.cwd, stdin=subprocess.DEVNULL, stdout=fd,
+                         stderr=fd, start_new_session=True)
         except OSError as exc:
             os.write(fd, f"{exc}\n".encode())
             os.close(fd)
@@ -372,7 +404,7 @@ class ContainerRunner:
         self.pod.write()
         return code
 
-    async def _killer(self, proc: trio.Process) -> None:
+    async def _killer(self, proc: Child) -> None:
         await self.kill.wait()
         grace = (self.pod.pod.get("spec") or {}).get("terminationGracePeriodSeconds")
         await terminate(proc, 30.0 if grace is None else float(grace))
@@ -413,7 +445,7 @@ class ContainerRunner:
         self.kill.set()
 
 
-async def terminate(proc: trio.Process, grace: float) -> None:
+async def terminate(proc: Child, grace: float) -> None:
     """SIGTERM the run's process group, SIGKILL it after `grace` seconds."""
     _signal_group(proc, signal.SIGTERM)
     with trio.move_on_after(grace):
@@ -423,7 +455,7 @@ async def terminate(proc: trio.Process, grace: float) -> None:
     await proc.wait()
 
 
-def _signal_group(proc: trio.Process, sig: int) -> None:
+def _signal_group(proc: Child, sig: int) -> None:
     if proc.returncode is not None:
         return
     try:

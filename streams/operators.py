@@ -15,6 +15,8 @@ from typing import Any
 
 import trio
 
+from common.backoff import Backoff
+
 log = logging.getLogger("ykshm.streams.operators")
 
 BACKOFF_START, BACKOFF_MAX, STABLE_SECONDS = 0.5, 10.0, 30.0
@@ -54,18 +56,17 @@ class Supervisor:
                 self._changed = trio.Event()
 
     async def _keep(self, job: str, scope: trio.CancelScope) -> None:
-        backoff = BACKOFF_START
+        backoff = Backoff(BACKOFF_START, BACKOFF_MAX)
         with scope:
             while True:
                 began = trio.current_time()
                 try:
                     result = await trio.run_process([*self.argv, "--job", job], check=False)
                     log.warning("cr-operator for %s exited with %s; restarting in %.1fs",
-                                job, result.returncode, backoff)
+                                job, result.returncode, backoff.current)
                 except OSError as exc:
                     log.warning("cr-operator for %s could not start: %s", job, exc)
                 self.restarts[job] = self.restarts.get(job, 0) + 1
                 if trio.current_time() - began > STABLE_SECONDS:
-                    backoff = BACKOFF_START
-                await trio.sleep(backoff)
-                backoff = min(backoff * 2, BACKOFF_MAX)
+                    backoff.reset()
+                await trio.sleep(backoff.next())

@@ -48,6 +48,9 @@ from subprocess import DEVNULL, Popen
 
 from tools import run_identities, shmscan
 from common.cliutil import Failure, Parser, UsageError, run_main
+from common.backoff import Backoff
+from common.runtimedir import open_private_append, runtime_dir
+from common.shimstatus import status_path
 
 GRACE_SECONDS = 5.0
 READY_TIMEOUT = 60.0
@@ -91,7 +94,7 @@ class Child:
     argv: list[str]
     process: Popen | None = None
     started_at: float = 0.0
-    backoff: float = 0.5
+    backoff: Backoff = dataclasses.field(default_factory=lambda: Backoff(0.5, 10.0))
     restart_at: float = 0.0
     restarts: int = 0
 
@@ -264,12 +267,12 @@ class Supervisor:
             code = child.exited()
             if code is None:
                 if now - child.started_at > 30.0:
-                    child.backoff = 0.5
+                    child.backoff.reset()
                 continue
             if child.restart_at == 0.0:
-                child.restart_at = now + child.backoff
-                notes.append(f"{child.role} exited with {code}; restarting in {child.backoff:.1f} s")
-                child.backoff = min(child.backoff * 2, 10.0)
+                delay = child.backoff.next()
+                child.restart_at = now + delay
+                notes.append(f"{child.role} exited with {code}; restarting in {delay:.1f} s")
             elif now >= child.restart_at:
                 child.restart_at = 0.0
                 child.restarts += 1
@@ -306,7 +309,8 @@ def build_parser() -> Parser:
     parser.add_argument("--name", default="ykshm", help="instance name, prefix of /dev/shm segments")
     parser.add_argument("--demo", dest="demo", action="store_true", default=True, help="run the demo workload (default)")
     parser.add_argument("--no-demo", dest="demo", action="store_false", help="no demo workload")
-    parser.add_argument("--export", metavar="URL", help="also run `ykshm export --redis URL` (Redis Streams)")
+    parser.add_argument("--export", metavar="URL", help="also run `ykshm export --redis URL` (Redis "
+                        "Streams); a password goes in $REDISCLI_AUTH, never in the URL")
     return parser
 
 
@@ -400,8 +404,13 @@ def check_export(url: str | None, name: str) -> None:
     if url is None:
         return
     from export.main import preflight
+    from export.redisauth import AuthProblem, resolve
 
-    preflight(url, name).close()
+    try:  # no password in --export URL (ps shows it): the exporter inherits $REDISCLI_AUTH
+        url, auth = resolve(url, None, None)
+    except AuthProblem as exc:
+        raise UsageError(str(exc).replace("--redis:", "--export:")) from None
+    preflight(url, name, auth).close()
 
 
 def banner(args, log_path: Path, admin: Path) -> str:
@@ -425,7 +434,7 @@ def cleanup(name: str, runtime: Path) -> None:
             pass
     shutil.rmtree(runtime, ignore_errors=True)
     # the shim's status file (`ykshm shim status`); the log is kept and named in the banner
-    Path(tempfile.gettempdir(), f"ykshm-{name}.shim.json").unlink(missing_ok=True)
+    Path(status_path(name)).unlink(missing_ok=True)
 
 
 def wait_ready(args, supervisor: Supervisor) -> bool:
@@ -447,13 +456,14 @@ def _run(argv: Sequence[str]) -> int:
     check_port_free(args.api_port, "kube-apiserver")
     check_no_live_instance(args.name)
     check_export(args.export, args.name)
-    runtime = Path(tempfile.mkdtemp(prefix=f"ykshm-{args.name}-"))
+    private = runtime_dir()   # the SI socket, config, bundles and log: no name in /tmp
+    runtime = Path(tempfile.mkdtemp(prefix=f"{args.name}-", dir=private))
     (runtime / "bundles").mkdir()
     config = Path(args.config).resolve() if args.config else runtime / "ykshm.yaml"
     if not args.config:
         config.write_text(DEFAULT_CONFIG, encoding="utf-8")
-    log_path = Path(tempfile.gettempdir()) / f"ykshm-{args.name}.log"
-    log = open(log_path, "ab", buffering=0)
+    log_path = private / f"{args.name}.log"
+    log = open(open_private_append(log_path), "ab", buffering=0)
     creds = Credentials.make(runtime, args.api_port)
     supervisor = Supervisor(children_for(args, runtime, config, creds), log)
 

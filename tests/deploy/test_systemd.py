@@ -116,8 +116,10 @@ def test_export_unit():
     exec_start = u["Service.ExecStart"][0].split()
     assert exec_start[:6] == ["/usr/local/bin/ykshm", "export", "--redis", "${YKSHM_REDIS_URL}",
                               "--name", "ykshm"]
-    # the password-bearing URL comes from a root-installed file, never from the unit itself
+    # the URL comes from a root-installed file, never from the unit itself; the password from a
+    # systemd credential, never through argv
     assert u["Service.EnvironmentFile"] == ["/etc/ykshm/export.env"]
+    assert u["Service.LoadCredential"] == ["redis-password:/etc/ykshm/redis-password"]
 
 
 def test_sysusers(tmp_path):
@@ -224,3 +226,15 @@ def test_streams_unit():
     # its cr-operator children go with it
     assert u["Service.KillMode"] == ["control-group"]
     assert u["Unit.PartOf"] == ["ykshm.target"]
+
+
+def test_runtime_directory_not_tmp():
+    """The SI socket and the shim's status live in /run/ykshm (RuntimeDirectory=, kept while any
+    unit runs), not in /tmp: the engine and shim get a private /tmp."""
+    for name in ("ykshm-engine.service", "ykshm-shim.service", "ykshm-web.service"):
+        u = unit(name)
+        assert u["Service.RuntimeDirectory"] == ["ykshm"], name
+        assert u["Service.RuntimeDirectoryMode"] == ["0750"], name
+        assert u["Service.RuntimeDirectoryPreserve"] == ["yes"], name
+    for name in ("ykshm-engine.service", "ykshm-shim.service"):
+        assert unit(name)["Service.PrivateTmp"] == ["yes"], name

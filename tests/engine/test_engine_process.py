@@ -52,7 +52,7 @@ def wait_for(sock, prefix: bytes) -> list[bytes]:
 
 def test_ready_then_sigterm_exits_cleanly(ring_name, notify_socket, tmp_path):
     path, nsock = notify_socket
-    sock_path = f"/tmp/ykshm-{ring_name}.sock"
+    sock_path = P.default_socket_path(ring_name)
     cfg = tmp_path / "queues.yaml"
     cfg.write_text("partitions:\n  - name: default\n    queues:\n      - name: root\n"
                    "        queues:\n          - name: a\n")

@@ -26,13 +26,16 @@ def wait_for(ok, timeout: float = 20.0, what: str = "condition"):
 class ExportProcess:
     """A running `ykshm export`; `stop()` (SIGTERM) or `kill()` (SIGKILL) by pid."""
 
-    def __init__(self, name: str, url: str, *extra: str) -> None:
+    def __init__(self, name: str, url: str | None, *extra: str,
+                 env: dict[str, str] | None = None) -> None:
+        """url None: none on the command line (the exporter reads $YKSHM_REDIS_URL)."""
         self.name = name
         self.log_path = f"/tmp/ykshm-export-test-{name}-{time.monotonic_ns()}.log"
         self._log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tools.cli", "export", "--redis", url, "--name", name, "--nice", "0", *extra],
-            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=self._log)
+            [sys.executable, "-m", "tools.cli", "export", *(("--redis", url) if url else ()),
+             "--name", name, "--nice", "0", *extra],
+            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=self._log, env={**os.environ, **(env or {})})
 
     def log(self) -> str:
         return Path(self.log_path).read_text(errors="replace")

@@ -3,6 +3,7 @@ reason in the log and the status, and no event the ring still holds is lost."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -16,9 +17,10 @@ from shm import RingWriter
 from shm.bench_support import seed_mix
 
 
-def run_export(*args: str) -> subprocess.CompletedProcess:
+def run_export(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "tools.cli", "export", *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=30)
+                          capture_output=True, text=True, timeout=30,
+                          env={**os.environ, **(env or {})})
 
 
 def one_line(r: subprocess.CompletedProcess) -> str:
@@ -42,11 +44,13 @@ def test_nobody_listening(ring_name):
 
 def test_refused_auth_and_password_not_printed(ring_name):
     server = RedisServer(password="s3cret-pw")
+    url = f"redis://127.0.0.1:{server.port}"
     try:
-        for url in (f"redis://127.0.0.1:{server.port}", f"redis://:wrong-pw@127.0.0.1:{server.port}"):
-            line = one_line(run_export("--redis", url, "--name", ring_name))
+        for env in ({}, {"REDISCLI_AUTH": "wrong-pw"}, {"YKSHM_REDIS_URL": f"redis://:wrong-pw@127.0.0.1:{server.port}"}):
+            args = ("--redis", url) if "YKSHM_REDIS_URL" not in env else ()
+            line = one_line(run_export(*args, "--name", ring_name, env=env))
             assert "authentication refused" in line and "wrong-pw" not in line
-        ok = ExportProcess(ring_name, server.url)
+        ok = ExportProcess(ring_name, url, env={"REDISCLI_AUTH": "s3cret-pw"})
         writer = RingWriter.create(ring_name, capacity=100)
         writer.publish(2, 2, 201, "app-1", "", "", None)
         client = server.client()

@@ -26,6 +26,8 @@ import psutil
 
 from kube.kubeconfig import load_kubeconfig
 from tools.harness import HarnessError, pod_body, wait_for
+from common.runtimedir import runtime_dir
+from common.shimstatus import status_path
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -95,8 +97,8 @@ class RunInstance:
         self.api_port = api_port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.api_url = f"https://127.0.0.1:{self.api_port}"
-        self.status_file = Path(tempfile.gettempdir()) / f"ykshm-{name}.shim.json"
-        self.log_file = Path(tempfile.gettempdir()) / f"ykshm-{name}.log"
+        self.status_file = Path(status_path(name, create=True))
+        self.log_file = runtime_dir() / f"{name}.log"
         self.stderr_path = Path(tempfile.gettempdir()) / f"ykshm-{name}.run-stderr"
         self._stderr = open(self.stderr_path, "wb")
         self.seen: set[int] = set()

