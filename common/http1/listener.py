@@ -104,6 +104,14 @@ class Listener:
             return
         conn = Connection(stream, self.gate, self.config.keep_alive_timeout, peer=peer,
                           proxies=self.proxies if proxied else None)
+        counted = True
+
+        def release() -> None:  # once: at the client's EOF under hypercorn, or at the end
+            nonlocal counted
+            if counted:
+                counted = False
+                self.gate.release(conn.peer)
+
         try:
             if self.tls is not None:
                 conn.stream = await accept(stream, self.tls, self.gate)
@@ -116,13 +124,13 @@ class Listener:
                 await close(conn.stream)
             else:
                 self.handed_over += 1
-                await self._hypercorn(replay(conn.stream, rest))
+                await self._hypercorn(replay(conn.stream, rest, release))
         except GONE:
             pass
         except Exception:  # a bug costs one connection, never the worker
             self._log.exception("bug while serving a connection")
         finally:
-            self.gate.release(conn.peer)
+            release()
             await (conn.stream or stream).aclose()  # closing twice is harmless
 
     async def _refuse(self, stream: trio.abc.HalfCloseableStream) -> None:
@@ -136,11 +144,11 @@ class Listener:
             await stream.aclose()
 
 
-def replay(stream: trio.abc.HalfCloseableStream, rest: bytes) -> ReplayStream:
+def replay(stream: trio.abc.HalfCloseableStream, rest: bytes, on_eof=None) -> ReplayStream:
     """The stream for hypercorn, with `rest` (already read) put back in front."""
     if isinstance(stream, TlsStream):
-        return TlsReplayStream(stream, rest)
-    return ReplayStream(stream, rest)  # type: ignore[arg-type]
+        return TlsReplayStream(stream, rest, on_eof)
+    return ReplayStream(stream, rest, on_eof)  # type: ignore[arg-type]
 
 
 def tune(sockets: Sockets, stall_timeout: float) -> None:

@@ -233,8 +233,8 @@ class TlsReplayStream(ReplayStream):
     """A TLS connection handed to hypercorn with the plaintext already read put back in front:
     hypercorn's TCPServer recognises TLS by `do_handshake` and finds the peer on `transport_stream`."""
 
-    def __init__(self, stream: TlsStream, prefix: bytes) -> None:
-        super().__init__(stream, prefix)  # type: ignore[arg-type]
+    def __init__(self, stream: TlsStream, prefix: bytes, on_eof=None) -> None:
+        super().__init__(stream, prefix, on_eof)  # type: ignore[arg-type]
         self.transport_stream = stream.transport_stream
 
     async def do_handshake(self) -> None:

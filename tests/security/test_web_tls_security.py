@@ -2,7 +2,7 @@
 `ykshm web` (one worker, so the per-worker connection counts are the whole server's) on 127.0.0.1.
 
 - X-Forwarded-For is believed only from `--trusted-proxies` (127.0.0.2 here): a client on
-  127.0.0.1 that forges it is still counted as 127.0.0.1, by `maxStreamsPerHost` and by the
+  127.0.0.3 that forges it is still counted as 127.0.0.3, by `maxStreamsPerHost` and by the
   per-peer connection cap; a trusted proxy's clients are counted apart, each still capped, and a
   client behind the proxy cannot prepend addresses to escape (the rightmost untrusted one counts).
 - The TLS port never answers plain HTTP, and with `--require-client-cert` a client without a
@@ -24,6 +24,9 @@ from rawhttp import TlsRawStream
 from webharness import Ring, WebServer, cleanup, unique_name
 
 PROXY = "127.0.0.2"
+ATTACKERS = ("127.0.0.3", "127.0.0.4")
+"""Untrusted clients, one per test: the server may still count a closed connection for a moment,
+so no test's count starts with another's (or the harness's 127.0.0.1 polls)."""
 STREAM = "/ws/v1/events/stream"
 
 
@@ -80,7 +83,7 @@ async def _wait_closed(streams: list[TlsRawStream], web) -> None:
         s.close()
     with trio.fail_after(10):  # the server has released their slots and connections
         while True:
-            try:  # refused while the server still counts the closed connections of 127.0.0.1
+            try:  # refused while the server still counts closed connections
                 text = httpx.get(web.url + "/ws/v1/metrics", verify=web.verify, timeout=5).text
                 if "\nykshm_web_streams_open 0.0" in text:
                     return
@@ -93,12 +96,12 @@ async def test_a_forged_forwarded_for_does_not_dodge_the_stream_limit_per_host(w
     opened = []
     try:
         for fake in ("10.0.0.1", "10.0.0.2"):
-            s = await _open(web, forwarded=fake)
+            s = await _open(web, local=ATTACKERS[0], forwarded=fake)
             opened.append(s)
             assert s.status == 200
-        third = await _open(web, forwarded="10.0.0.3")
+        third = await _open(web, local=ATTACKERS[0], forwarded="10.0.0.3")
         opened.append(third)
-        assert third.status == 503  # still 127.0.0.1's third stream: maxStreamsPerHost 2
+        assert third.status == 503  # still the attacker's third stream: maxStreamsPerHost 2
         assert b"Too many" in third.body or "status_code" in third.body.decode()
     finally:
         await _wait_closed(opened, web)
@@ -175,10 +178,10 @@ def test_the_connection_cap_per_peer_counts_the_real_client_only_behind_a_truste
     socks = []
     try:
         for i in range(3):
-            socks.append(_connect(web, "127.0.0.1", f"10.1.0.{i}"))
+            socks.append(_connect(web, ATTACKERS[1], f"10.1.0.{i}"))
         assert [_status(_answer(s)) for s in socks] == [200, 200, 503]  # 3rd: the stream limit
         with pytest.raises((ssl.SSLError, OSError)):  # 4th: refused at the connection
-            s = _connect(web, "127.0.0.1", "10.1.0.9")
+            s = _connect(web, ATTACKERS[1], "10.1.0.9")
             socks.append(s)
             if not _answer(s):
                 raise ConnectionResetError("closed unanswered")
@@ -199,6 +202,15 @@ def test_the_connection_cap_per_peer_counts_the_real_client_only_behind_a_truste
     finally:
         for s in socks:
             s.close()
+
+
+def test_a_closed_connection_stops_counting_at_once(web):
+    """--max-connections-per-peer 3: 30 requests in a row, each on a new connection that the
+    client closes, are all answered (hypercorn's task for a closed connection lingers until its
+    keep-alive timer ends, 5 s; the Gate no longer counts it from the client's EOF)."""
+    statuses = [httpx.get(web.url + "/ws/v1/events/batch?count=1", verify=web.verify, timeout=5).status_code
+                for _ in range(30)]
+    assert statuses == [200] * 30
 
 
 def test_plain_http_to_the_tls_port_is_never_answered_in_plain_text(web):
