@@ -6,12 +6,22 @@
   Running, p50 over `--failures` failures (target <= 1 s).
 - fusion: parse + fuse + AADLs of a 10,000-operator ADL (<= 1 s) and a width change (<= 100 ms),
   from `bench.streams_fusion`.
+- PE pods (issue 24): a job of `--pod-pes` PEs (100) in one periodic consistent region, its PEs
+  sim-cluster process pods running `ykshm pe-sim` and its cr-operator its Deployment's pod:
+  submission -> every PE connected to all its peers by Service name (each PE's `Full` report at the
+  controller, `GET /api/state/NS/JOB/connectivity`; target <= 10 s), then the drain round trip
+  through the operator's Service (target p99 <= 50 ms), timed from the ConsistentRegion's status as a
+  watch sees it: DRAINING of seq N -> PROCESSING with lastCompletedSeqID N. That includes two status
+  writes and the watch's latency, so it is an upper bound of what the PEs see.
 
     ykshm bench streams [--pes 100] [--nodes 200] [--failures 50] [--no-fusion]
+                        [--pod-pes 100] [--rounds 50] [--no-pods]
 """
 
 from __future__ import annotations
 
+import base64
+import json
 import statistics
 import sys
 import tempfile
@@ -91,14 +101,98 @@ def run_cluster(pes: int, nodes: int, failures: int) -> None:
                   flush=True)
 
 
+POD_JOB = {"apiVersion": "streams.ibm.com/v1", "kind": "Job",
+           "metadata": {"name": "pods", "namespace": "default"},
+           "spec": {"bundle": {"name": "p.sab", "file": {"path": "p.sab"}}, "fusion": {"manual": 0},
+                    "processingElement": {"resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}}}}
+
+
+def _connected(c, token: str, pes: int) -> bool:
+    """Every PE reported Full to the controller (read through the streams-api Endpoints)."""
+    ep = c.api.get("/api/v1/namespaces/default/endpoints/streams-api")
+    if ep.status_code != 200:
+        return False
+    subset = ep.json()["subsets"][0]
+    url = f"http://{subset['addresses'][0]['ip']}:{subset['ports'][0]['port']}/api/state/default/pods/connectivity"
+    import httpx
+
+    got = httpx.get(url, headers={"Authorization": f"Bearer {token}"}, timeout=5).json()
+    return len(got) == pes and all(v["connectivity"] == "Full" for v in got.values())
+
+
+def _watch_rounds(c, rounds: int, timeout: float) -> list[float]:
+    """Drain round trips (seconds) from the ConsistentRegion's watch events."""
+    import httpx
+
+    times: list[float] = []
+    draining: dict[int, float] = {}
+    deadline = time.monotonic() + timeout
+    with httpx.Client(base_url=c.url, timeout=httpx.Timeout(10.0, read=timeout)) as client, client.stream(
+            "GET", "/apis/streams.ibm.com/v1/namespaces/default/streamscrs",
+            params={"watch": "1", "fieldSelector": "metadata.name=pods-0"}) as resp:
+        for line in resp.iter_lines():
+            now = time.monotonic()
+            status = (json.loads(line).get("object") or {}).get("status") or {} if line else {}
+            if status.get("state") == "DRAINING":
+                draining.setdefault(int(status.get("currentSeqID") or 0), now)
+            elif status.get("state") == "PROCESSING":
+                began = draining.pop(int(status.get("lastCompletedSeqID") or -1), None)
+                if began is not None:
+                    times.append(now - began)
+            if len(times) >= rounds or now > deadline:
+                break
+    return times
+
+
+def run_pods(pes: int, nodes: int, rounds: int) -> None:
+    from tools.harness import Cluster
+    from streams import appgen
+    from streams.peobjects import DEFAULT_IMAGE
+
+    image = DEFAULT_IMAGE.replace("{build}", "debug")
+    name = f"bsp-{uuid.uuid4().hex[:8]}"
+    with tempfile.TemporaryDirectory() as bundles, Cluster(
+            name, nodes=nodes, kubelet_delay=0.01, request_events=False,
+            sim_args=["--process-image", f"{image}=ykshm pe-sim"]) as c:
+        c.start_all()
+        c.start_streams(bundles, extra=["--operators", "pod", "--log-level", "WARNING"])
+        adl = appgen.pipeline_adl(operators=2 * pes, regions=(appgen.Region(0, 2 * pes - 1, period=0.5,
+                                                                            drain_timeout=30, reset_timeout=30),))
+        Path(bundles, "p.sab").write_bytes(appgen.make_sab(adl))
+        job = json.loads(json.dumps(POD_JOB))
+        job["spec"]["fusion"]["manual"] = pes
+        began = time.monotonic()
+        c.api.post("/apis/streams.ibm.com/v1/namespaces/default/streamsjobs", json=job).raise_for_status()
+        secret = _wait(lambda: (r := c.api.get("/api/v1/namespaces/default/secrets/pods-token")).status_code == 200
+                       and r.json(), 60, "the job's token")
+        token = base64.b64decode(secret["data"]["token"]).decode()
+        _wait(lambda: _connected(c, token, pes), 600, f"{pes} PEs connected")
+        took = time.monotonic() - began
+        print(f"pe pods: {pes} PEs as process pods, job created -> every PE connected to its peers in "
+              f"{took * 1000:.0f} ms (target <= 10000 ms)", flush=True)
+        times = sorted(_watch_rounds(c, rounds + 5, 600)[5:])
+        if times:
+            p50, p99 = statistics.median(times) * 1000, times[int(0.99 * (len(times) - 1))] * 1000
+            print(f"pe pods: drain round trip through the operator's Service ({pes} PEs) p50 {p50:.1f} ms, "
+                  f"p99 {p99:.1f} ms, max {times[-1] * 1000:.1f} ms over {len(times)} rounds "
+                  f"(target p99 <= 50 ms)", flush=True)
+
+
 def _main(argv: Sequence[str]) -> int:
     parser = Parser(prog=PROG, description="The Streams controller against its targets.")
     parser.add_argument("--pes", type=int, default=100)
     parser.add_argument("--nodes", type=int, default=200)
     parser.add_argument("--failures", type=int, default=50)
     parser.add_argument("--no-fusion", action="store_true", help="skip the fusion figures")
+    parser.add_argument("--pod-pes", type=int, default=100, help="PEs of the process-pod job (default 100)")
+    parser.add_argument("--rounds", type=int, default=50, help="timed drain rounds of the pod job")
+    parser.add_argument("--no-pods", action="store_true", help="skip the process-pod figures")
+    parser.add_argument("--no-cluster", action="store_true", help="skip the submission/restart figures")
     args = parser.parse_args(argv)
-    run_cluster(args.pes, args.nodes, args.failures)
+    if not args.no_cluster:
+        run_cluster(args.pes, args.nodes, args.failures)
+    if not args.no_pods:
+        run_pods(args.pod_pes, max(args.nodes // 20, 3), args.rounds)
     if not args.no_fusion:
         from bench import streams_fusion
         streams_fusion.main([])

@@ -7,7 +7,8 @@
     adl         ADL XML (defusedxml) -> Application
     topology    logical -> physical operators: parallel regions replicated per channel (`op[c]`)
     fusion      FusionSpec (Job `fusion` + `threadingModel`), the automatic PE count, fuse / refuse
-    aadl        one deterministic AADL document per PE, and its content id
+    aadl        one deterministic AADL document per PE (the runtime's `augmentedPE` schema), its content id
+    aadlparts   what an AADL copies from the ADL (tuple types, shared objects, constants), rendered once
     fetch       bundle sources (file, http + CA from a ConfigMap, github + token from a Secret), cache
     fetchpolicy where a bundle URL may lead (no loopback/link-local/metadata) and who gets a token
 
@@ -23,16 +24,23 @@ The instance controller (`ykshm streams`):
     reconcile   the pure plan: PEs, pods by launch count, restarts, connectivity, PE status
     restart     the seed's restart policy table, as data
     objects     the job's Kubernetes objects with deterministic names (PE pods: gang, placement)
+    peobjects   what a PE runtime needs around its pod, as OpenStreams makes it: image, bootstrap,
+                STREAMS_* env, volumes, probe; the PE Services, job ConfigMap, token Secret
+    bundleserver the bundle endpoint PEs fetch from (`streams-api`, per-job token), in the controller
     kubecalls   where each kind lives, idempotent writes, events (imported as `kube`)
     crds        the packaged CRDs (crds/ links to deploy/crds) and `--install-crds`
-    operators   one supervised `ykshm cr-operator` process per job with consistent regions
+    operators   the cr-operators: a Deployment + Service per job (PodOperators) or one supervised
+                local `ykshm cr-operator` process per job (Supervisor)
+    croobjects  the cr-operator's Deployment, Service (`streams-JOB-consistentregion-api`) and SA
     operator_process  `ykshm cr-operator`: regions/ on Kubernetes (CR status, PE/pod monitors)
-    pesim_process     `ykshm pe-sim`: plays a job's PEs, following its operator's address
+    pesim_process     `ykshm pe-sim --job`: plays a job's PEs, following its operator's address
+    pepod       `ykshm pe-sim` as a PE pod's process (the runtime image in sim-cluster): AADL, bundle,
+                liveness file, data connections by Service name, connectivity, region notifications
     region_main       the command lines of `ykshm cr-operator` and `ykshm pe-sim`
     appgen      ADL and .sab files in the compiler's format, for tests, the bench and the demo
 
-Pure modules (all but fetch, controller, submission, refuse, repair, events, kubecalls, crds, operators and the
-*_process modules) do no I/O.
+Pure modules (all but fetch, controller, submission, refuse, repair, events, kubecalls, crds, operators,
+bundleserver, pepod, main, region_main and the *_process modules) do no I/O.
 
 Consistent regions (`ykshm cr-operator`, one per job):
 

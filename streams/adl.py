@@ -63,7 +63,9 @@ def parse_adl(xml: bytes, *, submission_values: Mapping[str, str] | None = None)
             from None
     except (ValueError, UnicodeError, LookupError) as exc:
         raise AdlError(f"ADL is not readable XML: {exc}") from None
-    return _Parser(root, dict(submission_values or {}), bytes(xml)).application()
+    app = _Parser(root, dict(submission_values or {}), bytes(xml)).application()
+    app.derived["adl_root"] = root      # what aadlparts copies into the AADLs (no second parse)
+    return app
 
 
 _ENCODING = re.compile(rb"""^<\?xml[^>]*?\sencoding\s*=\s*["']([A-Za-z0-9._-]+)["']""")

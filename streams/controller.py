@@ -47,6 +47,7 @@ from .fetchpolicy import FetchPolicy
 from .errors import LogicalError
 from .jobspec import JobSpec, read_job
 from .objects import LABEL_JOB, LABEL_KIND
+from .peobjects import PeRuntime
 
 log = logging.getLogger("ykshm.streams")
 
@@ -80,6 +81,9 @@ class Settings:
     operator_argv: list[str] | None = None    # how to start `ykshm cr-operator` (None: not at all)
     fetch_policy: FetchPolicy = dataclasses.field(default_factory=FetchPolicy)
     max_submissions: int = 4                  # submissions fetching and parsing at once
+    pe_runtime: PeRuntime = dataclasses.field(default_factory=PeRuntime)   # the PE pods' image
+    api_bind: str | None = None               # the bundle endpoint's HOST:PORT (None: not served)
+    operator_pod: tuple[str, list[str]] | None = None   # (image, API flags): cr-operators as Deployments
 
 
 def _now() -> str:
@@ -114,6 +118,8 @@ class Controller:
         self.events = Events(client)
         self.synced = trio.Event()
         self.operators: Any = None
+        self.api_address: tuple[str, int] | None = None
+        self.api_namespaces: set[str] = set()
 
     def _watch_path(self, kind: str) -> str:
         path = kube.KINDS[kind].collection(self.settings.namespace)
@@ -141,7 +147,16 @@ class Controller:
                 await nursery.start(informer.run, send)
             self.nursery = nursery
             nursery.start_soon(self._route, receive)
-            if self.settings.operator_argv is not None:
+            if self.settings.api_bind is not None:
+                from .bundleserver import BundleServer, serve
+                server = BundleServer(self.client, bundle_dir=self.settings.bundle_dir,
+                                      cache_dir=self.settings.cache_dir)
+                self.api_address = await nursery.start(serve, server, self.settings.api_bind)
+            if self.settings.operator_pod is not None:
+                from .operators import PodOperators
+                self.operators = PodOperators(self.client, *self.settings.operator_pod)
+                nursery.start_soon(self.operators.run)
+            elif self.settings.operator_argv is not None:
                 from .operators import Supervisor
                 self.operators = Supervisor(self.settings.operator_argv)
                 nursery.start_soon(self.operators.run)
@@ -291,6 +306,10 @@ class Controller:
         except LogicalError as exc:
             await self._fail(job, "InvalidSpec", str(exc))
             return
+        if self.api_address is not None and key[0] not in self.api_namespaces:
+            from .bundleserver import ensure_api_service
+            await ensure_api_service(self.client, key[0], self.api_address)
+            self.api_namespaces.add(key[0])
         modified = phase in ("Submitted", "Running") and status.get("observedGeneration") not in (None, generation)
         if phase in ("", "Submitting", "Failed") or modified:
             scope = trio.CancelScope()
@@ -321,7 +340,8 @@ class Controller:
                                  host_pools_present=len(pools), disrupted=self.disrupted.get(key, {}))
         if await self._repaired(key, job, spec, view):
             return                  # the next pass sees what was re-made (the plan would not)
-        for step in reconcile.plan_job(view, spec=spec, reported=self.reported.setdefault(key, set())):
+        for step in reconcile.plan_job(view, spec=spec, reported=self.reported.setdefault(key, set()),
+                                       runtime=self.settings.pe_runtime):
             await self._carry_out(step)
         await self._check_widths(key, job, spec)
         await self._part_statuses(key, configmaps)

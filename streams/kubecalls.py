@@ -54,6 +54,10 @@ KINDS: dict[str, Kind] = {k.kind: k for k in (
     Kind("Pod", "/api/v1", "pods"),
     Kind("ConfigMap", "/api/v1", "configmaps"),
     Kind("Secret", "/api/v1", "secrets"),
+    Kind("Service", "/api/v1", "services"),
+    Kind("Endpoints", "/api/v1", "endpoints"),
+    Kind("ServiceAccount", "/api/v1", "serviceaccounts"),
+    Kind("Deployment", "/apis/apps/v1", "deployments"),
     Kind("Event", "/api/v1", "events"),
 )}
 

@@ -1,13 +1,19 @@
 """`ykshm streams`: run the Streams instance controller.
 
     ykshm streams --api-server URL | --kubeconfig FILE [--context CTX] [--namespace NS]
-                  [--bundle-dir DIR] [--cache-dir DIR] [--install-crds] [--no-operators]
+                  [--bundle-dir DIR] [--cache-dir DIR] [--install-crds]
+                  [--operators process|pod|none] [--no-operators] [--operator-image IMAGE]
+                  [--pe-image IMAGE] [--api-bind HOST:PORT]
                   [--github-host HOST]... [--allow-fetch-host HOST[:PORT]]... [--max-submissions N]
                   [--log-level LEVEL]
 
 `--bundle-dir` is where `bundle.file.path` is resolved (a path may not leave it); `--cache-dir`
-keeps bundles fetched with `pullPolicy: IfNotPresent`. Unless `--no-operators`, it starts one
-`ykshm cr-operator --job NS/NAME` per job with consistent regions and restarts it when it exits.
+keeps bundles fetched with `pullPolicy: IfNotPresent`. Consistent-region operators, one per job with
+consistent regions: `--operators process` (the default) starts `ykshm cr-operator --job NS/NAME` here
+and restarts it when it exits; `pod` creates its Deployment and Service in the cluster
+(`croobjects`, image `--operator-image`, default `ykshm:VERSION`), as OpenStreams; `none` (or
+`--no-operators`) neither. PE pods run `--pe-image` (`{build}` = the PE's buildType); PEs fetch
+their bundle from `--api-bind` through the `streams-api` Service (`bundleserver`).
 Bundle fetching (`streams/fetchpolicy.py`): a `github` source's Secret token goes only over
 https to api.github.com and the `--github-host` hosts; no URL or redirect may lead to loopback,
 link-local (cloud metadata) or other special addresses unless its host is an `--allow-fetch-host`;
@@ -26,6 +32,8 @@ from common.cliutil import Parser, UsageError, run_main
 
 from kube import args as kubeargs
 
+from .peobjects import DEFAULT_IMAGE
+
 PROG = "ykshm streams"
 
 
@@ -39,8 +47,18 @@ def _run(argv: Sequence[str]) -> int:
                         metavar="DIR", help="bundle cache for pullPolicy IfNotPresent")
     parser.add_argument("--install-crds", action="store_true",
                         help="create or update the Streams CRDs before starting (ykshm run does)")
-    parser.add_argument("--no-operators", action="store_true",
-                        help="do not start consistent-region operators")
+    parser.add_argument("--operators", choices=["process", "pod", "none"], default="process",
+                        help="consistent-region operators as local processes (default), as a "
+                             "Deployment per job, or none")
+    parser.add_argument("--no-operators", action="store_true", help="the same as --operators none")
+    parser.add_argument("--operator-image", default=None, metavar="IMAGE",
+                        help="the operator Deployments' image (default ykshm:VERSION)")
+    parser.add_argument("--pe-image", default=DEFAULT_IMAGE, metavar="IMAGE",
+                        help="the PE pods' Streams runtime image; {build} is the PE's buildType "
+                             f"(default {DEFAULT_IMAGE}, OpenStreams')")
+    parser.add_argument("--api-bind", default="127.0.0.1:0", metavar="HOST:PORT",
+                        help="where PEs fetch their bundle (the streams-api Service points here; "
+                             "default 127.0.0.1, a free port)")
     parser.add_argument("--github-host", action="append", default=[], metavar="HOST",
                         help="a GitHub API host (GitHub Enterprise) that may get a Job's github token; repeat")
     parser.add_argument("--allow-fetch-host", action="append", default=[], metavar="HOST[:PORT]",
@@ -48,6 +66,8 @@ def _run(argv: Sequence[str]) -> int:
     parser.add_argument("--max-submissions", type=int, default=4, metavar="N",
                         help="jobs fetching and parsing bundles at once (default 4)")
     args = parser.parse_args(argv)
+    if not args.pe_image.strip() or any(c.isspace() for c in args.pe_image):
+        raise UsageError(f"--pe-image {args.pe_image!r}: not an image name")
     if args.max_submissions < 1:
         raise UsageError(f"--max-submissions must be at least 1, got {args.max_submissions}")
     for flag, hosts in (("--github-host", args.github_host), ("--allow-fetch-host", args.allow_fetch_host)):
@@ -59,18 +79,28 @@ def _run(argv: Sequence[str]) -> int:
 
 
     from .controller import Controller, Settings
+    from .peobjects import PeRuntime
 
     kube = kubeargs.kube_config(args)
     kubeargs.log_to_stderr(args.log_level)
-    operator_argv = None if args.no_operators else [
+    mode = "none" if args.no_operators else args.operators
+    operator_argv = None if mode != "process" else [
         sys.executable, "-m", "tools.cli", "cr-operator", *kubeargs.source_argv(args)]
+    operator_pod = None
+    if mode == "pod":
+        from .croobjects import default_image
+        # a pod reaches a plain-HTTP API at the same URL; an authenticating one as a pod does
+        # (no flag: kube finds the pod's ServiceAccount)
+        source = ["--api-server", args.api_server] if args.api_server else []
+        operator_pod = (args.operator_image or default_image(), source + ["--log-level", args.log_level])
     from .fetchpolicy import FetchPolicy
 
     policy = FetchPolicy(github_hosts=frozenset({"api.github.com", *(h.lower() for h in args.github_host)}),
                          allow_hosts=frozenset(h.lower() for h in args.allow_fetch_host))
     settings = Settings(bundle_dir=os.path.abspath(args.bundle_dir), cache_dir=args.cache_dir,
                         namespace=args.namespace, operator_argv=operator_argv, fetch_policy=policy,
-                        max_submissions=args.max_submissions)
+                        max_submissions=args.max_submissions, operator_pod=operator_pod,
+                        pe_runtime=PeRuntime(image=args.pe_image), api_bind=args.api_bind)
 
     async def serve() -> None:
         async with kube.client() as client:

@@ -13,6 +13,12 @@ second create is a harmless 409):
 | ParallelRegion              | `JOB-REGION`       | Job   |
 | ConsistentRegion            | `JOB-INDEX`        | Job   |
 | ConsistentRegionOperator    | `JOB`              | Job   |
+| ConfigMap (the job's)       | `JOB` (operator port labels, /etc/config/job) | Job |
+| Secret (the PEs' credential)| `JOB-token`        | Job   |
+| Service (a PE's, headless)  | `JOB-N`            | Job   |
+
+What a PE pod carries for its runtime (image, bootstrap, `STREAMS_*`, volumes, probe, Service
+ports) is `peobjects`, as OpenStreams makes it.
 
 Pods are scheduled by ykshm as one gang per job: `schedulerName: yunikorn`, `applicationId` =
 `NAMESPACE-JOB`, the Job's `queue` label, and YuniKorn task-group annotations with one task group
@@ -37,7 +43,9 @@ from typing import Any
 
 import orjson
 
+from . import peobjects
 from .jobspec import JobSpec, resources_for_pes
+from .peobjects import PeRuntime
 
 GROUP = "streams.ibm.com"
 API_VERSION = f"{GROUP}/v1"
@@ -49,7 +57,6 @@ LABEL_KIND = f"{GROUP}/kind"
 LABEL_HOSTPOOL = f"{GROUP}/hostpool"
 LABEL_ISOLATED = f"{GROUP}/isolated"
 HOSTNAME = "kubernetes.io/hostname"
-RUNTIME_IMAGE = "streams-runtime:4.3-{build}"
 PE_JSON = "pe.json"
 AADL_XML = "aadl.xml"
 ADL_XML = "adl.xml"
@@ -182,7 +189,7 @@ def consistent_region_object(job: JobSpec, job_obj: Mapping[str, Any], region: A
 def region_operator_object(job: JobSpec, job_obj: Mapping[str, Any], regions: int) -> dict[str, Any]:
     return {"apiVersion": API_VERSION, "kind": "ConsistentRegionOperator",
             "metadata": _meta(job, job.name, job_obj, "consistentregionoperator"),
-            "spec": {"jobName": job.name, "numRegions": regions}}
+            "spec": {"jobName": job.name, "numRegions": regions, "jobId": job.uid}}
 
 
 # --- pods --------------------------------------------------------------------------------------
@@ -254,49 +261,41 @@ def task_groups(job: JobSpec, docs: Sequence[Mapping[str, Any]]) -> list[dict[st
 
 
 def pod_object(job: JobSpec, pe: Mapping[str, Any], doc: Mapping[str, Any], pe_count: int,
-               groups_json: str) -> dict[str, Any]:
-    """The pod of a PE's current launch, owned by the PE."""
+               groups_json: str, runtime: PeRuntime = PeRuntime()) -> dict[str, Any]:
+    """The pod of a PE's current launch, owned by the PE: the Streams runtime as OpenStreams
+    runs it (`peobjects`), scheduled by ykshm as part of the job's gang."""
     spec = pe["spec"]
     index, launch = int(spec["id"]), int(spec.get("launchCount") or 1)
     extra_labels, affinity = placement(job, doc)
     resources = resources_for_pes(job.resources, spec.get("resources"), pe_count)
-    container: dict[str, Any] = {
-        "name": "pe", "image": RUNTIME_IMAGE.format(build=spec.get("buildType", "debug")),
-        "imagePullPolicy": spec.get("imagePullPolicy") or job.image_pull_policy,
-        "env": [{"name": "STREAMS_JOB_NAME", "value": job.name},
-                {"name": "STREAMS_PE_ID", "value": str(index)},
-                {"name": "STREAMS_LAUNCH_COUNT", "value": str(launch)},
-                {"name": "STREAMS_RUNTIME_TRACE_LEVEL", "value": str(spec.get("runtimeTraceLevel", "INFO"))}],
-        "resources": resources,
-        "livenessProbe": {"exec": {"command": ["/bin/true"]},
-                          "initialDelaySeconds": int(spec.get("initialProbeDelayInSeconds", 30)),
-                          "failureThreshold": int(spec.get("probeFailureThreshold", 1)),
-                          "periodSeconds": int(spec.get("probeIntervalInSeconds", 10))},
-        "volumeMounts": [{"name": "aadl", "mountPath": "/etc/streams/aadl", "readOnly": True}],
-    }
-    if spec.get("appTraceLevel"):
-        container["env"].append({"name": "STREAMS_APP_TRACE_LEVEL", "value": str(spec["appTraceLevel"])})
-    if spec.get("runWithValgrind"):
-        container["env"].append({"name": "STREAMS_RUN_WITH_VALGRIND", "value": "true"})
-    if spec.get("allowPtrace") or spec.get("runWithValgrind"):
-        container["securityContext"] = {"capabilities": {"add": ["SYS_PTRACE"]}}
+    volumes, mounts = peobjects.volumes(job.name, aadl_configmap_name(job.name, index), spec)
+    container = peobjects.container(runtime, job.namespace, job.name, spec, index, launch, mounts, resources,
+                                    spec.get("imagePullPolicy") or job.image_pull_policy)
     pod_spec: dict[str, Any] = {
         "schedulerName": "yunikorn", "restartPolicy": "Never", "containers": [container],
-        "volumes": [{"name": "aadl", "configMap": {"name": aadl_configmap_name(job.name, index)}}]}
+        "volumes": volumes, **peobjects.pod_extras()}
     if affinity:
         pod_spec["affinity"] = affinity
     secret = spec.get("imagePullSecret") or job.image_pull_secret
     if secret:
         pod_spec["imagePullSecrets"] = [{"name": secret}]
-    labels = {LABEL_JOB: job.name, LABEL_KIND: "pod", LABEL_PE: str(index), LABEL_LAUNCH: str(launch),
+    labels = {**peobjects.pe_labels(job.name, index, bool(doc.get("consistentRegions"))),
+              LABEL_JOB: job.name, LABEL_KIND: "pod", LABEL_PE: str(index), LABEL_LAUNCH: str(launch),
               LABEL_CONTENT: str(spec.get("contentId") or ""), "applicationId": job.app_id,
               "queue": job.queue, **extra_labels}
     annotations = {"yunikorn.apache.org/task-group-name": task_group_name(index),
                    "yunikorn.apache.org/task-groups": groups_json,
                    "yunikorn.apache.org/schedulingPolicyParameters":
-                       "placeholderTimeoutInSeconds=60 gangSchedulingStyle=Hard"}
+                       "placeholderTimeoutInSeconds=60 gangSchedulingStyle=Hard",
+                   f"{GROUP}/contentId": str(spec.get("contentId") or "")}
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": pod_name(job.name, index, launch), "namespace": job.namespace,
                          "labels": labels, "annotations": annotations,
                          "ownerReferences": [owner_ref(pe)]},
             "spec": pod_spec}
+
+
+def pe_service(job: JobSpec, job_obj_ref: Mapping[str, Any], doc: Mapping[str, Any]) -> dict[str, Any]:
+    """The PE's headless Service `JOB-N` (peobjects.pe_service), owned as `job_obj_ref` says."""
+    return peobjects.pe_service(job.namespace, job.name, int(doc["index"]), int(doc.get("inputPorts") or 0),
+                                job_obj_ref)

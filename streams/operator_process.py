@@ -14,12 +14,21 @@ module gives them the cluster, as OpenStreams' per-job operator Deployment does:
 - status writer: `PUT .../streamscrs/JOB-INDEX/status`, then wait until the ConsistentRegion
   informer has seen that resourceVersion (the seed's consistency rule) before the region takes its
   next event; a 409 (someone else wrote) re-reads and writes again.
-- UDP notifications go only to an address a PE announced in its annotation
-  `streams.ibm.com/notify-address: HOST:PORT` (what `ykshm pe-sim` writes); PEs without one poll.
+- UDP notifications go to an address a PE announced in its annotation
+  `streams.ibm.com/notify-address: HOST:PORT` (what `ykshm pe-sim --job` writes); with
+  `--notify-pods` (the operator's Deployment) every other PE is notified as OpenStreams does, at
+  `JOB-N.NS:10001`: the address that name resolves to, the PE's current pod's IP once it runs,
+  read from the pod informer (no name lookup per datagram). PEs without either poll.
+- authentication: the job's Secret `JOB-token` (its PEs mount it) is read at start; every API
+  request under the base then needs `Authorization: Bearer TOKEN` (regions.rest); a job without one
+  (made before tokens existed) is served open, with a warning.
+- `--advertise URL` (the Deployment: its Service's URL) is written as `status.address` instead of
+  the bound socket's.
 """
 
 from __future__ import annotations
 
+import base64
 import logging
 from collections.abc import Mapping
 from functools import partial
@@ -32,12 +41,14 @@ from common.http1.limits import Limits
 from kube.client import ApiStatusError, Informer
 from . import kubecalls as kube
 from .objects import LABEL_JOB, pe_name, pod_name
+from .peobjects import TOKEN_KEY, token_secret_name
 from .regions.docs import region_from_status
 from .regions.errors import RegionError
 from .regions.fsm import Region, RegionSpec
 from .regions.health import Health, PeView, region_health
 from .regions.operator import RegionOperator
 from .regions.rest import serve
+from .regions.udp import PE_NOTIFICATION_PORT
 
 log = logging.getLogger("ykshm.cr-operator")
 
@@ -58,8 +69,10 @@ def _rv(obj: Mapping[str, Any]) -> int:
 class JobRegions:
     """The Kubernetes side of one job's operator: caches, health, status writes, addresses."""
 
-    def __init__(self, client: httpx.AsyncClient, namespace: str, job: str) -> None:
+    def __init__(self, client: httpx.AsyncClient, namespace: str, job: str, *,
+                 notify_pods: bool = False) -> None:
         self.client, self.namespace, self.job = client, namespace, job
+        self.notify_pods = notify_pods
         selector = f"?labelSelector={LABEL_JOB}%3D{job}"
         self.informers = {kind: Informer(client, kube.KINDS[kind].collection(namespace) + selector, kind)
                           for kind in ("ProcessingElement", "Pod", "ConsistentRegion")}
@@ -117,12 +130,31 @@ class JobRegions:
         found = self._pe(pe)
         raw = ((found or {}).get("metadata", {}).get("annotations") or {}).get(NOTIFY_ADDRESS)
         if not raw:
-            return None
+            return self._pod_address(found) if self.notify_pods and found is not None else None
         host, _, port = raw.rpartition(":")
         try:
             return (host, int(port))
         except ValueError:
             return None
+
+    def _pod_address(self, pe: Mapping[str, Any]) -> tuple[str, int] | None:
+        """Where `JOB-N.NS` points: the PE's current pod's IP (its headless Service's endpoint)."""
+        launch = int(pe["spec"].get("launchCount") or 1)
+        pod = self.informers["Pod"].store.items.get(
+            f"{self.namespace}/{pod_name(self.job, int(pe['spec']['id']), launch)}")
+        status = (pod or {}).get("status") or {}
+        if status.get("phase") != "Running" or not status.get("podIP"):
+            return None
+        return (status["podIP"], PE_NOTIFICATION_PORT)
+
+    async def token(self) -> bytes | None:
+        secret = await kube.get(self.client, "Secret", self.namespace, token_secret_name(self.job))
+        raw = ((secret or {}).get("data") or {}).get(TOKEN_KEY)
+        if not raw:
+            log.warning("cr-operator for %s/%s: no Secret %s; the API is served without "
+                        "authentication", self.namespace, self.job, token_secret_name(self.job))
+            return None
+        return base64.b64decode(raw)
 
     # --- the process ------------------------------------------------------------------------
 
@@ -146,21 +178,23 @@ class JobRegions:
         return regions, restarted, cro
 
     async def run(self, bind: str = "127.0.0.1:0", *, limits: Limits = Limits(),
-                  idle_timeout: float = 30.0, task_status=trio.TASK_STATUS_IGNORED) -> None:
+                  idle_timeout: float = 30.0, advertise: str | None = None,
+                  task_status=trio.TASK_STATUS_IGNORED) -> None:
         send, receive = trio.open_memory_channel(1000)
         async with trio.open_nursery() as nursery:
             for informer in self.informers.values():
                 await nursery.start(informer.run, send)
             regions, restarted, cro = await self.load()
+            token = await self.token()
             self.operator = RegionOperator(f"{self.namespace}/{self.job}", regions,
                                            status_writer=self.write_status, health_source=self.health,
                                            addresses=self.address, restarted=restarted)
             nursery.start_soon(self._route, receive)
             url = await nursery.start(partial(serve, self.operator, bind, limits=limits,
-                                              idle_timeout=idle_timeout))
+                                              idle_timeout=idle_timeout, token=token))
             await kube.put_status(self.client, cro, {**(cro.get("status") or {}), "hasStarted": True,
                                                      "phase": "Running",
-                                                     "address": f"{url}/api/consistentregion"})
+                                                     "address": advertise or f"{url}/api/consistentregion"})
             log.info("cr-operator for %s/%s: %d regions, %s, API at %s", self.namespace, self.job,
                      len(regions), "restarted" if restarted else "fresh start", url)
             task_status.started(url)
@@ -203,10 +237,10 @@ class JobRegions:
 
 
 async def run(kube_config: Any, namespace: str, job: str, bind: str, *, limits: Limits = Limits(),
-              idle_timeout: float = 30.0) -> None:
+              idle_timeout: float = 30.0, advertise: str | None = None, notify_pods: bool = False) -> None:
     async with kube_config.client() as client:
         try:
-            await JobRegions(client, namespace, job).run(bind, limits=limits,
-                                                         idle_timeout=idle_timeout)
+            await JobRegions(client, namespace, job, notify_pods=notify_pods).run(
+                bind, limits=limits, idle_timeout=idle_timeout, advertise=advertise)
         except ApiStatusError as exc:
             raise OperatorError(f"the API server refused: {exc}") from None

@@ -1,4 +1,11 @@
-"""One `ykshm cr-operator` process per job with consistent regions, supervised.
+"""The consistent-region operators: a Deployment per job (`PodOperators`, `--operators pod`), or one
+supervised local process per job (`Supervisor`, `--operators process`, e.g. under systemd).
+
+PodOperators: for every ConsistentRegionOperator, the Deployment and Service of `croobjects` (and the
+ServiceAccount they run as, once per namespace), created idempotently, owned by the CRO; a failed
+write is retried after a second. Kubernetes restarts the pod; the garbage collector removes them.
+
+Supervisor:
 
 The seed runs a Deployment per job; here `ykshm streams` starts `ykshm cr-operator --job NS/NAME`
 for every ConsistentRegionOperator object and restarts it when it exits, with backoff (0.5 s
@@ -13,9 +20,12 @@ import logging
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+import httpx
 import trio
 
 from common.backoff import Backoff
+from kube.client import ApiStatusError
+from . import croobjects, kubecalls as kube
 
 log = logging.getLogger("ykshm.streams.operators")
 
@@ -70,3 +80,47 @@ class Supervisor:
                 if trio.current_time() - began > STABLE_SECONDS:
                     backoff.reset()
                 await trio.sleep(backoff.next())
+
+
+class PodOperators:
+    """Makes each ConsistentRegionOperator's Deployment and Service; `update` as Supervisor's."""
+
+    def __init__(self, client: httpx.AsyncClient, image: str, source_argv: Sequence[str]) -> None:
+        self.client, self.image, self.source_argv = client, image, list(source_argv)
+        self._pending: dict[str, Mapping[str, Any]] = {}
+        self._made: set[str] = set()
+        self._accounts: set[str] = set()
+        self._changed = trio.Event()
+
+    def update(self, operators: Iterable[Mapping[str, Any]]) -> None:
+        for cro in operators:
+            meta = cro["metadata"]
+            key = f"{meta.get('namespace') or 'default'}/{meta['name']}/{meta.get('uid')}"
+            if not meta.get("deletionTimestamp") and key not in self._made:
+                self._pending[key] = cro
+        if self._pending:
+            self._changed.set()
+
+    async def run(self) -> None:
+        while True:
+            await self._changed.wait()
+            self._changed = trio.Event()
+            for key, cro in list(self._pending.items()):
+                try:
+                    await self._make(cro)
+                except (ApiStatusError, httpx.HTTPError) as exc:
+                    log.warning("cr-operator objects for %s: %s; trying again", key, exc)
+                    self._changed.set()
+                    continue
+                self._made.add(key)
+                self._pending.pop(key, None)
+            if self._changed.is_set():
+                await trio.sleep(1.0)
+
+    async def _make(self, cro: Mapping[str, Any]) -> None:
+        namespace = cro["metadata"].get("namespace") or "default"
+        if namespace not in self._accounts:
+            await kube.create(self.client, croobjects.service_account(namespace))
+            self._accounts.add(namespace)
+        await kube.create(self.client, croobjects.service(cro))
+        await kube.create(self.client, croobjects.deployment(cro, self.image, self.source_argv))

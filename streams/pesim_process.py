@@ -11,6 +11,7 @@ drains time out and reset, as with a crashed PE.
 
 from __future__ import annotations
 
+import base64
 import logging
 from typing import Any
 
@@ -20,6 +21,7 @@ import trio
 from . import kubecalls as kube
 from .objects import LABEL_JOB
 from .operator_process import NOTIFY_ADDRESS
+from .peobjects import TOKEN_KEY, token_secret_name
 from .regions.pesim import PeSimulator
 
 log = logging.getLogger("ykshm.pe-sim")
@@ -39,6 +41,13 @@ async def _regions(client: httpx.AsyncClient, namespace: str, job: str) -> dict[
 async def _address(client: httpx.AsyncClient, namespace: str, job: str) -> str | None:
     cro = await kube.get(client, "ConsistentRegionOperator", namespace, job)
     return ((cro or {}).get("status") or {}).get("address")
+
+
+async def job_token(client: httpx.AsyncClient, namespace: str, job: str) -> bytes | None:
+    """The job's PE token (Secret `JOB-token`), which the operator's API requires."""
+    secret = await kube.get(client, "Secret", namespace, token_secret_name(job))
+    raw = ((secret or {}).get("data") or {}).get(TOKEN_KEY)
+    return base64.b64decode(raw) if raw else None
 
 
 async def _announce(client: httpx.AsyncClient, namespace: str, job: str,
@@ -62,7 +71,8 @@ async def play(kube_config: Any, namespace: str, job: str, *, failing: set[int],
             try:
                 await _play_once(client, namespace, job, address, regions,
                                  PeSimulator(address.removesuffix(API_BASE), regions, listen=listen,
-                                             failing=failing, blocking=blocking))
+                                             failing=failing, blocking=blocking,
+                                             token=await job_token(client, namespace, job)))
             except* (httpx.HTTPError, OSError) as group:
                 # the operator went away mid-request (killed, restarting): look again shortly
                 log.info("pe-sim for %s/%s: %s; following the operator", namespace, job,

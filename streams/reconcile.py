@@ -104,7 +104,8 @@ def connectivity(index: int, docs: Mapping[int, Mapping[str, Any]],
     return "Full" if all(running.get(p) for p in peers) else "Partial"
 
 
-def plan_job(view: JobView, *, spec: Any, reported: set[str]) -> list[Step]:
+def plan_job(view: JobView, *, spec: Any, reported: set[str],
+             runtime: objects.PeRuntime = objects.PeRuntime()) -> list[Step]:
     """The steps that move the job towards the seed's rules (see the module docstring).
 
     Only a submitted job is planned, and submission (and re-fusion) create every PE of its
@@ -141,7 +142,7 @@ def plan_job(view: JobView, *, spec: Any, reported: set[str]) -> list[Step]:
             continue
         steps.extend(_pe_steps(spec, pe, doc, content[index], current_pods[index],
                                pods_by_pe.get(index, ()), view, len(docs), groups_json,
-                               connectivity(index, docs, running)))
+                               connectivity(index, docs, running), runtime))
     for index, pe in pes.items():
         if index not in docs:
             steps.append(Step("delete", pe, reason="Narrowed",
@@ -164,7 +165,7 @@ def _missing_pe(spec: Any, job: Obj, doc: Mapping[str, Any], content_id: str, na
 
 def _pe_steps(spec: Any, pe: Obj, doc: Mapping[str, Any], content_id: str, current: Obj | None,
               pods: Sequence[Obj], view: JobView, pe_count: int, groups_json: Callable[[], str],
-              conn: str) -> list[Step]:
+              conn: str, runtime: objects.PeRuntime = objects.PeRuntime()) -> list[Step]:
     steps: list[Step] = []
     pe_spec = pe["spec"]
     launch = int(pe_spec.get("launchCount") or 1)
@@ -191,10 +192,14 @@ def _pe_steps(spec: Any, pe: Obj, doc: Mapping[str, Any], content_id: str, curre
         if view.host_pools_present < view.host_pools_expected:
             return steps + _status(pe, status, phase="Waiting", conn="None",
                                    message="waiting for the job's host pools")
-        pod = objects.pod_object(spec, pe, doc, pe_count, groups_json())
+        pod = objects.pod_object(spec, pe, doc, pe_count, groups_json(), runtime)
+        # the PE's Service goes with each launch (a repeat is a 409): new PEs of a width change
+        # get theirs, a deleted one comes back
+        service = objects.pe_service(spec, objects.owner_ref(view.job), doc)
         # podName/launchCount enter the status only once the pod is seen, so a pod that
         # vanishes afterwards is known to have been deleted (not never made)
-        return steps + [Step("create", pod)] + _status(pe, status, phase="Pending", conn="None")
+        return steps + [Step("create", service), Step("create", pod)] + \
+            _status(pe, status, phase="Pending", conn="None")
     phase, how = _phase(current), _phase(current).lower()
     why = disruption(current)
     if why and phase not in ("Failed", "Succeeded"):

@@ -5,6 +5,7 @@
                       [--head-timeout S] [--body-timeout S]   (common.http1.flags)
     ykshm pe-sim --job NS/NAME (--api-server URL | --kubeconfig FILE) [--listen udp|poll]
                  [--fail-pe N ...] [--blocking]
+    ykshm pe-sim [BOOTSTRAP] [--log-level LEVEL]    as a PE pod's process (streams.pepod)
 
 `ykshm streams` starts one cr-operator per job with consistent regions (and restarts it); a user
 runs one by hand only to debug. The operator's REST API binds 127.0.0.1 on a free port unless
@@ -42,8 +43,14 @@ def _setup(args: Any) -> tuple[Any, str, str]:
 def _operator(argv: Sequence[str]) -> int:
     parser = Parser(prog="ykshm cr-operator", description="The consistent-region operator of one job.")
     _common(parser)
-    parser.add_argument("--bind", default="127.0.0.1:0", metavar="HOST:PORT",
-                        help="the REST API's address (default 127.0.0.1, a free port)")
+    parser.add_argument("--bind", default="127.0.0.1:0", metavar="HOST:PORT[,HOST:PORT]",
+                        help="the REST API's address(es) (default 127.0.0.1, a free port); the "
+                             "Deployment binds the pod IP on 10000 and 9696")
+    parser.add_argument("--advertise", metavar="URL",
+                        help="the API URL written to the ConsistentRegionOperator's status "
+                             "(default: the bound address)")
+    parser.add_argument("--notify-pods", action="store_true",
+                        help="notify every PE by UDP at JOB-N.NS:10001 (its pod's address), as OpenStreams")
     add_limit_flags(parser, idle_timeout=30.0)
     args = parser.parse_args(argv)
     limits = limits_of(args)
@@ -52,14 +59,32 @@ def _operator(argv: Sequence[str]) -> int:
     from .operator_process import OperatorError, run
 
     try:
-        kubeargs.run_role(partial(run, limits=limits, idle_timeout=args.idle_timeout), kube_config,
-                          namespace, job, args.bind)
+        kubeargs.run_role(partial(run, limits=limits, idle_timeout=args.idle_timeout, advertise=args.advertise,
+                                  notify_pods=args.notify_pods), kube_config, namespace, job, args.bind)
     except* OperatorError as group:
         raise Failure(str(group.exceptions[0])) from None
     return 0
 
 
+def _pe_pod(argv: Sequence[str]) -> int:
+    parser = Parser(prog="ykshm pe-sim", description="Run as a PE pod: what the Streams runtime does.")
+    parser.add_argument("bootstrap", nargs="?", help="the runtime image's bootstrap path (ignored)")
+    parser.add_argument("--log-level", default="INFO", choices=kubeargs.LEVELS)
+    args = parser.parse_args(argv)
+    kubeargs.log_to_stderr(args.log_level)
+    from .pepod import PeConfigError, main
+
+    try:
+        main()
+    except PeConfigError as exc:
+        raise Failure(str(exc)) from None
+    return 0
+
+
 def _pesim(argv: Sequence[str]) -> int:
+    if not any(a == "--job" or a.startswith("--job=") for a in argv) and \
+            not any(a in ("-h", "--help") for a in argv):
+        return _pe_pod(argv)
     parser = Parser(prog="ykshm pe-sim", description="Play a job's PEs against its cr-operator.")
     _common(parser)
     parser.add_argument("--listen", choices=["udp", "poll"], default="udp",

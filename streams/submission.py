@@ -24,7 +24,7 @@ from common.quantity import parse_milli
 from . import aadl as aadl_mod
 from . import bundle as bundle_mod
 from . import adl as adl_mod
-from . import fusion, kubecalls as kube, objects
+from . import fusion, kubecalls as kube, objects, peobjects
 from .errors import StreamsError
 from .jobspec import JobSpec
 
@@ -65,7 +65,11 @@ def _pod_cpu_limit(spec: JobSpec) -> int | None:
 def _prepared(app: Any, spec: JobSpec, pes: tuple[Any, ...], nodes: int) -> Prepared:
     peers = pe_peers(pes)
     docs = tuple(objects.pe_document(pe, peers[pe.index]) for pe in pes)
-    texts = aadl_mod.aadls(app, pes, job=spec.name)
+    ins, _outs = aadl_mod.pe_ports(pes, aadl_mod.pe_of(pes))
+    for doc, count in zip(docs, map(peobjects.input_port_counts(ins, pes).get, (pe.index for pe in pes))):
+        doc["inputPorts"] = count          # the PE Service's data ports (peobjects.pe_service)
+    texts = aadl_mod.aadls(app, pes, context=aadl_mod.AadlContext(
+        job=spec.name, submission_values=dict(spec.submission_values or {})))
     aadls = tuple(texts[pe.index] for pe in pes)
     return Prepared(app, pes, docs, aadls, tuple(aadl_mod.content_id(a) for a in aadls), nodes)
 
@@ -98,6 +102,10 @@ def desired_objects(spec: JobSpec, job_obj: Mapping[str, Any], prepared: Prepare
     """Everything a submission creates, in creation order (PEs last but the region objects)."""
     app = prepared.app
     out: list[dict[str, Any]] = [objects.adl_configmap(spec, job_obj, app.adl)]
+    owner = objects.owner_ref(job_obj)
+    out.append(peobjects.job_configmap(spec.namespace, spec.name,
+                                       aadl_mod.port_labels(app, prepared.pes), owner))
+    out.append(peobjects.token_secret(spec.namespace, spec.name, peobjects.new_token(), owner))
     out += [objects.host_pool_object(spec, job_obj, pool) for pool in app.host_pools]
     out += [objects.parallel_region_object(spec, job_obj, region, spec.fusion.get("type"))
             for region in app.parallel_regions]

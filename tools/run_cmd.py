@@ -13,8 +13,10 @@ The supervisor (hypercorn's `run.py` shape):
 - on Ctrl-C or SIGTERM removes every shared-memory segment (/dev/shm/NAME.*) and socket it made.
 
 With `--demo` (the default) the sim-cluster runs a demo workload, and a Streams job `demo` with
-a consistent region is submitted once everything answers; `ykshm pe-sim` (one more supervised
-child) plays its PEs, so `kubectl get stcr` shows the region cycling through drains.
+a consistent region is submitted once everything answers. Its PEs are process pods running
+`ykshm pe-sim` (sim-cluster maps the Streams runtime image `docker.io/openstreams/streams-runtime:6.*`
+to it) and its consistent-region operator is a Deployment's pod (`ykshm streams --operators pod`), so
+`kubectl get pods` shows them and `kubectl get stcr` the region cycling through drains.
 
 sim-cluster serves HTTPS with authentication and RBAC (`--pki-dir`, `--authorization-mode RBAC`):
 each Kubernetes-facing child gets its own client certificate, kubeconfig and least-privilege
@@ -46,6 +48,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from subprocess import DEVNULL, Popen
 
+from streams.peobjects import DEFAULT_IMAGE as PE_IMAGE
 from tools import run_identities, shmscan
 from common.cliutil import Failure, Parser, UsageError, run_main
 from common.backoff import Backoff
@@ -347,6 +350,8 @@ def children_for(args, runtime: Path, config: Path, creds: Credentials) -> list[
            "--pki-dir", str(creds.pki), "--authorization-mode", "RBAC", "--policy-file", str(creds.policy)]
     if args.demo:
         sim.append("--demo")
+    for build in ("debug", "release"):       # PE pods run `ykshm pe-sim` (streams/pepod.py)
+        sim += ["--process-image", f"{PE_IMAGE.replace('{build}', build)}=ykshm pe-sim"]
     children = [
         Child("sim-cluster", sim),
         Child("engine", [*ykshm, "engine", "--config", str(config), "--name", args.name, "--socket", str(sock)]),
@@ -354,7 +359,7 @@ def children_for(args, runtime: Path, config: Path, creds: Credentials) -> list[
                        "--name", args.name]),
     ]
     children.append(Child("streams", [*ykshm, "streams", "--kubeconfig", str(creds.roles["streams"]), "--install-crds",
-                                      "--bundle-dir", str(runtime / "bundles"),
+                                      "--operators", "pod", "--bundle-dir", str(runtime / "bundles"),
                                       "--cache-dir", str(runtime / "bundle-cache")]))
     if args.export:
         children.append(Child("export", [*ykshm, "export", "--redis", args.export, "--name", args.name]))
@@ -370,9 +375,10 @@ DEMO_JOB = {"apiVersion": "streams.ibm.com/v1", "kind": "Job",
 
 
 def streams_demo(args, runtime: Path, creds: Credentials) -> Child | None:
-    """With --demo: a Streams job whose consistent region drains every 5 s, its PEs played by
-    `ykshm pe-sim` (a supervised child). Returns that child, or None when the Streams API did
-    not come up (the rest of the demo runs anyway)."""
+    """With --demo: a Streams job whose consistent region drains every 5 s. Its PEs are process
+    pods running `ykshm pe-sim` (sim-cluster maps the Streams runtime image to it) and its
+    consistent-region operator is its Deployment's pod, so nothing more is started here: returns
+    None (the rest of the demo runs whether or not the Streams API came up)."""
     import json
 
     from streams import appgen
@@ -393,9 +399,8 @@ def streams_demo(args, runtime: Path, creds: Credentials) -> Child | None:
     try:
         urllib.request.urlopen(request, timeout=5, context=tls).close()
     except OSError:
-        return None
-    return Child("pe-sim", [*ykshm_argv(), "pe-sim", "--job", "default/demo", "--kubeconfig",
-                            str(creds.roles["pe-sim"])])
+        pass
+    return None
 
 
 def check_export(url: str | None, name: str) -> None:

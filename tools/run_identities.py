@@ -6,7 +6,10 @@ authenticate in a kubeadm cluster), its own kubeconfig, and a least-privilege Cl
 `ykshm:ROLE` bound to that user. Why certificates and not ServiceAccount tokens: the supervisor
 restarts a crashed sim-cluster, whose ServiceAccounts (and so their tokens' uids) would not
 survive; the CA and the `--policy-file` objects do. `export` talks to Redis only and gets nothing.
-The cr-operator is started by `ykshm streams` with the streams role's kubeconfig.
+The cr-operators run as pods (`ykshm streams --operators pod`): their ServiceAccount
+`default/streams-cr-operator` is bound to `ykshm:cr-operator` (the demo's namespace; a job in
+another namespace needs the same binding there). PE pods (`ykshm pe-sim` as the runtime image) use
+no API: they talk to the controller's bundle endpoint and the operator with their job's token.
 """
 
 from __future__ import annotations
@@ -34,13 +37,16 @@ ROLE_RULES: dict[str, list[tuple]] = {
              ([""], ["pods/status"], ["patch", "update"]),
              ([""], ["nodes"], RO),
              _EVENTS],
-    # the Streams controller and its cr-operator: the CRDs, the Streams kinds, the pods and
-    # ConfigMaps of a job, bundle Secrets (read), nodes (host pools)
+    # the Streams controller: the CRDs, the Streams kinds, the pods, ConfigMaps, PE Services and
+    # job token Secrets of a job, the streams-api Service/Endpoints, the cr-operators' Deployments
+    # and ServiceAccount, bundle Secrets (read), nodes (host pools)
     "streams": [([""], ["nodes"], RO),
                 (["apiextensions.k8s.io"], ["customresourcedefinitions"], ["create", "get", "list", "update"]),
                 (["streams.ibm.com"], ["*"], _WRITE),
-                ([""], ["pods", "configmaps"], _WRITE),
-                ([""], ["secrets"], ["get"]),
+                ([""], ["pods", "configmaps", "services", "endpoints"], _WRITE),
+                ([""], ["secrets"], ["get", "create"]),
+                ([""], ["serviceaccounts"], ["get", "create"]),
+                (["apps"], ["deployments"], ["get", "create"]),
                 _EVENTS],
     # the PE simulator: reads its job's regions and operator, reports PE status
     "pe-sim": [(["streams.ibm.com"], ["streamscrs", "streamscros", "streamsjobs"], RO),
@@ -48,9 +54,30 @@ ROLE_RULES: dict[str, list[tuple]] = {
 }
 
 
+# ServiceAccounts of ykshm's own pods: role -> (namespace, ServiceAccount, rules)
+SA_ROLES: dict[str, tuple[str, str, list[tuple]]] = {
+    # a job's consistent-region operator: its regions' status, the PEs and pods it watches, the token
+    "cr-operator": ("default", "streams-cr-operator", [
+        (["streams.ibm.com"], ["streamscrs", "streamscrs/status", "streamscros", "streamscros/status"],
+         ["get", "list", "watch", "patch", "update"]),
+        (["streams.ibm.com"], ["streamspes"], RO),
+        ([""], ["pods"], RO),
+        ([""], ["secrets"], ["get"])]),
+}
+
+
 def policy_documents() -> list[dict]:
-    """A ClusterRole `ykshm:ROLE` and its ClusterRoleBinding to the user `ykshm:ROLE`, per role."""
+    """A ClusterRole `ykshm:ROLE` and its ClusterRoleBinding to the user `ykshm:ROLE`, per role;
+    the same per ServiceAccount role, bound to that ServiceAccount."""
     docs: list[dict] = []
+    for role, (namespace, account, rules) in SA_ROLES.items():
+        name = f"{USER_PREFIX}{role}"
+        docs.append({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                     "metadata": {"name": name}, "rules": [rule(r) for r in rules]})
+        docs.append({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                     "metadata": {"name": name},
+                     "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+                     "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}]})
     for role, rules in ROLE_RULES.items():
         name = f"{USER_PREFIX}{role}"
         docs.append({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",

@@ -56,7 +56,8 @@ class RawHttp:
     a loaded machine, which would measure the client instead of the operator. Content-Length
     bodies only (what the operator's API sends); same `put`/`get` shape as httpx's answers."""
 
-    def __init__(self, base_url: str) -> None:
+    def __init__(self, base_url: str, token: bytes | None = None) -> None:
+        self.auth = b"Authorization: Bearer " + token + b"\r\n" if token else b""
         host_port = base_url.split("://", 1)[1].split("/", 1)[0]
         host, _, port = host_port.rpartition(":")
         self.host, self.port = host, int(port)
@@ -69,7 +70,7 @@ class RawHttp:
             stream = self._streams[pe] = await trio.open_tcp_stream(self.host, self.port)
             self._buffers[pe] = b""
         head = (f"{method} {path} HTTP/1.1\r\nHost: {self.host}\r\n"
-                f"Content-Length: {len(body)}\r\n\r\n").encode("ascii")
+                f"Content-Length: {len(body)}\r\n").encode("ascii") + self.auth + b"\r\n"
         await stream.send_all(head + body)
         buf = self._buffers[pe]
         while b"\r\n\r\n" not in buf:
@@ -107,7 +108,8 @@ class PeSimulator:
     def __init__(self, base_url: str, regions: Mapping[int, Iterable[int]], *, listen: str = "udp",
                  poll_interval: float = 0.05, blocking: bool = False,
                  failing: Iterable[int] = (), client: httpx.AsyncClient | None = None,
-                 raw: bool = False) -> None:
+                 raw: bool = False, token: bytes | None = None,
+                 bind: tuple[str, int] = ("127.0.0.1", 0)) -> None:
         if listen not in ("udp", "poll"):
             raise ValueError(f"listen must be udp or poll, not {listen!r}")
         self.base_url = base_url.rstrip("/")
@@ -119,6 +121,10 @@ class PeSimulator:
         self.failing = set(failing)
         self.raw = raw
         """Use RawHttp instead of httpx (the benchmark)."""
+        self.token = token
+        """The job's token, sent as `Authorization: Bearer` (the operator requires it)."""
+        self.bind = bind
+        """Where each PE's UDP socket binds (a PE pod: its pod IP and port 10001)."""
         self._raw: RawHttp | None = None
         self.seen: list[Seen] = []
         self.errors: list[tuple[int, str, int, str]] = []
@@ -136,7 +142,7 @@ class PeSimulator:
     async def open_sockets(self) -> None:
         for pe in self.pes:
             sock = trio.socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-            await sock.bind(("127.0.0.1", 0))
+            await sock.bind(self.bind)
             self._sockets[pe] = sock
 
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
@@ -145,7 +151,7 @@ class PeSimulator:
             limits=httpx.Limits(max_connections=len(self.pes), max_keepalive_connections=len(self.pes)),
             timeout=30.0)
         if self.raw:
-            self._raw = RawHttp(self.base_url)
+            self._raw = RawHttp(self.base_url, self.token)
         try:
             if self.listen == "udp" and not self._sockets:
                 await self.open_sockets()
@@ -179,7 +185,8 @@ class PeSimulator:
                        body: bytes = b"") -> tuple[int, bytes]:
         if self._raw is not None:
             return await self._raw.request(pe, method, path, body)
-        r = await client.request(method, self.base_url + path, content=body)
+        headers = {"Authorization": f"Bearer {self.token.decode()}"} if self.token else None
+        r = await client.request(method, self.base_url + path, content=body, headers=headers)
         return r.status_code, r.content
 
     async def _poll(self, client: httpx.AsyncClient, pe: int) -> None:

@@ -25,11 +25,17 @@ answered with the status of the error (errors.py) and the JSON body
 (OpenStreams: a 500 from IllegalArgumentException), 404 an unknown route, region, PE or operator,
 405 a wrong method, 409 a report that does not fit the round (OpenStreams: a dead state machine),
 413 a body over 64 KiB. Any other exception is logged and answered 500 without details.
+
+Authentication: given the job's token (`serve(token=...)`, what `ykshm cr-operator` reads from
+`STREAMS_JOB_TOKEN`, the job's Secret `JOB-token` that PE pods mount), every request under the base
+needs `Authorization: Bearer TOKEN`, else 401 (`reason` unauthorized) before any route or body is
+looked at; /metrics stays open. (OpenStreams' operator has none: any pod could reset a region.)
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hmac
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -299,9 +305,22 @@ def hot_route(method: str, raw_path: str) -> tuple[Handler, dict[str, str]] | No
 class RegionApi:
     """The ASGI application of one operator."""
 
-    def __init__(self, operator: RegionOperator, body_timeout: float = Limits().body_timeout) -> None:
+    def __init__(self, operator: RegionOperator, body_timeout: float = Limits().body_timeout,
+                 token: bytes | None = None) -> None:
         self.operator = operator
         self.body_timeout = body_timeout
+        self.token = token
+
+    def authorized(self, path: str, headers) -> bool:
+        """With a job token set, every request under the API's base needs `Authorization: Bearer
+        TOKEN` (the PEs' Secret); /metrics stays open for scrapers."""
+        if self.token is None or not path.startswith(BASE):
+            return True
+        for name, value in headers:
+            if name.lower() == b"authorization":
+                scheme, _, presented = value.partition(b" ")
+                return scheme.lower() == b"bearer" and hmac.compare_digest(presented.strip(), self.token)
+        return False
 
     async def __call__(self, scope: dict, receive, send) -> None:
         if scope["type"] == "lifespan":
@@ -333,12 +352,15 @@ class RegionApi:
         except Exception:
             log.exception("cr-operator: bug while reading %s %s", method, path)
             return INTERNAL_ERROR
-        return await self.call(handler, params, body, method, path)
+        return await self.call(handler, params, body, method, path, scope.get("headers", ()))
 
     async def call(self, handler: Handler, params: dict, body: bytes, method: str,
-                   path: str) -> Answer:
-        """A resolved request's answer: the handler's, its refusal's, or a 500 for a bug (the
-        one place both the ASGI app and the listener's direct path answer through)."""
+                   path: str, headers=()) -> Answer:
+        """A resolved request's answer: 401 without the job's token, else the handler's, its
+        refusal's, or a 500 for a bug (the one place both the ASGI app and the listener's direct
+        path answer through)."""
+        if not self.authorized(path, headers):
+            return UNAUTHORIZED
         try:
             return await handler(self, params, body)
         except RegionError as exc:
@@ -347,6 +369,10 @@ class RegionApi:
             log.exception("cr-operator: bug while answering %s %s", method, path)
             return INTERNAL_ERROR
 
+
+UNAUTHORIZED = Answer(401, orjson.dumps({
+    "status_code": 401, "message": "the job's PE token is required (Authorization: Bearer)",
+    "description": "unauthorized", "reason": "unauthorized"}), headers=((b"www-authenticate", b"Bearer"),))
 
 INTERNAL_ERROR = Answer(500, orjson.dumps({
     "status_code": 500, "message": "internal server error",
@@ -379,7 +405,7 @@ def hypercorn_config(bind: str, idle_timeout: float = 30.0) -> Config:
     """hypercorn settings of the operator's API: one trio worker, no access log; `idle_timeout`
     is the keep-alive timeout (the direct path's too)."""
     config = Config()
-    config.bind = [bind]
+    config.bind = bind.split(",")          # "HOST:PORT[,HOST:PORT]": the API and metrics ports
     config.worker_class = "trio"
     config.accesslog = None
     config.errorlog = "-"
@@ -390,7 +416,7 @@ def hypercorn_config(bind: str, idle_timeout: float = 30.0) -> Config:
 
 
 async def serve(operator: RegionOperator, bind: str = "127.0.0.1:0", *, direct: bool = True,
-                limits: Limits = Limits(), idle_timeout: float = 30.0,
+                limits: Limits = Limits(), idle_timeout: float = 30.0, token: bytes | None = None,
                 task_status=trio.TASK_STATUS_IGNORED) -> None:
     """Run the operator and its API until cancelled; `started` with the URL it listens on
     (e.g. "http://127.0.0.1:41234"), once restart statuses are written and the socket listens.
@@ -404,7 +430,7 @@ async def serve(operator: RegionOperator, bind: str = "127.0.0.1:0", *, direct: 
 
     async with trio.open_nursery() as nursery:
         await nursery.start(operator.run)
-        api, config = RegionApi(operator, limits.body_timeout), hypercorn_config(bind, idle_timeout)
+        api, config = RegionApi(operator, limits.body_timeout, token), hypercorn_config(bind, idle_timeout)
         if direct:
             binds = await nursery.start(serve_api, Listener(api, config, limits))
         else:

@@ -109,10 +109,22 @@ def test_banner_events_roles_then_sigint_leaves_nothing(make_run, ring_name, tmp
 
 
 def test_demo_runs_a_streams_job_whose_region_drains(make_run, ring_name):
-    """The default demo: a Streams job with a consistent region, its PEs played by pe-sim; the
-    region completes drains, and Ctrl-C leaves nothing (cr-operator and pe-sim included)."""
+    """The default demo: a Streams job with a consistent region, its PEs process pods running
+    pe-sim and its operator a Deployment's pod; the region completes drains, and Ctrl-C leaves
+    nothing (cr-operator and pe-sim included)."""
     inst = make_run(ring_name, extra=("--demo",))
-    assert "pe-sim" in " ".join(cmdline(p) for p in children(inst.pid))
+
+    def pod_commands(selector: str) -> list[str]:
+        pods = inst.api.get("/api/v1/namespaces/default/pods", params={"labelSelector": selector}).json()["items"]
+        ids = [((p.get("status") or {}).get("containerStatuses") or [{}])[0].get("containerID", "") for p in pods]
+        return [cmdline(int(i.removeprefix("process://"))) for i in ids if i.startswith("process://")]
+
+    pes = wait_for(lambda: (c := pod_commands("streams.ibm.com/job=demo,svc=pe")) and len(c) == 3 and c, 60,
+                   "the demo's three PE pods running as processes")
+    assert all(" pe-sim " in f" {c} " for c in pes)
+    operator = wait_for(lambda: pod_commands("streams.ibm.com/job=demo,svc=consistent-region-operator"), 60,
+                        "the demo's cr-operator pod running")
+    assert " cr-operator " in f" {operator[0]} "
 
     def drains() -> int:
         r = inst.api.get("/apis/streams.ibm.com/v1/namespaces/default/streamscrs/demo-0")

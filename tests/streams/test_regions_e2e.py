@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import signal
@@ -153,10 +154,14 @@ def test_region_drains_survives_operator_kill_and_pod_failure(region_cluster):
     wait_for(lambda: region(k)["status"].get("lastCompletedSeqID", 0) > mark, 60,
              "a drain completed after the reset")
 
-    # the REST API answers as the PE runtime expects, at the address the status names
+    # the REST API answers as the PE runtime expects, at the address the status names, to a
+    # holder of the job's token (what PE pods mount)
     address = k.json("get", "stcro", "cr")["status"]["address"]
-    assert httpx.get(f"{address}/region/0/trigger").json() == "periodic"
-    assert httpx.get(f"{address}/region/9/state").status_code == 404
+    token = base64.b64decode(k.json("get", "secret", "cr-token")["data"]["token"]).decode()
+    auth = {"Authorization": f"Bearer {token}"}
+    assert httpx.get(f"{address}/region/0/trigger", headers=auth).json() == "periodic"
+    assert httpx.get(f"{address}/region/9/state", headers=auth).status_code == 404
+    assert httpx.get(f"{address}/region/0/trigger").status_code == 401
 
 
 def test_operator_killed_in_draining_and_resetting_resumes_with_consistent_seq_ids(bare_region_cluster):

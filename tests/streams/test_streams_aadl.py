@@ -11,7 +11,8 @@ from streams.adl import parse_adl
 from streams.fusion import FusionSpec, fuse, refuse
 from streams_adl import Op, Region, adl, pipeline
 
-NS = "{http://www.ibm.com/xmlns/prod/streams/application/augmented/v4200}"
+NS = "{http://www.ibm.com/xmlns/prod/streams/application/augmented}"
+B = "{http://www.ibm.com/xmlns/prod/streams/application}"
 
 
 def test_an_aadl_holds_the_job_the_pe_and_its_operators_with_their_connections():
@@ -19,15 +20,23 @@ def test_an_aadl_holds_the_job_the_pe_and_its_operators_with_their_connections()
     pes = fuse(app, 2, FusionSpec.from_job({"manual": 2}))
     docs = aadls(app, pes, job="my-job")
     root = ET.fromstring(docs[1])
-    assert (root.get("job"), root.get("application")) == ("my-job", "t::Main")
-    pe = root.find(NS + "pe")
-    assert pe.get("index") == "1"
-    ops = [op.get("name") for op in pe.iter(NS + "operator")]
-    assert ops == ["op2", "op3"]
-    conns = {(c.get("operator"), c.get("pe")) for port in pe.iter(NS + "inputPort") for c in port}
-    assert conns == {("op1", "0"),              # from the other PE: names it
-                     ("op2", None)}             # inside this PE: no pe attribute
+    assert root.tag == NS + "augmentedPE"
+    assert (root.get("jobName"), root.get("applicationName")) == ("my-job", "t::Main")
+    assert root.get("id") == "1"
+    ops = {op.get("index"): op.get("name") for op in root.iter(B + "operInstance")}
+    assert list(ops.values()) == ["op2", "op3"]
+    inter = [c.get("operInstanceIndex") for c in root.iter(B + "interPeConnection")]
+    intra = [c.get("operInstanceIndex") for c in root.iter(B + "intraPeConnection")]
+    # op2 is fed by op1 in PE 0 (an inter-PE connection through PE input port 0) and feeds op3 here
+    assert inter == ["1"] and sorted(intra) == ["2", "3"]
+    (port,) = root.find(NS + "inputPorts")
+    (static,) = port.find(NS + "staticConnections")
+    assert (static.get("peId"), static.get("oportIndex")) == ("0", "0")       # names the other PE
+    assert root.find(NS + "outputPorts").findall(NS + "outputPort") == []     # op3 is the sink
     assert docs[1] == aadl_for(app, pes[1], pes, job="my-job")
+
+
+
 
 
 def test_the_same_fusion_gives_the_same_bytes_and_content_ids():
@@ -46,8 +55,8 @@ def test_special_characters_are_escaped():
     app = parse_adl(adl(ops, [('a&"<b>', 0, "c", 0)]))
     pes = fuse(app, 1, FusionSpec.from_job({"manual": 1}))
     root = ET.fromstring(aadl_for(app, pes[0], pes, job='j"<'))
-    assert root.get("job") == 'j"<'
-    assert [o.get("name") for o in root.iter(NS + "operator")] == ['a&"<b>', "c"]
+    assert root.get("jobName") == 'j"<'
+    assert [o.get("name") for o in root.iter(B + "operInstance")] == ['a&"<b>', "c"]
 
 
 def line_with_region():

@@ -120,7 +120,7 @@ def test_bad_bundle_fails_that_job_only_and_kill_9_duplicates_nothing(streams_cl
              "the failure seen after the restart, one new launch")
     assert len(k.json("get", "stp", "-l", "streams.ibm.com/job=good")["items"]) == 4
     cms = k.json("get", "configmaps", "-l", "streams.ibm.com/job=good")["items"]
-    assert len(cms) == 5                                     # 4 AADLs + the ADL
+    assert len(cms) == 6                                     # 4 AADLs + the ADL + the job's (port labels)
     assert os.path.exists(bundles / "good.sab")
 
 

@@ -1,0 +1,213 @@
+"""The controller's endpoint for PEs: their bundle, and their connectivity reports.
+
+    GET /api/bundles/NS/JOB                          the job's .sab
+    PUT /api/state/NS/JOB/pe/N/connectivity          body "Full" | "Partial" | "None" (a JSON string)
+    GET /api/state/NS/JOB/connectivity               {"N": {"connectivity", "at"}, ...}
+
+OpenStreams' PEs pull the bundle from the Redis behind the `streams-api` Service; ours is an HTTP
+endpoint of the controller behind a Service of that name (`peobjects.api_service`, kept by
+`ensure_api_service`), so a PE's bootstrap (or `ykshm pe-sim`) reads
+`http://streams-api.NS:10000/api/bundles/NS/JOB`.
+
+Authentication: `Authorization: Bearer TOKEN`, TOKEN the job's Secret `JOB-token` (mounted into
+its PE pods at /etc/config/token). No token, another job's token, or a job without a Secret: 401
+(a Kubernetes Status, `Unauthorized`; the answer does not say whether the job exists). The bundle
+is what the Job's `spec.bundle` names, fetched as the submission does (`fetch`), kept in memory for
+the last `CACHE_JOBS` jobs (keyed by the Job's uid, so a resubmitted job is fetched again).
+
+Connectivity: OpenStreams' PEs PUT theirs to `streams-api` (`/api/state/job/JOB/pe/N/connectivity`,
+no namespace: one instance per namespace there; ours serves every namespace, so the path names it).
+What PEs report is kept in memory with the time it arrived (`at`, seconds since the epoch) and
+answered to the job's token holders (`ykshm bench streams` measures "all PEs connected" with it).
+"""
+
+from __future__ import annotations
+
+import base64
+import collections
+import hmac
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import httpx
+import orjson
+import trio
+from hypercorn.config import Config
+from hypercorn.trio import serve as hypercorn_serve
+
+from . import fetch, kubecalls as kube, peobjects
+from .errors import StreamsError
+from .jobspec import read_job
+
+log = logging.getLogger("ykshm.streams.bundles")
+
+CACHE_JOBS = 64
+TOKEN_TTL = 5.0
+
+
+def status_body(code: int, reason: str, message: str) -> bytes:
+    return orjson.dumps({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                         "message": message, "reason": reason, "code": code})
+
+
+class BundleServer:
+    """The ASGI app: token check, then the job's bundle bytes."""
+
+    def __init__(self, client: httpx.AsyncClient, *, bundle_dir: str, cache_dir: str) -> None:
+        self.client, self.bundle_dir, self.cache_dir = client, bundle_dir, cache_dir
+        self.bundles: collections.OrderedDict[str, bytes] = collections.OrderedDict()
+        self.tokens: dict[tuple[str, str], tuple[float, bytes | None]] = {}
+        self.connectivity: dict[tuple[str, str], dict[str, dict]] = {}
+
+    async def token(self, namespace: str, job: str) -> bytes | None:
+        now = trio.current_time()
+        found = self.tokens.get((namespace, job))
+        if found is not None and now - found[0] < TOKEN_TTL:
+            return found[1]
+        secret = await kube.get(self.client, "Secret", namespace, peobjects.token_secret_name(job))
+        raw = ((secret or {}).get("data") or {}).get(peobjects.TOKEN_KEY)
+        value = base64.b64decode(raw) if raw else None
+        self.tokens[(namespace, job)] = (now, value)
+        return value
+
+    async def authorized(self, namespace: str, job: str, headers: Mapping[bytes, bytes]) -> bool:
+        scheme, _, presented = headers.get(b"authorization", b"").partition(b" ")
+        if scheme.lower() != b"bearer" or not presented:
+            return False
+        expected = await self.token(namespace, job)
+        return expected is not None and hmac.compare_digest(presented.strip(), expected)
+
+    async def bundle(self, namespace: str, job: str) -> bytes | None:
+        obj = await kube.get(self.client, "Job", namespace, job)
+        if obj is None:
+            return None
+        key = f"{namespace}/{job}/{obj['metadata'].get('uid')}"
+        data = self.bundles.get(key)
+        if data is None:
+            spec = read_job(obj)
+            read_configmap, read_secret = fetch.object_readers(
+                lambda kind, ns, name: kube.get(self.client, kind, ns, name))
+            data = await fetch.fetch_bundle(spec.bundle, namespace=namespace, bundle_dir=self.bundle_dir,
+                                            cache_dir=self.cache_dir, read_configmap=read_configmap,
+                                            read_secret=read_secret)
+            self.bundles[key] = data
+            while len(self.bundles) > CACHE_JOBS:
+                self.bundles.popitem(last=False)
+        self.bundles.move_to_end(key)
+        return data
+
+    async def state(self, scope: dict, receive: Any) -> tuple[int, bytes, bytes]:
+        parts = scope["path"].removeprefix(STATE_PATH + "/").split("/")
+        if len(parts) == 3 and parts[2] == "connectivity" and scope["method"] == "GET":
+            namespace, job = parts[0], parts[1]
+            if not await self.authorized(namespace, job, {k.lower(): v for k, v in scope["headers"]}):
+                return 401, status_body(401, "Unauthorized", "a job's PE token is required"), JSON
+            return 200, orjson.dumps(self.connectivity.get((namespace, job), {})), JSON
+        if len(parts) != 5 or parts[2] != "pe" or parts[4] != "connectivity" or not parts[3].isdigit():
+            return 404, status_body(404, "NotFound", f"no such path {scope['path']!r}"), JSON
+        if scope["method"] != "PUT":
+            return 405, status_body(405, "MethodNotAllowed", f"{scope['method']} is not allowed"), JSON
+        namespace, job, pe = parts[0], parts[1], parts[3]
+        if not await self.authorized(namespace, job, {k.lower(): v for k, v in scope["headers"]}):
+            return 401, status_body(401, "Unauthorized", "a job's PE token is required"), JSON
+        body = await _body(receive)
+        try:
+            state = orjson.loads(body or b"")
+        except orjson.JSONDecodeError:
+            state = None
+        if state not in STATES:
+            return 400, status_body(400, "BadRequest", f"connectivity must be one of {', '.join(STATES)} "
+                                                       "as a JSON string"), JSON
+        self.connectivity.setdefault((namespace, job), {})[pe] = {"connectivity": state, "at": time.time()}
+        return 204, b"", JSON
+
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            while True:
+                message = await receive()
+                if message["type"] == "lifespan.startup":
+                    await send({"type": "lifespan.startup.complete"})
+                elif message["type"] == "lifespan.shutdown":
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+        if scope["type"] != "http":
+            return
+        code, body, ctype = await self.answer(scope, receive)
+        await send({"type": "http.response.start", "status": code,
+                    "headers": [(b"content-type", ctype), (b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.body", "body": body})
+
+    async def answer(self, scope: dict, receive: Any = None) -> tuple[int, bytes, bytes]:
+        if scope["path"].startswith(STATE_PATH + "/"):
+            return await self.state(scope, receive)
+        parts = scope["path"].removeprefix(peobjects.BUNDLE_PATH + "/").split("/")
+        if not scope["path"].startswith(peobjects.BUNDLE_PATH + "/") or len(parts) != 2 or not all(parts):
+            return 404, status_body(404, "NotFound", f"no such path {scope['path']!r}"), b"application/json"
+        if scope["method"] not in ("GET", "HEAD"):
+            return 405, status_body(405, "MethodNotAllowed", f"{scope['method']} is not allowed"), \
+                b"application/json"
+        namespace, job = parts
+        headers = {k.lower(): v for k, v in scope["headers"]}
+        if not await self.authorized(namespace, job, headers):
+            return 401, status_body(401, "Unauthorized", "a job's PE token is required (Authorization: "
+                                                          "Bearer, from /etc/config/token/token)"), b"application/json"
+        try:
+            data = await self.bundle(namespace, job)
+        except StreamsError as exc:
+            return 502, status_body(502, "BundleUnavailable", str(exc)), b"application/json"
+        if data is None:
+            return 404, status_body(404, "NotFound", f"job {namespace}/{job} is gone"), b"application/json"
+        return 200, data, b"application/octet-stream"
+
+
+STATE_PATH = "/api/state"
+STATES = ("Full", "Partial", "None")
+JSON = b"application/json"
+
+
+async def _body(receive: Any, limit: int = 1024) -> bytes | None:
+    body = b""
+    while True:
+        message = await receive()
+        body += message.get("body", b"")
+        if len(body) > limit:
+            return None
+        if not message.get("more_body"):
+            return body
+
+
+
+
+async def serve(server: BundleServer, bind: str, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    """Serve until cancelled; `started` with (host, port) it listens on."""
+    config = Config()
+    config.bind = [bind]
+    config.accesslog = None
+    config.errorlog = "-"
+    config.include_server_header = False
+    config.graceful_timeout = 1.0
+
+    async def started(task_status=trio.TASK_STATUS_IGNORED) -> None:
+        await hypercorn_serve(server, config, shutdown_trigger=trio.sleep_forever, task_status=task_status)
+
+    async with trio.open_nursery() as nursery:
+        binds = await nursery.start(started)
+        host, _, port = binds[0].removeprefix("http://").rpartition(":")
+        task_status.started((host.strip("[]"), int(port)))
+
+
+async def ensure_api_service(client: httpx.AsyncClient, namespace: str, address: tuple[str, int]) -> None:
+    """`streams-api` in `namespace` points at `address` (created, or its Endpoints replaced when
+    the controller came back on another port)."""
+    service, endpoints = peobjects.api_service(namespace, address[1], address[0])
+    if await kube.create(client, service) is None:
+        have = await kube.get(client, "Service", namespace, peobjects.API_SERVICE)
+        if have is not None and have["spec"]["ports"][0].get("targetPort") != address[1]:
+            await kube.replace(client, {**have, "spec": {**have["spec"], "ports": service["spec"]["ports"]}})
+    if await kube.create(client, endpoints) is None:
+        have = await kube.get(client, "Endpoints", namespace, peobjects.API_SERVICE)
+        if have is not None and have.get("subsets") != endpoints["subsets"]:
+            await kube.replace(client, {**have, "subsets": endpoints["subsets"]})

@@ -1,0 +1,102 @@
+"""The consistent-region operator as a Deployment and a Service, as OpenStreams makes them (no I/O).
+
+When a ConsistentRegionOperator (`JOB`) appears, the controller (in `--operators pod` mode)
+creates, owned by it so they go with the job:
+
+- Deployment `JOB-consistent-region-operator` (labels = selector = `app: streams`,
+  `streams.ibm.com/job: JOB`, `svc: consistent-region-operator`; replicas 1): our image
+  (`ykshm:VERSION`), `ykshm cr-operator --job NS/JOB` binding the pod's IP on 10000 (the API) and
+  9696 (metrics), advertising the Service's URL, notifying PEs by UDP at their Service's address;
+  OpenStreams' env (`STREAMS_JOB_NAME`, `STREAMS_LOG_LEVEL`, `MY_POD_NAMESPACE`,
+  `NUM_CONSISTENT_REGIONS`, `STREAMS_JOB_ID`); ServiceAccount `streams-cr-operator` (OpenStreams
+  uses `default` and a ClusterRoleBinding to every ServiceAccount; ours can be granted alone);
+  scheduled by ykshm (`schedulerName: yunikorn`, application `NS-JOB-cr-operator`).
+- Service `streams-JOB-consistentregion-api` (headless, `sys-api` 10000/TCP, `sys-metrics`
+  9696/TCP, same labels and selector): the address OpenStreams' runtime hard-codes,
+  `streams-JOB-consistentregion-api.NS:10000/api/consistentregion`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .objects import GROUP, owner_ref
+
+API_PORT, METRICS_PORT = 10000, 9696
+SERVICE_ACCOUNT = "streams-cr-operator"
+BASE_PATH = "/api/consistentregion"
+
+
+def default_image() -> str:
+    """`ykshm:VERSION`, VERSION the installed package's (the image sim-cluster runs as ykshm; the
+    same rule as simcluster.procimages, which streams may not import)."""
+    from importlib import metadata
+
+    try:
+        return f"ykshm:{metadata.version('ykshm')}"
+    except metadata.PackageNotFoundError:
+        return "ykshm:dev"
+
+
+def deployment_name(job: str) -> str:
+    return f"{job}-consistent-region-operator"
+
+
+def service_name(job: str) -> str:
+    return f"streams-{job}-consistentregion-api"
+
+
+def api_url(namespace: str, job: str) -> str:
+    """Where a PE reaches its job's operator (OpenStreams' K8SPlatform.cpp)."""
+    return f"http://{service_name(job)}.{namespace}:{API_PORT}{BASE_PATH}"
+
+
+def labels(job: str) -> dict[str, str]:
+    return {"app": "streams", f"{GROUP}/job": job, "svc": "consistent-region-operator"}
+
+
+def _job_of(cro: Mapping[str, Any]) -> tuple[str, str]:
+    meta = cro["metadata"]
+    return meta.get("namespace") or "default", (cro.get("spec") or {}).get("jobName") or meta["name"]
+
+
+def deployment(cro: Mapping[str, Any], image: str, source_argv: Sequence[str],
+               log_level: str = "INFO") -> dict[str, Any]:
+    """The operator's Deployment for the ConsistentRegionOperator `cro`."""
+    namespace, job = _job_of(cro)
+    spec = cro.get("spec") or {}
+    env = [{"name": "STREAMS_JOB_NAME", "value": job}, {"name": "STREAMS_LOG_LEVEL", "value": log_level},
+           {"name": "MY_POD_NAMESPACE", "value": namespace},
+           {"name": "NUM_CONSISTENT_REGIONS", "value": str(spec.get("numRegions") or 0)},
+           {"name": "STREAMS_JOB_ID", "value": str(spec.get("jobId") or "")},
+           {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}]
+    args = ["cr-operator", "--job", f"{namespace}/{job}", *source_argv,
+            "--bind", f"$(POD_IP):{API_PORT},$(POD_IP):{METRICS_PORT}",
+            "--advertise", api_url(namespace, job), "--notify-pods"]
+    template_labels = {**labels(job), "applicationId": f"{namespace}-{job}-cr-operator"}
+    return {"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": deployment_name(job), "namespace": namespace, "labels": labels(job),
+                         "ownerReferences": [owner_ref(cro)]},
+            "spec": {"replicas": 1, "selector": {"matchLabels": labels(job)},
+                     "template": {"metadata": {"labels": template_labels},
+                                  "spec": {"schedulerName": "yunikorn", "serviceAccountName": SERVICE_ACCOUNT,
+                                           "containers": [{"name": "consistent-region-operator",
+                                                           "image": image, "command": ["ykshm"], "args": args,
+                                                           "env": env}]}}}}
+
+
+def service(cro: Mapping[str, Any]) -> dict[str, Any]:
+    """The operator's headless Service, the name PEs reach it by."""
+    namespace, job = _job_of(cro)
+    return {"apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": service_name(job), "namespace": namespace, "labels": labels(job),
+                         "ownerReferences": [owner_ref(cro)]},
+            "spec": {"clusterIP": "None", "selector": labels(job),
+                     "ports": [{"name": "sys-api", "port": API_PORT, "protocol": "TCP"},
+                               {"name": "sys-metrics", "port": METRICS_PORT, "protocol": "TCP"}]}}
+
+
+def service_account(namespace: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ServiceAccount",
+            "metadata": {"name": SERVICE_ACCOUNT, "namespace": namespace, "labels": {"app": "streams"}}}

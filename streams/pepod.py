@@ -1,0 +1,285 @@
+"""`ykshm pe-sim` as a PE pod's process: what a Streams PE runtime does around its operators.
+
+sim-cluster runs the Streams runtime image as `ykshm pe-sim BOOTSTRAP` (`--process-image`, what
+`ykshm run` configures), with the pod's environment and volumes (`peobjects`). It then does, in the
+runtime's order:
+
+1. reads `STREAMS_INSTANCE_ID`, `STREAMS_JOB_NAME`, `STREAMS_PE_ID`, `STREAMS_BUNDLE_URL`, `POD_IP`,
+   `/etc/config/pe/aadl.xml` (its PE input ports, and which PE input ports its output ports feed),
+   `/etc/config/pe/pe.json` (its consistent regions) and `/etc/config/token/token`; any of them
+   missing or malformed ends it with one line and exit 1 (the pod fails; the controller relaunches
+   it by the restart policy);
+2. touches `/tmp/live` (the liveness probe `cat /tmp/live`);
+3. fetches its bundle from the controller with the token (30 tries 1 s apart, as the bootstrap;
+   exit 1 if all fail) and checks it is a bundle;
+4. listens on POD_IP:10000+I for each PE input port I and connects each output port's static
+   connection to `JOB-P.NS:10000+I` (the peer's Service name), sending one line `P.O>I` that names
+   the connection; reconnects when a peer goes away;
+5. reports its connectivity (`Full` once every outgoing and every expected incoming connection is
+   up, `Partial` before) to the controller, `PUT http://streams-api.NS:10000/api/state/NS/JOB/pe/N/connectivity`
+   (OpenStreams' path carries no namespace; ours does);
+6. in consistent regions: listens for the operator's UDP notifications on POD_IP:10001 and answers
+   them through `streams-JOB-consistentregion-api.NS:10000/api/consistentregion` with the token
+   (`regions.pesim`): checkpoints for drains, reset reports for resets.
+
+Paths under `/` are read below `$YKSHM_ROOT` (sim-cluster's pod root), as sim-cluster maps them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+import defusedxml.ElementTree as DET
+import httpx
+import orjson
+import trio
+
+from . import croobjects, peobjects
+
+log = logging.getLogger("ykshm.pe-sim")
+
+AUG = "{http://www.ibm.com/xmlns/prod/streams/application/augmented}"
+FETCH_TRIES, FETCH_PAUSE, RECONNECT = 30, 1.0, 0.2
+
+
+class PeConfigError(Exception):
+    """The pod does not give what a PE needs (the message names it)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class PeConfig:
+    namespace: str
+    job: str
+    pe: int
+    pod_ip: str
+    root: str
+    bundle_url: str
+    token: bytes
+    inputs: tuple[int, ...]                        # PE input port ids
+    expected: frozenset[str]                       # incoming connections "P.O>I"
+    outputs: tuple[tuple[int, int, int], ...]      # (own output port, peer PE, peer input port)
+    regions: tuple[int, ...]
+
+    def path(self, absolute: str) -> Path:
+        return Path(self.root + absolute)
+
+
+def _env(env: Mapping[str, str], name: str) -> str:
+    value = env.get(name)
+    if not value:
+        raise PeConfigError(f"{name} is not set (not started as a PE pod?)")
+    return value
+
+
+def _read(root: str, absolute: str) -> bytes:
+    try:
+        return Path(root + absolute).read_bytes()
+    except OSError as exc:
+        raise PeConfigError(f"{absolute}: {exc.strerror}") from None
+
+
+def ports_of(aadl: bytes) -> tuple[tuple[int, ...], frozenset[str], tuple[tuple[int, int, int], ...]]:
+    """(input port ids, incoming connection names, outgoing (port, peer PE, peer input port))."""
+    try:
+        root = DET.fromstring(aadl, forbid_dtd=True)
+    except Exception as exc:  # noqa: BLE001 - any parse failure is a bad AADL
+        raise PeConfigError(f"aadl.xml is not readable: {exc}") from None
+    if root.tag != AUG + "augmentedPE":
+        raise PeConfigError(f"aadl.xml: root is {root.tag!r}, not augmentedPE")
+    inputs, expected, outputs = [], set(), []
+    try:
+        for port in root.iterfind(f"{AUG}inputPorts/{AUG}inputPort"):
+            iport = int(port.get("id"))
+            inputs.append(iport)
+            for conn in port.iterfind(f"{AUG}staticConnections/{AUG}staticConnection"):
+                expected.add(f"{int(conn.get('peId'))}.{int(conn.get('oportId'))}>{iport}")
+        for port in root.iterfind(f"{AUG}outputPorts/{AUG}outputPort"):
+            oport = int(port.get("id"))
+            for conn in port.iterfind(f"{AUG}staticConnections/{AUG}staticConnection"):
+                outputs.append((oport, int(conn.get("peId")), int(conn.get("iportId"))))
+    except (TypeError, ValueError) as exc:
+        raise PeConfigError(f"aadl.xml: a port or connection id is not a number: {exc}") from None
+    return tuple(inputs), frozenset(expected), tuple(outputs)
+
+
+def read_config(env: Mapping[str, str]) -> PeConfig:
+    root = env.get("YKSHM_ROOT", "")
+    namespace, job = _env(env, "STREAMS_INSTANCE_ID"), _env(env, "STREAMS_JOB_NAME")
+    try:
+        pe = int(_env(env, "STREAMS_PE_ID"))
+    except ValueError:
+        raise PeConfigError(f"STREAMS_PE_ID={env['STREAMS_PE_ID']!r} is not a number") from None
+    inputs, expected, outputs = ports_of(_read(root, "/etc/config/pe/" + "aadl.xml"))
+    try:
+        doc = orjson.loads(_read(root, "/etc/config/pe/pe.json"))
+        regions = tuple(int(r) for r in doc.get("consistentRegions") or ())
+    except (orjson.JSONDecodeError, AttributeError, TypeError, ValueError):
+        raise PeConfigError("/etc/config/pe/pe.json is not the PE's document") from None
+    token = _read(root, f"{peobjects.TOKEN_DIR}/{peobjects.TOKEN_KEY}").strip()
+    return PeConfig(namespace, job, pe, _env(env, "POD_IP"), root, _env(env, "STREAMS_BUNDLE_URL"), token,
+                    inputs, expected, outputs, regions)
+
+
+class Connectivity:
+    """Which of the PE's connections are up; reports each change to the controller."""
+
+    def __init__(self, cfg: PeConfig, client: httpx.AsyncClient) -> None:
+        self.cfg, self.client = cfg, client
+        self.incoming: set[str] = set()
+        self.outgoing: set[tuple[int, int, int]] = set()
+        self.changed = trio.Event()
+
+    @property
+    def state(self) -> str:
+        full = self.incoming >= self.cfg.expected and len(self.outgoing) == len(set(self.cfg.outputs))
+        return "Full" if full else ("Partial" if self.incoming or self.outgoing else "None")
+
+    def touch(self) -> None:
+        self.changed.set()
+
+    async def report(self) -> None:
+        cfg = self.cfg
+        url = (f"http://{peobjects.API_SERVICE}.{cfg.namespace}:{peobjects.API_PORT}/api/state/"
+               f"{cfg.namespace}/{cfg.job}/pe/{cfg.pe}/connectivity")
+        last = None
+        while True:
+            state = self.state
+            if state != last:
+                try:
+                    resp = await self.client.put(url, content=orjson.dumps(state),
+                                                 headers={"Authorization": f"Bearer {cfg.token.decode()}"})
+                    if resp.status_code < 300:
+                        last = state
+                        log.info("PE %s connectivity %s", cfg.pe, state)
+                    else:
+                        log.warning("PE %s: connectivity %s refused: %s %s", cfg.pe, state,
+                                    resp.status_code, resp.text[:200])
+                        await trio.sleep(RECONNECT * 5)
+                        continue
+                except httpx.HTTPError as exc:
+                    log.info("PE %s: connectivity not reported: %s", cfg.pe, exc)
+                    await trio.sleep(RECONNECT)
+                    continue
+            await self.changed.wait()
+            self.changed = trio.Event()
+
+
+async def fetch_bundle(cfg: PeConfig, client: httpx.AsyncClient) -> bytes:
+    from .bundle import read_bundle
+    from .errors import BundleError
+
+    headers = {"Authorization": f"Bearer {cfg.token.decode()}"}
+    for attempt in range(FETCH_TRIES):
+        try:
+            resp = await client.get(cfg.bundle_url, headers=headers)
+            if resp.status_code == 200:
+                read_bundle(resp.content)
+                return resp.content
+            log.info("bundle fetch %d: %s %s", attempt + 1, resp.status_code, resp.text[:200])
+        except httpx.HTTPError as exc:
+            log.info("bundle fetch %d: %s", attempt + 1, exc)
+        except BundleError as exc:
+            raise PeConfigError(f"{cfg.bundle_url}: not a bundle: {exc}") from None
+        await trio.sleep(FETCH_PAUSE)
+    raise PeConfigError(f"{cfg.bundle_url}: no bundle after {FETCH_TRIES} tries")
+
+
+async def _serve_input(cfg: PeConfig, conn: Connectivity, iport: int, *,
+                       task_status=trio.TASK_STATUS_IGNORED) -> None:
+    async def handle(stream: trio.SocketStream) -> None:
+        name = None
+        try:
+            buf = b""
+            while b"\n" not in buf and len(buf) < 256:
+                data = await stream.receive_some(256)
+                if not data:
+                    return
+                buf += data
+            name = buf.split(b"\n", 1)[0].decode("ascii", "replace")
+            if name in cfg.expected:
+                conn.incoming.add(name)
+                conn.touch()
+            while await stream.receive_some(65536):
+                pass                               # tuples would flow here
+        except trio.BrokenResourceError:
+            pass
+        finally:
+            if name in conn.incoming:
+                conn.incoming.discard(name)
+                conn.touch()
+
+    await trio.serve_tcp(handle, peobjects.PE_BASE_PORT + iport, host=cfg.pod_ip, task_status=task_status)
+
+
+async def _connect_output(cfg: PeConfig, conn: Connectivity, out: tuple[int, int, int]) -> None:
+    oport, peer, iport = out
+    host = f"{cfg.job}-{peer}.{cfg.namespace}"
+    while True:
+        try:
+            stream = await trio.open_tcp_stream(host, peobjects.PE_BASE_PORT + iport)
+        except OSError:
+            await trio.sleep(RECONNECT)
+            continue
+        try:
+            await stream.send_all(f"{cfg.pe}.{oport}>{iport}\n".encode())
+            conn.outgoing.add(out)
+            conn.touch()
+            while await stream.receive_some(65536):
+                pass
+        except trio.BrokenResourceError:
+            pass
+        finally:
+            conn.outgoing.discard(out)
+            conn.touch()
+            await stream.aclose()
+        await trio.sleep(RECONNECT)
+
+
+async def _regions(cfg: PeConfig, client: httpx.AsyncClient) -> None:
+    """Answer the operator's notifications; when the operator is away (not up yet, restarting),
+    start again shortly."""
+    from .regions.pesim import PeSimulator
+
+    base = croobjects.api_url(cfg.namespace, cfg.job).removesuffix(croobjects.BASE_PATH)
+    while True:
+        # raw: one keep-alive connection and a hand-written request per report, as a runtime's
+        # libcurl costs; httpx under trio costs milliseconds a request on a loaded machine
+        sim = PeSimulator(base, {r: (cfg.pe,) for r in cfg.regions}, client=client, token=cfg.token,
+                          bind=(cfg.pod_ip, peobjects.CR_PORT), raw=True)
+        try:
+            await sim.run()
+        except* (httpx.HTTPError, OSError, trio.BrokenResourceError) as group:
+            log.info("PE %s: the operator is not answering (%s); again shortly", cfg.pe, group.exceptions[0])
+        await trio.sleep(RECONNECT)
+
+
+def touch_live(cfg: PeConfig) -> None:
+    live = cfg.path(peobjects.LIVE_FILE)
+    live.parent.mkdir(parents=True, exist_ok=True)
+    live.touch()
+
+
+async def run_pe(cfg: PeConfig) -> None:
+    """Everything a PE does, until cancelled (or a PeConfigError)."""
+    touch_live(cfg)
+    async with httpx.AsyncClient(timeout=httpx.Timeout(10.0, connect=5.0)) as client:
+        await fetch_bundle(cfg, client)
+        log.info("PE %s of %s/%s: bundle fetched; %d inputs, %d outgoing connections, regions %s",
+                 cfg.pe, cfg.namespace, cfg.job, len(cfg.inputs), len(cfg.outputs), list(cfg.regions))
+        conn = Connectivity(cfg, client)
+        async with trio.open_nursery() as nursery:
+            for iport in cfg.inputs:
+                await nursery.start(_serve_input, cfg, conn, iport)
+            for out in sorted(set(cfg.outputs)):
+                nursery.start_soon(_connect_output, cfg, conn, out)
+            nursery.start_soon(conn.report)
+            if cfg.regions:
+                nursery.start_soon(_regions, cfg, client)
+
+
+def main(env: Mapping[str, str] | None = None) -> None:
+    trio.run(run_pe, read_config(os.environ if env is None else env))
