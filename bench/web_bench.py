@@ -1,7 +1,7 @@
 """`ykshm bench web`: the REST readers under load — batch latency, streams, isolation.
 
     ykshm bench web [--json] [--redis URL] [--workers N] [--streams N] [--stalled N]
-                    [--rate EV/S] [--seconds S] [--client-nice N] [--peer-redis] [--scale]
+                    [--rate EV/S] [--seconds S] [--client-nice N] [--peer-redis] [--scale] [--tls]
     ykshm bench web --routes ...   the state routes instead (bench.rest_bench)
 
 What it does (every process and segment it makes is removed at the end, also on Ctrl-C):
@@ -31,6 +31,11 @@ What it does (every process and segment it makes is removed at the end, also on 
 
 5. `--peer-redis`: A/B rounds of the stream phase against Redis Streams (bench.peer_redis), and
    the ratio ykshm/Redis of p50, p99 and server CPU per delivered event.
+7. `--tls`: the stream phase against three servers in turn, 3 rounds round-robin: plain, `ykshm
+   web --certfile/--keyfile` (a throwaway CA, simcluster.pki), and the same with `--hypercorn-only`
+   (TLS handed to hypercorn, the design not kept); the clients speak TLS (an SSLObject per
+   socket; the kernel timestamp is the ciphertext's arrival). Prints p50/p99 and the web's CPU
+   per delivered event of each, side by side (the median round by CPU; every round's p99).
 6. `--scale`: 1,000 live streams at 100 events/s (latency, CPU per event), then 10,000 idle streams
    and the web workers' RSS growth per stream.
 
@@ -80,6 +85,8 @@ def _parser() -> Parser:
     p.add_argument("--seconds", type=float, default=3.0, help="length of each timed phase (default 3)")
     p.add_argument("--peer-redis", action="store_true",
                    help="also run the live fan-out against Redis Streams in A/B rounds (bench.peer_redis)")
+    p.add_argument("--tls", action="store_true",
+                   help="also the stream phase over TLS: direct path and handed to hypercorn, beside plain")
     p.add_argument("--scale", action="store_true",
                    help="also 1,000 live streams at 100 ev/s, and memory per idle stream with 10,000 idle streams")
     return p
@@ -170,11 +177,16 @@ def _run_publisher(name: str, mode: str, rate: int, seconds: float, started=None
 
 
 class _Server:
-    def __init__(self, name: str, workers: int, max_streams: int, nice: int = 10) -> None:
+    def __init__(self, name: str, workers: int, max_streams: int, nice: int = 10,
+                 tls_dir: str | None = None, extra: Sequence[str] = ()) -> None:
+        """`tls_dir`: serve TLS with the PKI made there (simcluster.pki: ca.crt, apiserver.*)."""
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
         self.port = self.sock.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.tls_dir = tls_dir
+        self.url = f"{'https' if tls_dir else 'http'}://127.0.0.1:{self.port}"
+        if tls_dir:
+            extra = [*extra, "--certfile", f"{tls_dir}/apiserver.crt", "--keyfile", f"{tls_dir}/apiserver.key"]
         fd = self.sock.fileno()
         self.config = f"/tmp/{name}-web.yaml"
         Path(self.config).write_text(
@@ -184,7 +196,7 @@ class _Server:
              "--workers", str(workers), "--config", self.config, "--nice", str(nice),
              # every client is on 127.0.0.1: the per-address cap must take them all (--scale)
              "--max-connections", str(max(4096, max_streams + 100)),
-             "--max-connections-per-peer", str(max(256, max_streams + 100))],
+             "--max-connections-per-peer", str(max(256, max_streams + 100)), *extra],
             cwd=ROOT, pass_fds=(fd,), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
         )
         import httpx
@@ -195,7 +207,8 @@ class _Server:
                 raise Failure(f"ykshm web exited {self.proc.returncode}: "
                               f"{self.proc.stderr.read().decode(errors='replace')[-300:]}")
             try:
-                if httpx.get(self.url + "/ws/v1/events/batch?count=1", timeout=2).status_code == 200:
+                if httpx.get(self.url + "/ws/v1/events/batch?count=1", timeout=2,
+                             verify=_client_context(tls_dir) if tls_dir else True).status_code == 200:
                     break
             except httpx.HTTPError:
                 pass
@@ -321,7 +334,61 @@ SCM_TIMESTAMPNS = SO_TIMESTAMPNS
 _TIMESPEC = struct.Struct("@qq")
 
 
-async def _stream_client(port: int, stats: dict, stop, *, measure: bool, reconnect: bool) -> None:
+def _client_context(tls_dir: str):
+    import ssl
+
+    return ssl.create_default_context(cafile=f"{tls_dir}/ca.crt")
+
+
+class _TlsClient:
+    """A client-side TLS engine over a trio socket the caller reads itself (recvmsg keeps its
+    kernel timestamps): `handshake`, `send`, and `feed(ciphertext) -> plaintext`."""
+
+    def __init__(self, tls_dir: str) -> None:
+        import ssl
+
+        self._ssl = ssl
+        self.incoming, self.outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+        self.obj = _client_context(tls_dir).wrap_bio(self.incoming, self.outgoing,
+                                                     server_hostname="127.0.0.1")
+
+    async def handshake(self, sock) -> None:
+        while True:
+            try:
+                self.obj.do_handshake()
+                break
+            except self._ssl.SSLWantReadError:
+                await _send_all(sock, self.outgoing.read())
+                data = await sock.recv(65536)
+                if not data:
+                    raise OSError("closed during the TLS handshake")
+                self.incoming.write(data)
+        await _send_all(sock, self.outgoing.read())
+
+    async def send(self, sock, data: bytes) -> None:
+        self.obj.write(data)
+        await _send_all(sock, self.outgoing.read())
+
+    def feed(self, data: bytes) -> bytes:
+        if not data:
+            return b""
+        self.incoming.write(data)
+        out = []
+        while True:
+            try:
+                out.append(self.obj.read(262144))
+            except (self._ssl.SSLWantReadError, self._ssl.SSLZeroReturnError):
+                return b"".join(out)
+
+
+async def _send_all(sock, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[await sock.send(view):]
+
+
+async def _stream_client(port: int, stats: dict, stop, *, measure: bool, reconnect: bool,
+                         tls_dir: str | None = None) -> None:
     """One streaming client. Measuring, it records for every event (a) the kernel's receive
     timestamp of the bytes at this socket (SO_TIMESTAMPNS; for TCP the time of the latest segment
     in the read, so never earlier than the real arrival) and (b) the time this process read them;
@@ -334,7 +401,13 @@ async def _stream_client(port: int, stats: dict, stop, *, measure: bool, reconne
             if measure:
                 sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
             await sock.connect(("127.0.0.1", port))
-            await sock.send(b"GET /ws/v1/events/stream HTTP/1.1\r\nHost: bench\r\n\r\n")
+            request = b"GET /ws/v1/events/stream HTTP/1.1\r\nHost: bench\r\n\r\n"
+            tls = _TlsClient(tls_dir) if tls_dir else None
+            if tls is not None:
+                await tls.handshake(sock)
+                await tls.send(sock, request)
+            else:
+                await sock.send(request)
             tail = b""
             while not stop.is_set():
                 if measure:
@@ -343,6 +416,8 @@ async def _stream_client(port: int, stats: dict, stop, *, measure: bool, reconne
                     data = await sock.recv(262144)
                 if not data:
                     break
+                if tls is not None:
+                    data = tls.feed(data)
                 if measure:
                     now = time.time_ns()
                     arrived = now
@@ -398,7 +473,7 @@ async def _stalled_client(port: int, stop, stats: dict, limiter) -> None:
 
 
 def _client_process(port: int, streams: int, stalled: int, measure: bool, reconnect: bool, client_nice: int,
-                    connect_seconds: float, conn) -> None:
+                    connect_seconds: float, conn, tls_dir: str | None = None) -> None:
     """Child process: the load generator. In the isolation run it stands in for clients on other
     machines, so it runs at nice 19 there: on a small bench box the load generator itself must not
     be what takes the writer's CPU. In the latency run it keeps nice 0 (a starved client would
@@ -413,7 +488,8 @@ def _client_process(port: int, streams: int, stalled: int, measure: bool, reconn
         stop = trio.Event()
         async with trio.open_nursery() as nursery:
             for i in range(streams):
-                nursery.start_soon(lambda: _stream_client(port, stats, stop, measure=measure, reconnect=reconnect))
+                nursery.start_soon(lambda: _stream_client(port, stats, stop, measure=measure, reconnect=reconnect,
+                                                          tls_dir=tls_dir))
             limiter = trio.CapacityLimiter(256)  # connects in flight: stay under the listen backlog
             for _ in range(stalled):
                 nursery.start_soon(_stalled_client, port, stop, stats, limiter)
@@ -429,12 +505,13 @@ def _client_process(port: int, streams: int, stalled: int, measure: bool, reconn
 
 
 def _with_clients(port: int, streams: int, stalled: int, measure: bool, reconnect: bool, body,
-                  client_nice: int = 19, connect_seconds: float = 1.0) -> dict:
+                  client_nice: int = 19, connect_seconds: float = 1.0, tls_dir: str | None = None) -> dict:
     """Run `body()` here while a client process keeps the streams (and stalled clients) open."""
     ctx = mp.get_context("spawn")
     parent, child = ctx.Pipe()
     proc = ctx.Process(target=_client_process,
-                       args=(port, streams, stalled, measure, reconnect, client_nice, connect_seconds, child),
+                       args=(port, streams, stalled, measure, reconnect, client_nice, connect_seconds, child,
+                             tls_dir),
                        daemon=True)
     proc.start()
     try:
@@ -461,7 +538,8 @@ def _stream(server: _Server, name: str, streams: int, rate: int, seconds: float)
         t["cpu"] = server.cpu_seconds() - cpu0
         return out
 
-    stats = _with_clients(server.port, streams, 0, True, False, body)
+    stats = _with_clients(server.port, streams, 0, True, False, body, tls_dir=server.tls_dir,
+                          connect_seconds=3.0 if server.tls_dir else 1.0)
     lat = stats["lat"]
     published, elapsed = stats["result"]
     return {
@@ -504,6 +582,50 @@ def _isolation(server: _Server, name: str, streams: int, stalled: int, seconds: 
         "isolation_events_delivered": stats["events"],
         "isolation_events_per_window": stats["events_per_window"],
     }
+
+
+TLS_DESIGNS = (("plain, direct path", False, ()), ("TLS, direct path", True, ()),
+               ("TLS, handed to hypercorn", True, ("--hypercorn-only",)))
+TLS_ROUNDS = 3
+
+
+def _tls_streams(name: str, workers: int, max_streams: int, streams: int, rate: int,
+                 seconds: float) -> dict[str, dict[str, float]]:
+    """The stream phase against a server of each design in turn, TLS_ROUNDS times round-robin (a
+    shared machine's speed drifts: each design sees every phase of it); per design the median
+    round by CPU per event. A throwaway CA (simcluster.pki) in a temp dir."""
+    import tempfile
+
+    from simcluster import pki
+
+    rounds: dict[str, list[dict[str, float]]] = {label: [] for label, _tls, _extra in TLS_DESIGNS}
+    with tempfile.TemporaryDirectory(prefix="ykshm-bench-tls-") as tmp:
+        pki.ensure(tmp)
+        for _ in range(TLS_ROUNDS):
+            for label, tls, extra in TLS_DESIGNS:
+                server = _Server(name, workers, max_streams, tls_dir=tmp if tls else None, extra=extra)
+                try:
+                    rounds[label].append(_stream(server, name, streams, rate, seconds))
+                finally:
+                    server.stop()
+    out = {}
+    for label, runs in rounds.items():
+        runs.sort(key=lambda r: r["stream_cpu_us_per_event"])
+        out[label] = runs[len(runs) // 2] | {"rounds_p99_ms": [round(r["stream_p99_ms"], 1) for r in runs]}
+    return out
+
+
+def _tls_lines(results: dict, streams: int, rate: int) -> list[str]:
+    """Plain and TLS stream figures side by side (same run, same clients, same rate)."""
+    lines = [f"stream over TLS, {streams} clients at {rate} ev/s, {TLS_ROUNDS} rounds round-robin, "
+             "median round by CPU (each design its own server; on a machine shared with other work "
+             "compare rows of one run only):"]
+    for label, r in results["tls"].items():
+        lines.append(f"  {label:<26} p50 {r['stream_p50_ms']:6.2f} ms  p99 {r['stream_p99_ms']:7.2f} ms  "
+                     f"web CPU {r['stream_cpu_us_per_event']:5.2f} us per delivered event  "
+                     f"{r['stream_events_per_s']:,.0f} events/s delivered  (p99 of the rounds: "
+                     f"{', '.join(f'{p:g}' for p in r['rounds_p99_ms'])} ms)")
+    return lines
 
 
 def _redis(url: str) -> dict[str, float] | str:
@@ -555,6 +677,12 @@ def _body(argv: Sequence[str]) -> int:
         results.update(_batch(server, lowest, args.workers, args.seconds))
         results.update(_stream(server, name, args.streams, args.rate, args.seconds))
         results.update(_isolation(server, name, args.streams, args.stalled, args.seconds, args.client_nice))
+        if args.tls:
+            server.stop()
+            server = None
+            results["tls"] = _tls_streams(name, args.workers, max_streams + 10, args.streams, args.rate,
+                                          args.seconds)
+            server = _Server(name, args.workers, max_streams + 10)
         if args.peer_redis:
             results["peer"] = _peer_redis(server, name, args.streams, args.rate, args.seconds)
         if args.scale:
@@ -596,6 +724,9 @@ def _body(argv: Sequence[str]) -> int:
           f"{', '.join(f'{r:.2f}' for r in results['isolation_ratios'])}; the {args.streams} readers read "
           f"{results['isolation_events_per_window']:,.0f} events per {args.seconds:g} s window, reconnecting "
           f"{results['isolation_stream_reconnects']} times after a 410)")
+    if args.tls:
+        for line in _tls_lines(results, args.streams, args.rate):
+            print(line)
     if args.peer_redis:
         from bench import peer_redis
 

@@ -124,8 +124,33 @@ class CorsSettings(msgspec.Struct, frozen=True, rename="camel"):
     allowed_origins: Annotated[tuple[str, ...], parsed_by(_origins)] = ("*",)
 
 
+def _proxies(key: str, raw: object) -> tuple[str, ...]:
+    """Addresses or CIDRs (common.http1.forwarded)."""
+    from common.http1.forwarded import ProxyConfigError, TrustedProxies
+
+    entries = seq(key, raw)
+    for i, entry in enumerate(entries):
+        try:
+            TrustedProxies.parse([entry])
+        except ProxyConfigError as exc:
+            raise ConfigError(f"{key}[{i}]", entry, "not an IP address or CIDR (e.g. 10.0.0.0/8)") from exc
+    return tuple(entries)
+
+
+class WebServiceSettings(msgspec.Struct, frozen=True, rename="camel"):
+    """`service.web`: TLS of the REST and stream API, and the proxies whose X-Forwarded-For counts
+    (web.main; `ykshm web --certfile ...` overrides). "" = unset."""
+
+    cert_file: str = ""
+    key_file: str = ""
+    ca_certs: str = ""
+    """Verify client certificates signed by these CAs (a client without one is still served)."""
+    require_client_cert: GoBool = False
+    trusted_proxies: Annotated[tuple[str, ...], parsed_by(_proxies)] = ()
+
+
 class ServiceSettings(msgspec.Struct, frozen=True, rename="camel"):
-    """`service`: the event settings, the retention of finished applications, CORS."""
+    """`service`: the event settings, the retention of finished applications, CORS, the web."""
 
     event: EventSettings = msgspec.field(default_factory=EventSettings)
     application_retention_seconds: Uint32 = RETENTION_SECONDS
@@ -133,6 +158,7 @@ class ServiceSettings(msgspec.Struct, frozen=True, rename="camel"):
     max_retained_applications: Uint32 = MAX_RETAINED_APPS
     """0: none kept; finished apps expire at once."""
     cors: CorsSettings = msgspec.field(default_factory=CorsSettings)
+    web: WebServiceSettings = msgspec.field(default_factory=WebServiceSettings)
 
 
 def _service(data: Mapping[str, Any]) -> ServiceSettings:
@@ -172,6 +198,7 @@ class WebConfig:
     event: EventSettings = dataclasses.field(default_factory=EventSettings)
     ui_dir: str = ""
     cors_origins: tuple[str, ...] = ("*",)
+    web: WebServiceSettings = dataclasses.field(default_factory=WebServiceSettings)
 
 
 def load_web_config(path: str | Path | None) -> WebConfig:
@@ -181,7 +208,7 @@ def load_web_config(path: str | Path | None) -> WebConfig:
     data = read_yaml(path)
     check_keys("", data, _TOP_KEYS)
     service = _service(data)
-    return WebConfig(service.event, _ui(data).dir, service.cors.allowed_origins)
+    return WebConfig(service.event, _ui(data).dir, service.cors.allowed_origins, service.web)
 
 
 # --- partitions and queues (YuniKorn queues.yaml) -----------------------------------------------

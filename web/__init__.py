@@ -4,7 +4,8 @@ No request ever reaches the engine: workers map the event ring and the state sna
 
     main       `ykshm web` command line (bind, workers, config) -> server.serve
     server     supervisor + trio workers sharing one socket; TCP_USER_TIMEOUT; respawn
-    listener   a worker's connections (common.http1): event streams -> direct, the rest -> hypercorn
+    listener   a worker's connections (common.http1): event streams -> direct, the rest -> hypercorn;
+               over TLS too (--certfile: common.http1.tls), X-Forwarded-For from trusted proxies
     direct     /ws/v1/events/stream on the raw socket: checks, response head, own-cursor catch-up
     hub        one task per worker writes shared, once-framed chunks to every stream at the head
     budget     bytes per second a worker sends to streams at most (readers yield to the engine)

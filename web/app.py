@@ -30,6 +30,8 @@ from .errors import (JSON_CONTENT_TYPE, BadRequest, Forbidden, HTTPError, Method
                      NotFound, PayloadTooLarge, RequestTimeout, URITooLong, error_body)
 from .responses import GZIP_MIN_BYTES, Cors, GzipCache, accepts_gzip
 from common.http1.body import BodyErrors, declared_length, read_body
+from common.http1.forwarded import TrustedProxies
+from common.http1.tls import TlsFiles
 from common.http1.limits import Limits
 from common.http1.routing import Route, RouteErrors, Router
 from .segment import MetricLayout, WebSegment
@@ -71,6 +73,12 @@ class WebOptions:
     """`service.cors.allowedOrigins` (web.responses.Cors)."""
     limits: Limits = Limits()
     """Connections per worker and per peer, head and body deadlines (common.http1.limits)."""
+    proxies: TrustedProxies = TrustedProxies()
+    """`service.web.trustedProxies`: whose X-Forwarded-For names the client the limits count."""
+    tls: TlsFiles | None = None
+    """Serve TLS with these files (`--certfile/--keyfile`, `service.web.*`); None: plain HTTP."""
+    hypercorn_only: bool = False
+    """Every request, event streams included, through hypercorn (`--hypercorn-only`, to compare)."""
 
 
 class Request:
@@ -187,6 +195,7 @@ class App:
         self.gzip = GzipCache()
         self.ui = StaticUI(options.ui_dir) if options.ui_dir else None
         self.cors = Cors(options.cors_origins)
+        self.proxies = options.proxies
         self.parse_limiter = trio.CapacityLimiter(1)
         """One configuration parse at a time per worker (web.cluster.validate_conf)."""
 
@@ -328,6 +337,7 @@ class App:
                 raise Forbidden(refusal)
             shaping["gzip"] = route.name != "events_stream" and accepts_gzip(scope)
             req = Request(scope, receive, params, route.max_body)
+            req.client_host = self.proxies.client(req.client_host, scope.get("headers", ()))
             await route.handler(self, req, tracked_send)
         except HTTPError as exc:
             if not state["started"]:

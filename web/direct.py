@@ -33,6 +33,7 @@ from .errors import HTTPError
 from .events import (CHUNK, COALESCE_BYTES, INSTANCE_CHECK_SECONDS, RESPONSE_HEADERS, collect_more,
                      first_line, instance_line, lapped_line, plan_stream, shutdown_line)
 from common.http1.head import Head
+from common.http1.tls import TlsStream
 from common.http1.wire import CLIENT_CLOSE, LAST_CHUNK, DateHeader, frame, response_head
 
 from .hub import Follower
@@ -60,12 +61,14 @@ def wants(app: "App", head: Head) -> bool:
             and not head.length and len(head.path) + len(head.query) <= MAX_TARGET)
 
 
-async def serve(app: "App", stream: trio.SocketStream, head: Head, extra: bytes,
-                date: DateHeader):
-    """Serve one stream request. Returns DECLINED, CLOSE, or the bytes the client sent after the
-    request (the connection continues with hypercorn)."""
+async def serve(app: "App", stream: trio.abc.Stream, head: Head, extra: bytes,
+                date: DateHeader, client: str):
+    """Serve one stream request from `client` (the address the limits count: the peer, or the
+    one a trusted proxy forwarded). Returns DECLINED, CLOSE, or the bytes the client sent after
+    the request (the connection continues with hypercorn). `stream` is a trio SocketStream or a
+    common.http1.tls.TlsStream."""
     t0 = time.perf_counter()
-    host, port = stream.socket.getpeername()[:2]
+    host, port = client, stream.socket.getpeername()[1]
     req = Request({"query_string": head.query, "client": (host, port), "headers": list(head.headers)},
                   None, {})
     try:
@@ -76,7 +79,8 @@ async def serve(app: "App", stream: trio.SocketStream, head: Head, extra: bytes,
     if slot is None:
         return DECLINED
     assert app.hub is not None
-    follower = Follower(stream.socket.fileno(), reader, reader.cursor(first))
+    follower = Follower(stream.socket.fileno(), reader, reader.cursor(first),
+                        stream if isinstance(stream, TlsStream) else None)
     received = bytearray(extra)
     reason = "error"
     try:
@@ -99,12 +103,12 @@ async def serve(app: "App", stream: trio.SocketStream, head: Head, extra: bytes,
     return bytes(received)
 
 
-async def _follow(app: "App", stream: trio.SocketStream, f: Follower, received: bytearray) -> str:
+async def _follow(app: "App", stream: trio.abc.Stream, f: Follower, received: bytearray) -> str:
     """Own mode and hub mode in turn until the stream ends; returns the close reason."""
     assert app.hub is not None
     next_check = 0.0
     while True:
-        if f.pending:
+        if f.pending or f.tls is not None:  # a TLS stream's pending bytes are in its backlog
             await stream.send_all(f.pending)
             f.pending = b""
         if f.end is not None:
@@ -124,7 +128,7 @@ async def _follow(app: "App", stream: trio.SocketStream, f: Follower, received: 
                     return "client_closed"
 
 
-async def _catch_up(app: "App", stream: trio.SocketStream, f: Follower,
+async def _catch_up(app: "App", stream: trio.abc.Stream, f: Follower,
                     next_check: float) -> tuple[str | None, float]:
     """Read and send with the stream's own cursor until it is at the head (None) or has ended."""
     reader, cursor = f.reader, f.cursor

@@ -30,6 +30,7 @@ import trio
 
 from .events import (CHUNK, COALESCE_BYTES, INSTANCE_CHECK_SECONDS, WAKE_SECONDS, collect_more,
                      instance_line, lapped_line, shutdown_line)
+from common.http1.tls import TlsStream
 from common.http1.wire import LAST_CHUNK, frame
 
 if TYPE_CHECKING:
@@ -39,10 +40,13 @@ if TYPE_CHECKING:
 class Follower:
     """A stream served by the hub while it is at the head."""
 
-    __slots__ = ("fd", "reader", "cursor", "scope", "pending", "end")
+    __slots__ = ("fd", "tls", "reader", "cursor", "scope", "pending", "end")
 
-    def __init__(self, fd: int, reader: Any, cursor: Any) -> None:
+    def __init__(self, fd: int, reader: Any, cursor: Any, tls: TlsStream | None = None) -> None:
         self.fd = fd
+        self.tls = tls
+        """A TLS stream is written through its own TLS engine (common.http1.tls): what the socket
+        does not take stays in its ciphertext backlog, which the task's next send_all flushes."""
         self.reader = reader
         self.cursor = cursor
         self.scope = trio.CancelScope()
@@ -153,6 +157,10 @@ class Hub:
         """One non-blocking write; a short one hands the stream back to its task."""
         self.writes += 1
         try:
+            if f.tls is not None:
+                if not f.tls.send_nowait(data):
+                    self._hand_back(f, b"", None)
+                return
             n = os.write(f.fd, data)
         except BlockingIOError:
             n = 0

@@ -4,6 +4,8 @@
               [--heartbeat-timeout S] [--stall-timeout S] [--nice N] [--ui-dir DIR]
               [--source redis://...] [--max-connections N] [--max-connections-per-peer N]
               [--idle-timeout S] [--head-timeout S] [--body-timeout S]
+              [--certfile PEM --keyfile PEM [--ca-certs PEM [--require-client-cert]]]
+              [--trusted-proxies ADDR|CIDR,...] [--hypercorn-only]
 
 Runs N hypercorn worker processes (trio) sharing one listening socket; `fd://N` takes an inherited
 socket (systemd socket activation: `--bind fd://3`). The event endpoints need only the ring
@@ -13,6 +15,12 @@ at `/` on the same origin as `/ws` (web.ui).
 With `--source redis://HOST[:PORT][/DB][?instance=NAME]` the web is a read replica: the same API from
 what `ykshm export` wrote to Redis (web/redis_source.py), on any machine; a bad URL, an unreachable
 Redis, a refused password or a key of another type is one line and exit 2 at start-up.
+With `--certfile/--keyfile` (or `service.web.certFile/keyFile` in the config; the flags win) the
+API and the event streams are served over TLS only (common.http1.tls); `--ca-certs` verifies client
+certificates (`--require-client-cert`: a client without one fails the handshake). A file that
+cannot be used is one line naming the flag or key and the file (exit 2). `--trusted-proxies`
+(`service.web.trustedProxies`) lists the proxies whose X-Forwarded-For names the client the
+per-host limits count (common.http1.forwarded); none by default.
 Exit codes: 0 after SIGINT/SIGTERM, 2 usage (bad flag, bad config), 1 failure (cannot bind...).
 """
 
@@ -21,9 +29,14 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from common.cliutil import Failure, Parser, UsageError, run_main
 from common.http1.flags import add_limit_flags, limits_of
+
+if TYPE_CHECKING:
+    from common.http1.forwarded import TrustedProxies
+    from common.http1.tls import TlsFiles
 
 DEFAULT_BIND = "127.0.0.1:9080"
 
@@ -45,8 +58,66 @@ def _parser() -> Parser:
     parser.add_argument("--source", default="", metavar="URL",
                         help="serve from Redis (read replica of `ykshm export`): redis://host[:port][/db]"
                              "[?instance=NAME] (instance default: --name)")
+    tls = parser.add_argument_group("TLS (plain HTTP without --certfile)")
+    tls.add_argument("--certfile", default=None, metavar="PEM",
+                     help="serve HTTPS with this certificate chain (service.web.certFile)")
+    tls.add_argument("--keyfile", default=None, metavar="PEM",
+                     help="the certificate's private key (service.web.keyFile)")
+    tls.add_argument("--ca-certs", default=None, metavar="PEM",
+                     help="verify client certificates signed by these CAs (service.web.caCerts)")
+    tls.add_argument("--require-client-cert", action="store_true", default=None,
+                     help="with --ca-certs: refuse clients without a certificate "
+                          "(service.web.requireClientCert)")
+    parser.add_argument("--trusted-proxies", default=None, metavar="LIST",
+                        help="comma-separated addresses/CIDRs whose X-Forwarded-For names the client "
+                             "the per-host limits count (service.web.trustedProxies; default none)")
+    parser.add_argument("--hypercorn-only", action="store_true",
+                        help="serve event streams through hypercorn too, not on the direct path "
+                             "(slower; for comparison: `ykshm bench web --tls`)")
     add_limit_flags(parser, idle_timeout=5.0)
     return parser
+
+
+def tls_files(args, web) -> "TlsFiles | None":
+    """The TLS files of the flags, else of `service.web` (`web`), checked by loading them; None
+    for plain HTTP. UsageError names the flag or key."""
+    from common.http1.tls import TlsConfigError, TlsFiles
+
+    by_flag = any(v is not None for v in (args.certfile, args.keyfile, args.ca_certs))
+    if by_flag:
+        cert, key, ca = args.certfile or "", args.keyfile or "", args.ca_certs or ""
+        names = {"cert": "--certfile", "key": "--keyfile", "ca": "--ca-certs"}
+    else:
+        cert, key, ca = web.cert_file, web.key_file, web.ca_certs
+        names = {"cert": "service.web.certFile", "key": "service.web.keyFile",
+                 "ca": "service.web.caCerts"}
+    require = args.require_client_cert if args.require_client_cert is not None else web.require_client_cert
+    if not (cert or key or ca):
+        if args.require_client_cert:
+            raise UsageError("--require-client-cert needs --certfile, --keyfile and --ca-certs")
+        return None
+    if not cert or not key:
+        raise UsageError(f"{names['cert']} and {names['key']} go together (TLS needs both)")
+    if require and not ca:
+        raise UsageError(f"--require-client-cert needs {names['ca']}")
+    files = TlsFiles(cert, key, ca, bool(require), tuple(names.items()))
+    try:
+        files.context()
+    except TlsConfigError as exc:
+        raise UsageError(str(exc)) from None
+    return files
+
+
+def trusted_proxies(flag: str | None, configured: tuple[str, ...]) -> "TrustedProxies":
+    """`--trusted-proxies` (comma-separated), else `service.web.trustedProxies`."""
+    from common.http1.forwarded import ProxyConfigError, TrustedProxies
+
+    if flag is None:
+        return TrustedProxies.parse(configured)  # checked by the config loader
+    try:
+        return TrustedProxies.parse([e for e in flag.split(",") if e.strip()] if flag.strip() else [])
+    except ProxyConfigError as exc:
+        raise UsageError(f"--trusted-proxies {exc}") from None
 
 
 def check_source(url: str, name: str) -> tuple[str, str]:
@@ -129,6 +200,8 @@ def _body(argv: Sequence[str]) -> int:
         raise UsageError(str(exc)) from None
     ui_dir = _ui_dir(args.ui_dir if args.ui_dir is not None else web_config.ui_dir,
                      "--ui-dir" if args.ui_dir is not None else "ui.dir")
+    tls = tls_files(args, web_config.web)
+    proxies = trusted_proxies(args.trusted_proxies, web_config.web.trusted_proxies)
 
     from .app import WebOptions
     from .segment import SegmentError
@@ -139,7 +212,8 @@ def _body(argv: Sequence[str]) -> int:
     options = WebOptions(name=args.name, settings=web_config.event,
                          heartbeat_timeout=args.heartbeat_timeout, nice=args.nice, ui_dir=ui_dir,
                          source=source, source_instance=source_instance,
-                         cors_origins=web_config.cors_origins, limits=limits)
+                         cors_origins=web_config.cors_origins, limits=limits, proxies=proxies,
+                         tls=tls, hypercorn_only=args.hypercorn_only)
     try:
         return serve(options, bind, args.workers, args.stall_timeout, args.idle_timeout)
     except SegmentError as exc:

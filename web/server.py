@@ -105,6 +105,7 @@ def worker_main(options: WebOptions, config: Config, sockets: Sockets, shutdown_
             options.limits,
             sockets=sockets,
             shutdown_trigger=shutdown_trigger,
+            tls=options.tls.context() if options.tls is not None else None,
         )
     )
 
@@ -195,7 +196,7 @@ def serve(options: WebOptions, bind: str, workers: int, stall_timeout: float,
             host = sock.getsockname()
             log.info(
                 "serving instance %r on %s with %d worker(s) (pid %d)",
-                options.name, _addr(host), workers, os.getpid(),
+                options.name, _addr(host, options.tls is not None), workers, os.getpid(),
             )
         return Supervisor(options, config, sockets, workers).run(segment)
     finally:
@@ -205,8 +206,9 @@ def serve(options: WebOptions, bind: str, workers: int, stall_timeout: float,
             sock.close()
 
 
-def _addr(name) -> str:
+def _addr(name, tls: bool = False) -> str:
+    scheme = "https" if tls else "http"
     if isinstance(name, tuple):
         host, port = name[0], name[1]
-        return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+        return f"{scheme}://[{host}]:{port}" if ":" in host else f"{scheme}://{host}:{port}"
     return str(name)

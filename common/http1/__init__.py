@@ -10,6 +10,9 @@
                 `tune` (TCP_NODELAY, TCP_USER_TIMEOUT on the listening sockets)
     routing     Route/Router, first full match wins, partial match -> 405, the app's own errors
     body        the ASGI request-body reader: size cap and deadline, the app's own errors
+    tls         TLS on the fast path: server context (TlsFiles), handshake under the head deadline,
+                TlsStream (a ciphertext backlog the hub can write without awaiting), hypercorn hand-over
+    forwarded   TrustedProxies: X-Forwarded-For (rightmost untrusted) only from configured proxies
 
 Where a request head is parsed: `head.parse`, called by `connection.Connection.next_head`.
 """

@@ -4,13 +4,15 @@ The next request head is waited for in two steps: up to `idle_timeout` (hypercor
 keep_alive_timeout) for its first byte, then up to `Limits.head_timeout` for the rest; the body a
 direct path takes, up to `Limits.body_timeout`. A client that misses a deadline is closed without
 an answer (as hypercorn closes an idle connection). While it waits for a head the connection can
-be closed by the worker's Gate to make room (limits.py).
+be closed by the worker's Gate to make room (limits.py). A connection from a trusted proxy is
+counted for the client its first request names (forwarded.py; over that client's cap: `over_cap`).
 """
 
 from __future__ import annotations
 
 import trio
 
+from .forwarded import TrustedProxies
 from .head import FOREIGN, INCOMPLETE, Head, parse
 from .limits import Gate
 
@@ -20,19 +22,44 @@ RECEIVE = 65536
 class Connection:
     """The stream, what was received and not yet consumed (`buf`), and the requests served."""
 
-    def __init__(self, stream: trio.SocketStream, gate: Gate, idle_timeout: float) -> None:
+    def __init__(self, stream: trio.abc.Stream, gate: Gate, idle_timeout: float, *,
+                 peer: str = "unknown", proxies: TrustedProxies | None = None) -> None:
+        """`peer`: the address the Gate counts this connection for; `proxies` when that is a
+        trusted proxy (the Gate counts it uncapped until the first head names the client)."""
         self.stream = stream
         self.gate = gate
         self.idle_timeout = idle_timeout
         self.buf = b""
         self.served = 0
+        self.peer = peer
+        self.over_cap = False
+        self._proxies = proxies
 
     async def next_head(self) -> Head | str | None:
         """The head at the front of the buffer (Head or FOREIGN), or None when the client went
         away, stayed idle, was too slow with its head, or its place was taken (Gate)."""
         request = parse(self.buf) if self.buf else INCOMPLETE
-        if request is not INCOMPLETE:
-            return request
+        if request is INCOMPLETE:
+            request = await self._wait_head()
+        if isinstance(request, Head) and self._proxies is not None:
+            if not self._forwarded(request):
+                return None
+        return request
+
+    def _forwarded(self, head: Head) -> bool:
+        """Count a trusted proxy's connection for the client of its first request; False (and
+        `over_cap`) when that client is at its cap."""
+        proxies, self._proxies = self._proxies, None
+        assert proxies is not None
+        client = proxies.client(self.peer, head.headers)
+        if not self.gate.move(self.peer, client):
+            self.over_cap = True
+            return False
+        self.peer = client
+        return True
+
+    async def _wait_head(self) -> Head | str | None:
+        request: Head | str | None = INCOMPLETE
         with trio.CancelScope() as scope, self.gate.waiting(scope):
             if not self.buf:
                 with trio.move_on_after(self.idle_timeout):

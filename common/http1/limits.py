@@ -59,13 +59,27 @@ class Gate:
         self._waiting: dict[int, trio.CancelScope] = {}  # insertion order: longest waiting first
         self._closing = False
 
-    def admit(self, peer: str) -> bool:
-        """Count a new connection from `peer`, or False (not counted) when it is over a cap."""
-        if self._peers.get(peer, 0) >= self.limits.max_per_peer or not self._room():
+    def admit(self, peer: str, *, capped: bool = True) -> bool:
+        """Count a new connection from `peer`, or False (not counted) when it is over a cap.
+        `capped=False`: a trusted proxy's, counted for its client once known (`move`)."""
+        if (capped and self._peers.get(peer, 0) >= self.limits.max_per_peer) or not self._room():
             self.refused += 1
             return False
         self.total += 1
         self._peers[peer] = self._peers.get(peer, 0) + 1
+        return True
+
+    def move(self, peer: str, client: str) -> bool:
+        """Count a connection counted for `peer` (a proxy) for `client` instead; False (still
+        counted for `peer`) when `client` is at its cap."""
+        if client == peer:
+            return True
+        if self._peers.get(client, 0) >= self.limits.max_per_peer:
+            self.refused += 1
+            return False
+        self.release(peer)
+        self._peers[client] = self._peers.get(client, 0) + 1
+        self.total += 1
         return True
 
     def release(self, peer: str) -> None:

@@ -8,10 +8,15 @@ behave as with hypercorn alone. A direct path is `async def direct(conn) -> byte
 when the connection is to be closed, else the bytes for hypercorn.
 
 Every accepted connection passes the worker's Gate first (limits.py): over the cap per peer or per
-worker it is answered 503 and closed. `serve` is hypercorn's trio `worker_serve` (lifespan when
-asked, graceful shutdown, plain-TCP sockets only) with `Listener.handle` as the handler; it relies
-on hypercorn internals (TCPServer, WorkerContext, Lifespan), hence the pinned minor versions in
-pyproject.toml.
+worker it is answered 503 and closed (a TLS listener closes it without an answer: a 503 before the
+handshake is no use to a TLS client, and a handshake is what a flood wants to cost us). With a TLS
+context (`tls=`) the handshake runs next, in the connection's own task under the head deadline
+(tls.py), and the direct path and hypercorn both get the decrypted stream. A trusted proxy's
+connection is counted for the client its first request names (`proxies=`, forwarded.py).
+
+`serve` is hypercorn's trio `worker_serve` (lifespan when asked, graceful shutdown, plain-TCP
+sockets only: TLS is ours, above) with `Listener.handle` as the handler; it relies on hypercorn
+internals (TCPServer, WorkerContext, Lifespan), hence the pinned minor versions in pyproject.toml.
 
 Resource handling
     One nursery owns the accept loops and a task per connection; each connection is closed by
@@ -27,6 +32,7 @@ from __future__ import annotations
 
 import logging
 import socket
+import ssl
 import sys
 from collections.abc import Awaitable, Callable
 from functools import partial
@@ -42,8 +48,10 @@ from hypercorn.typing import ConnectionState
 from hypercorn.utils import ShutdownError, raise_shutdown, wrap_app
 
 from .connection import Connection
+from .forwarded import TrustedProxies
 from .limits import Gate, Limits
 from .replay import ReplayStream
+from .tls import TlsReplayStream, TlsStream, accept
 from .wire import SERVER_CLOSE, DateHeader, response
 
 if sys.version_info < (3, 11):
@@ -59,8 +67,10 @@ class Listener:
     """One worker's connection handler: the Gate, the direct path, the hand-over to hypercorn."""
 
     def __init__(self, asgi: Any, config: Config, direct: DirectPath, *, limits: Limits,
-                 busy: tuple[bytes, bytes], log: logging.Logger) -> None:
-        """`busy`: (content type, body) of the 503 a connection over a cap is answered."""
+                 busy: tuple[bytes, bytes], log: logging.Logger, tls: ssl.SSLContext | None = None,
+                 proxies: TrustedProxies = TrustedProxies()) -> None:
+        """`busy`: (content type, body) of the 503 a connection over a cap is answered; `tls`:
+        serve TLS with this context; `proxies`: whose X-Forwarded-For names the client."""
         if config.include_server_header or config.alt_svc_headers or not config.include_date_header:
             raise ValueError("the direct path writes hypercorn's response headers as configured "
                              "here: date, no server, no alt-svc")
@@ -72,6 +82,8 @@ class Listener:
         self.date = DateHeader()
         self.context = WorkerContext(None)
         self.handed_over = 0
+        self.tls = tls
+        self.proxies = proxies
         self._busy = busy
         self._log = log
         self.lifespan_state({})
@@ -86,25 +98,42 @@ class Listener:
             peer = str(stream.socket.getpeername()[0])
         except (OSError, IndexError):
             peer = "unknown"
-        if not self.gate.admit(peer):
-            await self._refuse(stream)
+        proxied = self.proxies.trusts(peer)
+        if not self.gate.admit(peer, capped=not proxied):
+            await (close(stream) if self.tls is not None else self._refuse(stream))
             return
+        conn = Connection(stream, self.gate, self.config.keep_alive_timeout, peer=peer,
+                          proxies=self.proxies if proxied else None)
+        counted = True
+
+        def release() -> None:  # once: at the client's EOF under hypercorn, or at the end
+            nonlocal counted
+            if counted:
+                counted = False
+                self.gate.release(conn.peer)
+
         try:
-            rest = await self.direct(Connection(stream, self.gate, self.config.keep_alive_timeout))
-            if rest is None:
-                await close(stream)
+            if self.tls is not None:
+                conn.stream = await accept(stream, self.tls, self.gate)
+                if conn.stream is None:
+                    return
+            rest = await self.direct(conn)
+            if conn.over_cap:
+                await self._refuse(conn.stream)
+            elif rest is None:
+                await close(conn.stream)
             else:
                 self.handed_over += 1
-                await self._hypercorn(ReplayStream(stream, rest))
+                await self._hypercorn(replay(conn.stream, rest, release))
         except GONE:
             pass
         except Exception:  # a bug costs one connection, never the worker
             self._log.exception("bug while serving a connection")
         finally:
-            self.gate.release(peer)
-            await stream.aclose()  # closing twice is harmless; cancelled or not, it is closed
+            release()
+            await (conn.stream or stream).aclose()  # closing twice is harmless
 
-    async def _refuse(self, stream: trio.SocketStream) -> None:
+    async def _refuse(self, stream: trio.abc.HalfCloseableStream) -> None:
         """503 on a fresh connection (its send buffer is empty: this write does not wait)."""
         content_type, body = self._busy
         headers = [(b"content-type", content_type), (b"content-length", b"%d" % len(body))]
@@ -113,6 +142,13 @@ class Listener:
             await close(stream)
         except GONE:
             await stream.aclose()
+
+
+def replay(stream: trio.abc.HalfCloseableStream, rest: bytes, on_eof=None) -> ReplayStream:
+    """The stream for hypercorn, with `rest` (already read) put back in front."""
+    if isinstance(stream, TlsStream):
+        return TlsReplayStream(stream, rest, on_eof)
+    return ReplayStream(stream, rest, on_eof)  # type: ignore[arg-type]
 
 
 def tune(sockets: Sockets, stall_timeout: float) -> None:

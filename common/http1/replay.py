@@ -11,9 +11,12 @@ class ReplayStream(trio.abc.HalfCloseableStream):
     It has the stream's `socket` and no `do_handshake`, which is how hypercorn's TCPServer
     recognises a plain (not TLS) connection."""
 
-    def __init__(self, stream: trio.SocketStream, prefix: bytes) -> None:
+    def __init__(self, stream: trio.SocketStream, prefix: bytes, on_eof=None) -> None:
+        """`on_eof()` is called when the client's EOF is read: hypercorn's connection task lingers
+        until its keep-alive timer ends even then, but the connection is over for the Gate."""
         self._stream = stream
         self._prefix = prefix
+        self._on_eof = on_eof
         self.socket = stream.socket
 
     async def receive_some(self, max_bytes: int | None = None) -> bytes:
@@ -22,7 +25,10 @@ class ReplayStream(trio.abc.HalfCloseableStream):
             self._prefix = self._prefix[len(data):]
             await trio.lowlevel.checkpoint()
             return data
-        return await self._stream.receive_some(max_bytes)
+        data = await self._stream.receive_some(max_bytes)
+        if not data and self._on_eof is not None:
+            self._on_eof()
+        return data
 
     async def send_all(self, data) -> None:
         await self._stream.send_all(data)

@@ -15,7 +15,8 @@ class Closed(Exception):
 
 class RawStream:
     def __init__(self, port: int, path: str, *, local: str = "127.0.0.1", rcvbuf: int | None = None,
-                 host_header: str = "localhost") -> None:
+                 host_header: str = "localhost", headers: dict[str, str] | None = None) -> None:
+        self.extra_headers = headers or {}
         self.port = port
         self.path = path
         self.local = local
@@ -30,17 +31,27 @@ class RawStream:
         self.done = False
         self.chunked = False
 
-    async def open(self) -> "RawStream":
+    async def connect(self) -> None:
         sock = trio.socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         if self.rcvbuf:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.rcvbuf)
         await sock.bind((self.local, 0))
         await sock.connect(("127.0.0.1", self.port))
         self.sock = sock
+
+    async def send(self, data: bytes) -> None:
+        await self.sock.send(data)
+
+    async def recv(self) -> bytes:
+        return await self.sock.recv(262144)
+
+    async def open(self) -> "RawStream":
+        await self.connect()
+        extra = "".join(f"{k}: {v}\r\n" for k, v in self.extra_headers.items())
         request = (
-            f"GET {self.path} HTTP/1.1\r\nHost: {self.host_header}\r\nConnection: close\r\n\r\n"
+            f"GET {self.path} HTTP/1.1\r\nHost: {self.host_header}\r\n{extra}Connection: close\r\n\r\n"
         ).encode("latin-1")
-        await sock.send(request)
+        await self.send(request)
         head = await self._read_until(b"\r\n\r\n")
         lines = head.split(b"\r\n")
         self.status = int(lines[0].split()[1])
@@ -59,8 +70,8 @@ class RawStream:
 
     async def _fill(self) -> None:
         try:
-            data = await self.sock.recv(262144)
-        except (ConnectionResetError, BrokenPipeError, OSError) as exc:
+            data = await self.recv()
+        except (ConnectionResetError, BrokenPipeError, OSError, trio.BrokenResourceError) as exc:
             raise Closed(str(exc)) from None
         if not data:
             raise Closed("EOF")
@@ -129,3 +140,23 @@ class RawStream:
 
 async def open_stream(port: int, path: str, **kw) -> RawStream:
     return await RawStream(port, path, **kw).open()
+
+
+class TlsRawStream(RawStream):
+    """The same client over TLS (trio.SSLStream), trusting `ctx`'s CA."""
+
+    def __init__(self, port: int, path: str, *, ctx, **kw) -> None:
+        super().__init__(port, path, **kw)
+        self.ctx = ctx
+        self.tls: trio.SSLStream | None = None
+
+    async def connect(self) -> None:
+        await super().connect()
+        self.tls = trio.SSLStream(trio.SocketStream(self.sock), self.ctx, server_hostname="127.0.0.1")
+        await self.tls.do_handshake()
+
+    async def send(self, data: bytes) -> None:
+        await self.tls.send_all(data)
+
+    async def recv(self) -> bytes:
+        return await self.tls.receive_some(262144)

@@ -35,13 +35,15 @@ class WebServer:
     """A running `ykshm web`; `url` is its base URL, `pid` the supervisor's pid."""
 
     def __init__(self, name: str, *, workers: int = 2, config: str | None = None,
-                 extra: list[str] | None = None) -> None:
+                 extra: list[str] | None = None, verify=None) -> None:
+        """`verify`: an ssl.SSLContext trusting the server's CA when it serves TLS (https URL)."""
         self.name = name
+        self.verify = verify if verify is not None else True
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind(("127.0.0.1", 0))
         self.port = self.sock.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"{'https' if verify is not None else 'http'}://127.0.0.1:{self.port}"
         fd = self.sock.fileno()
         args = [sys.executable, "-m", "tools.cli", "web", "--name", name, "--bind", f"fd://{fd}",
                 "--workers", str(workers)]
@@ -61,7 +63,7 @@ class WebServer:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"ykshm web exited {self.proc.returncode}: {self.log()}")
             try:
-                r = httpx.get(self.url + "/ws/v1/scheduler/healthcheck", timeout=2)
+                r = httpx.get(self.url + "/ws/v1/scheduler/healthcheck", timeout=2, verify=self.verify)
                 if r.status_code == 200 and len(self.worker_pids()) == self.workers:
                     return
             except httpx.HTTPError:
