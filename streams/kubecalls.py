@@ -68,7 +68,9 @@ def path_of(obj: Mapping[str, Any]) -> str:
 
 
 TRANSIENT_CODES = (429, 500, 502, 503, 504)
-CALL_RETRY_DELAYS = (0.05, 0.2, 0.5)      # small and local until common/backoff.py lands
+# a write's own retries: three quick ones within a second (the job-level retry, common.backoff, is
+# the slow one), so one refused write under load does not cost the job a backoff round
+CALL_RETRY_DELAYS = (0.05, 0.2, 0.5)
 
 
 def _transient(resp: httpx.Response) -> bool:
