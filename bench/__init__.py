@@ -4,6 +4,7 @@
     ring_bench    the event ring: publish ns/event, bytes/event, read+encode, stress
     sched_bench   the scheduler core alone: allocations/s, events/s
     web_bench     the REST readers: batch latency, streams, isolation from stalled clients
+    web_tls       `bench web --tls`: the TLS client engine of the stream clients and the designs compared
     peer_redis    `bench web --peer-redis`: the same live fan-out against Redis Streams, A/B rounds
     rest_bench    `bench web --routes`: YuniKorn's state routes with 1,000 apps and nodes
     export_bench  `ykshm export` into Redis: throughput, lag, publish ratio, replica batch, memory

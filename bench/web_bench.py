@@ -62,6 +62,7 @@ from pathlib import Path
 
 import orjson
 
+from bench import web_tls
 from common.cliutil import Failure, Parser, UsageError, run_main
 
 PROG = "ykshm bench web"
@@ -208,7 +209,7 @@ class _Server:
                               f"{self.proc.stderr.read().decode(errors='replace')[-300:]}")
             try:
                 if httpx.get(self.url + "/ws/v1/events/batch?count=1", timeout=2,
-                             verify=_client_context(tls_dir) if tls_dir else True).status_code == 200:
+                             verify=web_tls.client_context(tls_dir) if tls_dir else True).status_code == 200:
                     break
             except httpx.HTTPError:
                 pass
@@ -334,59 +335,6 @@ SCM_TIMESTAMPNS = SO_TIMESTAMPNS
 _TIMESPEC = struct.Struct("@qq")
 
 
-def _client_context(tls_dir: str):
-    import ssl
-
-    return ssl.create_default_context(cafile=f"{tls_dir}/ca.crt")
-
-
-class _TlsClient:
-    """A client-side TLS engine over a trio socket the caller reads itself (recvmsg keeps its
-    kernel timestamps): `handshake`, `send`, and `feed(ciphertext) -> plaintext`."""
-
-    def __init__(self, tls_dir: str) -> None:
-        import ssl
-
-        self._ssl = ssl
-        self.incoming, self.outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
-        self.obj = _client_context(tls_dir).wrap_bio(self.incoming, self.outgoing,
-                                                     server_hostname="127.0.0.1")
-
-    async def handshake(self, sock) -> None:
-        while True:
-            try:
-                self.obj.do_handshake()
-                break
-            except self._ssl.SSLWantReadError:
-                await _send_all(sock, self.outgoing.read())
-                data = await sock.recv(65536)
-                if not data:
-                    raise OSError("closed during the TLS handshake")
-                self.incoming.write(data)
-        await _send_all(sock, self.outgoing.read())
-
-    async def send(self, sock, data: bytes) -> None:
-        self.obj.write(data)
-        await _send_all(sock, self.outgoing.read())
-
-    def feed(self, data: bytes) -> bytes:
-        if not data:
-            return b""
-        self.incoming.write(data)
-        out = []
-        while True:
-            try:
-                out.append(self.obj.read(262144))
-            except (self._ssl.SSLWantReadError, self._ssl.SSLZeroReturnError):
-                return b"".join(out)
-
-
-async def _send_all(sock, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[await sock.send(view):]
-
-
 async def _stream_client(port: int, stats: dict, stop, *, measure: bool, reconnect: bool,
                          tls_dir: str | None = None) -> None:
     """One streaming client. Measuring, it records for every event (a) the kernel's receive
@@ -402,7 +350,7 @@ async def _stream_client(port: int, stats: dict, stop, *, measure: bool, reconne
                 sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
             await sock.connect(("127.0.0.1", port))
             request = b"GET /ws/v1/events/stream HTTP/1.1\r\nHost: bench\r\n\r\n"
-            tls = _TlsClient(tls_dir) if tls_dir else None
+            tls = web_tls.TlsClient(tls_dir) if tls_dir else None
             if tls is not None:
                 await tls.handshake(sock)
                 await tls.send(sock, request)
@@ -584,25 +532,20 @@ def _isolation(server: _Server, name: str, streams: int, stalled: int, seconds: 
     }
 
 
-TLS_DESIGNS = (("plain, direct path", False, ()), ("TLS, direct path", True, ()),
-               ("TLS, handed to hypercorn", True, ("--hypercorn-only",)))
-TLS_ROUNDS = 3
-
-
 def _tls_streams(name: str, workers: int, max_streams: int, streams: int, rate: int,
                  seconds: float) -> dict[str, dict[str, float]]:
-    """The stream phase against a server of each design in turn, TLS_ROUNDS times round-robin (a
+    """The stream phase against a server of each design in turn, web_tls.TLS_ROUNDS times round-robin (a
     shared machine's speed drifts: each design sees every phase of it); per design the median
     round by CPU per event. A throwaway CA (simcluster.pki) in a temp dir."""
     import tempfile
 
     from simcluster import pki
 
-    rounds: dict[str, list[dict[str, float]]] = {label: [] for label, _tls, _extra in TLS_DESIGNS}
+    rounds: dict[str, list[dict[str, float]]] = {label: [] for label, _tls, _extra in web_tls.TLS_DESIGNS}
     with tempfile.TemporaryDirectory(prefix="ykshm-bench-tls-") as tmp:
         pki.ensure(tmp)
-        for _ in range(TLS_ROUNDS):
-            for label, tls, extra in TLS_DESIGNS:
+        for _ in range(web_tls.TLS_ROUNDS):
+            for label, tls, extra in web_tls.TLS_DESIGNS:
                 server = _Server(name, workers, max_streams, tls_dir=tmp if tls else None, extra=extra)
                 try:
                     rounds[label].append(_stream(server, name, streams, rate, seconds))
@@ -613,19 +556,6 @@ def _tls_streams(name: str, workers: int, max_streams: int, streams: int, rate: 
         runs.sort(key=lambda r: r["stream_cpu_us_per_event"])
         out[label] = runs[len(runs) // 2] | {"rounds_p99_ms": [round(r["stream_p99_ms"], 1) for r in runs]}
     return out
-
-
-def _tls_lines(results: dict, streams: int, rate: int) -> list[str]:
-    """Plain and TLS stream figures side by side (same run, same clients, same rate)."""
-    lines = [f"stream over TLS, {streams} clients at {rate} ev/s, {TLS_ROUNDS} rounds round-robin, "
-             "median round by CPU (each design its own server; on a machine shared with other work "
-             "compare rows of one run only):"]
-    for label, r in results["tls"].items():
-        lines.append(f"  {label:<26} p50 {r['stream_p50_ms']:6.2f} ms  p99 {r['stream_p99_ms']:7.2f} ms  "
-                     f"web CPU {r['stream_cpu_us_per_event']:5.2f} us per delivered event  "
-                     f"{r['stream_events_per_s']:,.0f} events/s delivered  (p99 of the rounds: "
-                     f"{', '.join(f'{p:g}' for p in r['rounds_p99_ms'])} ms)")
-    return lines
 
 
 def _redis(url: str) -> dict[str, float] | str:
@@ -725,7 +655,7 @@ def _body(argv: Sequence[str]) -> int:
           f"{results['isolation_events_per_window']:,.0f} events per {args.seconds:g} s window, reconnecting "
           f"{results['isolation_stream_reconnects']} times after a 410)")
     if args.tls:
-        for line in _tls_lines(results, args.streams, args.rate):
+        for line in web_tls.tls_lines(results, args.streams, args.rate):
             print(line)
     if args.peer_redis:
         from bench import peer_redis
