@@ -30,6 +30,7 @@ then one per 5 minutes.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import datetime as dt
 import logging
 import math
@@ -46,7 +47,7 @@ from .events import Events
 from .fetchpolicy import FetchPolicy
 from .errors import LogicalError
 from .jobspec import JobSpec, read_job
-from .objects import LABEL_JOB, LABEL_KIND
+from .objects import LABEL_JOB, LABEL_KIND, LABEL_PE
 from .peobjects import PeRuntime
 
 log = logging.getLogger("ykshm.streams")
@@ -340,9 +341,8 @@ class Controller:
                                  host_pools_present=len(pools), disrupted=self.disrupted.get(key, {}))
         if await self._repaired(key, job, spec, view):
             return                  # the next pass sees what was re-made (the plan would not)
-        for step in reconcile.plan_job(view, spec=spec, reported=self.reported.setdefault(key, set()),
-                                       runtime=self.settings.pe_runtime):
-            await self._carry_out(step)
+        await self._carry_out_all(reconcile.plan_job(view, spec=spec, reported=self.reported.setdefault(key, set()),
+                                                     runtime=self.settings.pe_runtime))
         await self._check_widths(key, job, spec)
         await self._part_statuses(key, configmaps)
         await self._job_status(job, view)
@@ -373,6 +373,22 @@ class Controller:
                 status = new_status(obj)
                 if status != (obj.get("status") or {}):
                     kube.written(await kube.put_status(self.client, obj, status))
+
+    async def _carry_out_all(self, steps: list[reconcile.Step]) -> None:
+        """The plan's steps: each PE's in order, different PEs' concurrently (bounded, as they touch
+        only their own PE, pod and Service), then the steps about no one PE (the job's events)."""
+        per_pe: dict[str, list[reconcile.Step]] = {}
+        rest: list[reconcile.Step] = []
+        for step in steps:
+            pe = (step.obj["metadata"].get("labels") or {}).get(LABEL_PE)
+            (per_pe.setdefault(pe, []) if pe is not None else rest).append(step)
+
+        async def in_order(chain: list[reconcile.Step]) -> None:
+            for step in chain:
+                await self._carry_out(step)
+
+        await kube.concurrently([functools.partial(in_order, chain) for chain in per_pe.values()])
+        await in_order(rest)
 
     async def _carry_out(self, step: reconcile.Step) -> None:
         obj = step.obj

@@ -13,7 +13,7 @@ what still fails raises, and the controller retries that job with backoff.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import httpx
@@ -97,6 +97,37 @@ async def _send(client: httpx.AsyncClient, method: str, path: str, body: Any,
                 return resp
         await trio.sleep(delay * (0.5 + random.random()))
     raise AssertionError("unreachable")
+
+
+# how many writes a controller has in flight at once for one job (`concurrently`): enough to hide
+# the API server's per-request latency, few enough not to flood it
+WRITE_CONCURRENCY = 16
+
+
+async def concurrently(calls: Sequence[Callable[[], Awaitable[Any]]], limit: int = WRITE_CONCURRENCY) -> None:
+    """Run independent calls with at most `limit` in flight. The first error cancels the rest and
+    is raised as itself (not as a group), as a sequential loop would raise it."""
+    if len(calls) <= 1:
+        for call in calls:
+            await call()
+        return
+    failed: list[BaseException] = []
+    slots = trio.CapacityLimiter(limit)
+
+    async def one(call: Callable[[], Awaitable[Any]], cancel: trio.CancelScope) -> None:
+        async with slots:
+            try:
+                await call()
+            except Exception as exc:  # noqa: BLE001 - handed to the caller below
+                if not failed:
+                    failed.append(exc)
+                cancel.cancel()
+
+    async with trio.open_nursery() as nursery:
+        for call in calls:
+            nursery.start_soon(one, call, nursery.cancel_scope)
+    if failed:
+        raise failed[0]
 
 
 async def create(client: httpx.AsyncClient, obj: Mapping[str, Any]) -> dict[str, Any] | None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -149,12 +150,35 @@ async def submit(client: httpx.AsyncClient, job_obj: Mapping[str, Any], spec: Jo
         app = await load(client, spec, bundle_dir=bundle_dir, cache_dir=cache_dir, policy=policy)
     nodes = await kube.schedulable_nodes(client)
     prepared = prepare(app, spec, nodes=max(nodes, 1))
-    for obj in desired_objects(spec, job_obj, prepared):
-        made = await kube.create(client, obj)
-        if made is not None and obj["kind"] == "ParallelRegion":
-            # the width it was fused at: no re-fusion is due until `/scale` changes spec.width
-            await kube.put_status(client, made, {"width": obj["spec"]["width"]})
+    for stage in _stages(desired_objects(spec, job_obj, prepared)):
+        # each stage's objects are independent of one another: created concurrently (bounded)
+        await kube.concurrently([functools.partial(_create, client, obj) for obj in stage])
     return prepared
+
+
+# the kinds that wait for every object before them (a PE needs its AADL ConfigMap, the host pools and
+# regions; a region's CRs need their PEs; the operator its CRs), each created as one stage
+_STAGED_KINDS = ("ProcessingElement", "ConsistentRegion", "ConsistentRegionOperator")
+
+
+def _stages(objs: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str, Any]]]:
+    """`objs` in creation order cut into runs of one stage (see `_STAGED_KINDS`)."""
+    stages: list[list[Mapping[str, Any]]] = []
+    last: object = None
+    for obj in objs:
+        stage = obj["kind"] if obj["kind"] in _STAGED_KINDS else None
+        if not stages or stage != last:
+            stages.append([])
+            last = stage
+        stages[-1].append(obj)
+    return stages
+
+
+async def _create(client: httpx.AsyncClient, obj: Mapping[str, Any]) -> None:
+    made = await kube.create(client, obj)
+    if made is not None and obj["kind"] == "ParallelRegion":
+        # the width it was fused at: no re-fusion is due until `/scale` changes spec.width
+        await kube.put_status(client, made, {"width": obj["spec"]["width"]})
 
 
 # What a bad bundle, ADL or spec raises: the job fails with it, the controller carries on.
