@@ -3,29 +3,14 @@ without its Job reported. Real sim-cluster and `ykshm streams` (no scheduler: po
 
 from __future__ import annotations
 
-import pytest
+from tools.harness import wait_for
 
-from streams import appgen
-from tools.harness import Cluster, wait_for
-
-from test_streams_faults import GROUP, events_of, job_doc, pes, region, scale, settled, status, write
+from test_streams_faults import (GROUP, events_of, job_doc, one_cluster, pes, region, scale,  # noqa: F401 - a fixture
+                                 settled, status, write)
 
 
-@pytest.fixture
-def cluster(ring_name, tmp_path):
-    bundles = tmp_path / "bundles"
-    bundles.mkdir()
-    (bundles / "par.sab").write_bytes(appgen.make_sab(appgen.pipeline_adl(operators=5, parallel=(2, 2))))
-    c = Cluster(ring_name)
-    try:
-        c.start_sim()
-        c.start_streams(str(bundles), extra=["--no-operators"])
-        yield c
-    finally:
-        c.close()
-
-
-def test_region_selector_pool_status_modify_and_orphan_pe(cluster):
+def test_region_selector_pool_status_modify_and_orphan_pe(one_cluster):
+    cluster = one_cluster
     api = cluster.api
     assert api is not None
     write(api, "POST", f"{GROUP}/streamsjobs", (201,), json=job_doc("m"))
@@ -67,7 +52,8 @@ def test_region_selector_pool_status_modify_and_orphan_pe(cluster):
     wait_for(lambda: events_of(api, "ghost-0", "OrphanPE"), 30, "the orphan PE reported")
 
 
-def test_deleted_aadl_configmap_and_host_pool_are_repaired(cluster):
+def test_deleted_aadl_configmap_and_host_pool_are_repaired(one_cluster):
+    cluster = one_cluster
     api = cluster.api
     assert api is not None
     write(api, "POST", f"{GROUP}/streamsjobs", (201,), json=job_doc("r"))
