@@ -57,12 +57,11 @@ def book(part: PartitionState, app: Application, key: str, res: dict[str, int], 
         navail[name] = navail.get(name, 0) - value
     app.allocations[key] = alloc
     app.ver += 1
-    aalloc = app.allocated
+    aalloc, max_used = app.allocated, app.max_used
     for name, value in res.items():
-        aalloc[name] = aalloc.get(name, 0) + value
-    for name, value in aalloc.items():
-        if value > app.max_used.get(name, 0):
-            app.max_used[name] = value
+        used = aalloc[name] = aalloc.get(name, 0) + value
+        if used > max_used.get(name, 0):  # only what this booking raised can pass its maximum
+            max_used[name] = used
     q = app.queue
     first = not app.counted_running
     while q is not None:

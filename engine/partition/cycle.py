@@ -34,6 +34,7 @@ refuses it, or its reserved node does not free up.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from typing import TYPE_CHECKING
 
@@ -56,21 +57,20 @@ def schedule(part: PartitionState, deadline_ns: int) -> int:
         _try_reserved(part)
     if not part.root.pending_count or not len(part.index):
         return part.allocations_made - before
-    skip: set[str] = set()
-    exhausted: set[int] = set()
+    walk = _Walk()
     failed: dict[str, set] = {}
     clock = part.clock
     root = part.root
     steps = 0
     while True:
-        app = _pick(root, skip, exhausted)
+        app = _pick(root, walk)
         if app is None:
             break
         app_failed = failed.get(app.app_id)
         if app_failed is None:
             app_failed = failed[app.app_id] = set()
         if not _try_app(part, app, app_failed):
-            skip.add(app.app_id)
+            walk.skip.add(app.app_id)
         steps += 1
         if not steps & 31 and clock() > deadline_ns:
             break
@@ -84,18 +84,55 @@ def app_priority(app: Application) -> int:
     return pending[0].priority if pending else -(1 << 31)
 
 
-def _pick(q: Queue, skip: set[str], exhausted: set[int]) -> Application | None:
+@dataclasses.dataclass(slots=True)
+class _Walk:
+    """What one `schedule` call learnt about candidates: applications that found nothing
+    (`skip`), queues without candidates (`exhausted`, by id) and, per fifo leaf (by id), its
+    applications in submission order and the position of the first candidate. Within one call
+    an application that is not a candidate never becomes one again (asks arrive between cycles,
+    never during one; states only move away from schedulable here; `skip` only grows), so a
+    fifo leaf resumes its scan there instead of passing every finished application again."""
+
+    skip: set[str] = dataclasses.field(default_factory=set)
+    exhausted: set[int] = dataclasses.field(default_factory=set)
+    fifo: dict[int, tuple[list[Application], int]] = dataclasses.field(default_factory=dict)
+
+
+def _candidate(app: Application, skip: set[str]) -> bool:
+    return bool(app.asks) and app.app_id not in skip and app.fsm.state in SCHEDULABLE_STATES
+
+
+def _first_fifo(q: Queue, walk: _Walk) -> Application | None:
+    """A fifo leaf's first candidate in submission order, from where the last scan stopped."""
+    entry = walk.fifo.get(id(q))
+    apps, start = entry if entry is not None else (list(q.apps.values()), 0)
+    skip = walk.skip
+    for i in range(start, len(apps)):
+        app = apps[i]
+        if _candidate(app, skip):
+            walk.fifo[id(q)] = (apps, i)
+            return app
+    walk.fifo[id(q)] = (apps, len(apps))
+    return None
+
+
+def _pick(q: Queue, walk: _Walk) -> Application | None:
     """The next application to try under `q` (fair share between queues, sort policy in a
-    leaf); queues found without candidates are remembered in `exhausted`."""
+    leaf); queues found without candidates are remembered in `walk.exhausted`."""
+    exhausted = walk.exhausted
     if q.is_leaf:
         by_priority = q.prioritized and q.properties.get("application.sort.priority") != "disabled"
         fair = q.properties.get("application.sort.policy") == "fair"
+        if not (by_priority or fair):  # fifo: submission order
+            app = _first_fifo(q, walk)
+            if app is None:
+                exhausted.add(id(q))
+            return app
+        skip = walk.skip
         best, best_key = None, None
         for app in q.apps.values():
-            if not app.asks or app.app_id in skip or app.fsm.state not in SCHEDULABLE_STATES:
+            if not _candidate(app, skip):
                 continue
-            if not (by_priority or fair):
-                return app  # fifo: submission order
             first = -app_priority(app) if by_priority else 0
             key = (first, app.share, app.submit_time, app.seq) if fair else (first,)
             if best is None or key < best_key:
@@ -108,7 +145,7 @@ def _pick(q: Queue, skip: set[str], exhausted: set[int]) -> Application | None:
     if len(children) > 1:
         children.sort(key=lambda c: (c.share, c.order))
     for child in children:
-        app = _pick(child, skip, exhausted)
+        app = _pick(child, walk)
         if app is not None:
             return app
     exhausted.add(id(q))

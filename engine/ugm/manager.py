@@ -119,7 +119,7 @@ def _resource_events(
     app_id: str, queue_path: str, usage: Mapping[str, int],
 ) -> None:
     """Append the user's (and the linked group's) resource-change events for a non-zero usage."""
-    delta = resources.strip_zero(usage)
+    delta = usage if 0 not in usage.values() else resources.strip_zero(usage)
     if delta:
         # YuniKorn's ugm_events.go: objectID the user (group), referenceID the queue path, no message.
         change = int(change)
