@@ -160,11 +160,11 @@ def _try_app(part: PartitionState, app: Application, failed: set) -> bool:
     q = app.queue
     index = part.index
     interpod = part.interpod
-    for ask in app.pending:
-        if ask.reserved_node is not None or ask.shape in failed:
+    for ask in app.pending:  # (`failed` tested before a look-up: hashing a shape costs)
+        if ask.reserved_node is not None or failed and ask.shape in failed:
             continue
         probe = interpod.probe(ask) if ask.placement is not None or interpod.anti else None
-        if probe is not None and probe.key in failed:
+        if probe is not None and failed and probe.key in failed:
             continue
         if ask.task_group and not ask.placeholder:
             replaced = _try_replace(part, app, ask)

@@ -89,7 +89,7 @@ class NodeIndex:
             if value > 0 and value > bound.get(name, 0):
                 return None
         failed = self._failed
-        if shape and shape in failed or probe is not None and probe.key in failed:
+        if failed and (shape and shape in failed or probe is not None and probe.key in failed):
             return None
         nodes = self._nodes
         count = len(nodes)
@@ -99,6 +99,7 @@ class NodeIndex:
         if start >= count:
             start = 0
         items = [(name, value) for name, value in ask.items() if value > 0]
+        selects = _selects(placement)
         i = start
         for _ in range(count):
             node = nodes[i]
@@ -108,7 +109,7 @@ class NodeIndex:
                     if value > avail.get(name, 0):
                         break
                 else:
-                    if (not (node.taints or placement is not None) or node.admits(placement)) \
+                    if (not (node.taints or selects) or node.admits(placement)) \
                             and (probe is None or probe.reason(node.attributes) is None):
                         self._cursor = i if self.binpacking else i + 1
                         return node
@@ -135,12 +136,13 @@ class NodeIndex:
         occupation fits it (a reservation candidate). A full scan: callers use it rarely
         (once per ask)."""
         items = [(name, value) for name, value in ask.items() if value > 0]
+        selects = _selects(placement)
         best = None
         best_free = 0
         for node in self._nodes:
             if node.reserved_for is not None:
                 continue
-            if (node.taints or placement is not None) and not node.admits(placement):
+            if (node.taints or selects) and not node.admits(placement):
                 continue
             if probe is not None and probe.reason(node.attributes) is not None:
                 continue
@@ -153,3 +155,10 @@ class NodeIndex:
                 if best is None or free > best_free:
                     best, best_free = node, free
         return best
+
+
+def _selects(placement: Placement | None) -> bool:
+    """Whether the placement picks nodes by their labels (a selector or affinity terms): if
+    not, every untainted node admits it (its tolerations matter on tainted nodes only, its
+    inter-pod terms are the probe's), and those are not asked."""
+    return placement is not None and (bool(placement.selector) or placement.terms is not None)
