@@ -7,7 +7,9 @@ default, enabled: the highest priority among an app's pending asks first) and th
 `application.sort.policy` (fifo: submission order; fair: smallest share of the queue's
 guaranteed, else the cluster), and tries its asks by priority then age. A leaf counts its
 pending asks with a priority (`Queue.prioritized`): while there are none, fifo takes the first
-app without scanning. Queues are not ordered by priority (YuniKorn does, by currentPriority).
+app without scanning, and within one `schedule` call resumes where its last pick stopped
+(`_Walk`: apps before it cannot become candidates again during the call). Queues are not
+ordered by priority (YuniKorn does, by currentPriority).
 Node choice is `engine.partition.nodeindex.NodeIndex` (no scan per ask). Reserved nodes are tried first.
 
 Enforcement (`commit`) follows the user-group-usage seed: an application's first allocation

@@ -16,7 +16,8 @@ and by any change of a node's labels or taints).
 Placement (`engine.predicates`): a node is taken only if it admits the ask. The shape includes
 the placement, so a constrained ask that fails says nothing about unconstrained asks of the same
 size. The bound stays a bound over every unreserved node, whatever they admit. An ask without
-placement on an untainted node pays one test of two attributes per candidate. Inter-pod
+placement, or whose placement selects no nodes by label (only tolerations or inter-pod terms),
+pays one test of two attributes per untainted candidate. Inter-pod
 affinity (`engine.partition.interpod`) comes as a `Probe`: a node must pass it too, and a
 failure is remembered under the probe's key (the ask's shape, namespace and labels).
 """
