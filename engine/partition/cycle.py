@@ -64,13 +64,18 @@ def schedule(part: PartitionState, deadline_ns: int) -> int:
     clock = part.clock
     root = part.root
     steps = 0
+    app = None
     while True:
-        app = _pick(root, walk)
-        if app is None:
-            break
-        app_failed = failed.get(app.app_id)
-        if app_failed is None:
-            app_failed = failed[app.app_id] = set()
+        # the app just tried again, without a walk from root, when the walk to it met no
+        # competition (`_Walk.alone`) and it still has asks to try
+        if app is None or not walk.alone or not _candidate(app, walk.skip):
+            walk.alone = True
+            app = _pick(root, walk)
+            if app is None:
+                break
+            app_failed = failed.get(app.app_id)
+            if app_failed is None:
+                app_failed = failed[app.app_id] = set()
         if not _try_app(part, app, app_failed):
             walk.skip.add(app.app_id)
         steps += 1
@@ -93,11 +98,17 @@ class _Walk:
     applications in submission order and the position of the first candidate. Within one call
     an application that is not a candidate never becomes one again (asks arrive between cycles,
     never during one; states only move away from schedulable here; `skip` only grows), so a
-    fifo leaf resumes its scan there instead of passing every finished application again."""
+    fifo leaf resumes its scan there instead of passing every finished application again.
+
+    `alone`: the last walk met no competition (one candidate child at every level, a fifo
+    leaf). Then, as long as its application remains a candidate, the next walk would pick it
+    again (no queue gains pending asks and no leaf priorities during a call), so it is not
+    walked."""
 
     skip: set[str] = dataclasses.field(default_factory=set)
     exhausted: set[int] = dataclasses.field(default_factory=set)
     fifo: dict[int, tuple[list[Application], int]] = dataclasses.field(default_factory=dict)
+    alone: bool = True
 
 
 def _candidate(app: Application, skip: set[str]) -> bool:
@@ -130,6 +141,7 @@ def _pick(q: Queue, walk: _Walk) -> Application | None:
             if app is None:
                 exhausted.add(id(q))
             return app
+        walk.alone = False
         skip = walk.skip
         best, best_key = None, None
         for app in q.apps.values():
@@ -145,6 +157,7 @@ def _pick(q: Queue, walk: _Walk) -> Application | None:
         return None
     children = [c for c in q.children.values() if c.pending_count and id(c) not in exhausted]
     if len(children) > 1:
+        walk.alone = False
         children.sort(key=lambda c: (c.share, c.order))
     for child in children:
         app = _pick(child, walk)
