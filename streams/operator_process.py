@@ -10,7 +10,8 @@ module gives them the cluster, as OpenStreams' per-job operator Deployment does:
   goes back). Then `status.hasStarted: true` and `status.address` (the REST URL) are written.
 - monitors: informers on the job's PEs and pods; any change re-checks the health of every region
   the PE belongs to (`regions.health`): every PE exists with connectivity Full and its current pod
-  (`JOB-N-LAUNCH`, owned by the PE) is Running.
+  (`JOB-N-LAUNCH`, owned by the PE) is Running. A PE relaunched since the last look makes the
+  region unhealthy once (then it resets), even if the monitors never saw it down.
 - status writer: `PUT .../streamscrs/JOB-INDEX/status`, then wait until the ConsistentRegion
   informer has seen that resourceVersion (the seed's consistency rule) before the region takes its
   next event; a 409 (someone else wrote) re-reads and writes again.
@@ -45,7 +46,7 @@ from .peobjects import TOKEN_KEY, token_secret_name
 from .regions.docs import region_from_status
 from .regions.errors import RegionError
 from .regions.fsm import Region, RegionSpec
-from .regions.health import Health, PeView, region_health
+from .regions.health import Health, PeView, Relaunches, region_health
 from .regions.operator import RegionOperator
 from .regions.rest import serve
 from .regions.udp import PE_NOTIFICATION_PORT
@@ -79,6 +80,7 @@ class JobRegions:
         self.region_pes: dict[int, frozenset[int]] = {}
         self._seen = trio.Condition()
         self.operator: RegionOperator | None = None
+        self.relaunches = Relaunches()
 
     def _objects(self, kind: str) -> list[dict[str, Any]]:
         return list(self.informers[kind].store)
@@ -103,7 +105,11 @@ class JobRegions:
                                             for r in pod["metadata"].get("ownerReferences") or ())
             phase = ((pod.get("status") or {}).get("phase") or "Pending") if owned and pod else None
             views[index] = PeView((pe.get("status") or {}).get("connectivity") or "None", launch, phase)
-        return region_health(self.region_pes.get(region, ()), views)
+        health = region_health(self.region_pes.get(region, ()), views)
+        if self.relaunches.moved(region, views) and self.operator is not None:
+            self.operator.recheck_all([region])    # unhealthy now; the next look resets it
+            return Health(False, health.clean_start)
+        return health
 
     async def write_status(self, region: int, status: dict) -> None:
         name = f"{self.job}-{region}"
