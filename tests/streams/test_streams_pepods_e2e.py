@@ -245,5 +245,35 @@ def test_consistent_region_fixture_drains_and_resets_after_a_pe_pod_is_killed(po
         wait_for(lambda: after.append(completed()) or after[-1] > mark, 60, "a drain completed after the reset")
         assert after == sorted(after) and after[0] >= mark
         assert k.json("get", "pod", "crf-0-2")["status"]["phase"] == "Running"
+
+        # the ConsistentRegion deleted: the controller makes it again, the running operator writes
+        # its region there, and the sequence ids go on from where they were
+        old = k.json("get", "stcr", "crf-0")
+        mark = completed()
+        k("delete", "stcr", "crf-0")
+        again = wait_for(lambda: (r := k.json("get", "stcr", "crf-0"))["metadata"]["uid"] != old["metadata"]["uid"]
+                         and (r.get("status") or {}).get("lastCompletedSeqID") and r, 60, "the region made again")
+        assert again["status"]["lastCompletedSeqID"] >= mark
+        later: list[int] = []
+        wait_for(lambda: later.append(completed()) or later[-1] > mark + 1, 60, "drains on the new object")
+        assert later == sorted(later) and later[0] >= mark
     finally:
         states.close()
+
+    # the token Secret deleted and the operator restarted: it serves nothing until the controller
+    # has made the Secret again, then only to its holders (fail closed)
+    secret = k.json("get", "secret", "crf-token")
+    k("delete", "secret", "crf-token")
+    op = k.json("get", "pods", "-l", "svc=consistent-region-operator,streams.ibm.com/job=crf")["items"][0]
+    k("delete", "pod", op["metadata"]["name"])
+    wait_for(lambda: k.json("get", "secret", "crf-token")["metadata"]["uid"] != secret["metadata"]["uid"],
+             60, "the Secret made again")
+    assert "Repaired" in k("get", "events", "--field-selector", "involvedObject.name=crf")
+    ip = wait_for(lambda: next((p["status"].get("podIP") for p in k.json(
+        "get", "pods", "-l", "svc=consistent-region-operator,streams.ibm.com/job=crf")["items"]
+        if p["metadata"]["name"] != op["metadata"]["name"] and p["status"].get("phase") == "Running"), None),
+        60, "the operator's new pod")
+    assert c.api is not None
+    wait_for(lambda: k.json("get", "stcro", "crf")["status"]["phase"] == "Running", 60, "the operator serving")
+    resp = c.api.put(f"http://{ip}:10000/api/consistentregion/region/0/reset", json={"request": {"force": "true"}})
+    assert resp.status_code == 401
