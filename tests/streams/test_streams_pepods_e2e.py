@@ -161,6 +161,13 @@ def connected(c: Cluster, job: str, ids: set[int]) -> dict[int, dict] | None:
     return pods
 
 
+def port_label_pes(k: Kubectl) -> set[int]:
+    """The PEs the job ConfigMap's operator_port_labels.properties points at (`PE.IPORT@JOB`)."""
+    text = k.json("get", "configmap", "par")["data"]["operator_port_labels.properties"]
+    return {int(line.split("=", 1)[1].split(".", 1)[0]) for line in text.splitlines()
+            if "=" in line and not line.startswith("#")}
+
+
 def test_parallel_fixture_scaled_2_4_1_connects_and_keeps_untouched_channels(pod_cluster):
     c, k, bundles = pod_cluster
     (bundles / "par.sab").write_bytes((DATA / "apps.parallel.Parallel.sab").read_bytes())
@@ -169,6 +176,7 @@ def test_parallel_fixture_scaled_2_4_1_connects_and_keeps_untouched_channels(pod
     before = wait_for(lambda: connected(c, "par", {0, 1, 2, 3, 4}), 60, "5 PEs connected at width 2")
     uid = {i: p["metadata"]["uid"] for i, p in before.items()}
     assert k.json("get", "stpr", "par-result-region1")["spec"]["width"] == 2
+    assert port_label_pes(k) == {0, 1, 2, 3, 4}
 
     k("scale", "stpr/par-result-region1", "--replicas=4")
     wide = wait_for(lambda: (p := connected(c, "par", set(range(7)))) and p[0]["metadata"]["uid"] != uid[0] and p,
@@ -180,6 +188,7 @@ def test_parallel_fixture_scaled_2_4_1_connects_and_keeps_untouched_channels(pod
     assert {wide[i]["metadata"]["name"] for i in (0, 3, 5, 6)} == {"par-0-2", "par-3-2", "par-5-1", "par-6-1"}
     assert {o["operators"][0] for o in (k.json("get", "stp", f"par-{i}")["spec"] for i in (5, 6))} == \
         {"Result.Region1[2]", "Result.Region1[3]"}
+    assert port_label_pes(k) == set(range(7))         # the name service finds the new channels
 
     k("scale", "stpr/par-result-region1", "--replicas=1")
     narrow = wait_for(lambda: (p := connected(c, "par", {0, 1, 3, 4})) and p[0]["metadata"]["name"] == "par-0-3" and p,
@@ -188,6 +197,7 @@ def test_parallel_fixture_scaled_2_4_1_connects_and_keeps_untouched_channels(pod
         assert narrow[i]["metadata"]["uid"] == uid[i]
     assert narrow[3]["metadata"]["name"] == "par-3-3"
     assert k.run("get", "stp", "par-2").returncode != 0      # the dropped channel's PE is gone
+    assert port_label_pes(k) == {0, 1, 3, 4}
 
 
 CR_JOB = """\
