@@ -168,7 +168,7 @@ def test_uuid_and_other_reference_ids_round_trip(make_ring):
     assert [e.reference_id for e in r.read_range(0, 100)] == refs
     # a canonical UUID is stored raw: it interns no string
     s = r.stats()
-    assert s.strings_used == 1 + len([x for x in refs if x and x not in (u, refs[-1])])
+    assert s.strings_used - s.contexts_used == 1 + len([x for x in refs if x and x not in (u, refs[-1])])
 
 
 @SLOW
@@ -189,7 +189,7 @@ def test_a_near_uuid_reference_reads_back_exactly(ring_name, u, pos, ch):
         w.publish(2, 2, 202, "app", near, timestamp_nano=5)
         assert [e.reference_id for e in r.read_range(first, 3)] == [near] * 3
         s = r.stats()   # the table holds strings and resources: "app" (+ the reference)
-        assert s.strings_used - s.resources_used == (1 if canonical else 2)
+        assert s.strings_used - s.resources_used - s.contexts_used == (1 if canonical else 2)
         assert r.verify() == []
     finally:
         r.close()
@@ -388,7 +388,7 @@ def test_verify_finds_corruption(make_ring):
         w.publish(2, 2, 200, f"app-{i % 3}", f"ref-{i % 4}", "m", {"memory": i % 2 + 1})
     assert r.verify() == []
     view = w._view
-    e = view.records[3].object_id
+    e = view.records[3].context
     view.entries[e].refcount += 1
     v = r.verify()
     assert any(f"entry {e}: refcount" in x for x in v), v
@@ -483,3 +483,34 @@ def test_portable_publish_writes_what_the_fast_path_writes(make_ring):
             portable.type, portable.change_type, portable.change_detail, portable.object_id,
             portable.reference_id, portable.message, portable.resource)
     assert events[3].timestamp_nano == 42 and r.verify() == []
+
+
+def test_a_segment_of_the_old_layout_is_refused_by_name(ring_name):
+    """A ring made by a release with layout version 1 (48-byte records): readers and a new writer
+    get a RingFormatError naming both versions, never a misread record."""
+    import mmap
+    import os
+
+    from shm import RingFormatError, segment_paths
+    from shm._ringext import ffi, lib
+
+    w = RingWriter.create(ring_name, 16, 1)
+    w.publish(2, 2, 200, "app", str(uuid.uuid4()), resource={"memory": 1})
+    w.close()
+    try:
+        paths = segment_paths(ring_name)
+        for path in (paths.events, paths.requests):
+            fd = os.open(path, os.O_RDWR)
+            try:
+                with mmap.mmap(fd, 4096) as mm:
+                    ffi.cast("ykr_header *", ffi.from_buffer(mm)).version = 1
+            finally:
+                os.close(fd)
+        want = f"layout version 1, this ykshm reads version {lib.YKR_LAYOUT_VERSION}"
+        assert lib.YKR_LAYOUT_VERSION == 2
+        with pytest.raises(RingFormatError, match=want):
+            RingReader.attach(ring_name)
+        with pytest.raises(RingFormatError, match=want):
+            RingWriter.open_existing(ring_name)
+    finally:
+        w.unlink()
