@@ -29,8 +29,9 @@ How it measures
 
 Stress mode: one writer process publishes records whose every field is derived from the id
 (referenceID a UUID computed from the id; in alternate runs of 64 ids either the general path --
-objectID "obj-<id % 251>", message "m<id // 32>" so message entries are released and reused as
-the ring laps, resource memory=id % 241, timestamp BASE+id -- or the engine's hot path -- one
+objectID "obj-<id % 251>", a message per run alone, with a resource (a pair entry) or none,
+so message and pair entries are released and reused as the ring laps, resource memory=id % 241,
+timestamp BASE+id -- or the engine's hot path -- one
 pinned objectID and resource per run, no message, the ring's clock; type/detail from a table by
 id) into a small ring it laps many times; R reader processes read random ranges, follow cursors
 and read JSON, and check every record they get against its id.
@@ -237,16 +238,25 @@ def _stress_shape(event_id: int) -> tuple[str, str, dict[str, int] | None, int]:
     """objectID, message, resource and timestamp of record `event_id` (0 = the ring stamps it).
 
     Ids come in runs of 64. Even runs take the writer's general path: a new objectID (251
-    values) and resource (241) each record, a message that changes every 32 ids (so its intern
-    entry is released and reused as the writer laps the ring -- the race a reader must
-    survive) and a timestamp derived from the id. Odd runs take the engine's hot path: one
-    objectID and one resource for the whole run (pinned, see RingWriter.publish), every 4th
-    record without a resource, no message, and the ring's own clock as the timestamp.
+    values) each record, a timestamp derived from the id, and by id % 4: a message alone (0), a
+    message and a resource (1: the ring keeps both in one pair entry, shared by the run's 16
+    such records), a new resource (241 values) alone (2, 3). The message changes every run, so
+    its intern entry (and its pair's) is released and reused as the writer laps the ring -- the
+    race a reader must survive. Odd runs take the engine's hot path: one objectID and one
+    resource for the whole run (pinned, see RingWriter.publish), every 4th record without a
+    resource, no message, and the ring's own clock as the timestamp.
     """
     run = event_id >> 6
     if run & 1 == 0:
-        return (f"obj-{event_id % 251}", f"m{event_id // 32}",
-                {"memory": event_id % 241, "vcore": 1000 + event_id % 241}, STRESS_TS0 + event_id)
+        kind = event_id % 4
+        message = f"m{run}" if kind < 2 else ""
+        if kind == 0:
+            resource = None
+        elif kind == 1:
+            resource = {"memory": run % 241, "vcore": 3000 + run % 241}
+        else:
+            resource = {"memory": event_id % 241, "vcore": 1000 + event_id % 241}
+        return f"obj-{event_id % 251}", message, resource, STRESS_TS0 + event_id
     resource = None if event_id % 4 == 0 else {"memory": run % 241, "vcore": 2000 + run % 241}
     return f"hot-{run % 251}", "", resource, 0
 

@@ -23,7 +23,7 @@
 #define STORE_REL(p, x) __atomic_store_n((p), (x), __ATOMIC_RELEASE)
 #define STORE_RLX(p, x) __atomic_store_n((p), (x), __ATOMIC_RELAXED)
 
-_Static_assert(sizeof(ykr_record) == YKR_RECORD_SIZE, "record is 36 bytes, no padding");
+_Static_assert(sizeof(ykr_record) == YKR_RECORD_SIZE, "record is 40 bytes, no padding");
 _Static_assert(sizeof(ykr_entry) == 20, "entry is 20 bytes");
 _Static_assert(sizeof(ykr_header) <= YKR_HEADER_SIZE, "header fits its page");
 _Static_assert(sizeof(ykr_req_slot) == YKR_REQ_SLOT_SIZE, "request slot is 4096 bytes");
@@ -48,11 +48,6 @@ static uint64_t next_pow2(uint64_t x)
 static inline uint32_t lap_seq(const ykr_view *v, uint64_t id)
 {
     return (uint32_t)(2 * ((id / v->capacity) % YKR_LAP_MOD) + 2);
-}
-
-static inline int64_t record_ts(const ykr_record *r)
-{
-    return (int64_t)((uint64_t)r->timestamp_hi << 32 | r->timestamp_lo);
 }
 
 void ykr_events_layout(uint64_t capacity, ykr_layout *o)
@@ -344,7 +339,7 @@ static uint32_t intern(ykr_view *v, const char *s, uint32_t n, uint8_t kind)
     h->strings_interned++;
     h->entries_live++;
     if (kind == YKR_KIND_RESOURCE) h->entries_live_resources++;
-    if (kind == YKR_KIND_CONTEXT) h->entries_live_contexts++;
+    if (kind == YKR_KIND_PAIR) h->entries_live_pairs++;
     h->arena_live_bytes += (uint64_t)YKR_MIN_BLOCK << c;
     return e;
 }
@@ -375,7 +370,7 @@ static inline uint32_t intern_field(ykr_view *v, int field, const char *s, uint3
     return e;
 }
 
-static void release_parts(ykr_view *v, const uint32_t parts[3]);
+static void release_parts(ykr_view *v, const uint32_t parts[2]);
 
 static void release(ykr_view *v, uint32_t e)
 {
@@ -384,8 +379,8 @@ static void release(ykr_view *v, uint32_t e)
     if (E->refcount == 0) return;       /* never happens in a consistent ring (verify says) */
     if (--E->refcount) return;
     ykr_header *h = v->hdr;
-    uint32_t parts[3] = {0, 0, 0};
-    if (E->kind == YKR_KIND_CONTEXT) memcpy(parts, v->arena + E->offset, sizeof parts);
+    uint32_t parts[2] = {0, 0};
+    if (E->kind == YKR_KIND_PAIR) memcpy(parts, v->arena + E->offset, sizeof parts);
     uint32_t *link = &v->buckets[E->hash & v->bucket_mask];
     while (*link && *link != e) link = &v->entries[*link].next;
     if (*link == e) *link = E->next;
@@ -397,28 +392,30 @@ static void release(ykr_view *v, uint32_t e)
     h->strings_released++;
     h->entries_live--;
     if (E->kind == YKR_KIND_RESOURCE) h->entries_live_resources--;
-    if (E->kind == YKR_KIND_CONTEXT) {
-        h->entries_live_contexts--;
-        release_parts(v, parts);   /* depth 1: a context's parts are strings and resources */
+    if (E->kind == YKR_KIND_PAIR) {
+        h->entries_live_pairs--;
+        release_parts(v, parts);   /* depth 1: a pair's parts are a string and a resource */
     }
 }
 
-static void release_parts(ykr_view *v, const uint32_t parts[3])
+static void release_parts(ykr_view *v, const uint32_t parts[2])
 {
     release(v, parts[0]);
     release(v, parts[1]);
-    release(v, parts[2]);
 }
 
-/* The record's one handle for its objectID, message and resource (whose references the caller
- * took): a context entry holding them. A new context keeps the three references; an existing
- * one (the common case: the same application and resource again) already holds its own, so
- * they are dropped again -- never to zero, the context holds them. 0 when all three are empty;
- * YKR_OVERFLOW (table full) drops them too. */
-static uint32_t intern_context(ykr_view *v, const uint32_t parts[3])
+/* The record's aux handle for its message and resource (whose references the caller took):
+ * the one that is set, or -- only for an event with both -- a pair entry holding them. A new
+ * pair keeps the two references; an existing one (the same message and resource again) holds
+ * its own, so they are dropped again, never to zero. YKR_OVERFLOW (table full) drops them too.
+ * The aux kind goes to *kind. */
+static uint32_t intern_aux(ykr_view *v, uint32_t msg, uint32_t res, uint8_t *kind)
 {
-    if (!(parts[0] | parts[1] | parts[2])) return 0;
-    uint32_t e = intern_field(v, 4, (const char *)parts, sizeof(uint32_t[3]), YKR_KIND_CONTEXT);
+    if (!res) { *kind = msg ? YKR_AUX_MESSAGE : YKR_AUX_NONE; return msg; }
+    if (!msg) { *kind = YKR_AUX_RESOURCE; return res; }
+    *kind = YKR_AUX_PAIR;
+    uint32_t parts[2] = {msg, res};
+    uint32_t e = intern_field(v, 4, (const char *)parts, sizeof parts, YKR_KIND_PAIR);
     if (e == YKR_OVERFLOW || v->entries[e].refcount > 1) release_parts(v, parts);
     return e;
 }
@@ -604,17 +601,20 @@ static int64_t publish_impl(ykr_view *v, int type, int change_type, int change_d
     ykr_record *slot = &v->records[id % v->capacity];
     if (id >= v->capacity) STORE_REL(&h->lowest_id, id - v->capacity + 1);
     uint32_t seq = lap_seq(v, id);
-    uint32_t old_seq = slot->seq, old_ctx = slot->context, old_ref = 0;
-    if (!(slot->flags & YKR_FLAG_REF_UUID)) memcpy(&old_ref, slot->reference, 4);
+    ykr_record old = *slot;
     STORE_REL(&slot->seq, seq - 1);
     __atomic_thread_fence(__ATOMIC_RELEASE);
-    if (old_seq) {
-        release(v, old_ctx);
-        release(v, old_ref);
+    if (old.seq) {
+        release(v, old.object_id);
+        release(v, old.aux);
+        if (!(old.flags & YKR_FLAG_REF_UUID)) {
+            uint32_t rh;
+            memcpy(&rh, old.reference, 4);
+            release(v, rh);
+        }
     }
     ykr_record r;
-    r.timestamp_lo = (uint32_t)(uint64_t)ts;
-    r.timestamp_hi = (uint32_t)((uint64_t)ts >> 32);
+    r.timestamp_nano = ts;
     r.change_detail = (uint16_t)change_detail;
     r.type = (uint8_t)type;
     r.flags = (uint8_t)change_type;
@@ -625,21 +625,22 @@ static int64_t publish_impl(ykr_view *v, int type, int change_type, int change_d
         uint32_t rh = intern_field(v, 1, ref, (uint32_t)rl, YKR_KIND_STRING);
         memcpy(r.reference, &rh, 4);
     }
-    uint32_t parts[3];
     if (obj_pin) {
         v->entries[obj_pin].refcount++;
-        parts[0] = obj_pin;
+        r.object_id = obj_pin;
     } else {
-        parts[0] = intern_field(v, 0, obj, (uint32_t)ol, YKR_KIND_STRING);
+        r.object_id = intern_field(v, 0, obj, (uint32_t)ol, YKR_KIND_STRING);
     }
-    parts[1] = intern_field(v, 2, msg, (uint32_t)ml, YKR_KIND_STRING);
-    parts[2] = res_h ? res_h : intern_field(v, 3, res, (uint32_t)reslen, YKR_KIND_RESOURCE);
-    r.context = intern_context(v, parts);
+    uint32_t msg_h = intern_field(v, 2, msg, (uint32_t)ml, YKR_KIND_STRING);
+    uint32_t res_h2 = res_h ? res_h : intern_field(v, 3, res, (uint32_t)reslen, YKR_KIND_RESOURCE);
+    uint8_t aux_kind;
+    r.aux = intern_aux(v, msg_h, res_h2, &aux_kind);
+    r.flags |= (uint8_t)(aux_kind << YKR_AUX_SHIFT);
     /* field stores, then the stable sequence number with release semantics */
-    slot->timestamp_lo = r.timestamp_lo;
-    slot->timestamp_hi = r.timestamp_hi;
+    slot->object_id = r.object_id;
+    slot->timestamp_nano = r.timestamp_nano;
     memcpy(slot->reference, r.reference, 16);
-    slot->context = r.context;
+    slot->aux = r.aux;
     slot->change_detail = r.change_detail;
     slot->type = r.type;
     slot->flags = r.flags;
@@ -844,16 +845,17 @@ static inline void resolve(ykr_view *v, uint32_t h, const uint8_t **s, size_t *n
     *n = len;
 }
 
-/* The three handles of a context entry; all 0 if it is not one (a torn read: the seq check
- * that follows discards the record). Reads stay inside the arena whatever the entry says. */
-static void context_parts(ykr_view *v, uint32_t ctx, uint32_t parts[3])
+/* The two handles of a pair entry; both 0 if it is not one (a torn read: the seq check that
+ * follows discards the record). Reads stay inside the arena whatever the entry says. */
+static void pair_parts(ykr_view *v, uint32_t pair, uint32_t parts[2])
 {
-    memset(parts, 0, sizeof(uint32_t[3]));
-    if (ctx == 0 || ctx >= v->entries_cap) return;
-    const ykr_entry *E = &v->entries[ctx];
+    parts[0] = parts[1] = 0;
+    if (pair == YKR_OVERFLOW) { parts[0] = YKR_OVERFLOW; return; }   /* the message's marker */
+    if (pair == 0 || pair >= v->entries_cap) return;
+    const ykr_entry *E = &v->entries[pair];
     uint64_t off = LOAD_RLX(&E->offset);
-    if (LOAD_RLX(&E->kind) != YKR_KIND_CONTEXT || off + sizeof(uint32_t[3]) > v->arena_cap) return;
-    memcpy(parts, v->arena + off, sizeof(uint32_t[3]));
+    if (LOAD_RLX(&E->kind) != YKR_KIND_PAIR || off + sizeof(uint32_t[2]) > v->arena_cap) return;
+    memcpy(parts, v->arena + off, sizeof(uint32_t[2]));
 }
 
 /* A copied record's fields as the renderer takes them (strings still point into the arena). */
@@ -863,20 +865,19 @@ static void decode_record(ykr_view *v, const ykr_record *r, uint64_t id, fields 
     f->type = r->type;
     f->change_type = r->flags & YKR_FLAG_CHANGE_MASK;
     f->change_detail = r->change_detail;
-    f->ts = record_ts(r);
-    uint32_t parts[3];
-    if (r->context == YKR_OVERFLOW) {
-        parts[0] = YKR_OVERFLOW;   /* renders the marker as objectID; message, resource lost */
-        parts[1] = parts[2] = 0;
-    } else {
-        context_parts(v, r->context, parts);
+    f->ts = r->timestamp_nano;
+    uint32_t parts[2] = {0, 0};   /* message, resource */
+    switch ((r->flags & YKR_AUX_MASK) >> YKR_AUX_SHIFT) {
+    case YKR_AUX_MESSAGE: parts[0] = r->aux; break;
+    case YKR_AUX_RESOURCE: parts[1] = r->aux; break;
+    case YKR_AUX_PAIR: pair_parts(v, r->aux, parts); break;
     }
-    resolve(v, parts[0], &f->obj, &f->objlen);
-    resolve(v, parts[1], &f->msg, &f->msglen);
+    resolve(v, r->object_id, &f->obj, &f->objlen);
+    resolve(v, parts[0], &f->msg, &f->msglen);
     const uint8_t *rs; size_t rn;
-    resolve(v, parts[2], &rs, &rn);
+    resolve(v, parts[1], &rs, &rn);
     f->res = (const char *)rs;
-    f->reslen = rs && parts[2] != YKR_OVERFLOW ? rn : 0;
+    f->reslen = rs && parts[1] != YKR_OVERFLOW ? rn : 0;
     if (r->flags & YKR_FLAG_REF_UUID) {
         f->uuid = r->reference; f->ref = NULL; f->reflen = 0;
     } else {
@@ -1092,25 +1093,30 @@ int64_t ykr_verify(ykr_view *v, uint32_t *counts, uint8_t *bitmap, char *out, ui
         }
         if ((r->flags & YKR_FLAG_CHANGE_MASK) > 3)
             vsay(&o, "event ", id, ": change type ", r->flags & YKR_FLAG_CHANGE_MASK, " out of range");
-        uint32_t hs[2] = {r->context, 0};
-        if (!(r->flags & YKR_FLAG_REF_UUID)) memcpy(&hs[1], r->reference, 4);
-        static const uint8_t record_kinds[2] = {YKR_KIND_CONTEXT, YKR_KIND_STRING};
-        for (int k = 0; k < 2; k++)
-            count_ref(&o, v, counts, hwm, "event ", id, hs[k], record_kinds[k]);
+        static const uint8_t aux_kinds[4] = {YKR_KIND_STRING, YKR_KIND_STRING, YKR_KIND_RESOURCE,
+                                             YKR_KIND_PAIR};
+        unsigned aux = (r->flags & YKR_AUX_MASK) >> YKR_AUX_SHIFT;
+        if (aux == YKR_AUX_NONE && r->aux)
+            vsay(&o, "event ", id, " has no message or resource but references entry ", r->aux, "");
+        uint32_t hs[3] = {r->object_id, aux ? r->aux : 0, 0};
+        if (!(r->flags & YKR_FLAG_REF_UUID)) memcpy(&hs[2], r->reference, 4);
+        uint8_t kinds[3] = {YKR_KIND_STRING, aux_kinds[aux], YKR_KIND_STRING};
+        for (int k = 0; k < 3; k++)
+            count_ref(&o, v, counts, hwm, "event ", id, hs[k], kinds[k]);
     }
-    /* every live context holds one reference on each of its parts */
-    static const uint8_t part_kinds[3] = {YKR_KIND_STRING, YKR_KIND_STRING, YKR_KIND_RESOURCE};
+    /* every live pair holds one reference on each of its parts */
+    static const uint8_t part_kinds[2] = {YKR_KIND_STRING, YKR_KIND_RESOURCE};
     for (uint64_t e = 1; e < hwm; e++) {
         ykr_entry *E = &v->entries[e];
-        if (!E->refcount || E->kind != YKR_KIND_CONTEXT) continue;
-        if (E->length != sizeof(uint32_t[3]) || E->offset + sizeof(uint32_t[3]) > v->arena_cap) {
-            vsay(&o, "context entry ", e, " has length ", E->length, "");
+        if (!E->refcount || E->kind != YKR_KIND_PAIR) continue;
+        if (E->length != sizeof(uint32_t[2]) || E->offset + sizeof(uint32_t[2]) > v->arena_cap) {
+            vsay(&o, "pair entry ", e, " has length ", E->length, "");
             continue;
         }
-        uint32_t parts[3];
+        uint32_t parts[2];
         memcpy(parts, v->arena + E->offset, sizeof parts);
-        for (int k = 0; k < 3; k++)
-            count_ref(&o, v, counts, hwm, "context entry ", e, parts[k], part_kinds[k]);
+        for (int k = 0; k < 2; k++)
+            count_ref(&o, v, counts, hwm, "pair entry ", e, parts[k], part_kinds[k]);
     }
     /* the writer's pins hold one reference each */
     uint32_t pins[2] = {h->pinned_object, h->pinned_resource};
@@ -1122,7 +1128,7 @@ int64_t ykr_verify(ykr_view *v, uint32_t *counts, uint8_t *bitmap, char *out, ui
         if (v->entries[e].kind != (uint8_t)k) vsay(&o, "pinned entry ", e, " of the wrong kind", 0, "");
     }
     /* 2. refcounts */
-    uint64_t live = 0, live_res = 0, live_ctx = 0, live_bytes = 0;
+    uint64_t live = 0, live_res = 0, live_pairs = 0, live_bytes = 0;
     for (uint64_t e = 1; e < hwm; e++) {
         ykr_entry *E = &v->entries[e];
         if (E->refcount != counts[e]) {
@@ -1132,7 +1138,7 @@ int64_t ykr_verify(ykr_view *v, uint32_t *counts, uint8_t *bitmap, char *out, ui
         if (E->refcount) {
             live++;
             live_res += E->kind == YKR_KIND_RESOURCE;
-            live_ctx += E->kind == YKR_KIND_CONTEXT;
+            live_pairs += E->kind == YKR_KIND_PAIR;
             live_bytes += (uint64_t)YKR_MIN_BLOCK << E->size_class;
             if (E->size_class >= YKR_NCLASSES || E->length > ((uint32_t)YKR_MIN_BLOCK << E->size_class)
                 || E->offset + ((uint64_t)YKR_MIN_BLOCK << E->size_class) > h->arena_bump)
@@ -1142,8 +1148,8 @@ int64_t ykr_verify(ykr_view *v, uint32_t *counts, uint8_t *bitmap, char *out, ui
         }
     }
     if (live != h->entries_live) vsay(&o, "entries_live ", h->entries_live, " != counted ", live, "");
-    if (live_ctx != h->entries_live_contexts)
-        vsay(&o, "entries_live_contexts ", h->entries_live_contexts, " != counted ", live_ctx, "");
+    if (live_pairs != h->entries_live_pairs)
+        vsay(&o, "entries_live_pairs ", h->entries_live_pairs, " != counted ", live_pairs, "");
     if (live_res != h->entries_live_resources)
         vsay(&o, "entries_live_resources ", h->entries_live_resources, " != counted ", live_res, "");
     if (live_bytes != h->arena_live_bytes)
