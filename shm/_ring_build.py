@@ -32,9 +32,9 @@ int64_t ykr_publish_b2(ykr_view *v, int type, int change_type, int change_detail
                        const char *obj, const char *ref);
 int64_t ykr_publish_b3(ykr_view *v, int type, int change_type, int change_detail,
                        const char *obj, const char *ref, const char *res);
-int64_t ykr_publish_p0(ykr_view *v, int slot, int type, int change_type, int change_detail,
+int64_t ykr_publish_p0(ykr_view *v, int type, int change_type, int change_detail,
                        const char *ref);
-int64_t ykr_publish_p1(ykr_view *v, int slot, int type, int change_type, int change_detail,
+int64_t ykr_publish_p1(ykr_view *v, int type, int change_type, int change_detail,
                        const char *ref);
 int64_t ykr_bytes_len_probe(const char *p);
 int ykr_wait(ykr_header *h, uint32_t seen, double timeout);
@@ -69,17 +69,17 @@ int64_t ykr_publish_b3(ykr_view *v, int type, int change_type, int change_detail
     return ykr_publish(v, type, change_type, change_detail, 0, obj, ykr_blen(obj), ref,
                        ykr_blen(ref), "", 0, res, ykr_blen(res));
 }
-/* The objectID pinned in `slot` (ykr_pin_object) and no resource (p0) or the pinned resource
- * (p1): one string argument left, the reference. */
-int64_t ykr_publish_p0(ykr_view *v, int slot, int type, int change_type, int change_detail,
+/* The pinned objectID (ykr_pin) and no resource (p0) or the pinned resource (p1): one string
+ * argument left, the reference. */
+int64_t ykr_publish_p0(ykr_view *v, int type, int change_type, int change_detail,
                        const char *ref)
 {
-    return ykr_publish_pinned(v, slot, type, change_type, change_detail, ref, ykr_blen(ref), 0);
+    return ykr_publish_pinned(v, type, change_type, change_detail, ref, ykr_blen(ref), 0);
 }
-int64_t ykr_publish_p1(ykr_view *v, int slot, int type, int change_type, int change_detail,
+int64_t ykr_publish_p1(ykr_view *v, int type, int change_type, int change_detail,
                        const char *ref)
 {
-    return ykr_publish_pinned(v, slot, type, change_type, change_detail, ref, ykr_blen(ref), 1);
+    return ykr_publish_pinned(v, type, change_type, change_detail, ref, ykr_blen(ref), 1);
 }
 
 /* The one call that blocks: a reader's FUTEX_WAIT on header.wake_seq (ring.c). It gives the GIL

@@ -658,60 +658,43 @@ int64_t ykr_publish(ykr_view *v, int type, int change_type, int change_detail, i
                         msg, msglen, res, reslen, 0, 0);
 }
 
-/* Pin the writer's current resource (which 1; which 0 pins object slot 0): intern it with one
- * extra reference held by the header and release the previous pin. While an equal resource
- * keeps coming, the Python writer calls ykr_publish_pinned, which passes neither it nor the
- * objectID: cffi converts a `const char *` argument at ~45 ns, more than the C work of a record.
+/* Pin the writer's current objectID (which 0) or resource (which 1): intern it with one extra
+ * reference held by the header and release the previous pin. While the same (immutable) str /
+ * an equal resource keeps coming, the Python writer calls ykr_publish_pinned, which passes
+ * neither: cffi converts a `const char *` argument at ~45 ns, more than the C work of a record.
  * Returns the entry, or 0 (use the bytes path) for an empty, over-long or invalid value, a full
  * table, or a cleared view. */
 uint32_t ykr_pin(ykr_view *v, int which, const char *s, size_t n)
 {
-    if (which == 0) return ykr_pin_object(v, 0, s, n);
-    if (!v->hdr || which != 1) return 0;
-    if (n == 0 || n > YKR_MAX_RESOURCE || n == 2 || !valid_resource(s, n)) return 0;
-    uint32_t e = intern(v, s, (uint32_t)n, YKR_KIND_RESOURCE);
+    if (!v->hdr) return 0;
+    if (n == 0 || n > YKR_MAX_STRING || (which == 1 && (n > YKR_MAX_RESOURCE || n == 2 || !valid_resource(s, n))))
+        return 0;
+    uint32_t e = intern(v, s, (uint32_t)n, (uint8_t)which);
     if (e == 0 || e == YKR_OVERFLOW) return 0;
-    uint32_t old = v->hdr->pinned_resource;
-    v->hdr->pinned_resource = e;
-    release(v, old);
-    return e;
-}
-
-/* Pin an objectID in one of the header's YKR_NPINS object slots (releasing what it held): the
- * engine's events alternate between a few objects (a user, an application, a node), so one
- * pin would be replaced at nearly every event. Same results as ykr_pin. */
-uint32_t ykr_pin_object(ykr_view *v, int slot, const char *s, size_t n)
-{
-    if (!v->hdr || slot < 0 || slot >= YKR_NPINS || n == 0 || n > YKR_MAX_STRING) return 0;
-    uint32_t e = intern(v, s, (uint32_t)n, YKR_KIND_STRING);
-    if (e == 0 || e == YKR_OVERFLOW) return 0;
-    uint32_t old = v->hdr->pinned_objects[slot];
-    v->hdr->pinned_objects[slot] = e;
+    uint32_t *slot = which ? &v->hdr->pinned_resource : &v->hdr->pinned_object;
+    uint32_t old = *slot;
+    *slot = e;
     release(v, old);
     return e;
 }
 
 void ykr_unpin_all(ykr_view *v)
 {
-    for (int k = 0; k < YKR_NPINS; k++) {
-        uint32_t o = v->hdr->pinned_objects[k];
-        v->hdr->pinned_objects[k] = 0;
-        release(v, o);
-    }
-    uint32_t r = v->hdr->pinned_resource;
+    uint32_t o = v->hdr->pinned_object, r = v->hdr->pinned_resource;
+    v->hdr->pinned_object = 0;
     v->hdr->pinned_resource = 0;
+    release(v, o);
     release(v, r);
 }
 
-/* A record of the objectID pinned in `slot`, with the pinned resource or none, stamped now.
- * The pins are read from the header, not passed: nothing the caller says can name an entry that
- * is not live, and there are two converted arguments fewer per call. */
-int64_t ykr_publish_pinned(ykr_view *v, int slot, int type, int change_type, int change_detail,
+/* A record of the pinned objectID, with the pinned resource or none, stamped now. The pins are
+ * read from the header, not passed: nothing the caller says can name an entry that is not live,
+ * and there are two converted arguments fewer per call. */
+int64_t ykr_publish_pinned(ykr_view *v, int type, int change_type, int change_detail,
                            const char *ref, size_t reflen, int with_resource)
 {
     if (!v->hdr) return -YKR_E_CLOSED;
-    if (slot < 0 || slot >= YKR_NPINS) return -YKR_E_NOT_PINNED;
-    uint32_t obj = v->hdr->pinned_objects[slot], res = with_resource ? v->hdr->pinned_resource : 0;
+    uint32_t obj = v->hdr->pinned_object, res = with_resource ? v->hdr->pinned_resource : 0;
     if (!obj || (with_resource && !res)) return -YKR_E_NOT_PINNED;
     return publish_impl(v, type, change_type, change_detail, 0, "", 0, ref, reflen, "", 0, "", 0,
                         obj, res);
@@ -1136,13 +1119,13 @@ int64_t ykr_verify(ykr_view *v, uint32_t *counts, uint8_t *bitmap, char *out, ui
             count_ref(&o, v, counts, hwm, "pair entry ", e, parts[k], part_kinds[k]);
     }
     /* the writer's pins hold one reference each */
-    for (int k = 0; k <= YKR_NPINS; k++) {
-        uint32_t e = k < YKR_NPINS ? h->pinned_objects[k] : h->pinned_resource;
-        uint8_t kind = k < YKR_NPINS ? YKR_KIND_STRING : YKR_KIND_RESOURCE;
+    uint32_t pins[2] = {h->pinned_object, h->pinned_resource};
+    for (int k = 0; k < 2; k++) {
+        uint32_t e = pins[k];
         if (e == 0) continue;
         if (e >= hwm) { vsay(&o, "pinned entry ", e, " beyond the table", 0, ""); continue; }
         counts[e]++;
-        if (v->entries[e].kind != kind) vsay(&o, "pinned entry ", e, " of the wrong kind", 0, "");
+        if (v->entries[e].kind != (uint8_t)k) vsay(&o, "pinned entry ", e, " of the wrong kind", 0, "");
     }
     /* 2. refcounts */
     uint64_t live = 0, live_res = 0, live_pairs = 0, live_bytes = 0;

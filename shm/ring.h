@@ -33,7 +33,6 @@
 #define YKR_AUX_MESSAGE 1
 #define YKR_AUX_RESOURCE 2
 #define YKR_AUX_PAIR 3
-#define YKR_NPINS 32
 #define YKR_KIND_EVENTS 1
 #define YKR_KIND_REQUESTS 2
 
@@ -106,9 +105,8 @@ typedef struct {
     uint32_t superseded;
     uint32_t writer_closed;
     uint64_t writers_attached;
-    uint32_t reserved3;
-    uint32_t pinned_resource;   /* entry the writer holds one extra reference on (its current
-                                 * resource, see ykr_pin), 0 = none; verify counts the pins */
+    uint32_t pinned_object;     /* entry the writer holds one extra reference on (its current */
+    uint32_t pinned_resource;   /* objectID / resource, see ykr_pin), 0 = none; verify counts them */
     uint32_t wake_seq;          /* bumped by ykr_wake: the futex word readers sleep on (FUTEX_WAIT
                                  * needs no write access, so read-only readers can wait on it) */
     uint32_t reserved1;
@@ -136,7 +134,6 @@ typedef struct {
     uint64_t req_delivered;
     uint64_t req_skipped;       /* slots ykr_req_take refused: lengths or resource out of shape */
     uint64_t reserved2[7];
-    uint32_t pinned_objects[YKR_NPINS];   /* the writer's recent objectIDs, one reference each */
 } ykr_header;
 
 /* One request-store slot (REQUEST/NONE events, consumed only by the engine): 4096 bytes. */
@@ -205,9 +202,8 @@ void ykr_set_writer(ykr_view *v, int64_t pid, int64_t now_nano);
 int ykr_bounds(ykr_view *v, uint64_t *lowest, uint64_t *next_id);
 
 uint32_t ykr_pin(ykr_view *v, int which, const char *s, size_t n);
-uint32_t ykr_pin_object(ykr_view *v, int slot, const char *s, size_t n);
 void ykr_unpin_all(ykr_view *v);
-int64_t ykr_publish_pinned(ykr_view *v, int slot, int type, int change_type, int change_detail,
+int64_t ykr_publish_pinned(ykr_view *v, int type, int change_type, int change_detail,
                            const char *ref, size_t reflen, int with_resource);
 void ykr_view_clear(ykr_view *v);
 int64_t ykr_publish(ykr_view *v, int type, int change_type, int change_detail, int64_t ts,

@@ -50,15 +50,13 @@ def make_publish(view):
     a cell, no attribute or global lookups on the hot path (same behaviour as the method).
 
     Fast path (no message, no explicit timestamp): the objectID and the resource are *pinned*
-    in the ring (interned, with one reference the header holds) and C takes them from the
-    header, so the call converts one string, the reference, instead of three: cffi converts
-    a `const char *` argument at ~45 ns, more than the C work of a record. ObjectIDs have
-    YKR_NPINS slots (`slots`: str -> slot, reused round-robin): the engine's events alternate
-    between a user, an application and a node, and one pin was replaced, at the cost of a second
-    crossing (`ykr_pin`), at 3 of 4 of its events. The very same str as the last event skips the
-    dict lookup. The resource pin is used while an equal resource comes (`last_res` is a private
-    copy, so a caller mutating its dict cannot make it stale). `verify()` counts the header's
-    references.
+    in the ring (ykr_pin: interned, with one reference the header holds) and C takes them from
+    the header, so the call converts one string, the reference, instead of three: cffi converts
+    a `const char *` argument at ~45 ns, more than the C work of a record. The objectID pin is
+    used while the very same str object comes again (str is immutable and `last_obj` holds a
+    reference, so identity means equal content); the resource pin while an equal resource comes
+    (`last_res` is a private copy, so a caller mutating its dict cannot make it stale).
+    `verify()` counts the header's references.
     """
     publish_b = lib.ykr_publish_b
     publish_b2 = lib.ykr_publish_b2
@@ -66,18 +64,11 @@ def make_publish(view):
     publish_p0 = lib.ykr_publish_p0
     publish_p1 = lib.ykr_publish_p1
     pin = lib.ykr_pin
-    pin_object = lib.ykr_pin_object
-    npins = lib.YKR_NPINS
     dumps = orjson.dumps
     sort = orjson.OPT_SORT_KEYS
     encode = encode_resource
-    slots: dict[str, int] = {}        # objectID -> the header slot pinning it
-    slots_get = slots.get
-    slot_keys: list[str | None] = [None] * npins
     # closure cells, cheaper on the hot path than attributes or list subscripts:
-    victim = 0             # the slot the next new objectID takes
-    last_obj = None        # the objectID str of the last pinned publish (None: look it up)
-    last_slot = 0          # its slot
+    last_obj = None        # the objectID str the header pins (None: do not use the pin)
     last_res = None        # a copy of the resource dict the header pins (None: no usable pin)
     res_pinned = False     # the header pins the last resource encoded (a dict or bytes)
     last_res_bytes = b""   # the encoding of the last resource encoded
@@ -94,46 +85,24 @@ def make_publish(view):
         last_res_bytes = res
         return res
 
-    def pin_obj(object_id: str) -> int | None:
-        """The slot pinning `object_id`, pinning it in the next slot if none does; None if the
-        ring refused (too long, table full)."""
-        nonlocal victim, last_obj
-        slot = slots_get(object_id)
-        if slot is not None:
-            return slot
-        slot = victim
-        victim = (slot + 1) % npins
-        old = slot_keys[slot]
-        if old is not None:
-            del slots[old]
-            slot_keys[slot] = None
-            last_obj = None     # it may have been the evicted one
-        ob = object_id.encode()
-        if not pin_object(view, slot, ob, len(ob)):
-            return None
-        slots[object_id] = slot
-        slot_keys[slot] = object_id
-        return slot
-
     def publish_cold(type, change_type, change_detail, object_id, reference_id, message,
                      resource, timestamp_nano) -> int:
         """Everything but the hot case: a message, a timestamp, a new objectID or resource."""
-        nonlocal last_obj, last_slot
+        nonlocal last_obj
         res = b""
         if resource:
             res = last_res_bytes if resource == last_res else pin_resource(resource)
         if message or timestamp_nano:
             return publish_b(view, type, change_type, change_detail, timestamp_nano,
                              object_id.encode(), reference_id.encode(), message.encode(), res)
-        slot = pin_obj(object_id) if object_id else None
-        if slot is not None:
-            last_obj, last_slot = object_id, slot
+        if object_id is not last_obj:
+            ob = object_id.encode()
+            last_obj = object_id if pin(view, 0, ob, len(ob)) else None
+        if last_obj is not None:
             if not resource:
-                return publish_p0(view, slot, type, change_type, change_detail,
-                                  reference_id.encode())
+                return publish_p0(view, type, change_type, change_detail, reference_id.encode())
             if res_pinned:
-                return publish_p1(view, slot, type, change_type, change_detail,
-                                  reference_id.encode())
+                return publish_p1(view, type, change_type, change_detail, reference_id.encode())
         if resource:
             return publish_b3(view, type, change_type, change_detail, object_id.encode(),
                               reference_id.encode(), res)
@@ -144,21 +113,12 @@ def make_publish(view):
                 reference_id: str = "", message: str = "",
                 resource: Mapping[str, int] | bytes | None = None,
                 timestamp_nano: int = 0) -> int:
-        nonlocal last_obj, last_slot
-        # hot case: a pinned objectID, no or an equal resource, nothing else
-        if object_id is last_obj:
-            slot = last_slot
-        else:
-            slot = slots_get(object_id)
-            if slot is not None:
-                last_obj, last_slot = object_id, slot
-        if slot is not None and not message and not timestamp_nano:
+        # hot case: the same objectID str as last time, no or an equal resource, nothing else
+        if object_id is last_obj and not message and not timestamp_nano:
             if not resource:
-                rid = publish_p0(view, slot, type, change_type, change_detail,
-                                 reference_id.encode())
+                rid = publish_p0(view, type, change_type, change_detail, reference_id.encode())
             elif resource == last_res:
-                rid = publish_p1(view, slot, type, change_type, change_detail,
-                                 reference_id.encode())
+                rid = publish_p1(view, type, change_type, change_detail, reference_id.encode())
             else:
                 rid = publish_cold(type, change_type, change_detail, object_id, reference_id,
                                    message, resource, timestamp_nano)

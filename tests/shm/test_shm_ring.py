@@ -285,9 +285,8 @@ def test_refcounts_across_many_wraps_release_everything(make_ring):
     # overwrite everything with empty events: every interned string is released
     for _ in range(37):
         w.publish(1, 0, 0)
-    # a live writer pins its recent objectIDs (app-0..app-10, up to YKR_NPINS of them) and its
-    # last resource (an empty event pins nothing); closed, none
-    assert r.stats().strings_used == 11 + 1 and r.verify() == []
+    # a live writer pins its last objectID and resource (an empty one pins nothing); closed, none
+    assert r.stats().strings_used == 2 and r.verify() == []
     w.close()
     s = r.stats()
     assert s.strings_used == 0 and s.intern_bytes_used == 0 and s.resources_used == 0
@@ -515,21 +514,3 @@ def test_a_segment_of_the_old_layout_is_refused_by_name(ring_name):
             RingWriter.open_existing(ring_name)
     finally:
         w.unlink()
-
-
-def test_objectid_pins_are_reused_round_robin_and_stay_exact(make_ring):
-    """The writer pins its recent objectIDs in YKR_NPINS header slots: alternating between more
-    objects than slots reuses them, and every record still reads back with its own objectID."""
-    from shm._ringext import lib
-
-    n = lib.YKR_NPINS + 5
-    w, r = make_ring(4 * n)
-    want = []
-    for i in range(4 * n):
-        obj = f"node-{(i * 7) % n}"   # a stride through more objects than there are slots
-        res = {"memory": 1 + i % 3} if i % 2 else None
-        w.publish(3, 2, 303, obj, str(uuid.UUID(int=i)), resource=res)
-        want.append((obj, res))
-    got = [(e.object_id, e.resource) for e in r.read_range(0, 4 * n)]
-    assert got == want
-    assert r.verify() == []
