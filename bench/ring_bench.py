@@ -354,11 +354,12 @@ def _stress_writer(name: str, capacity: int, rate: int, ready, stop, out) -> Non
         out.put(("writer", {"published": published, "id_mismatches": mismatched}))
 
 
-def _stress_reader(name: str, seed: int, stop, out) -> None:
+def _stress_reader(name: str, seed: int, stop, out, started) -> None:
     parent = _stress_child()
     from shm import RingReader
 
     reader = RingReader.attach(name)
+    started.put(seed)
     rng = random.Random(seed)
     checked = torn = lost = order_errors = json_checked = 0
     first_bad: str | None = None
@@ -451,6 +452,18 @@ def _stress_reader(name: str, seed: int, stop, out) -> None:
                             "first_bad": first_bad}))
 
 
+def _wait_started(started, readers: list) -> None:
+    """Until every reader has attached (at most 60 s): on a busy host starting a process takes
+    seconds, and `--seconds` is the time the readers check records, not the time they start."""
+    deadline = time.monotonic() + 60
+    for _ in readers:
+        try:
+            started.get(timeout=max(0.1, deadline - time.monotonic()))
+        except Exception:  # queue.Empty: a reader died or the host is hopelessly slow
+            if not all(p.is_alive() for p in readers) or time.monotonic() >= deadline:
+                raise Failure("the stress readers did not start within 60 s") from None
+
+
 def _collect(procs: list, out, results: list) -> None:
     """Each stress process's report, waiting at most 30 s (a busy host) for all of them."""
     deadline = time.monotonic() + 30
@@ -478,7 +491,7 @@ def _stop_all(procs: list) -> None:
 def run_stress(seconds: float, readers: int, capacity: int, name: str,
                rate: int = 0) -> dict[str, Any]:
     ctx = mp.get_context("spawn")
-    ready, stop, out = ctx.Event(), ctx.Event(), ctx.Queue()
+    ready, stop, out, started = ctx.Event(), ctx.Event(), ctx.Queue(), ctx.Queue()
     procs = [ctx.Process(target=_stress_writer, args=(name, capacity, rate, ready, stop, out),
                          name="ring-bench-writer", daemon=True)]
     interrupted = False
@@ -488,10 +501,11 @@ def run_stress(seconds: float, readers: int, capacity: int, name: str,
         if not ready.wait(30):
             raise Failure("the stress writer did not start within 30 s")
         for r in range(readers):
-            p = ctx.Process(target=_stress_reader, args=(name, 1000 + r, stop, out),
+            p = ctx.Process(target=_stress_reader, args=(name, 1000 + r, stop, out, started),
                             name=f"ring-bench-reader-{r}", daemon=True)
             p.start()
             procs.append(p)
+        _wait_started(started, procs[1:])
         t0 = time.monotonic()
         try:
             while time.monotonic() - t0 < seconds:
