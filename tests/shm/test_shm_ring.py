@@ -514,3 +514,28 @@ def test_a_segment_of_the_old_layout_is_refused_by_name(ring_name):
             RingWriter.open_existing(ring_name)
     finally:
         w.unlink()
+
+
+def test_message_and_resource_pairs_overflow_to_the_marker(ring_name):
+    """An event with a message and a resource keeps both in one pair entry; when the table is
+    full the message reads as the overflow marker (never another event's message) and the ring
+    stays consistent."""
+    w = RingWriter.create(ring_name, 20000, 1)
+    r = RingReader.attach(ring_name)
+    try:
+        w.publish(2, 2, 200, "app", "", "first", {"memory": 1})
+        first = r.read_range(0, 1)[0]
+        assert (first.message, first.resource) == ("first", {"memory": 1})
+        assert r.stats().pairs_used == 1
+        i = 0
+        while r.stats().intern_full_drops == 0:
+            i += 1
+            w.publish(2, 2, 200, f"obj-{i}", "", f"msg-{i}", {"memory": i})
+        last = r.read_range(i, 1)[0]
+        assert last.message == "<ykshm:intern-table-full>"
+        assert r.read_range(0, 1)[0].message == "first"
+        assert r.verify() == []
+    finally:
+        r.close()
+        w.close()
+        w.unlink()
