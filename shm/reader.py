@@ -56,9 +56,10 @@ class RingStats:
     created_nano: int
     superseded: bool
     writers_attached: int
-    strings_used: int            # live intern entries (strings + resources)
+    strings_used: int            # live intern entries (strings, resources and pairs)
     strings_capacity: int
     resources_used: int          # live entries of kind resource
+    pairs_used: int              # live entries of kind pair (an event's message + resource)
     intern_high_water: int
     strings_interned: int
     strings_released: int
@@ -269,6 +270,7 @@ class RingReader:
             strings_used=int(h.entries_live),
             strings_capacity=int(h.entries_capacity) - 1,
             resources_used=int(h.entries_live_resources),
+            pairs_used=int(h.entries_live_pairs),
             intern_high_water=int(h.entries_hwm) - 1,
             strings_interned=int(h.strings_interned),
             strings_released=int(h.strings_released),
