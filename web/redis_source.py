@@ -29,7 +29,8 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, NamedTuple
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import orjson
 import trio
@@ -38,6 +39,9 @@ from export.keys import GAP_FIELD, MAX_SEQ, STREAM_FIELD, Keys, parse_gap, parse
 
 from .errors import Unavailable
 from .sources import SnapshotSource, StreamWatcher, usable
+
+if TYPE_CHECKING:
+    from shm.reader import JsonPieces
 
 log = logging.getLogger("ykshm.web")
 
@@ -215,6 +219,14 @@ class RedisRingReader:
         if not parts:
             return b"null", 0
         return b"[" + b",".join(parts) + b"]", len(parts)
+
+    def read_range_json_parts(self, start: int, count: int, part: int, head: bytes = b"",
+                              tail: bytes = b"", pieces: JsonPieces | None = None) -> Iterator[bytes]:
+        """As `shm.RingReader.read_range_json_parts`, in one piece (the entries come in one XRANGE)."""
+        body, n = self.read_range_json(start, count)
+        if pieces is not None:
+            pieces.count, pieces.done = n, True
+        yield b"".join((head, body, tail))
 
     def cursor(self, next_id: int) -> "RedisCursor":
         if next_id < 0:

@@ -18,13 +18,15 @@ gzip (core `gzip.go`): a whole (not streamed) answer of at least 1,400 bytes is 
 client's `Accept-Encoding` names gzip. The event stream never is. A snapshot view answers with the
 same bytes object until the next publish, so its compressed form is kept beside it
 (`GzipCache`): a client that polls a big view does not pay for compression on every request.
+An answer sent in pieces (a big events batch) is compressed as one gzip stream, flushed after
+every piece so the client can inflate each piece as it arrives (`GzipStream`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 
-from isal import igzip
+from isal import igzip, isal_zlib
 
 GZIP_MIN_BYTES = 1400
 GZIP_LEVEL = 1
@@ -122,3 +124,15 @@ class GzipCache:
             self._entries.clear()
         self._entries[id(body)] = (body, packed)
         return packed
+
+
+class GzipStream:
+    """One answer compressed as it is sent: one gzip member, each piece ending on a sync flush
+    (an empty stored block, a few bytes) so the client inflates it without waiting for the next."""
+
+    def __init__(self) -> None:
+        self._z = isal_zlib.compressobj(GZIP_LEVEL, isal_zlib.DEFLATED, 16 + isal_zlib.MAX_WBITS)
+
+    def piece(self, data: bytes, last: bool) -> bytes:
+        out = self._z.compress(data)
+        return out + self._z.flush(isal_zlib.Z_FINISH if last else isal_zlib.Z_SYNC_FLUSH)
