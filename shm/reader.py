@@ -233,7 +233,11 @@ class RingReader:
         while nid < end:
             lib.ykr_render(self._view, nid, min(part, end - nid), 0, 0, self._buf, self._buflen, res)
             if not res.count:
-                break
+                b = self.bounds()
+                if b is None or nid >= b[0]:
+                    break
+                nid = b[0]   # lapped since the last piece: go on from the lowest retained event
+                continue
             nid = int(res.next_id)
             pieces.count += int(res.count)
             close = b"]" + tail if nid >= end else b""
