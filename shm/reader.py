@@ -234,8 +234,8 @@ class RingReader:
             lib.ykr_render(self._view, nid, min(part, end - nid), 0, 0, self._buf, self._buflen, res)
             if not res.count:
                 b = self.bounds()
-                if b is None or nid >= b[0]:
-                    break
+                if not opened or b is None or nid >= b[0]:
+                    break    # a range that starts below the lowest event is none (read_range)
                 nid = b[0]   # lapped since the last piece: go on from the lowest retained event
                 continue
             nid = int(res.next_id)
