@@ -116,7 +116,10 @@ def _connected(c, token: str, pes: int) -> bool:
     url = f"http://{subset['addresses'][0]['ip']}:{subset['ports'][0]['port']}/api/state/default/pods/connectivity"
     import httpx
 
-    got = httpx.get(url, headers={"Authorization": f"Bearer {token}"}, timeout=5).json()
+    try:   # a loaded machine may answer late: not connected yet, ask again
+        got = httpx.get(url, headers={"Authorization": f"Bearer {token}"}, timeout=5).json()
+    except httpx.HTTPError:
+        return False
     return len(got) == pes and all(v["connectivity"] == "Full" for v in got.values())
 
 

@@ -10,7 +10,9 @@ and records every notification it saw with the time it saw it (`seen`), for test
 A PE in `failing` stays silent (its region's drain or reset then times out), as a stuck PE would.
 
 Used by the end-to-end tests over the real API listener, by `bench/regions_bench.py`, and (wired to
-Kubernetes by the caller) by `ykshm pe-sim`. httpx under trio; every task in the `run` nursery.
+Kubernetes by the caller) by `ykshm pe-sim`. httpx under trio, or `RawHttp` (`raw=True`: what a PE
+pod uses, it neither imports httpx nor builds its TLS context, ~0.1 s CPU per process); every task
+in the `run` nursery.
 """
 
 from __future__ import annotations
@@ -19,10 +21,13 @@ import dataclasses
 import logging
 import socket
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
-import httpx
 import orjson
 import trio
+
+if TYPE_CHECKING:   # imported when used: a raw PE (`ykshm pe-sim` in a pod) never pays for httpx
+    import httpx
 
 log = logging.getLogger("ykshm.pe-sim")
 
@@ -65,6 +70,18 @@ class RawHttp:
         self._buffers: dict[int, bytes] = {}
 
     async def request(self, pe: int, method: str, path: str, body: bytes = b"") -> tuple[int, bytes]:
+        """One exchange on `pe`'s connection; any failure drops that connection (the next request
+        opens a new one) and is raised (OSError, trio.BrokenResourceError, ValueError)."""
+        try:
+            return await self._exchange(pe, method, path, body)
+        except BaseException:
+            stream = self._streams.pop(pe, None)
+            self._buffers.pop(pe, None)
+            if stream is not None:
+                await trio.aclose_forcefully(stream)
+            raise
+
+    async def _exchange(self, pe: int, method: str, path: str, body: bytes) -> tuple[int, bytes]:
         stream = self._streams.get(pe)
         if stream is None:
             stream = self._streams[pe] = await trio.open_tcp_stream(self.host, self.port)
@@ -98,6 +115,13 @@ class RawHttp:
     async def aclose(self) -> None:
         for stream in self._streams.values():
             await stream.aclose()
+
+
+def _httpx_client(connections: int) -> httpx.AsyncClient:
+    import httpx
+
+    return httpx.AsyncClient(limits=httpx.Limits(max_connections=connections, max_keepalive_connections=connections),
+                             timeout=30.0)
 
 
 class PeSimulator:
@@ -146,10 +170,8 @@ class PeSimulator:
             self._sockets[pe] = sock
 
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        owned = self._client is None
-        client = self._client or httpx.AsyncClient(
-            limits=httpx.Limits(max_connections=len(self.pes), max_keepalive_connections=len(self.pes)),
-            timeout=30.0)
+        owned = self._client is None and not self.raw
+        client = self._client if not owned else _httpx_client(len(self.pes))
         if self.raw:
             self._raw = RawHttp(self.base_url, self.token)
         try:
@@ -163,12 +185,12 @@ class PeSimulator:
         finally:
             for sock in self._sockets.values():
                 sock.close()
-            if owned:
+            if owned and client is not None:
                 await client.aclose()
             if self._raw is not None:
                 await self._raw.aclose()
 
-    async def _listen_udp(self, client: httpx.AsyncClient, pe: int) -> None:
+    async def _listen_udp(self, client: httpx.AsyncClient | None, pe: int) -> None:
         sock = self._sockets[pe]
         while True:
             data = await sock.recv(65536)
@@ -181,7 +203,7 @@ class PeSimulator:
                 if pe in self.regions.get(region, ()):
                     await self._on(client, pe, region, kind, message)
 
-    async def _request(self, client: httpx.AsyncClient, pe: int, method: str, path: str,
+    async def _request(self, client: httpx.AsyncClient | None, pe: int, method: str, path: str,
                        body: bytes = b"") -> tuple[int, bytes]:
         if self._raw is not None:
             return await self._raw.request(pe, method, path, body)
@@ -189,7 +211,7 @@ class PeSimulator:
         r = await client.request(method, self.base_url + path, content=body, headers=headers)
         return r.status_code, r.content
 
-    async def _poll(self, client: httpx.AsyncClient, pe: int) -> None:
+    async def _poll(self, client: httpx.AsyncClient | None, pe: int) -> None:
         path = f"{BASE}/pe/{pe}"
         while True:
             status, body = await self._request(client, pe, "GET", path)
@@ -201,7 +223,7 @@ class PeSimulator:
                         await self._on(client, pe, region, note["type"], note["message"])
             await trio.sleep(self.poll_interval)
 
-    async def _on(self, client: httpx.AsyncClient, pe: int, region: int, kind: str,
+    async def _on(self, client: httpx.AsyncClient | None, pe: int, region: int, kind: str,
                   message: str) -> None:
         self._last[(pe, region)] = (kind, message)
         self.seen.append(Seen(trio.current_time(), pe, region, kind, message))
@@ -227,7 +249,7 @@ class PeSimulator:
                                  "resetAttempt": str(values["resetAttempt"])}}
             await self._put(client, pe, f"{prefix}/reset", content=orjson.dumps(body))
 
-    async def _put(self, client: httpx.AsyncClient, pe: int, path: str, content: bytes) -> None:
+    async def _put(self, client: httpx.AsyncClient | None, pe: int, path: str, content: bytes) -> None:
         status, body = await self._request(client, pe, "PUT", path, content)
         if status >= 300:
             text = body.decode("utf-8", "replace")
