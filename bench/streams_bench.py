@@ -18,6 +18,13 @@
   -> PROCESSING with lastCompletedSeqID N): that adds two status writes and the watch's latency, an
   upper bound of what the PEs see.
 
+  What bounds the connect time: CPU. Measured per process role (a 100-PE job, /proc at "all
+  connected"): the 100 `ykshm pe-sim` processes ~15 s (~0.15 s each, most of it the interpreter
+  and importing trio), sim-cluster ~3 s (forking and configuring each pod), the controller ~2-3 s,
+  the operator, shim and engine ~2 s: ~22 s of CPU, so >= ~11 s on 2 cores however parallel.
+  10 s there needs PE processes that do not each pay for an interpreter and trio (a fork server
+  in sim-cluster handing out warm ykshm processes), or more cores.
+
     ykshm bench streams [--pes 100] [--nodes 200] [--failures 50] [--no-fusion]
                         [--pod-pes 100] [--rounds 50] [--no-pods]
 """
