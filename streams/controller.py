@@ -43,6 +43,7 @@ import trio
 
 from kube.client import ApiStatusError, Informer, backoff_delays, check
 from . import kubecalls as kube, reconcile, repair, submission
+from .croobjects import WAITING_FOR_SECRET
 from .events import Events
 from .fetchpolicy import FetchPolicy
 from .errors import LogicalError
@@ -370,7 +371,9 @@ class Controller:
             (r.get("status") or {}).get("refusedWidth") == r["spec"].get("width") for r in regions)
         what = repair.missing([reconcile.pe_doc(c) for c in view.configmaps], view.pes, view.host_pools_present,
                               view.host_pools_expected, len(self.objects_of("ConsistentRegion", key)),
-                              bool(self.objects_of("ConsistentRegionOperator", key)))
+                              bool(self.objects_of("ConsistentRegionOperator", key)),
+                              secret_missing=any((o.get("status") or {}).get("phase") == WAITING_FOR_SECRET
+                                                 for o in self.objects_of("ConsistentRegionOperator", key)))
         if not what or not settled:
             return False
         return await repair.repair(self, key, job, spec, self.objects_of("ConfigMap", key), view.pes,
