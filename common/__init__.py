@@ -8,6 +8,7 @@
     quantity Kubernetes quantities ("500m", "1Gi") as integers, YuniKorn's vcore rule
     http1    the HTTP/1.1 fast path beside hypercorn (web and cr-operator): parser, writer,
              connection limits, worker loop, router, ASGI body reader (see its map)
+    gcpause  the cyclic collector paused while a burst builds a large structure (parse, fuse, AADLs)
     configsection  one way to declare a validated config section (msgspec Struct + Go's value rules)
     safeyaml YAML at a bounded cost (aliases, nodes, depth, bytes, time): validate-conf, config files
 

@@ -122,8 +122,15 @@ class EndpointsController:
         if change.bucket == SERVICES.bucket:
             self._dirty.add((meta["namespace"], meta["name"]))
         elif change.bucket == PODS.bucket:
+            # only the Services that select the pod (before or after the change): marking every
+            # Service of the namespace made each pod start cost Services x pods (the 100-PE job:
+            # 100 PE Services, ~40 % of sim-cluster's CPU)
             ns = meta["namespace"]
-            self._dirty.update((ns, s["metadata"]["name"]) for s in self.store.list(SERVICES.bucket, ns)[0])
+            labels = [o["metadata"].get("labels") or {} for o in (change.obj, change.prev) if o is not None]
+            for svc in self.store.list(SERVICES.bucket, ns)[0]:
+                selector = (svc.get("spec") or {}).get("selector")
+                if selector and any(selector_matches({"matchLabels": selector}, lab) for lab in labels):
+                    self._dirty.add((ns, svc["metadata"]["name"]))
         else:
             return
         self._wake.set()

@@ -35,6 +35,8 @@ import hashlib
 import re
 from collections.abc import Iterable, Mapping
 
+from common.gcpause import paused_gc
+
 from . import aadlparts
 from .aadlparts import OperParts, PortParts
 from .model import Application, Operator, Pe
@@ -155,6 +157,7 @@ def aadl_for(app: Application, pe: Pe, pes: tuple[Pe, ...], *, job: str = "",
     return _render(_job(app, pes, context, where), pe)
 
 
+@paused_gc()
 def aadls(app: Application, pes: tuple[Pe, ...], *, job: str = "",
           previous: tuple[tuple[Pe, ...], Mapping[int, bytes]] | None = None,
           context: AadlContext | None = None) -> dict[int, bytes]:

@@ -39,6 +39,8 @@ from collections.abc import Mapping
 import defusedxml.ElementTree as DET
 from defusedxml import DefusedXmlException
 
+from common.gcpause import paused_gc
+
 from .errors import AdlError
 from .model import (MAX_WIDTH, Application, ConsistentRegionSpec, HostPool, Operator, ParallelRegion, Port,
                     PortRef)
@@ -50,6 +52,7 @@ TRIGGERS = ("periodic", "operatorDriven")
 _EMPTY: frozenset[str] = frozenset()
 
 
+@paused_gc()
 def parse_adl(xml: bytes, *, submission_values: Mapping[str, str] | None = None) -> Application:
     """Parse an ADL document into the logical model; `AdlError` if it is not the schema."""
     if not isinstance(xml, (bytes, bytearray)):

@@ -63,6 +63,8 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from common.gcpause import paused_gc
+
 from .errors import AdlError, LogicalError
 from .model import Application, Operator, Pe
 from .topology import expand
@@ -457,6 +459,7 @@ def pe_count(app: Application, spec: FusionSpec, *, nodes: int, pod_cpu_limit_mi
     return max(count, needed)
 
 
+@paused_gc()
 def fuse(app: Application, count: int, spec: FusionSpec, *,
          widths: Mapping[str, int] | None = None) -> tuple[Pe, ...]:
     """Fuse `app` (parallel regions at `widths`) into `count` PEs (see the module docstring)."""
@@ -467,6 +470,7 @@ def fuse(app: Application, count: int, spec: FusionSpec, *,
     return tuple(_pe(i, [ops[p] for p in b.positions], app) for i, b in enumerate(bins))
 
 
+@paused_gc()
 def refuse(app: Application, pes: tuple[Pe, ...], spec: FusionSpec, *,
            widths: Mapping[str, int] | None = None) -> tuple[Pe, ...]:
     """Re-fuse after a width change, keeping every PE that can stay as it was (module docstring)."""

@@ -42,16 +42,19 @@ from typing import Any
 from pathlib import Path
 
 import defusedxml.ElementTree as DET
-import httpx
 import orjson
 import trio
 
 from . import croobjects, peobjects
+from .regions.pesim import RawHttp
 
 log = logging.getLogger("ykshm.pe-sim")
 
 AUG = "{http://www.ibm.com/xmlns/prod/streams/application/augmented}"
-FETCH_TRIES, FETCH_PAUSE, RECONNECT = 30, 1.0, 0.2
+FETCH_TRIES, FETCH_PAUSE, RECONNECT, REQUEST_TIMEOUT = 30, 1.0, 0.2, 10.0
+# what a request to the controller or the operator may raise: the address is not up yet, the
+# connection broke, the answer was not HTTP, or it took longer than REQUEST_TIMEOUT
+HTTP_ERRORS = (OSError, trio.BrokenResourceError, trio.TooSlowError, ValueError, IndexError)
 TRIGGER_PERIOD = 0.5     # an operator-driven region's drains, requested by its trigger's PE
 POLL_ALSO = 1.0          # the notification poll beside UDP (a relaunched PE's missed reset)
 
@@ -136,10 +139,36 @@ def read_config(env: Mapping[str, str]) -> PeConfig:
                     inputs, expected, outputs, regions, triggers)
 
 
+class Controller:
+    """The PE's requests to its controller (`streams-api`: the bundle, connectivity reports) on one
+    keep-alive connection per host, as the runtime's libcurl would: no httpx in a PE pod, whose
+    start-up (100 processes at once) is the job's time to connected."""
+
+    def __init__(self, cfg: PeConfig) -> None:
+        self.token = cfg.token
+        self.hosts: dict[str, RawHttp] = {}       # "host:port" -> its connection
+
+    async def request(self, method: str, url: str, body: bytes = b"") -> tuple[int, bytes]:
+        """`url` is plain http (what `peobjects` writes); ValueError for another scheme."""
+        scheme, _, rest = url.partition("://")
+        if scheme != "http":
+            raise ValueError(f"{url}: only http:// is spoken here")
+        host, _, path = rest.partition("/")
+        http = self.hosts.get(host)
+        if http is None:
+            http = self.hosts[host] = RawHttp(f"http://{host}", self.token)
+        with trio.fail_after(REQUEST_TIMEOUT):
+            return await http.request(0, method, "/" + path, body)
+
+    async def aclose(self) -> None:
+        for http in self.hosts.values():
+            await http.aclose()
+
+
 class Connectivity:
     """Which of the PE's connections are up; reports each change to the controller."""
 
-    def __init__(self, cfg: PeConfig, client: httpx.AsyncClient) -> None:
+    def __init__(self, cfg: PeConfig, client: Controller) -> None:
         self.cfg, self.client = cfg, client
         self.incoming: set[str] = set()
         self.outgoing: set[tuple[int, int, int]] = set()
@@ -187,17 +216,16 @@ class Connectivity:
             state = self.state
             if state != last:
                 try:
-                    resp = await self.client.put(url, content=orjson.dumps(state),
-                                                 headers={"Authorization": f"Bearer {cfg.token.decode()}"})
-                    if resp.status_code < 300:
+                    status, body = await self.client.request("PUT", url, orjson.dumps(state))
+                    if status < 300:
                         last = state
                         log.info("PE %s connectivity %s", cfg.pe, state)
                     else:
                         log.warning("PE %s: connectivity %s refused: %s %s", cfg.pe, state,
-                                    resp.status_code, resp.text[:200])
+                                    status, body[:200].decode("utf-8", "replace"))
                         await trio.sleep(RECONNECT * 5)
                         continue
-                except httpx.HTTPError as exc:
+                except HTTP_ERRORS as exc:
                     log.info("PE %s: connectivity not reported: %s", cfg.pe, exc)
                     await trio.sleep(RECONNECT)
                     continue
@@ -205,19 +233,18 @@ class Connectivity:
             self.changed = trio.Event()
 
 
-async def fetch_bundle(cfg: PeConfig, client: httpx.AsyncClient) -> bytes:
+async def fetch_bundle(cfg: PeConfig, client: Controller) -> bytes:
     from .bundle import read_bundle
     from .errors import BundleError
 
-    headers = {"Authorization": f"Bearer {cfg.token.decode()}"}
     for attempt in range(FETCH_TRIES):
         try:
-            resp = await client.get(cfg.bundle_url, headers=headers)
-            if resp.status_code == 200:
-                read_bundle(resp.content)
-                return resp.content
-            log.info("bundle fetch %d: %s %s", attempt + 1, resp.status_code, resp.text[:200])
-        except httpx.HTTPError as exc:
+            status, body = await client.request("GET", cfg.bundle_url)
+            if status == 200:
+                read_bundle(body)
+                return body
+            log.info("bundle fetch %d: %s %s", attempt + 1, status, body[:200].decode("utf-8", "replace"))
+        except HTTP_ERRORS as exc:
             log.info("bundle fetch %d: %s", attempt + 1, exc)
         except BundleError as exc:
             raise PeConfigError(f"{cfg.bundle_url}: not a bundle: {exc}") from None
@@ -286,14 +313,14 @@ async def _connect_output(cfg: PeConfig, conn: Connectivity, out: tuple[int, int
         await trio.sleep(RECONNECT)
 
 
-def region_simulator(cfg: PeConfig, client: httpx.AsyncClient, conn: Connectivity) -> Any:
+def region_simulator(cfg: PeConfig, conn: Connectivity) -> Any:
     """The PE's part of its consistent regions (`regions.pesim`), markers over `conn`."""
     from .regions.pesim import PeSimulator
 
     base = croobjects.api_url(cfg.namespace, cfg.job).removesuffix(croobjects.BASE_PATH)
     # raw: one keep-alive connection and a hand-written request per report, as a runtime's
     # libcurl costs; httpx under trio costs milliseconds a request on a loaded machine
-    return PeSimulator(base, {r: (cfg.pe,) for r in cfg.regions}, client=client, token=cfg.token,
+    return PeSimulator(base, {r: (cfg.pe,) for r in cfg.regions}, token=cfg.token,
                        bind=(cfg.pod_ip, peobjects.CR_PORT), raw=True,
                        triggers={cfg.pe: dict(cfg.triggers)}, forward=conn.forward,
                        trigger_period=TRIGGER_PERIOD, poll_also=POLL_ALSO, ready=conn.wait_full)
@@ -305,7 +332,7 @@ async def _regions(cfg: PeConfig, sim: Any) -> None:
     while True:
         try:
             await sim.run()
-        except* (httpx.HTTPError, OSError, trio.BrokenResourceError) as group:
+        except* HTTP_ERRORS as group:
             log.info("PE %s: the operator is not answering (%s); again shortly", cfg.pe, group.exceptions[0])
         await trio.sleep(RECONNECT)
 
@@ -319,13 +346,14 @@ def touch_live(cfg: PeConfig) -> None:
 async def run_pe(cfg: PeConfig) -> None:
     """Everything a PE does, until cancelled (or a PeConfigError)."""
     touch_live(cfg)
-    async with httpx.AsyncClient(timeout=httpx.Timeout(10.0, connect=5.0)) as client:
+    client = Controller(cfg)
+    try:
         await fetch_bundle(cfg, client)
         log.info("PE %s of %s/%s: bundle fetched; %d inputs, %d outgoing connections, regions %s",
                  cfg.pe, cfg.namespace, cfg.job, len(cfg.inputs), len(cfg.outputs), list(cfg.regions))
         conn = Connectivity(cfg, client)
         if cfg.regions:
-            conn.sim = region_simulator(cfg, client, conn)
+            conn.sim = region_simulator(cfg, conn)
             await conn.sim.open_sockets()          # before any report: healthy means it can hear
         async with trio.open_nursery() as nursery:
             for iport in cfg.inputs:
@@ -335,6 +363,8 @@ async def run_pe(cfg: PeConfig) -> None:
             nursery.start_soon(conn.report)
             if conn.sim is not None:
                 nursery.start_soon(_regions, cfg, conn.sim)
+    finally:
+        await client.aclose()
 
 
 def main(env: Mapping[str, str] | None = None) -> None:

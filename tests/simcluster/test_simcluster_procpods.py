@@ -506,6 +506,27 @@ def test_deleting_a_service_takes_its_endpoints_name_and_address(core: k8s.CoreV
     eventually(lambda: not core.read_namespaced_endpoints("web-headless", ns).subsets)
 
 
+def test_a_pod_relabelled_out_of_a_selector_leaves_the_services_endpoints(core: k8s.CoreV1Api, ns: str) -> None:
+    """A pod change re-computes only the Services selecting the pod before or after it: one that
+    stops matching still leaves its Service, one that starts matching joins it."""
+    core.create_namespaced_service(ns, {"metadata": {"name": "shop"}, "spec": {
+        "clusterIP": "None", "selector": {"app": "shop"}, "ports": [{"port": 8080}]}})
+    core.create_namespaced_pod(ns, server_pod("seller", labels={"app": "shop"}))
+    pid = pid_of(running(core, ns, "seller"))
+
+    def addresses() -> list[str]:
+        subsets = core.read_namespaced_endpoints("shop", ns).subsets or []
+        return [a.ip for s in subsets for a in s.addresses or []]
+
+    pod_ip = status(core, ns, "seller")["podIP"]
+    eventually(lambda: addresses() == [pod_ip])
+    core.patch_namespaced_pod("seller", ns, {"metadata": {"labels": {"app": "other"}}})
+    eventually(lambda: addresses() == [])
+    core.patch_namespaced_pod("seller", ns, {"metadata": {"labels": {"app": "shop"}}})
+    eventually(lambda: addresses() == [pod_ip])
+    delete_and_wait(core, ns, "seller", pid)
+
+
 def _connects(host: str, port: int) -> bool:
     try:
         socket.create_connection((host, port), timeout=1).close()

@@ -59,3 +59,47 @@ def test_a_pod_without_what_a_pe_needs_exits_with_one_line(tmp_path, break_it, w
     assert proc.returncode == 1
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("ykshm pe-sim: error: ") and words in lines[0]
+
+
+def test_the_pes_requests_survive_a_controller_that_drops_the_connection():
+    """The PE's raw keep-alive client: a connection the controller closed (a restart, an idle
+    timeout) is dropped and the next request opens a new one; the token goes with each request;
+    a URL that is not plain http is refused, not sent in clear to a TLS port."""
+    import functools
+
+    import trio
+
+    seen: list[bytes] = []
+
+    async def handle(stream: trio.SocketStream) -> None:
+        head = b""
+        while b"\r\n\r\n" not in head:
+            head += await stream.receive_some(4096)
+        seen.append(head)
+        await stream.send_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        await stream.aclose()                       # one answer per connection, then gone
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            (listener,) = await nursery.start(functools.partial(trio.serve_tcp, handle, 0, host="127.0.0.1"))
+            port = listener.socket.getsockname()[1]
+            cfg = pepod.read_config(pod_root_env)
+            client = pepod.Controller(cfg)
+            url = f"http://127.0.0.1:{port}/api/state/x"
+            assert await client.request("GET", url) == (200, b"ok")
+            with pytest.raises(pepod.HTTP_ERRORS):
+                await client.request("GET", url)    # the server closed it: this one fails ...
+            assert await client.request("PUT", url, b'"Full"') == (200, b"ok")   # ... the next reconnects
+            with pytest.raises(ValueError, match="only http"):
+                await client.request("GET", f"https://127.0.0.1:{port}/x")
+            await client.aclose()
+            nursery.cancel_scope.cancel()
+
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as tmp:
+        pod_root_env = pod_root(Path(tmp))
+        trio.run(main)
+    assert len(seen) == 2 and all(b"Authorization: Bearer tok\r\n" in h for h in seen)
+    assert seen[1].startswith(b"PUT /api/state/x HTTP/1.1\r\n")

@@ -106,3 +106,35 @@ async def test_a_pe_in_two_regions_answers_both_on_one_socket():
             nursery.cancel_scope.cancel()
     assert sim.errors == []
     assert {s.region for s in sim.seen if s.pe == 12} == {0, 1}
+
+
+async def test_the_poll_beside_udp_runs_only_for_a_pe_that_hears_nothing():
+    """`poll_also`: every PE polls once at start; after that only a PE without datagrams for a
+    poll period polls (here PE 14, whose address the operator does not know), and it still takes
+    part in every drain; the PEs that hear their notifications add no request to the drains."""
+    store = Store()
+    holder = {}
+    polls: dict[int, int] = {}
+    op = RegionOperator("ns/job", [region(period=0.05, timeout=2.0)], status_writer=store.write,
+                        health_source=healthy,
+                        addresses=lambda pe: None if pe == 14 else holder["sim"].addresses().get(pe))
+    with trio.fail_after(20):
+        async with trio.open_nursery() as nursery:
+            url = await nursery.start(serve, op)
+            sim = holder["sim"] = PeSimulator(url, {0: PES}, listen="udp", poll_also=0.2)
+            request = sim._request
+
+            async def counted(client, pe, method, path, body=b""):
+                if method == "GET":
+                    polls[pe] = polls.get(pe, 0) + 1
+                return await request(client, pe, method, path, body)
+
+            sim._request = counted
+            await sim.open_sockets()
+            await nursery.start(sim.run)
+            await sim.wait_for("resumeSubmission", "seqId=12;retId=10;pendCkpt=0", pes=[10])
+            nursery.cancel_scope.cancel()
+    assert sim.errors == []
+    assert {pe: polls.get(pe) for pe in PES if pe != 14} == {pe: 1 for pe in PES if pe != 14}
+    assert polls[14] >= 3               # its drains went through its poll
+    assert "RESETTING" not in [doc["state"] for doc in store.history]
