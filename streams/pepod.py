@@ -57,6 +57,7 @@ FETCH_TRIES, FETCH_PAUSE, RECONNECT, REQUEST_TIMEOUT = 30, 1.0, 0.2, 10.0
 HTTP_ERRORS = (OSError, trio.BrokenResourceError, trio.TooSlowError, ValueError, IndexError)
 TRIGGER_PERIOD = 0.5     # an operator-driven region's drains, requested by its trigger's PE
 POLL_ALSO = 1.0          # the notification poll beside UDP (a relaunched PE's missed reset)
+KEEP_SEEN = 1000         # notifications a PE pod remembers (it runs for the life of the job)
 
 
 class PeConfigError(Exception):
@@ -323,7 +324,8 @@ def region_simulator(cfg: PeConfig, conn: Connectivity) -> Any:
     return PeSimulator(base, {r: (cfg.pe,) for r in cfg.regions}, token=cfg.token,
                        bind=(cfg.pod_ip, peobjects.CR_PORT), raw=True,
                        triggers={cfg.pe: dict(cfg.triggers)}, forward=conn.forward,
-                       trigger_period=TRIGGER_PERIOD, poll_also=POLL_ALSO, ready=conn.wait_full)
+                       trigger_period=TRIGGER_PERIOD, poll_also=POLL_ALSO, ready=conn.wait_full,
+                       keep_seen=KEEP_SEEN)
 
 
 async def _regions(cfg: PeConfig, sim: Any) -> None:

@@ -148,7 +148,8 @@ class PeSimulator:
                  triggers: Mapping[int, Mapping[int, str]] | None = None, trigger_period: float = 0.3,
                  forward: Callable[[int, int, int], Awaitable[None]] | None = None,
                  poll_also: float | None = None,
-                 ready: Callable[[int], Awaitable[None]] | None = None) -> None:
+                 ready: Callable[[int], Awaitable[None]] | None = None,
+                 keep_seen: int | None = None) -> None:
         if listen not in ("udp", "poll"):
             raise ValueError(f"listen must be udp or poll, not {listen!r}")
         self.base_url = base_url.rstrip("/")
@@ -166,6 +167,10 @@ class PeSimulator:
         """Where each PE's UDP socket binds (a PE pod: its pod IP and port 10001)."""
         self._raw: RawHttp | None = None
         self.seen: list[Seen] = []
+        self.keep_seen = keep_seen
+        """At most about twice this many notifications stay in `seen` (a long-running PE pod);
+        None keeps all (tests and the bench read the whole history)."""
+        self._dropped = 0           # notifications dropped from the front of `seen`
         self.errors: list[tuple[int, str, int, str]] = []
         """(pe, path, HTTP status, body) of every report the operator refused."""
         self.changed = trio.Event()
@@ -275,6 +280,10 @@ class PeSimulator:
                   message: str) -> None:
         self._last[(pe, region)] = (kind, message)
         self.seen.append(Seen(trio.current_time(), pe, region, kind, message))
+        if self.keep_seen is not None and len(self.seen) >= 2 * self.keep_seen:
+            drop = len(self.seen) - self.keep_seen
+            del self.seen[:drop]
+            self._dropped += drop
         self.changed.set()
         self.changed = trio.Event()
         if pe in self.failing:
@@ -353,12 +362,12 @@ class PeSimulator:
         scanned = 0  # `seen` only grows: each wake-up reads what is new (the bench runs for
         while True:  # thousands of notifications; rescanning them all per wake-up cost ms)
             seen = self.seen
-            for i in range(scanned, len(seen)):
+            for i in range(max(scanned - self._dropped, 0), len(seen)):
                 s = seen[i]
                 if s.type == kind and (message is None or s.message == message) and s.pe in want \
                         and (region is None or s.region == region):
                     times[s.pe] = s.at
-            scanned = len(seen)
+            scanned = self._dropped + len(seen)
             if len(times) == len(want):
                 return max(times.values())
             await self.changed.wait()

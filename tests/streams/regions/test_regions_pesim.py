@@ -4,6 +4,7 @@ region through drains, a stuck PE through a reset, and blocking checkpoints thro
 from __future__ import annotations
 
 import trio
+import trio.testing
 
 from streams.regions.fsm import Region, RegionSpec
 from streams.regions.health import Health
@@ -138,3 +139,26 @@ async def test_the_poll_beside_udp_runs_only_for_a_pe_that_hears_nothing():
     assert {pe: polls.get(pe) for pe in PES if pe != 14} == {pe: 1 for pe in PES if pe != 14}
     assert polls[14] >= 3               # its drains went through its poll
     assert "RESETTING" not in [doc["state"] for doc in store.history]
+
+
+async def test_a_long_running_pe_remembers_a_bounded_history_and_still_sees_what_is_new():
+    """A PE pod runs for the life of its job: `keep_seen` bounds its notification history
+    (it grew by one entry per notification, for ever), and `wait_for` still finds a new one."""
+    sim = PeSimulator("http://127.0.0.1:9", {0: (1,)}, failing=[1], keep_seen=3)
+    for i in range(50):
+        await sim._on(None, 1, 0, "checkpoint", f"seqId={i}")
+    assert len(sim.seen) < 6 and sim.seen[-1].message == "seqId=49"
+    got = []
+    with trio.fail_after(5):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(waiter, sim, got)
+            await trio.testing.wait_all_tasks_blocked()
+            for i in range(50, 55):
+                await sim._on(None, 1, 0, "checkpoint", f"seqId={i}")
+                await trio.testing.wait_all_tasks_blocked()     # the waiter reads as they come
+    assert got and len(sim.seen) < 6
+
+
+async def waiter(sim, got):
+    got.append(await sim.wait_for("checkpoint", "seqId=50"))
+
