@@ -10,6 +10,8 @@
              connection limits, worker loop, router, ASGI body reader (see its map)
     configsection  one way to declare a validated config section (msgspec Struct + Go's value rules)
     safeyaml YAML at a bounded cost (aliases, nodes, depth, bytes, time): validate-conf, config files
+    gcfreeze full garbage collections that skip what survived the last one (gc.freeze), for the
+             processes caching Kubernetes objects (sim-cluster, the kube roles, bench e2e)
 
 every package but `shm` may import it; it imports none of them.
 """
