@@ -20,12 +20,13 @@ _VALUE = re.compile(r"(?:[\x21-\x7e](?:[ \t\x21-\x7e]*[\x21-\x7e])?)?")
 space around): anything else is a ValueError here where h11 raises LocalProtocolError."""
 
 
+_REASONS = {status.value: status.phrase.encode() for status in HTTPStatus}
+
+
 def reason(status: int) -> bytes:
-    """The standard reason phrase (`HTTP/1.1 200 OK`), as Go's net/http writes it."""
-    try:
-        return HTTPStatus(status).phrase.encode()
-    except ValueError:
-        return b""
+    """The standard reason phrase (`HTTP/1.1 200 OK`), as Go's net/http writes it; b"" for a
+    code without one. A table: `HTTPStatus(code)` was 2% of sim-cluster's CPU."""
+    return _REASONS.get(status, b"")
 
 
 def head(status: int, headers: list[tuple[str, str]], close: bool, chunked: bool = False) -> bytes:
