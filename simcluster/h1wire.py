@@ -4,7 +4,8 @@ Why: h11's request reading and response writing were ~24% of sim-cluster's CPU i
 `ykshm bench e2e` (py-spy --gil, issue 25; three requests a pod: create, binding, event), while a
 plain request needs neither its state machine nor its header validation. `httpserver` serves the
 requests `common.http1.head.parse` takes (plain HTTP/1.1, Content-Length bodies) with these,
-and hands any other connection to h11 from that request on. tests/simcluster/test_simcluster_h1wire.py
+and hands any other connection to h11 from that request on; a chunk is framed by
+`common.http1.wire.frame`, as h11 frames it. tests/simcluster/test_simcluster_h1wire.py
 compares every head with h11's own.
 """
 
@@ -13,7 +14,6 @@ from __future__ import annotations
 import re
 from http import HTTPStatus
 
-LAST_CHUNK = b"0\r\n\r\n"
 _NAME = re.compile(r"[-!#$%&'*+.^_`|~0-9a-zA-Z]+")
 _VALUE = re.compile(r"(?:[\x21-\x7e](?:[ \t\x21-\x7e]*[\x21-\x7e])?)?")
 """What h11 accepts in a header we send (names are tokens; values ASCII, no CR/LF/NUL, no white
@@ -48,8 +48,3 @@ def head(status: int, headers: list[tuple[str, str]], close: bool, chunked: bool
         out.append(b"Connection: close\r\n")
     out.append(b"\r\n")
     return b"".join(out)
-
-
-def chunk(data: bytes) -> bytes:
-    """One chunk of a chunked body, as h11 frames `Data(data)`."""
-    return b"%x\r\n%s\r\n" % (len(data), data)

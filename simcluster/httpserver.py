@@ -31,6 +31,7 @@ import h11
 import trio
 
 from common.http1 import head as plainhead
+from common.http1 import wire
 
 from . import h1wire
 
@@ -275,7 +276,7 @@ class HttpServer:
 
             async def send(chunk: bytes) -> None:
                 if chunk:
-                    await self._send(stream, h1wire.chunk(chunk))
+                    await self._send(stream, wire.frame(chunk))
 
             nursery.start_soon(watch_peer)
             try:
@@ -286,7 +287,7 @@ class HttpServer:
                 nursery.cancel_scope.cancel()
         if gone:
             raise _Closed("peer went away")
-        await self._send(stream, h1wire.LAST_CHUNK)
+        await self._send(stream, wire.LAST_CHUNK)
         return bytes(pending)
 
     async def _handle(self, request: Request) -> Response | StreamResponse:

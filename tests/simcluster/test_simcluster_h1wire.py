@@ -6,6 +6,7 @@ import socket
 import h11
 import pytest
 
+from common.http1 import wire
 from simcluster import h1wire
 
 from tests.simcluster.test_simcluster import start_cluster, stop_cluster
@@ -49,8 +50,8 @@ def test_heads_are_h11s(status, close):
 def test_a_chunked_stream_is_framed_as_h11_frames_it(close):
     headers = [("content-type", "application/json"), ("transfer-encoding", "chunked"),
                ("x-other", "1")]
-    ours = (h1wire.head(200, headers, close, chunked=True) + h1wire.chunk(b'{"type":"ADDED"}\n')
-            + h1wire.LAST_CHUNK)
+    ours = (h1wire.head(200, headers, close, chunked=True) + wire.frame(b'{"type":"ADDED"}\n')
+            + wire.LAST_CHUNK)
     assert ours == _h11(200, headers, close, chunked=True)
 
 
