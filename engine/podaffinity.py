@@ -36,30 +36,48 @@ EXISTING_ANTI_AFFINITY = "didn't satisfy existing pods anti-affinity rules"
 @dataclasses.dataclass(frozen=True, slots=True)
 class PodTerm:
     """A PodAffinityTerm as written. `selector` None matches no pod; `namespaces` empty and
-    `namespace_selector` None mean the pod's own namespace."""
+    `namespace_selector` None mean the pod's own namespace.
+
+    `resolve` remembers its answer per namespace (`_resolved`, not part of the value): a
+    placement is parsed once per distinct tag, so the pods of a workload share their terms and
+    every booking of one of them gets the same `AffinityTerm` back, not a new one to hash."""
 
     topology_key: str
     selector: Selector | None = None
     namespaces: tuple[str, ...] = ()
     namespace_selector: Selector | None = None
+    _resolved: dict[str, AffinityTerm] = dataclasses.field(
+        default_factory=dict, init=False, repr=False, compare=False, hash=False)
 
     def resolve(self, namespace: str) -> AffinityTerm:
         """The term of a pod in `namespace` (kube-scheduler's newAffinityTerm)."""
-        names = self.namespaces
-        if not names and self.namespace_selector is None:
-            names = (namespace,)
-        return AffinityTerm(self.topology_key, self.selector, frozenset(names),
-                            self.namespace_selector)
+        term = self._resolved.get(namespace)
+        if term is None:
+            names = self.namespaces
+            if not names and self.namespace_selector is None:
+                names = (namespace,)
+            term = self._resolved[namespace] = AffinityTerm(
+                self.topology_key, self.selector, frozenset(names), self.namespace_selector)
+        return term
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class AffinityTerm:
-    """A term of one pod: which pods it matches, and the topology it is counted in."""
+    """A term of one pod: which pods it matches, and the topology it is counted in. Its hash
+    is computed once (it keys the inter-pod index's dicts on every booking)."""
 
     topology_key: str
     selector: Selector | None
     namespaces: frozenset[str]
     namespace_selector: Selector | None
+    _hash: int = dataclasses.field(init=False, repr=False, compare=False, default=0)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash((self.topology_key, self.selector,
+                                                 self.namespaces, self.namespace_selector)))
+
+    def __hash__(self) -> int:
+        return self._hash
 
     def matches(self, namespace: str, labels: Mapping[str, str]) -> bool:
         """kube-scheduler's AffinityTerm.Matches (namespace labels: only the name label)."""

@@ -50,32 +50,34 @@ class RedisAuth:
 
 
 def resolve(url_arg: str | None, password_file: str | None, ca_file: str | None,
-            environ: dict[str, str] | None = None) -> tuple[str, RedisAuth]:
-    """(URL without any password, RedisAuth) from the command line and the environment."""
+            environ: dict[str, str] | None = None, flag: str = "--redis") -> tuple[str, RedisAuth]:
+    """(URL without any password, RedisAuth) from the command line and the environment.
+    `flag` names the URL's option in messages (`ykshm web` reads `--source`, with
+    `--source-password-file` and `--source-ca`)."""
     env = os.environ if environ is None else environ
     if url_arg is not None:
         if _password_of(url_arg) is not None:
             raise AuthProblem(
-                "--redis: a password in the URL is visible to every local user (ps, "
-                f"/proc/PID/cmdline); give it in ${ENV_PASSWORD}, --redis-password-file FILE, "
+                f"{flag}: a password in the URL is visible to every local user (ps, "
+                f"/proc/PID/cmdline); give it in ${ENV_PASSWORD}, {flag}-password-file FILE, "
                 f"systemd's LoadCredential={CREDENTIAL}:FILE, or the whole URL in ${ENV_URL}")
         url = url_arg
     elif env.get(ENV_URL):
         url = env[ENV_URL]
     else:
-        raise AuthProblem(f"--redis URL (or ${ENV_URL}) is required")
+        raise AuthProblem(f"{flag} URL (or ${ENV_URL}) is required")
     in_url = _password_of(url)
-    password = _password(password_file, env) or (urllib.parse.unquote(in_url) if in_url else None)
+    password = _password(password_file, env, flag) or (urllib.parse.unquote(in_url) if in_url else None)
     if ca_file is not None:
         if urllib.parse.urlsplit(url).scheme != "rediss":
-            raise AuthProblem(f"--redis-ca {ca_file}: only for a rediss:// (TLS) URL")
-        _readable(ca_file, "--redis-ca")
+            raise AuthProblem(f"{flag}-ca {ca_file}: only for a rediss:// (TLS) URL")
+        _readable(ca_file, f"{flag}-ca")
     return _without_password(url), RedisAuth(password, ca_file)
 
 
-def _password(password_file: str | None, env: dict[str, str]) -> str | None:
+def _password(password_file: str | None, env: dict[str, str], flag: str) -> str | None:
     if password_file is not None:
-        return _read_secret(password_file, "--redis-password-file")
+        return _read_secret(password_file, f"{flag}-password-file")
     creds = env.get("CREDENTIALS_DIRECTORY")
     if creds and (Path(creds) / CREDENTIAL).exists():
         return _read_secret(str(Path(creds) / CREDENTIAL), f"credential {CREDENTIAL}")

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import urllib.parse
 import uuid
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
@@ -67,15 +68,23 @@ def check(resp: httpx.Response) -> Any:
     return _decode(resp.content)
 
 
+def split_query(path: str) -> tuple[str, dict[str, str]]:
+    """(path, its query as params): httpx replaces a URL's query with `params=`, so a path's own
+    (`?labelSelector=...`) must travel in them or the selector is silently dropped."""
+    base, _, query = path.partition("?")
+    return base, dict(urllib.parse.parse_qsl(query, keep_blank_values=True))
+
+
 async def list_all(client: httpx.AsyncClient, path: str, page: int = PAGE_SIZE
                    ) -> tuple[list[dict[str, Any]], str]:
     """Every object at `path`, paged; returns (items, resourceVersion of the list)."""
+    path, query = split_query(path)
     for _attempt in range(5):
         items: list[dict[str, Any]] = []
         cont = ""
         try:
             while True:
-                params: dict[str, Any] = {"limit": page}
+                params: dict[str, Any] = {**query, "limit": page}
                 if cont:
                     params["continue"] = cont
                 body = check(await client.get(path, params=params))
@@ -314,12 +323,13 @@ class Informer:
 
     async def _watch(self, out: trio.MemorySendChannel) -> int:
         """One watch request; returns how many events it delivered. Raises GoneError on 410."""
-        params = {"watch": "1", "allowWatchBookmarks": "true",
+        path, query = split_query(self.path)
+        params = {**query, "watch": "1", "allowWatchBookmarks": "true",
                   "resourceVersion": self.store.resource_version,
                   "timeoutSeconds": str(self.timeout_seconds)}
         timeout = httpx.Timeout(30.0, read=self.timeout_seconds + 30.0)
         delivered = 0
-        async with self.client.stream("GET", self.path, params=params, timeout=timeout) as resp:
+        async with self.client.stream("GET", path, params=params, timeout=timeout) as resp:
             if resp.status_code >= 400:
                 _raise_for(resp.status_code, await resp.aread())
             buf = b""

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 
 import dataclasses
+import datetime as dt
 import logging
 import math
 import os
@@ -113,6 +114,26 @@ CoreInput = WatchBatch | SiConnected | SiReceived | SiClosed | BindResult | Reco
 class DeletePod:
     namespace: str
     name: str
+    preempted: bool = False     # mark it DisruptionTarget first (kube-scheduler's victims)
+
+
+async def mark_disruption(client: httpx.AsyncClient, namespace: str, name: str) -> None:
+    """Set the pod's `DisruptionTarget=True` condition, reason `PreemptionByScheduler`, as
+    kube-scheduler does before deleting a victim: its owner (a Streams job, a Job's podFailurePolicy)
+    can tell a preemption from a user's deletion. Best effort: the deletion goes on regardless."""
+    path = f"/api/v1/namespaces/{namespace}/pods/{name}"
+    resp = await client.get(path)
+    if resp.status_code != 200:
+        return
+    conditions = [c for c in (resp.json().get("status") or {}).get("conditions") or ()
+                  if c.get("type") != "DisruptionTarget"]
+    conditions.append({"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
+                       "message": "yunikorn: preempting to free up resources",
+                       "lastTransitionTime": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")})
+    resp = await client.patch(path + "/status", content=orjson.dumps({"status": {"conditions": conditions}}),
+                              headers={"Content-Type": "application/merge-patch+json"})
+    if resp.status_code >= 300:
+        log.warning("pod %s/%s: DisruptionTarget not set: %s", namespace, name, resp.status_code)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -304,7 +325,7 @@ class Shim:
                 continue
             self._event_send.send_nowait(ev)
         for ns, name in actions.deletes:
-            self._misc_send.send_nowait(DeletePod(ns, name))
+            self._misc_send.send_nowait(DeletePod(ns, name, (ns, name) in actions.preempted))
         for pod in actions.creates:
             self._misc_send.send_nowait(CreatePod(pod))
 
@@ -399,6 +420,8 @@ class Shim:
             what = "delete" if isinstance(item, DeletePod) else "create"
             try:
                 if isinstance(item, DeletePod):
+                    if item.preempted:
+                        await mark_disruption(self.client, item.namespace, item.name)
                     await kubeclient.delete_pod(self.client, item.namespace, item.name)
                 else:
                     await kubeclient.create_pod(self.client, item.pod)

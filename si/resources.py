@@ -103,5 +103,10 @@ def share(usage: Mapping[str, int], guaranteed: Mapping[str, int] | None) -> flo
     """Dominant share of usage against guaranteed (fair sorting); 0 names in guaranteed ignored."""
     if not guaranteed:
         return 0.0
-    shares = [usage.get(name, 0) / value for name, value in guaranteed.items() if value > 0]
-    return max(shares, default=0.0)
+    best = None  # (a loop, not max() of a list: called once per allocation)
+    for name, value in guaranteed.items():
+        if value > 0:
+            ratio = usage.get(name, 0) / value
+            if best is None or ratio > best:
+                best = ratio
+    return 0.0 if best is None else best

@@ -151,6 +151,7 @@ class Materialiser:
         dest.mkdir(mode=0o755, parents=True, exist_ok=True)
         mode = 0o644
         if "emptyDir" in vol:
+            dest.chmod(0o777)   # as the kubelet makes it: every container of the pod may write
             return
         if "secret" in vol:
             spec = vol["secret"] or {}

@@ -43,6 +43,7 @@ import trio
 
 from kube.client import ApiStatusError, Informer, backoff_delays, check
 from . import kubecalls as kube, reconcile, repair, submission
+from .croobjects import WAITING_FOR_SECRET
 from .events import Events
 from .fetchpolicy import FetchPolicy
 from .errors import LogicalError
@@ -60,6 +61,7 @@ SUBMITTED_KINDS = ("ProcessingElement", "ConfigMap", "HostPool", "ParallelRegion
                    "ConsistentRegionOperator")   # what a submission makes (and a retry removes)
 CLEAN_SLATE_SECONDS = 30.0
 RETRY_DELAYS = tuple(backoff_delays())
+CONFLICT_DELAYS = (0.05, 0.1, 0.2, 0.4, 0.8)   # a lost write: plan again on the fresher cache
 DISRUPTIONS_KEPT = 1000
 
 
@@ -67,9 +69,23 @@ DISRUPTIONS_KEPT = 1000
 class Retry:
     """One job's retry state: failures in a row, and when the next pass may run."""
 
-    attempts: int = 0
+    attempts: int = 0             # errors in a row (the backoff's step)
+    conflicts: int = 0            # conflicts in a row (their own, short schedule)
     until: float = 0.0
     reported: bool = False        # a Synced=False condition was written
+
+    def next_delay(self, conflict: bool) -> float:
+        """The wait before the next pass. A conflict (a write lost to a newer version) is a
+        controller's everyday business, not an error: the pass runs again as soon as the
+        informer has the newer object, on client-go's short schedule, and conflicts never
+        push the job into the error backoff (which would freeze it for up to 30 s)."""
+        if conflict:
+            delay = CONFLICT_DELAYS[min(self.conflicts, len(CONFLICT_DELAYS) - 1)]
+            self.conflicts += 1
+        else:
+            delay = RETRY_DELAYS[min(self.attempts, len(RETRY_DELAYS) - 1)]
+            self.attempts += 1
+        return delay * (0.75 + 0.5 * random.random())
 
 
 
@@ -217,15 +233,14 @@ class Controller:
             return
         if not isinstance(exc, (ApiStatusError, httpx.HTTPError, kube.Stale)):
             log.error("job %s/%s: %s failed", key[0], key[1], what, exc_info=exc)
-        else:
-            log.warning("job %s/%s: %s: %s; retrying", key[0], key[1], what, exc)
         quiet = isinstance(exc, kube.Stale) or (isinstance(exc, ApiStatusError) and exc.code == 409)
+        if isinstance(exc, (ApiStatusError, httpx.HTTPError, kube.Stale)):
+            (log.info if quiet else log.warning)("job %s/%s: %s: %s; retrying", key[0], key[1], what, exc)
         self._retry(key, exc, what, quiet=quiet)
 
     def _retry(self, key: JobKey, exc: Exception, what: str, quiet: bool) -> None:
         retry = self.retries.setdefault(key, Retry())
-        delay = RETRY_DELAYS[min(retry.attempts, len(RETRY_DELAYS) - 1)] * (0.75 + 0.5 * random.random())
-        retry.attempts += 1
+        delay = retry.next_delay(conflict=quiet)
         retry.until = trio.current_time() + delay
         self.nursery.start_soon(self._retry_later, key, delay)
         if not quiet:
@@ -356,7 +371,9 @@ class Controller:
             (r.get("status") or {}).get("refusedWidth") == r["spec"].get("width") for r in regions)
         what = repair.missing([reconcile.pe_doc(c) for c in view.configmaps], view.pes, view.host_pools_present,
                               view.host_pools_expected, len(self.objects_of("ConsistentRegion", key)),
-                              bool(self.objects_of("ConsistentRegionOperator", key)))
+                              bool(self.objects_of("ConsistentRegionOperator", key)),
+                              secret_missing=any((o.get("status") or {}).get("phase") == WAITING_FOR_SECRET
+                                                 for o in self.objects_of("ConsistentRegionOperator", key)))
         if not what or not settled:
             return False
         return await repair.repair(self, key, job, spec, self.objects_of("ConfigMap", key), view.pes,

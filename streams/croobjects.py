@@ -26,6 +26,9 @@ from .objects import GROUP, owner_ref
 API_PORT, METRICS_PORT = 10000, 9696
 SERVICE_ACCOUNT = "streams-cr-operator"
 BASE_PATH = "/api/consistentregion"
+WAITING_FOR_SECRET = "WaitingForSecret"
+"""The ConsistentRegionOperator's `status.phase` while its job's token Secret is missing: the
+operator serves nothing (fail closed) and the controller's repair makes the Secret again."""
 
 
 def default_image() -> str:

@@ -46,7 +46,7 @@ import httpx
 import trio
 
 from .errors import FetchError, LogicalError
-from .fetchpolicy import MAX_REDIRECTS, FetchPolicy
+from .fetchpolicy import MAX_REDIRECTS, FetchPolicy, pinned_client
 
 ReadConfigMap = Callable[[str, str], Awaitable[Mapping[str, str] | None]]
 """(namespace, name) -> the ConfigMap's `data`, or None when there is no such ConfigMap."""
@@ -310,8 +310,7 @@ async def _download(url: str, headers: dict[str, str], context: ssl.SSLContext |
     header kept only while the hop stays on the same https host the token was allowed for."""
     verify: ssl.SSLContext | bool = context if context is not None else True
     try:
-        async with httpx.AsyncClient(verify=verify, timeout=timeout, follow_redirects=False,
-                                     trust_env=False) as client:
+        async with pinned_client(policy, verify, timeout) as client:
             first = urlsplit(url)
             for _hop in range(MAX_REDIRECTS + 1):
                 await policy.check(url)

@@ -12,16 +12,23 @@ network position and, for `github`, with a namespace Secret's `token`. So:
   `allow_hosts` (`--allow-fetch-host`, e.g. a test server on 127.0.0.1). Private (RFC 1918)
   addresses stay allowed: in-cluster artifact servers live there.
 
-The addresses are checked when resolved, before the request; a DNS answer that changes between
-the check and the connection (rebinding) is not caught (a known limit, see README).
+Each connection resolves its host once and connects to an address that resolution checked
+(`PinnedBackend`, httpcore's network backend under the fetch's client): a DNS answer that changes
+between a check and the connection (rebinding) cannot send the request to a refused address.
+`check` refuses a bad URL, or a host that resolves to a refused address, before the request is
+made (a clear message early); the connection checks again, on the address it uses.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import ipaddress
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
 from urllib.parse import urlsplit
 
+import httpcore
+import httpx
 import trio
 
 from .errors import FetchError
@@ -29,46 +36,20 @@ from .errors import FetchError
 MAX_REDIRECTS = 5
 METADATA = frozenset({ipaddress.ip_address("169.254.169.254"), ipaddress.ip_address("fd00:ec2::254")})
 
-
-@dataclasses.dataclass(frozen=True)
-class FetchPolicy:
-    github_hosts: frozenset[str] = frozenset({"api.github.com"})
-    allow_hosts: frozenset[str] = frozenset()
-
-    def token_allowed(self, url: str) -> bool:
-        parts = urlsplit(url)
-        return parts.scheme == "https" and (parts.hostname or "").lower() in self.github_hosts
-
-    def _allowed_host(self, url: str) -> bool:
-        parts = urlsplit(url)
-        host = (parts.hostname or "").lower()
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-        return host in self.allow_hosts or f"{host}:{port}" in self.allow_hosts
-
-    async def check(self, url: str) -> None:
-        """FetchError unless `url` may be fetched (module docstring)."""
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise FetchError(f"GET {url}: only http(s) URLs are fetched")
-        if self._allowed_host(url):
-            return
-        host = parts.hostname
-        try:
-            addresses = [ipaddress.ip_address(host)]
-        except ValueError:
-            try:
-                infos = await trio.socket.getaddrinfo(host, parts.port or 443, type=trio.socket.SOCK_STREAM)
-            except OSError as exc:
-                raise FetchError(f"GET {url}: {host} cannot be resolved: {exc}") from None
-            addresses = [ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos]
-        for address in addresses:
-            why = refused(address)
-            if why:
-                raise FetchError(f"GET {url}: {host} is {address}, a {why} address; bundles are not "
-                                 "fetched from there (the controller's --allow-fetch-host allows a host)")
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 
-def refused(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str | None:
+async def system_resolve(host: str, port: int) -> list[Address]:
+    """The host's addresses from the system resolver (an IP literal is its own answer)."""
+    try:
+        return [ipaddress.ip_address(host)]
+    except ValueError:
+        pass
+    infos = await trio.socket.getaddrinfo(host, port, type=trio.socket.SOCK_STREAM)
+    return [ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos]
+
+
+def refused(address: Address) -> str | None:
     """Why an address is off limits by default, or None."""
     mapped = getattr(address, "ipv4_mapped", None)
     if mapped is not None:
@@ -81,3 +62,81 @@ def refused(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str | Non
         if test:
             return why
     return None
+
+
+@dataclasses.dataclass(frozen=True)
+class FetchPolicy:
+    github_hosts: frozenset[str] = frozenset({"api.github.com"})
+    allow_hosts: frozenset[str] = frozenset()
+    resolve: Callable[[str, int], Awaitable[list[Address]]] = dataclasses.field(
+        default=system_resolve, compare=False)
+    """How a host's addresses are found (the system resolver; a test plays a rebinding DNS)."""
+    forbidden: Callable[[Address], str | None] = dataclasses.field(default=refused, compare=False)
+    """Why an address is off limits, or None (default `refused`; a test narrows it to loopback
+    aliases so that no connection leaves 127.0.0.0/8)."""
+
+    def token_allowed(self, url: str) -> bool:
+        parts = urlsplit(url)
+        return parts.scheme == "https" and (parts.hostname or "").lower() in self.github_hosts
+
+    def _allowed(self, host: str, port: int) -> bool:
+        host = host.lower()
+        return host in self.allow_hosts or f"{host}:{port}" in self.allow_hosts
+
+    async def check(self, url: str) -> None:
+        """FetchError unless `url` may be fetched (module docstring)."""
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise FetchError(f"GET {url}: only http(s) URLs are fetched")
+        await self.connectable(parts.hostname, parts.port or (443 if parts.scheme == "https" else 80), url)
+
+    async def connectable(self, host: str, port: int, url: str | None = None) -> Address:
+        """The address to connect to for host:port, from one resolution whose every answer
+        passed the policy (unless the host is allowed); FetchError otherwise."""
+        what = f"GET {url}" if url else f"connecting to {host}:{port}"
+        try:
+            addresses = await self.resolve(host, port)
+        except OSError as exc:
+            raise FetchError(f"{what}: {host} cannot be resolved: {exc}") from None
+        if not addresses:
+            raise FetchError(f"{what}: {host} has no address")
+        if not self._allowed(host, port):
+            for address in addresses:
+                why = self.forbidden(address)
+                if why:
+                    raise FetchError(f"{what}: {host} is {address}, a {why} address; bundles are not "
+                                     "fetched from there (the controller's --allow-fetch-host allows a host)")
+        return addresses[0]
+
+
+class PinnedBackend(httpcore.AsyncNetworkBackend):
+    """httpcore's trio backend, connecting only to the address the policy checked in the same
+    resolution (no second lookup for an attacker's DNS to answer differently). TLS still
+    verifies the URL's host name: httpcore passes it as the server name, not the address."""
+
+    def __init__(self, policy: FetchPolicy) -> None:
+        self.policy = policy
+        self._inner = httpcore.TrioBackend()
+
+    async def connect_tcp(self, host: str, port: int, timeout: float | None = None,
+                          local_address: str | None = None,
+                          socket_options: Iterable[Any] | None = None) -> httpcore.AsyncNetworkStream:
+        address = await self.policy.connectable(host, port)
+        return await self._inner.connect_tcp(str(address), port, timeout, local_address, socket_options)
+
+    async def connect_unix_socket(self, path: str, timeout: float | None = None,
+                                  socket_options: Iterable[Any] | None = None) -> httpcore.AsyncNetworkStream:
+        raise FetchError("bundles are not fetched over unix sockets")
+
+    async def sleep(self, seconds: float) -> None:
+        await self._inner.sleep(seconds)
+
+
+def pinned_client(policy: FetchPolicy, verify: Any, timeout: float) -> httpx.AsyncClient:
+    """An httpx client (no redirects followed, no proxy from the environment) whose connections
+    go through `PinnedBackend`. httpx has no public hook for the network backend: its transport's
+    connection pool is replaced by one built with the same TLS context."""
+    transport = httpx.AsyncHTTPTransport(verify=verify, trust_env=False)
+    transport._pool = httpcore.AsyncConnectionPool(  # noqa: SLF001 - see the docstring
+        ssl_context=httpx.create_ssl_context(verify=verify), network_backend=PinnedBackend(policy))
+    return httpx.AsyncClient(transport=transport, timeout=timeout, follow_redirects=False, trust_env=False)

@@ -117,6 +117,22 @@ def pe_document(pe: Any, peers: Iterable[int]) -> dict[str, Any]:
     }
 
 
+def pe_triggers(app: Any, pe: Any) -> dict[str, str]:
+    """{region: operator} for each operator-driven consistent region whose trigger operator this PE
+    runs (pe.json `triggers`): that PE starts the region's drains (`PUT /region/R/drain`), as the
+    runtime learns from the operator's `consistentRegionEntry` annotation. A channel `op[c]` of a
+    trigger is named by its logical name, the one the region's spec lists."""
+    out = {}
+    for region in app.consistent_regions:
+        if region.trigger != "operatorDriven" or region.index not in pe.consistent_regions:
+            continue
+        hosted = [op.split("[", 1)[0] for op in pe.operators]
+        found = next((op for op in hosted if op in region.trigger_operators), None)
+        if found is not None:
+            out[str(region.index)] = found
+    return out
+
+
 def aadl_configmap(job: JobSpec, job_obj: Mapping[str, Any], doc: Mapping[str, Any],
                    aadl: bytes, content_id: str) -> dict[str, Any]:
     index = doc["index"]

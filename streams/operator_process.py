@@ -10,7 +10,8 @@ module gives them the cluster, as OpenStreams' per-job operator Deployment does:
   goes back). Then `status.hasStarted: true` and `status.address` (the REST URL) are written.
 - monitors: informers on the job's PEs and pods; any change re-checks the health of every region
   the PE belongs to (`regions.health`): every PE exists with connectivity Full and its current pod
-  (`JOB-N-LAUNCH`, owned by the PE) is Running.
+  (`JOB-N-LAUNCH`, owned by the PE) is Running. A PE relaunched since the last look makes the
+  region unhealthy once (then it resets), even if the monitors never saw it down.
 - status writer: `PUT .../streamscrs/JOB-INDEX/status`, then wait until the ConsistentRegion
   informer has seen that resourceVersion (the seed's consistency rule) before the region takes its
   next event; a 409 (someone else wrote) re-reads and writes again.
@@ -20,8 +21,12 @@ module gives them the cluster, as OpenStreams' per-job operator Deployment does:
   `JOB-N.NS:10001`: the address that name resolves to, the PE's current pod's IP once it runs,
   read from the pod informer (no name lookup per datagram). PEs without either poll.
 - authentication: the job's Secret `JOB-token` (its PEs mount it) is read at start; every API
-  request under the base then needs `Authorization: Bearer TOKEN` (regions.rest); a job without one
-  (made before tokens existed) is served open, with a warning.
+  request under the base then needs `Authorization: Bearer TOKEN` (regions.rest). Fail closed:
+  while the Secret is missing nothing is served (no socket, so the Deployment is not ready and no
+  request gets an answer); the operator writes `status.phase: WaitingForSecret` on its
+  ConsistentRegionOperator, which the controller's repair answers by making the Secret again (a
+  new token: PEs started with the old one are refused until they are relaunched), and then
+  serves.
 - `--advertise URL` (the Deployment: its Service's URL) is written as `status.address` instead of
   the bound socket's.
 """
@@ -37,15 +42,17 @@ from typing import Any
 import httpx
 import trio
 
+from common.backoff import Backoff
 from common.http1.limits import Limits
 from kube.client import ApiStatusError, Informer
 from . import kubecalls as kube
+from .croobjects import WAITING_FOR_SECRET as WAITING
 from .objects import LABEL_JOB, pe_name, pod_name
 from .peobjects import TOKEN_KEY, token_secret_name
 from .regions.docs import region_from_status
 from .regions.errors import RegionError
 from .regions.fsm import Region, RegionSpec
-from .regions.health import Health, PeView, region_health
+from .regions.health import Health, PeView, Relaunches, region_health
 from .regions.operator import RegionOperator
 from .regions.rest import serve
 from .regions.udp import PE_NOTIFICATION_PORT
@@ -79,6 +86,7 @@ class JobRegions:
         self.region_pes: dict[int, frozenset[int]] = {}
         self._seen = trio.Condition()
         self.operator: RegionOperator | None = None
+        self.relaunches = Relaunches()
 
     def _objects(self, kind: str) -> list[dict[str, Any]]:
         return list(self.informers[kind].store)
@@ -103,18 +111,29 @@ class JobRegions:
                                             for r in pod["metadata"].get("ownerReferences") or ())
             phase = ((pod.get("status") or {}).get("phase") or "Pending") if owned and pod else None
             views[index] = PeView((pe.get("status") or {}).get("connectivity") or "None", launch, phase)
-        return region_health(self.region_pes.get(region, ()), views)
+        health = region_health(self.region_pes.get(region, ()), views)
+        if self.relaunches.moved(region, views) and self.operator is not None:
+            self.operator.recheck_all([region])    # unhealthy now; the next look resets it
+            return Health(False, health.clean_start)
+        return health
 
     async def write_status(self, region: int, status: dict) -> None:
+        """Write the region's status; a deleted ConsistentRegion is waited for (the controller
+        makes it again) and gets the running region's status, so its sequence ids go on."""
         name = f"{self.job}-{region}"
-        for _attempt in range(10):
+        conflicts, backoff = 0, Backoff(0.2, 5.0, jitter=0.1)
+        while conflicts < 10:
             current = await kube.get(self.client, "ConsistentRegion", self.namespace, name)
             if current is None:
-                raise OperatorError(f"ConsistentRegion {self.namespace}/{name} is gone")
+                log.warning("ConsistentRegion %s/%s is gone; waiting for it to be made again",
+                            self.namespace, name)
+                await trio.sleep(backoff.next())
+                continue
             written = await kube.put_status(self.client, current, status)
             if written is not None:
                 await self._visible("ConsistentRegion", name, _rv(written))
                 return
+            conflicts += 1
         raise OperatorError(f"ConsistentRegion {self.namespace}/{name}: status write kept conflicting")
 
     async def _visible(self, kind: str, name: str, rv: int) -> None:
@@ -150,11 +169,25 @@ class JobRegions:
     async def token(self) -> bytes | None:
         secret = await kube.get(self.client, "Secret", self.namespace, token_secret_name(self.job))
         raw = ((secret or {}).get("data") or {}).get(TOKEN_KEY)
-        if not raw:
-            log.warning("cr-operator for %s/%s: no Secret %s; the API is served without "
-                        "authentication", self.namespace, self.job, token_secret_name(self.job))
+        try:
+            return (base64.b64decode(raw, validate=True) or None) if raw else None
+        except ValueError:
             return None
-        return base64.b64decode(raw)
+
+    async def wait_token(self, cro: Mapping[str, Any]) -> bytes:
+        """The job's token; until its Secret exists, say so on the ConsistentRegionOperator (the
+        controller re-makes the Secret) and wait: never serve without one."""
+        backoff = Backoff(0.2, 5.0, jitter=0.1)
+        while (token := await self.token()) is None:
+            if (cro.get("status") or {}).get("phase") != WAITING:
+                log.warning("cr-operator for %s/%s: no Secret %s: serving nothing until it exists",
+                            self.namespace, self.job, token_secret_name(self.job))
+                cro = await kube.put_status(self.client, cro, {
+                    **(cro.get("status") or {}), "phase": WAITING,
+                    "message": f"Secret {token_secret_name(self.job)} is missing"}) or \
+                    await kube.get(self.client, "ConsistentRegionOperator", self.namespace, self.job) or cro
+            await trio.sleep(backoff.next())
+        return token
 
     # --- the process ------------------------------------------------------------------------
 
@@ -185,15 +218,16 @@ class JobRegions:
             for informer in self.informers.values():
                 await nursery.start(informer.run, send)
             regions, restarted, cro = await self.load()
-            token = await self.token()
+            token = await self.wait_token(cro)
+            cro = await kube.get(self.client, "ConsistentRegionOperator", self.namespace, self.job) or cro
             self.operator = RegionOperator(f"{self.namespace}/{self.job}", regions,
                                            status_writer=self.write_status, health_source=self.health,
                                            addresses=self.address, restarted=restarted)
             nursery.start_soon(self._route, receive)
             url = await nursery.start(partial(serve, self.operator, bind, limits=limits,
                                               idle_timeout=idle_timeout, token=token))
-            await kube.put_status(self.client, cro, {**(cro.get("status") or {}), "hasStarted": True,
-                                                     "phase": "Running",
+            status = {k: v for k, v in (cro.get("status") or {}).items() if k != "message"}
+            await kube.put_status(self.client, cro, {**status, "hasStarted": True, "phase": "Running",
                                                      "address": advertise or f"{url}/api/consistentregion"})
             log.info("cr-operator for %s/%s: %d regions, %s, API at %s", self.namespace, self.job,
                      len(regions), "restarted" if restarted else "fresh start", url)

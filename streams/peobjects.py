@@ -219,8 +219,12 @@ def token_secret(namespace: str, job: str, token: str, owner: Mapping[str, Any])
 
 def api_service(namespace: str, port: int, address: str) -> list[dict[str, Any]]:
     """`streams-api` in a job's namespace: a selector-less Service and its Endpoints pointing at
-    the controller's bundle endpoint (the controller is no pod in `ykshm run`; in a cluster where
-    it is one, a selector would do instead)."""
+    the controller's bundle endpoint. Selector-less on purpose, also when the controller runs as a
+    pod (deploy/kubernetes, `--api-bind` on its pod IP): one controller serves every namespace,
+    while a Service selects pods of its own namespace only, so a selector could never reach the
+    controller from a job's namespace (OpenStreams has one controller per namespace, we do not);
+    and under systemd or `ykshm run` there is no pod to select. The controller writes the Endpoints
+    again at start, so a rescheduled controller pod (a new IP) is found."""
     meta = {"name": API_SERVICE, "namespace": namespace, "labels": {LABEL_APP: "streams", LABEL_SVC: "api"}}
     return [{"apiVersion": "v1", "kind": "Service", "metadata": dict(meta),
              "spec": {"ports": [{"name": "api", "port": API_PORT, "targetPort": port, "protocol": "TCP"}]}},

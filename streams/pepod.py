@@ -6,7 +6,8 @@ runtime's order:
 
 1. reads `STREAMS_INSTANCE_ID`, `STREAMS_JOB_NAME`, `STREAMS_PE_ID`, `STREAMS_BUNDLE_URL`, `POD_IP`,
    `/etc/config/pe/aadl.xml` (its PE input ports, and which PE input ports its output ports feed),
-   `/etc/config/pe/pe.json` (its consistent regions) and `/etc/config/token/token`; any of them
+   `/etc/config/pe/pe.json` (its consistent regions, and the operator-driven ones whose trigger it
+   runs) and `/etc/config/token/token`; any of them
    missing or malformed ends it with one line and exit 1 (the pod fails; the controller relaunches
    it by the restart policy);
 2. touches `/tmp/live` (the liveness probe `cat /tmp/live`);
@@ -20,7 +21,13 @@ runtime's order:
    (OpenStreams' path carries no namespace; ours does);
 6. in consistent regions: listens for the operator's UDP notifications on POD_IP:10001 and answers
    them through `streams-JOB-consistentregion-api.NS:10000/api/consistentregion` with the token
-   (`regions.pesim`): checkpoints for drains, reset reports for resets.
+   (`regions.pesim`): checkpoints for drains, reset reports for resets. It also polls
+   `GET .../pe/N` every POLL_ALSO seconds, as the runtime does: the controller counts a PE `Full`
+   once its peers' pods run, so a relaunched PE's region may reset before this process has bound
+   its UDP socket, and the poll finds the triggerReset it missed. In an operator-driven region the PE running the
+   trigger operator requests the drains, and the drain marker travels the data connections as a
+   line `drain R N` after the connection's name: each PE of region R checkpoints N on the first
+   marker and passes it on (the marker punctuation of a real runtime).
 
 Paths under `/` are read below `$YKSHM_ROOT` (sim-cluster's pod root), as sim-cluster maps them.
 """
@@ -31,6 +38,7 @@ import dataclasses
 import logging
 import os
 from collections.abc import Mapping
+from typing import Any
 from pathlib import Path
 
 import defusedxml.ElementTree as DET
@@ -44,6 +52,8 @@ log = logging.getLogger("ykshm.pe-sim")
 
 AUG = "{http://www.ibm.com/xmlns/prod/streams/application/augmented}"
 FETCH_TRIES, FETCH_PAUSE, RECONNECT = 30, 1.0, 0.2
+TRIGGER_PERIOD = 0.5     # an operator-driven region's drains, requested by its trigger's PE
+POLL_ALSO = 1.0          # the notification poll beside UDP (a relaunched PE's missed reset)
 
 
 class PeConfigError(Exception):
@@ -63,6 +73,7 @@ class PeConfig:
     expected: frozenset[str]                       # incoming connections "P.O>I"
     outputs: tuple[tuple[int, int, int], ...]      # (own output port, peer PE, peer input port)
     regions: tuple[int, ...]
+    triggers: tuple[tuple[int, str], ...] = ()     # (operator-driven region, its trigger operator here)
 
     def path(self, absolute: str) -> Path:
         return Path(self.root + absolute)
@@ -117,11 +128,12 @@ def read_config(env: Mapping[str, str]) -> PeConfig:
     try:
         doc = orjson.loads(_read(root, "/etc/config/pe/pe.json"))
         regions = tuple(int(r) for r in doc.get("consistentRegions") or ())
+        triggers = tuple(sorted((int(r), str(op)) for r, op in (doc.get("triggers") or {}).items()))
     except (orjson.JSONDecodeError, AttributeError, TypeError, ValueError):
         raise PeConfigError("/etc/config/pe/pe.json is not the PE's document") from None
     token = _read(root, f"{peobjects.TOKEN_DIR}/{peobjects.TOKEN_KEY}").strip()
     return PeConfig(namespace, job, pe, _env(env, "POD_IP"), root, _env(env, "STREAMS_BUNDLE_URL"), token,
-                    inputs, expected, outputs, regions)
+                    inputs, expected, outputs, regions, triggers)
 
 
 class Connectivity:
@@ -131,7 +143,32 @@ class Connectivity:
         self.cfg, self.client = cfg, client
         self.incoming: set[str] = set()
         self.outgoing: set[tuple[int, int, int]] = set()
+        self.streams: dict[tuple[int, int, int], trio.SocketStream] = {}   # the live outgoing ones
         self.changed = trio.Event()
+        self.sim: Any = None                       # the regions' PeSimulator, when in a region
+        self.sending = trio.Lock()
+
+    async def forward(self, pe: int, region: int, seq: int) -> None:
+        """Send a drain marker on every live outgoing connection (the region's operators downstream)."""
+        async with self.sending:
+            for stream in list(self.streams.values()):
+                try:
+                    await stream.send_all(f"drain {region} {seq}\n".encode())
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    pass                           # the connection loop reconnects
+
+    async def wait_full(self, _pe: int = 0) -> None:
+        """Until every connection is up (a trigger sends its markers only then, as a runtime's
+        operators submit nothing before the PE's connections are made)."""
+        while self.state != "Full":
+            await trio.sleep(RECONNECT / 4)
+
+    async def on_line(self, line: bytes) -> None:
+        """A line after a connection's name: a drain marker for this PE's regions."""
+        kind, _, rest = line.partition(b" ")
+        region, _, seq = rest.partition(b" ")
+        if kind == b"drain" and region.isdigit() and seq.isdigit() and self.sim is not None:
+            await self.sim.marker(self.cfg.pe, int(region), int(seq))
 
     @property
     def state(self) -> str:
@@ -199,12 +236,19 @@ async def _serve_input(cfg: PeConfig, conn: Connectivity, iport: int, *,
                 if not data:
                     return
                 buf += data
-            name = buf.split(b"\n", 1)[0].decode("ascii", "replace")
+            first, _, buf = buf.partition(b"\n")
+            name = first.decode("ascii", "replace")
             if name in cfg.expected:
                 conn.incoming.add(name)
                 conn.touch()
-            while await stream.receive_some(65536):
-                pass                               # tuples would flow here
+            while True:                            # tuples would flow here; markers do
+                while b"\n" in buf:
+                    line, _, buf = buf.partition(b"\n")
+                    await conn.on_line(line)
+                data = await stream.receive_some(65536)
+                if not data:
+                    break
+                buf = (buf + data)[-4096:]
         except trio.BrokenResourceError:
             pass
         finally:
@@ -225,31 +269,40 @@ async def _connect_output(cfg: PeConfig, conn: Connectivity, out: tuple[int, int
             await trio.sleep(RECONNECT)
             continue
         try:
-            await stream.send_all(f"{cfg.pe}.{oport}>{iport}\n".encode())
+            async with conn.sending:
+                await stream.send_all(f"{cfg.pe}.{oport}>{iport}\n".encode())
             conn.outgoing.add(out)
+            conn.streams[out] = stream
             conn.touch()
             while await stream.receive_some(65536):
                 pass
         except trio.BrokenResourceError:
             pass
         finally:
+            conn.streams.pop(out, None)
             conn.outgoing.discard(out)
             conn.touch()
             await stream.aclose()
         await trio.sleep(RECONNECT)
 
 
-async def _regions(cfg: PeConfig, client: httpx.AsyncClient) -> None:
-    """Answer the operator's notifications; when the operator is away (not up yet, restarting),
-    start again shortly."""
+def region_simulator(cfg: PeConfig, client: httpx.AsyncClient, conn: Connectivity) -> Any:
+    """The PE's part of its consistent regions (`regions.pesim`), markers over `conn`."""
     from .regions.pesim import PeSimulator
 
     base = croobjects.api_url(cfg.namespace, cfg.job).removesuffix(croobjects.BASE_PATH)
+    # raw: one keep-alive connection and a hand-written request per report, as a runtime's
+    # libcurl costs; httpx under trio costs milliseconds a request on a loaded machine
+    return PeSimulator(base, {r: (cfg.pe,) for r in cfg.regions}, client=client, token=cfg.token,
+                       bind=(cfg.pod_ip, peobjects.CR_PORT), raw=True,
+                       triggers={cfg.pe: dict(cfg.triggers)}, forward=conn.forward,
+                       trigger_period=TRIGGER_PERIOD, poll_also=POLL_ALSO, ready=conn.wait_full)
+
+
+async def _regions(cfg: PeConfig, sim: Any) -> None:
+    """Answer the operator's notifications; when the operator is away (not up yet, restarting),
+    start again shortly (on a fresh connection)."""
     while True:
-        # raw: one keep-alive connection and a hand-written request per report, as a runtime's
-        # libcurl costs; httpx under trio costs milliseconds a request on a loaded machine
-        sim = PeSimulator(base, {r: (cfg.pe,) for r in cfg.regions}, client=client, token=cfg.token,
-                          bind=(cfg.pod_ip, peobjects.CR_PORT), raw=True)
         try:
             await sim.run()
         except* (httpx.HTTPError, OSError, trio.BrokenResourceError) as group:
@@ -271,14 +324,17 @@ async def run_pe(cfg: PeConfig) -> None:
         log.info("PE %s of %s/%s: bundle fetched; %d inputs, %d outgoing connections, regions %s",
                  cfg.pe, cfg.namespace, cfg.job, len(cfg.inputs), len(cfg.outputs), list(cfg.regions))
         conn = Connectivity(cfg, client)
+        if cfg.regions:
+            conn.sim = region_simulator(cfg, client, conn)
+            await conn.sim.open_sockets()          # before any report: healthy means it can hear
         async with trio.open_nursery() as nursery:
             for iport in cfg.inputs:
                 await nursery.start(_serve_input, cfg, conn, iport)
             for out in sorted(set(cfg.outputs)):
                 nursery.start_soon(_connect_output, cfg, conn, out)
             nursery.start_soon(conn.report)
-            if cfg.regions:
-                nursery.start_soon(_regions, cfg, client)
+            if conn.sim is not None:
+                nursery.start_soon(_regions, cfg, conn.sim)
 
 
 def main(env: Mapping[str, str] | None = None) -> None:

@@ -5,7 +5,8 @@ The seed's time-sensitive backend role. The job's ADL is read back from its Conf
 PE that can stay as it was; the AADL ConfigMaps are brought in line: new PEs' ConfigMaps and PEs are created, removed PEs'
 ConfigMaps deleted (the plan then deletes those PEs), and a changed AADL updates its ConfigMap's
 content id, which gives that PE (and only that PE) a new launch through the plan's content-id
-rule. The region's `status.width` records the width applied, written last: a change cut short by
+rule. The job ConfigMap's port labels (`operator_port_labels.properties`, where the runtime's name
+service finds each operator input port) are rewritten for the new PEs before any of them starts. The region's `status.width` records the width applied, written last: a change cut short by
 an API error is simply applied again (every write here is idempotent).
 
 A width the fuser refuses (beyond MAX_WIDTH, a placement it cannot make) or that the API refuses
@@ -23,8 +24,8 @@ from typing import Any
 
 from kube.client import ApiStatusError
 
-from . import adl as adl_mod
-from . import kubecalls as kube, objects, reconcile, submission
+from . import aadl as aadl_mod, adl as adl_mod
+from . import kubecalls as kube, objects, peobjects, reconcile, submission
 from .jobspec import JobSpec
 from .objects import ADL_XML, LABEL_CONTENT, LABEL_KIND, LABEL_PE
 
@@ -54,6 +55,7 @@ async def apply_widths(ctl: Any, key: tuple[str, str], job: dict[str, Any], spec
     made: list[dict[str, Any]] = []
     try:
         added, replaced = await _write_configmaps(ctl, spec, job, prepared, existing, made)
+        await _port_labels(ctl, spec, job, prepared)
     except ApiStatusError as exc:
         if not kube.permanent(exc):
             raise
@@ -104,6 +106,17 @@ async def _write_configmaps(ctl: Any, spec: JobSpec, job: Mapping[str, Any], pre
             kube.written(await kube.replace(ctl.client, updated))
             replaced.append(doc["index"])
     return added, replaced
+
+
+async def _port_labels(ctl: Any, spec: JobSpec, job: Mapping[str, Any], prepared: Any) -> None:
+    """The job ConfigMap `JOB` as the new fusion has it (a PE added or renumbered moves labels)."""
+    want = peobjects.job_configmap(spec.namespace, spec.name, aadl_mod.port_labels(prepared.app, prepared.pes),
+                                   objects.owner_ref(job))
+    have = await kube.get(ctl.client, "ConfigMap", spec.namespace, spec.name)
+    if have is None:
+        await kube.create(ctl.client, want)
+    elif have.get("data") != want["data"]:
+        kube.written(await kube.replace(ctl.client, {**have, "data": want["data"]}))
 
 
 async def _members(ctl: Any, key: tuple[str, str], prepared: Any) -> None:

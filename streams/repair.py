@@ -1,12 +1,17 @@
 """Objects the controller made and a user deleted are made again (the job stays whole).
 
 A running job needs its AADL ConfigMaps (`JOB-N-aadl`), its HostPools, and, when it has
-consistent regions, one ConsistentRegion per region and the ConsistentRegionOperator. When one
+consistent regions, one ConsistentRegion per region and the ConsistentRegionOperator, and its
+token Secret `JOB-token` (the controller may not read Secrets: the cr-operator, which must not
+serve without it, reports it missing as its phase `WaitingForSecret`; the Secret made again holds a
+new token). When one
 is missing while the job's widths are settled, the job is fused again from the stored ADL
 (`JOB-adl`) with the widths applied, keeping every PE as it is (a PE whose ConfigMap is gone is
 described by its own spec: `id`, `operators`), so every re-made AADL is byte-identical and no PE
-gets a new launch; the missing objects are created. A repaired ConsistentRegion starts from a
-fresh status (its sequence ids were in the deleted object). A missing `JOB-adl` cannot be
+gets a new launch; the missing objects are created. A repaired ConsistentRegion is made with an
+empty status; the running cr-operator, which waits for it rather than failing, writes its region's
+status there, so the sequence ids go on from where they were (an operator restarted in between
+would start them again: they lived in the deleted object). A missing `JOB-adl` cannot be
 repaired: the job is reported (resubmit it, or change its spec).
 """
 
@@ -20,11 +25,12 @@ from . import kubecalls as kube, reconcile, submission
 from .jobspec import JobSpec
 from .objects import ADL_XML, LABEL_KIND
 
-REPAIRED_KINDS = ("ConfigMap", "HostPool", "ConsistentRegion", "ConsistentRegionOperator")
+REPAIRED_KINDS = ("ConfigMap", "HostPool", "ConsistentRegion", "ConsistentRegionOperator", "Secret")
+TOKEN_SECRET = "the token Secret"
 
 
 def missing(docs: Sequence[Mapping[str, Any]], pes: Sequence[Mapping[str, Any]], pools: int,
-            pools_expected: int, crs: int, cro: bool) -> list[str]:
+            pools_expected: int, crs: int, cro: bool, secret_missing: bool = False) -> list[str]:
     """What of the job is gone (pure): empty when it is whole."""
     gone = []
     have = {int(d["index"]) for d in docs}
@@ -37,6 +43,8 @@ def missing(docs: Sequence[Mapping[str, Any]], pes: Sequence[Mapping[str, Any]],
         gone.append(f"{len(regions) - crs} ConsistentRegion(s)")
     if regions and not cro:
         gone.append("the ConsistentRegionOperator")
+    if secret_missing:
+        gone.append(TOKEN_SECRET)
     return gone
 
 
@@ -64,6 +72,8 @@ async def repair(ctl: Any, key: tuple[str, str], job: Mapping[str, Any], spec: J
         return False                # e.g. a narrowed PE the plan is about to delete
     made = 0
     for obj in submission.desired_objects(spec, job, prepared):
+        if obj["kind"] == "Secret" and TOKEN_SECRET not in what:
+            continue                # it exists (a create would only be refused)
         if obj["kind"] in REPAIRED_KINDS and (obj["kind"] != "ConfigMap" or
                                               obj["metadata"]["labels"].get(LABEL_KIND) == "aadl"):
             made += await kube.create(ctl.client, obj) is not None

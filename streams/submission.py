@@ -69,6 +69,9 @@ def _prepared(app: Any, spec: JobSpec, pes: tuple[Any, ...], nodes: int) -> Prep
     ins, _outs = aadl_mod.pe_ports(pes, aadl_mod.pe_of(pes))
     for doc, count in zip(docs, map(peobjects.input_port_counts(ins, pes).get, (pe.index for pe in pes))):
         doc["inputPorts"] = count          # the PE Service's data ports (peobjects.pe_service)
+    for doc, pe in zip(docs, pes):
+        if triggers := objects.pe_triggers(app, pe):
+            doc["triggers"] = triggers     # pe.json: the regions this PE's drains start (pepod)
     texts = aadl_mod.aadls(app, pes, context=aadl_mod.AadlContext(
         job=spec.name, submission_values=dict(spec.submission_values or {})))
     aadls = tuple(texts[pe.index] for pe in pes)

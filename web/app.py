@@ -17,7 +17,7 @@ import dataclasses
 import logging
 import time
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl
 
 import orjson
@@ -40,6 +40,9 @@ from .fanout import ChunkCache
 from .hub import Hub
 from .sources import RingSource, RingWatcher, SnapshotSource
 from .ui import StaticUI, is_ui_path
+
+if TYPE_CHECKING:
+    from export.redisauth import RedisAuth
 
 log = logging.getLogger("ykshm.web")
 
@@ -69,6 +72,8 @@ class WebOptions:
     """"" serves from /dev/shm; a redis:// URL makes the worker a read replica (web/redis_source)."""
     source_instance: str = ""
     """The instance whose Redis keys a replica reads (default: `name`)."""
+    source_auth: "RedisAuth | None" = None
+    """The replica's Redis password and CA (export.redisauth): pickled to the workers, never in argv."""
     cors_origins: tuple[str, ...] = ("*",)
     """`service.cors.allowedOrigins` (web.responses.Cors)."""
     limits: Limits = Limits()
@@ -176,7 +181,7 @@ class App:
             from .redis_source import replica_sources
 
             self.ring, self.snapshot, self.watcher = replica_sources(
-                options.source, options.source_instance or options.name)
+                options.source, options.source_instance or options.name, options.source_auth)
         else:
             self.ring = RingSource(options.name)
             self.snapshot = SnapshotSource(options.name)

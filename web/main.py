@@ -37,6 +37,7 @@ from common.http1.flags import add_limit_flags, limits_of
 if TYPE_CHECKING:
     from common.http1.forwarded import TrustedProxies
     from common.http1.tls import TlsFiles
+    from export.redisauth import RedisAuth
 
 DEFAULT_BIND = "127.0.0.1:9080"
 
@@ -57,7 +58,12 @@ def _parser() -> Parser:
                         help="serve this single-page UI build at / (overrides ui.dir of --config)")
     parser.add_argument("--source", default="", metavar="URL",
                         help="serve from Redis (read replica of `ykshm export`): redis://host[:port][/db]"
-                             "[?instance=NAME] (instance default: --name)")
+                             "[?instance=NAME] (instance default: --name); no password in the URL: "
+                             "$REDISCLI_AUTH, --source-password-file or systemd's LoadCredential=redis-password")
+    parser.add_argument("--source-password-file", default=None, metavar="FILE",
+                        help="the Redis password of --source, one line in a file only the ykshm user reads")
+    parser.add_argument("--source-ca", default=None, metavar="PEM",
+                        help="verify a rediss:// --source against this CA")
     tls = parser.add_argument_group("TLS (plain HTTP without --certfile)")
     tls.add_argument("--certfile", default=None, metavar="PEM",
                      help="serve HTTPS with this certificate chain (service.web.certFile)")
@@ -120,20 +126,29 @@ def trusted_proxies(flag: str | None, configured: tuple[str, ...]) -> "TrustedPr
         raise UsageError(f"--trusted-proxies {exc}") from None
 
 
-def check_source(url: str, name: str) -> tuple[str, str]:
-    """(Redis URL, instance) of `--source`, checked by connecting: UsageError with one line."""
+def check_source(url: str, name: str, password_file: str | None = None,
+                 ca_file: str | None = None) -> tuple[str, str, "RedisAuth"]:
+    """(Redis URL, instance, password and CA) of `--source`, checked by connecting: UsageError
+    with one line. The password never comes from the URL (argv is readable by every local user:
+    export.redisauth); the workers get it in their pickled options, not on a command line."""
     from export.main import preflight
-    from export.redisconn import split_instance
+    from export.redisauth import AuthProblem, resolve
+    from export.redisconn import redact, split_instance
 
     if not url.startswith(("redis://", "rediss://")):
-        raise UsageError(f"--source {url!r}: expected redis://host[:port][/db] (a read replica of ykshm export)")
+        raise UsageError(f"--source {redact(url)!r}: expected redis://host[:port][/db] "
+                         "(a read replica of ykshm export)")
     bare, instance = split_instance(url)
+    try:
+        bare, auth = resolve(bare, password_file, ca_file, flag="--source")
+    except AuthProblem as exc:
+        raise UsageError(str(exc)) from None
     instance = instance or name
     try:
-        preflight(bare, instance).close()
+        preflight(bare, instance, auth).close()
     except UsageError as exc:
         raise UsageError(f"--source {exc}") from None
-    return bare, instance
+    return bare, instance, auth
 
 
 def check_bind(bind: str) -> str:
@@ -208,10 +223,12 @@ def _body(argv: Sequence[str]) -> int:
     from .server import serve, setup_logging
 
     setup_logging()
-    source, source_instance = check_source(args.source, args.name) if args.source else ("", "")
+    source, source_instance, source_auth = (check_source(args.source, args.name, args.source_password_file,
+                                                         args.source_ca)
+                                            if args.source else ("", "", None))
     options = WebOptions(name=args.name, settings=web_config.event,
                          heartbeat_timeout=args.heartbeat_timeout, nice=args.nice, ui_dir=ui_dir,
-                         source=source, source_instance=source_instance,
+                         source=source, source_instance=source_instance, source_auth=source_auth,
                          cors_origins=web_config.cors_origins, limits=limits, proxies=proxies,
                          tls=tls, hypercorn_only=args.hypercorn_only)
     try:

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import orjson
 import trio
@@ -38,6 +38,9 @@ from export.keys import GAP_FIELD, MAX_SEQ, STREAM_FIELD, Keys, parse_gap, parse
 
 from .errors import Unavailable
 from .sources import SnapshotSource, StreamWatcher, usable
+
+if TYPE_CHECKING:
+    from export.redisauth import RedisAuth
 
 log = logging.getLogger("ykshm.web")
 
@@ -59,8 +62,9 @@ def _raw(response, **_options):
 class RedisStore:
     """One worker's connection to the Redis that holds instance NAME (standalone or Cluster)."""
 
-    def __init__(self, url: str, instance: str) -> None:
+    def __init__(self, url: str, instance: str, auth: "RedisAuth | None" = None) -> None:
         self.url = url
+        self.auth = auth
         self.keys = Keys.for_instance(instance)
         self._link: Any = None
         self._blocking: Any = None
@@ -71,7 +75,7 @@ class RedisStore:
         from export.redisconn import Link
 
         if self._link is None:
-            self._link = Link.open(self.url, self.keys.events)
+            self._link = Link.open(self.url, self.keys.events, self.auth)
             self._link.node.set_response_callback("XRANGE", _raw)
             self._link.node.set_response_callback("XREVRANGE", _raw)
         return self._link.node
@@ -90,7 +94,7 @@ class RedisStore:
 
         try:
             if self._blocking is None:
-                self._blocking = Link.open(self.url, self.keys.events)
+                self._blocking = Link.open(self.url, self.keys.events, self.auth)
                 self._blocking.node.set_response_callback("XREAD", _raw)
                 self._blocking.node.set_response_callback("XREVRANGE", _raw)
             node = self._blocking.node
@@ -399,7 +403,8 @@ class RedisSnapshotSource(SnapshotSource):
         return self._published
 
 
-def replica_sources(url: str, instance: str) -> tuple[RedisRingSource, RedisSnapshotSource, RedisWatcher]:
+def replica_sources(url: str, instance: str, auth: "RedisAuth | None" = None
+                    ) -> tuple[RedisRingSource, RedisSnapshotSource, RedisWatcher]:
     """The (ring, snapshot, watcher) of a worker serving from Redis."""
-    store = RedisStore(url, instance)
+    store = RedisStore(url, instance, auth)
     return RedisRingSource(store), RedisSnapshotSource(store), RedisWatcher(store)

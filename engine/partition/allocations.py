@@ -40,12 +40,15 @@ _APP_ALLOC, _NODE_ALLOC = int(Detail.APP_ALLOC), int(Detail.NODE_ALLOC)  # per a
 def book(part: PartitionState, app: Application, key: str, res: dict[str, int], node: Node, *,
          placeholder: bool, task_group: str, priority: int, recovered: bool = False,
          notify: bool = True, tags: dict[str, str] | None = None,
-         preempt_self: bool = True, placement: Placement | None = None) -> Allocation:
-    """Book an allocation everywhere and emit its events (no checks: callers did them)."""
+         preempt_self: bool = True, placement: Placement | None = None,
+         meta: tuple[str, dict[str, str]] | None = None) -> Allocation:
+    """Book an allocation everywhere and emit its events (no checks: callers did them).
+    `meta`: the ask's namespace and labels if known (read from the same tags)."""
     alloc = Allocation(key, app.app_id, part.name, node.node_id, res, placeholder,
                        task_group, priority, recovered, create_time=part.wall_clock(), tags=tags,
                        placement=placement)
     alloc.allow_preempt_self = preempt_self
+    alloc.meta = meta
     node.allocations[key] = alloc
     node.ver += 1
     interpod = part.interpod
@@ -57,12 +60,11 @@ def book(part: PartitionState, app: Application, key: str, res: dict[str, int], 
         navail[name] = navail.get(name, 0) - value
     app.allocations[key] = alloc
     app.ver += 1
-    aalloc = app.allocated
+    aalloc, max_used = app.allocated, app.max_used
     for name, value in res.items():
-        aalloc[name] = aalloc.get(name, 0) + value
-    for name, value in aalloc.items():
-        if value > app.max_used.get(name, 0):
-            app.max_used[name] = value
+        used = aalloc[name] = aalloc.get(name, 0) + value
+        if used > max_used.get(name, 0):  # only what this booking raised can pass its maximum
+            max_used[name] = used
     q = app.queue
     first = not app.counted_running
     while q is not None:

@@ -129,7 +129,11 @@ def take(part: PartitionState, app: Application, ask: Ask) -> None:
     if ask.interpod is not None:
         part.interpod.forget(ask)
     del app.asks[ask.key]
-    app.pending.remove(ask)
+    pending = app.pending
+    if pending and pending[0] is ask:
+        pending.pop(0)  # the usual case (asks go in order): no bisect by key
+    else:
+        pending.remove(ask)
     if ask.priority:
         app.queue.prioritized -= 1
     app.ver += 1

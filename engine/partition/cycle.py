@@ -7,7 +7,9 @@ default, enabled: the highest priority among an app's pending asks first) and th
 `application.sort.policy` (fifo: submission order; fair: smallest share of the queue's
 guaranteed, else the cluster), and tries its asks by priority then age. A leaf counts its
 pending asks with a priority (`Queue.prioritized`): while there are none, fifo takes the first
-app without scanning. Queues are not ordered by priority (YuniKorn does, by currentPriority).
+app without scanning, and within one `schedule` call resumes where its last pick stopped
+(`_Walk`: apps before it cannot become candidates again during the call). Queues are not
+ordered by priority (YuniKorn does, by currentPriority).
 Node choice is `engine.partition.nodeindex.NodeIndex` (no scan per ask). Reserved nodes are tried first.
 
 Enforcement (`commit`) follows the user-group-usage seed: an application's first allocation
@@ -34,6 +36,7 @@ refuses it, or its reserved node does not free up.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from typing import TYPE_CHECKING
 
@@ -56,21 +59,25 @@ def schedule(part: PartitionState, deadline_ns: int) -> int:
         _try_reserved(part)
     if not part.root.pending_count or not len(part.index):
         return part.allocations_made - before
-    skip: set[str] = set()
-    exhausted: set[int] = set()
+    walk = _Walk()
     failed: dict[str, set] = {}
     clock = part.clock
     root = part.root
     steps = 0
+    app = None
     while True:
-        app = _pick(root, skip, exhausted)
-        if app is None:
-            break
-        app_failed = failed.get(app.app_id)
-        if app_failed is None:
-            app_failed = failed[app.app_id] = set()
+        # the app just tried again, without a walk from root, when the walk to it met no
+        # competition (`_Walk.alone`) and it still has asks to try
+        if app is None or not walk.alone or not _candidate(app, walk.skip):
+            walk.alone = True
+            app = _pick(root, walk)
+            if app is None:
+                break
+            app_failed = failed.get(app.app_id)
+            if app_failed is None:
+                app_failed = failed[app.app_id] = set()
         if not _try_app(part, app, app_failed):
-            skip.add(app.app_id)
+            walk.skip.add(app.app_id)
         steps += 1
         if not steps & 31 and clock() > deadline_ns:
             break
@@ -84,18 +91,62 @@ def app_priority(app: Application) -> int:
     return pending[0].priority if pending else -(1 << 31)
 
 
-def _pick(q: Queue, skip: set[str], exhausted: set[int]) -> Application | None:
+@dataclasses.dataclass(slots=True)
+class _Walk:
+    """What one `schedule` call learnt about candidates: applications that found nothing
+    (`skip`), queues without candidates (`exhausted`, by id) and, per fifo leaf (by id), its
+    applications in submission order and the position of the first candidate. Within one call
+    an application that is not a candidate never becomes one again (asks arrive between cycles,
+    never during one; states only move away from schedulable here; `skip` only grows), so a
+    fifo leaf resumes its scan there instead of passing every finished application again.
+
+    `alone`: the last walk met no competition (one candidate child at every level, a fifo
+    leaf). Then, as long as its application remains a candidate, the next walk would pick it
+    again (no queue gains pending asks and no leaf priorities during a call), so it is not
+    walked."""
+
+    skip: set[str] = dataclasses.field(default_factory=set)
+    exhausted: set[int] = dataclasses.field(default_factory=set)
+    fifo: dict[int, tuple[list[Application], int]] = dataclasses.field(default_factory=dict)
+    alone: bool = True
+
+
+def _candidate(app: Application, skip: set[str]) -> bool:
+    return bool(app.asks) and app.app_id not in skip and app.fsm.state in SCHEDULABLE_STATES
+
+
+def _first_fifo(q: Queue, walk: _Walk) -> Application | None:
+    """A fifo leaf's first candidate in submission order, from where the last scan stopped."""
+    entry = walk.fifo.get(id(q))
+    apps, start = entry if entry is not None else (list(q.apps.values()), 0)
+    skip = walk.skip
+    for i in range(start, len(apps)):
+        app = apps[i]
+        if _candidate(app, skip):
+            walk.fifo[id(q)] = (apps, i)
+            return app
+    walk.fifo[id(q)] = (apps, len(apps))
+    return None
+
+
+def _pick(q: Queue, walk: _Walk) -> Application | None:
     """The next application to try under `q` (fair share between queues, sort policy in a
-    leaf); queues found without candidates are remembered in `exhausted`."""
+    leaf); queues found without candidates are remembered in `walk.exhausted`."""
+    exhausted = walk.exhausted
     if q.is_leaf:
         by_priority = q.prioritized and q.properties.get("application.sort.priority") != "disabled"
         fair = q.properties.get("application.sort.policy") == "fair"
+        if not (by_priority or fair):  # fifo: submission order
+            app = _first_fifo(q, walk)
+            if app is None:
+                exhausted.add(id(q))
+            return app
+        walk.alone = False
+        skip = walk.skip
         best, best_key = None, None
         for app in q.apps.values():
-            if not app.asks or app.app_id in skip or app.fsm.state not in SCHEDULABLE_STATES:
+            if not _candidate(app, skip):
                 continue
-            if not (by_priority or fair):
-                return app  # fifo: submission order
             first = -app_priority(app) if by_priority else 0
             key = (first, app.share, app.submit_time, app.seq) if fair else (first,)
             if best is None or key < best_key:
@@ -106,9 +157,10 @@ def _pick(q: Queue, skip: set[str], exhausted: set[int]) -> Application | None:
         return None
     children = [c for c in q.children.values() if c.pending_count and id(c) not in exhausted]
     if len(children) > 1:
+        walk.alone = False
         children.sort(key=lambda c: (c.share, c.order))
     for child in children:
-        app = _pick(child, skip, exhausted)
+        app = _pick(child, walk)
         if app is not None:
             return app
     exhausted.add(id(q))
@@ -123,11 +175,11 @@ def _try_app(part: PartitionState, app: Application, failed: set) -> bool:
     q = app.queue
     index = part.index
     interpod = part.interpod
-    for ask in app.pending:
-        if ask.reserved_node is not None or ask.shape in failed:
+    for ask in app.pending:  # (`failed` tested before a look-up: hashing a shape costs)
+        if ask.reserved_node is not None or failed and ask.shape in failed:
             continue
         probe = interpod.probe(ask) if ask.placement is not None or interpod.anti else None
-        if probe is not None and probe.key in failed:
+        if probe is not None and failed and probe.key in failed:
             continue
         if ask.task_group and not ask.placeholder:
             replaced = _try_replace(part, app, ask)
@@ -201,7 +253,8 @@ def commit(part: PartitionState, app: Application, ask: Ask, node: Node) -> str 
     asks.take(part, app, ask)
     allocations.book(part, app, ask.key, res, node, placeholder=ask.placeholder,
                      task_group=ask.task_group, priority=ask.priority, tags=ask.tags,
-                     preempt_self=ask.allow_preempt_self, placement=ask.placement)
+                     preempt_self=ask.allow_preempt_self, placement=ask.placement,
+                     meta=ask.meta)
     apps.allocated(part, app, ask.key)
     if part.sink.requests_enabled:
         part.sink.request(ask.key, app.app_id, f"Successfully allocated on node {node.node_id}")
@@ -293,7 +346,8 @@ def _try_replace(part: PartitionState, app: Application, ask: Ask) -> bool | Non
     asks.take(part, app, ask)
     allocations.book(part, app, ask.key, ask.resource, node, placeholder=False,
                      task_group=ask.task_group, priority=ask.priority, tags=ask.tags,
-                     preempt_self=ask.allow_preempt_self, placement=ask.placement)
+                     preempt_self=ask.allow_preempt_self, placement=ask.placement,
+                     meta=ask.meta)
     apps.allocated(part, app, ask.key)
     if part.sink.requests_enabled:  # a gang member is told where it went, like any other pod
         part.sink.request(ask.key, app.app_id, f"Successfully allocated on node {node.node_id}")

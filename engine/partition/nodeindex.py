@@ -16,7 +16,8 @@ and by any change of a node's labels or taints).
 Placement (`engine.predicates`): a node is taken only if it admits the ask. The shape includes
 the placement, so a constrained ask that fails says nothing about unconstrained asks of the same
 size. The bound stays a bound over every unreserved node, whatever they admit. An ask without
-placement on an untainted node pays one test of two attributes per candidate. Inter-pod
+placement, or whose placement selects no nodes by label (only tolerations or inter-pod terms),
+pays one test of two attributes per untainted candidate. Inter-pod
 affinity (`engine.partition.interpod`) comes as a `Probe`: a node must pass it too, and a
 failure is remembered under the probe's key (the ask's shape, namespace and labels).
 """
@@ -89,7 +90,7 @@ class NodeIndex:
             if value > 0 and value > bound.get(name, 0):
                 return None
         failed = self._failed
-        if shape and shape in failed or probe is not None and probe.key in failed:
+        if failed and (shape and shape in failed or probe is not None and probe.key in failed):
             return None
         nodes = self._nodes
         count = len(nodes)
@@ -99,6 +100,7 @@ class NodeIndex:
         if start >= count:
             start = 0
         items = [(name, value) for name, value in ask.items() if value > 0]
+        selects = _selects(placement)
         i = start
         for _ in range(count):
             node = nodes[i]
@@ -108,7 +110,7 @@ class NodeIndex:
                     if value > avail.get(name, 0):
                         break
                 else:
-                    if (not (node.taints or placement is not None) or node.admits(placement)) \
+                    if (not (node.taints or selects) or node.admits(placement)) \
                             and (probe is None or probe.reason(node.attributes) is None):
                         self._cursor = i if self.binpacking else i + 1
                         return node
@@ -135,12 +137,13 @@ class NodeIndex:
         occupation fits it (a reservation candidate). A full scan: callers use it rarely
         (once per ask)."""
         items = [(name, value) for name, value in ask.items() if value > 0]
+        selects = _selects(placement)
         best = None
         best_free = 0
         for node in self._nodes:
             if node.reserved_for is not None:
                 continue
-            if (node.taints or placement is not None) and not node.admits(placement):
+            if (node.taints or selects) and not node.admits(placement):
                 continue
             if probe is not None and probe.reason(node.attributes) is not None:
                 continue
@@ -153,3 +156,10 @@ class NodeIndex:
                 if best is None or free > best_free:
                     best, best_free = node, free
         return best
+
+
+def _selects(placement: Placement | None) -> bool:
+    """Whether the placement picks nodes by their labels (a selector or affinity terms): if
+    not, every untainted node admits it (its tolerations matter on tainted nodes only, its
+    inter-pod terms are the probe's), and those are not asked."""
+    return placement is not None and (bool(placement.selector) or placement.terms is not None)

@@ -151,6 +151,15 @@ class LimitConfig:
     def queues(self) -> Mapping[str, QueueLimits]:
         return self._queues
 
+    def limits_any(self, queue_paths: tuple[str, ...]) -> bool:
+        """Whether any of these queues has a limit (none: no increase there can be refused)."""
+        queues = self._queues
+        if queues:
+            for path in queue_paths:
+                if path in queues:
+                    return True
+        return False
+
     def user_limit(self, queue_path: str, user: str) -> tuple[Limit | None, bool]:
         """(the limit for `user` at exactly this queue, whether it is an explicit entry)."""
         queue = self._queues.get(queue_path)

@@ -59,8 +59,21 @@ from si.resources import Resource
 Emit = Callable[..., Any]
 _Event = tuple[Any, ...]
 
+# the codes of the events every allocation emits, as plain ints (the sink's hot path)
+_USERGROUP = int(EventRecordType.USERGROUP)
+_UG_USER_RESOURCE = int(EventChangeDetail.UG_USER_RESOURCE)
+_UG_GROUP_RESOURCE = int(EventChangeDetail.UG_GROUP_RESOURCE)
+
 
 def _check_usage(usage: Mapping[str, int]) -> Resource:
+    # every allocation passes here: a plain dict of plain non-negative ints (what the engine
+    # sends) is checked without the ABC and bool tests, anything else by the full rules below
+    if type(usage) is dict:
+        for value in usage.values():
+            if type(value) is not int or value < 0:
+                break
+        else:
+            return usage
     if not isinstance(usage, Mapping):
         raise ValueError("usage must be a mapping of resource name to integer")
     for name, value in usage.items():
@@ -106,12 +119,13 @@ def _resource_events(
     app_id: str, queue_path: str, usage: Mapping[str, int],
 ) -> None:
     """Append the user's (and the linked group's) resource-change events for a non-zero usage."""
-    delta = resources.strip_zero(usage)
+    delta = usage if 0 not in usage.values() else resources.strip_zero(usage)
     if delta:
         # YuniKorn's ugm_events.go: objectID the user (group), referenceID the queue path, no message.
-        events.append((change, EventChangeDetail.UG_USER_RESOURCE, user, queue_path, "", delta))
+        change = int(change)
+        events.append((change, _UG_USER_RESOURCE, user, queue_path, "", delta))
         if group is not None:
-            events.append((change, EventChangeDetail.UG_GROUP_RESOURCE, group.group_name, queue_path, "", delta))
+            events.append((change, _UG_GROUP_RESOURCE, group.group_name, queue_path, "", delta))
 
 
 class UserGroupManager:
@@ -296,6 +310,8 @@ class UserGroupManager:
 
     def _refusal(self, levels: list[str], app_id: str, usage: Mapping[str, int], ugi: UserGroup) -> str | None:
         """Why the increase breaks a limit (leaf up, user before group), or None."""
+        if not self._limits.limits_any(levels):
+            return None  # no limit on the path (the common case): nothing can refuse
         user = self._users.get(ugi.user)
         if user is not None and user.has_group_for_app(app_id):
             group = user.group_for_app(app_id)
@@ -342,13 +358,6 @@ class UserGroupManager:
         return out
 
     def _send(self, events: list[_Event]) -> None:
+        emit = self._emit
         for change_type, detail, object_id, reference_id, message, resource in events:
-            self._emit(
-                EventRecordType.USERGROUP,
-                change_type,
-                detail,
-                object_id,
-                reference_id=reference_id,
-                message=message,
-                resource=resource,
-            )
+            emit(_USERGROUP, change_type, detail, object_id, reference_id, message, resource)

@@ -26,17 +26,20 @@ from si.resources import Resource
 ROOT = "root"
 
 
-def split_path(queue_path: str) -> tuple[str, ...]:
-    """"root.a.b" -> ("root", "a", "b"); raises ValueError for anything not under root."""
+def _string(queue_path: str) -> str:
     if not isinstance(queue_path, str) or not queue_path:
         raise ValueError(f"queue path must be a non-empty string, got {queue_path!r}")
-    return _split(queue_path)
+    return queue_path
+
+
+def split_path(queue_path: str) -> tuple[str, ...]:
+    """"root.a.b" -> ("root", "a", "b"); raises ValueError for anything not under root."""
+    return _split(_string(queue_path))
 
 
 def path_prefixes(queue_path: str) -> tuple[str, ...]:
     """"root.a.b" -> ("root", "root.a", "root.a.b") (root first)."""
-    split_path(queue_path)
-    return _prefixes(queue_path)
+    return _prefixes(_string(queue_path))  # (validated by _split on a cache miss)
 
 
 # Every allocation asks for the same few paths several times (manager and both trackers):

@@ -41,6 +41,8 @@ class Actions:
     binds: list[Bind] = dataclasses.field(default_factory=list)
     events: list[KubeEvent] = dataclasses.field(default_factory=list)
     deletes: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+    preempted: set[tuple[str, str]] = dataclasses.field(default_factory=set)
+    """Of `deletes`, the preemption victims: marked `DisruptionTarget` before they are deleted."""
     creates: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     transitions: list[Transition] = dataclasses.field(default_factory=list)
 

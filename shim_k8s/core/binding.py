@@ -132,7 +132,8 @@ def on_allocation_response(core: ShimCore, message: messages.AllocationResponse)
 
 def _preempted(core: ShimCore, uid: str, message: str) -> None:
     """A preemption victim: the engine keeps its allocation until the pod is gone. The pod is
-    deleted (with a `Preempted` event on it, as kube-scheduler posts on its victims), and its
+    marked `DisruptionTarget` (reason PreemptionByScheduler) and deleted (with a `Preempted`
+    event on it, as kube-scheduler does with its victims), and its
     end -- the watch's DELETED, or finishing first -- is confirmed to the engine as
     PREEMPTED_BY_SCHEDULER (`tasks.release_alloc`). A pod already gone is confirmed at once."""
     alloc = core.e_allocs.get(uid)
@@ -144,6 +145,7 @@ def _preempted(core: ShimCore, uid: str, message: str) -> None:
         tasks.release_alloc(core, uid, "pod already gone")
         return
     core.actions.deletes.append((info.namespace, info.name))
+    core.actions.preempted.add((info.namespace, info.name))
     core.actions.events.append(KubeEvent(
         "Pod", info.namespace, info.name, uid, "Preempted",
         f"Preempted by the scheduler: {message or 'preempting allocations'}"))

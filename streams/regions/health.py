@@ -6,6 +6,11 @@ pod that is missing makes the health unknown (None), whatever the others say: th
 update until the monitors see the region whole again. A PE launched more than once
 (launchCount > 1) means the region did not have a clean start, so its first healthy update resets.
 
+A PE whose launchCount moved since the last answer was relaunched: its operators' state is gone,
+so the region must reset even when the monitors never caught it unhealthy (the new pod may be
+Running, and its peers Full again, before the operator looks). `Relaunches` remembers the launch
+counts per region and reports such a move once.
+
 The Kubernetes side (informer caches of ProcessingElement and Pod objects) builds one `PeView` per
 PE and calls `region_health`; the operator calls that through its health source.
 """
@@ -54,3 +59,17 @@ def region_health(pes: Iterable[int], views: Mapping[int, PeView]) -> Health:
         elif view.pod_phase != RUNNING:
             healthy = False
     return Health(None if unknown else healthy, clean)
+
+
+class Relaunches:
+    """The launch counts each region's PEs had at its last health answer."""
+
+    def __init__(self) -> None:
+        self._seen: dict[int, dict[int, int]] = {}
+
+    def moved(self, region: int, views: Mapping[int, PeView]) -> bool:
+        """Record the views' launch counts; True when a PE seen before has another one now."""
+        before = self._seen.setdefault(region, {})
+        moved = any(pe in before and before[pe] != v.launch_count for pe, v in views.items())
+        before.update((pe, v.launch_count) for pe, v in views.items())
+        return moved

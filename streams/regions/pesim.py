@@ -2,10 +2,18 @@
 
 What a Streams PE runtime does for consistent regions, reduced to the protocol: it learns of
 notifications by UDP datagram (`listen="udp"`, one socket per PE on 127.0.0.1, whose addresses the
-operator is given) or by polling `GET /pe/{peId}` (`listen="poll"`), and answers
+operator is given) or by polling `GET /pe/{peId}` (`listen="poll"`), or both (`poll_also`: UDP,
+and a slow poll for what a PE missed while its socket was not yet bound, as the runtime's
+K8SConsistentRegionThread polls beside its UDP listener), and answers
 - triggerDrain "seqId=N"   -> PUT .../pe/{pe}/checkpoint with body N (or first a
   /blockingcheckpoint, then the full checkpoint once resumeSubmission says pendCkpt=1),
 - triggerReset "seqId=N;resetAttempt=M" -> PUT .../pe/{pe}/reset {"progress": {"seqId", "resetAttempt"}},
+- in an operator-driven region, the PE running its trigger operator (`triggers`) starts a drain
+  every `trigger_period`: PUT /region/{r}/drain {"request": {"seqId", "operator"}} with the seqId the
+  last resumeSubmission named (a 409 naming the `expected` one corrects it); once accepted it
+  checkpoints and sends the drain marker downstream (`forward`, the data connections: the marker
+  punctuation of a real runtime); every PE of the region checkpoints on the first marker of a
+  seqId (`marker`) and forwards it,
 and records every notification it saw with the time it saw it (`seen`), for tests and the bench.
 A PE in `failing` stays silent (its region's drain or reset then times out), as a stuck PE would.
 
@@ -18,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import socket
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 
 import httpx
 import orjson
@@ -63,8 +71,15 @@ class RawHttp:
         self.host, self.port = host, int(port)
         self._streams: dict[int, trio.SocketStream] = {}
         self._buffers: dict[int, bytes] = {}
+        self._locks: dict[int, trio.Lock] = {}
 
     async def request(self, pe: int, method: str, path: str, body: bytes = b"") -> tuple[int, bytes]:
+        """One request at a time per PE connection (a trigger's drain and a notification's answer
+        may come at once)."""
+        async with self._locks.setdefault(pe, trio.Lock()):
+            return await self._request(pe, method, path, body)
+
+    async def _request(self, pe: int, method: str, path: str, body: bytes) -> tuple[int, bytes]:
         stream = self._streams.get(pe)
         if stream is None:
             stream = self._streams[pe] = await trio.open_tcp_stream(self.host, self.port)
@@ -109,7 +124,11 @@ class PeSimulator:
                  poll_interval: float = 0.05, blocking: bool = False,
                  failing: Iterable[int] = (), client: httpx.AsyncClient | None = None,
                  raw: bool = False, token: bytes | None = None,
-                 bind: tuple[str, int] = ("127.0.0.1", 0)) -> None:
+                 bind: tuple[str, int] = ("127.0.0.1", 0),
+                 triggers: Mapping[int, Mapping[int, str]] | None = None, trigger_period: float = 0.3,
+                 forward: Callable[[int, int, int], Awaitable[None]] | None = None,
+                 poll_also: float | None = None,
+                 ready: Callable[[int], Awaitable[None]] | None = None) -> None:
         if listen not in ("udp", "poll"):
             raise ValueError(f"listen must be udp or poll, not {listen!r}")
         self.base_url = base_url.rstrip("/")
@@ -131,6 +150,17 @@ class PeSimulator:
         """(pe, path, HTTP status, body) of every report the operator refused."""
         self.changed = trio.Event()
         self._client = client
+        self.triggers = {pe: dict(regions) for pe, regions in (triggers or {}).items()}
+        """PE -> {operator-driven region: the trigger operator it runs}."""
+        self.trigger_period = trigger_period
+        self.poll_also = poll_also
+        self.ready = ready
+        """Awaited before a trigger's drain request: the PE's connections are up (pepod)."""
+        self.forward = forward
+        """Sends a drain marker (pe, region, seqId) on the PE's data connections (pepod)."""
+        self._active: httpx.AsyncClient | None = None
+        self._next_seq: dict[tuple[int, int], int] = {}
+        self._marked: dict[tuple[int, int], int] = {}
         self._sockets: dict[int, trio.socket.SocketType] = {}
         self._last: dict[tuple[int, int], tuple[str, str]] = {}
         self._drained_seq: dict[tuple[int, int], int] = {}
@@ -155,14 +185,22 @@ class PeSimulator:
         try:
             if self.listen == "udp" and not self._sockets:
                 await self.open_sockets()
+            self._active = client
             async with trio.open_nursery() as nursery:
                 for pe in self.pes:
                     listener = self._listen_udp if self.listen == "udp" else self._poll
                     nursery.start_soon(listener, client, pe)
+                    if self.listen == "udp" and self.poll_also:
+                        nursery.start_soon(self._poll, client, pe, self.poll_also)
+                for pe, regions in sorted(self.triggers.items()):
+                    for region, operator in sorted(regions.items()):
+                        nursery.start_soon(self._trigger, client, pe, region, operator)
                 task_status.started(self)
         finally:
+            self._active = None
             for sock in self._sockets.values():
                 sock.close()
+            self._sockets.clear()        # a later `run` binds again
             if owned:
                 await client.aclose()
             if self._raw is not None:
@@ -189,7 +227,7 @@ class PeSimulator:
         r = await client.request(method, self.base_url + path, content=body, headers=headers)
         return r.status_code, r.content
 
-    async def _poll(self, client: httpx.AsyncClient, pe: int) -> None:
+    async def _poll(self, client: httpx.AsyncClient, pe: int, interval: float | None = None) -> None:
         path = f"{BASE}/pe/{pe}"
         while True:
             status, body = await self._request(client, pe, "GET", path)
@@ -199,7 +237,7 @@ class PeSimulator:
                     if pe in self.regions.get(region, ()) and \
                             (note["type"], note["message"]) != self._last.get((pe, region)):
                         await self._on(client, pe, region, note["type"], note["message"])
-            await trio.sleep(self.poll_interval)
+            await trio.sleep(interval or self.poll_interval)
 
     async def _on(self, client: httpx.AsyncClient, pe: int, region: int, kind: str,
                   message: str) -> None:
@@ -211,6 +249,8 @@ class PeSimulator:
             return
         values = parse_message(message)
         prefix = f"{BASE}/region/{region}/pe/{pe}"
+        if kind == "resumeSubmission" and "seqId" in values:
+            self._next_seq[(pe, region)] = values["seqId"]   # the next drain's seqId (a trigger's)
         if kind == "triggerDrain":
             seq = values["seqId"]
             if self.blocking:
@@ -226,6 +266,41 @@ class PeSimulator:
             body = {"progress": {"seqId": str(values["seqId"]),
                                  "resetAttempt": str(values["resetAttempt"])}}
             await self._put(client, pe, f"{prefix}/reset", content=orjson.dumps(body))
+
+    async def _trigger(self, client: httpx.AsyncClient, pe: int, region: int, operator: str) -> None:
+        """The trigger operator of an operator-driven region: request a drain every period."""
+        path = f"{BASE}/region/{region}/drain"
+        while True:
+            await trio.sleep(self.trigger_period)
+            if pe in self.failing:
+                continue
+            if self.ready is not None:
+                await self.ready(pe)           # a marker sent before the connections are up is lost
+            seq = self._next_seq.get((pe, region), 1)
+            body = orjson.dumps({"request": {"seqId": str(seq), "operator": operator}})
+            status, answer = await self._request(client, pe, "PUT", path, body)
+            if status < 300:
+                await self.marker(pe, region, seq)
+                continue
+            try:
+                expected = orjson.loads(answer).get("expected")
+            except (orjson.JSONDecodeError, AttributeError):
+                expected = None
+            if isinstance(expected, int) and expected != seq:
+                self._next_seq[(pe, region)] = expected      # the drain the region waits for
+                log.debug("pe-sim: PE %s region %s drains seqId %s next", pe, region, expected)
+
+    async def marker(self, pe: int, region: int, seq: int) -> None:
+        """A drain marker of `seq` reached `pe`: the first one of that seqId checkpoints (a PE with
+        several inputs sees one per input) and goes on downstream."""
+        if pe not in self.regions.get(region, ()) or self._marked.get((pe, region), 0) >= seq \
+                or self._active is None:
+            return
+        self._marked[(pe, region)] = seq
+        if pe not in self.failing:
+            await self._put(self._active, pe, f"{BASE}/region/{region}/pe/{pe}/checkpoint", str(seq).encode())
+        if self.forward is not None:
+            await self.forward(pe, region, seq)
 
     async def _put(self, client: httpx.AsyncClient, pe: int, path: str, content: bytes) -> None:
         status, body = await self._request(client, pe, "PUT", path, content)

@@ -130,6 +130,26 @@ async def test_410_relists_and_diffs_cache(expiry):
     assert sorted(inf.store.items) == ["ns/a", "ns/b", "ns/d"]
 
 
+async def test_a_label_selector_in_the_path_reaches_list_and_watch():
+    """httpx drops a URL's own query when given params: the informer of one job's objects would
+    list and watch every job's (the cr-operator took another job's region as its own)."""
+    api = FakeApi([pod("a", 1)], 5)
+    client = httpx.AsyncClient(transport=httpx.MockTransport(api.handler), base_url="http://api")
+    inf = Informer(client, "/api/v1/pods?labelSelector=streams.ibm.com%2Fjob%3Dcrf", "pods")
+    send, _recv = trio.open_memory_channel(math.inf)
+    async with client:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(inf.run, send)
+            with trio.fail_after(5):
+                while len(api.requests) < 2:
+                    await trio.sleep(0.01)
+            nursery.cancel_scope.cancel()
+    listed, watched = api.requests[:2]
+    assert listed.url.params["labelSelector"] == "streams.ibm.com/job=crf" and listed.url.params["limit"]
+    assert watched.url.params["labelSelector"] == "streams.ibm.com/job=crf" and watched.url.params["watch"] == "1"
+    assert listed.url.path == watched.url.path == "/api/v1/pods"
+
+
 async def test_errors_back_off_doubling():
     api = FakeApi([pod("a", 1)], 1)
     api.watches = [httpx.ConnectError("refused")] * 4 + [

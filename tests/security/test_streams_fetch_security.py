@@ -231,3 +231,24 @@ def test_a_zip_bomb_is_refused_while_it_is_read():
     with pytest.raises(BundleError, match="zip bomb"):
         read_bundle(data)
     assert read_bundle(bomb(1 << 20)).adl       # a small padding member is no bomb
+
+
+async def test_a_rebinding_dns_answer_cannot_redirect_the_connection(servers, tmp_path):
+    """The Job's host resolves to an allowed address when checked and to a refused one a moment
+    later (TTL 0): the connection goes to no address the policy did not check. Loopback aliases
+    play both (127.0.0.2 'public', 127.0.0.3 'internal', where a server listens) so nothing
+    leaves 127.0.0.0/8."""
+    import ipaddress
+
+    port, internal = servers("127.0.0.3", (200, {}, b"internal secrets"))
+    answers = []
+
+    async def rebinding_dns(host, port):
+        answers.append(host)
+        return [ipaddress.ip_address("127.0.0.2" if len(answers) == 1 else "127.0.0.3")]
+
+    policy = FetchPolicy(resolve=rebinding_dns, forbidden=lambda a: "internal-only" if str(a) == "127.0.0.3" else None)
+    spec = {"name": "x.sab", "pullPolicy": "Always", "http": {"url": f"http://bundles.example:{port}/x.sab"}}
+    with pytest.raises(FetchError, match="127.0.0.3, a internal-only address"):
+        await fetch(spec, tmp_path, policy=policy, timeout=5.0)
+    assert internal.seen == [] and len(answers) >= 2

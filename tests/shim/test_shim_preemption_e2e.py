@@ -1,8 +1,13 @@
 """End to end: a high-priority pod in a queue below its guarantee evicts a pod of a queue above
-its guarantee and runs (real sim-cluster, engine and shim: tools.harness)."""
+its guarantee and runs (real sim-cluster, engine and shim: tools.harness). The victim is marked
+`DisruptionTarget` (reason PreemptionByScheduler) before it is deleted, as kube-scheduler does."""
 
 from __future__ import annotations
 
+import threading
+
+import httpx
+import orjson
 import pytest
 
 from tools.harness import Cluster, wait_for
@@ -36,17 +41,55 @@ def one_node(ring_name):
         c.close()
 
 
+class PodWatch:
+    """Every watch event of one pod, (type, its conditions), in a thread."""
+
+    def __init__(self, url: str, name: str) -> None:
+        self.seen: list[tuple[str, list[dict]]] = []
+        self._client = httpx.Client(base_url=url, timeout=httpx.Timeout(10.0, read=None))
+        self._params = {"watch": "1", "fieldSelector": f"metadata.name={name}"}
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            with self._client.stream("GET", "/api/v1/namespaces/default/pods", params=self._params) as resp:
+                for line in resp.iter_lines():
+                    if line:
+                        ev = orjson.loads(line)
+                        self.seen.append((ev["type"], ev["object"].get("status", {}).get("conditions") or []))
+        except Exception:  # noqa: BLE001 - closed under it by close()
+            pass
+
+    def close(self) -> None:
+        self._client.close()
+        self._thread.join(10)
+
+
+def disruption(conditions: list[dict]) -> dict | None:
+    return next((c for c in conditions if c["type"] == "DisruptionTarget" and c["status"] == "True"), None)
+
+
 def test_high_priority_pod_below_guarantee_evicts_and_runs(one_node):
     c = one_node
     for name in ("batch-1", "batch-2"):
         c.create_pod(name, app="app-batch", queue="root.batch", cpu="1")
         c.wait_bound([name], timeout=30, phase="Running")
+    victim = PodWatch(c.url, "batch-2")
     c.create_pod("urgent", app="app-prod", queue="root.prod", cpu="1",
                  spec_extra={"priority": 1000})
     c.wait_bound(["urgent"], timeout=30, phase="Running")
     names = {p["metadata"]["name"] for p in c.pods("default")}
     assert names == {"batch-1", "urgent"}   # the newer batch pod was the victim, and is gone
     assert c.pod("urgent")["spec"]["nodeName"] == "node-p"
+    try:
+        wait_for(lambda: any(t == "DELETED" for t, _ in victim.seen), 15, "the victim's deletion watched")
+    finally:
+        victim.close()
+    marked = next(i for i, (t, conds) in enumerate(victim.seen) if disruption(conds))
+    assert marked < next(i for i, (t, _) in enumerate(victim.seen) if t == "DELETED")
+    assert disruption(victim.seen[marked][1])["reason"] == "PreemptionByScheduler"
+    assert not [t for t, conds in victim.seen[:marked] if disruption(conds)]
 
     urgent_uid = c.pod("urgent")["metadata"]["uid"]
     wanted = {("Preempted", "Preempted by the scheduler: preempting allocations to free up "

@@ -541,6 +541,7 @@ def test_env_sources_and_volumes(core: k8s.CoreV1Api, ns: str) -> None:
     assert (root / "etc/conf/labels/app").read_text() == "shop"
     assert podtoken.decode_claims((root / "etc/conf/tok").read_text())["aud"] == ["vault"]
     assert (root / "scratch").is_dir()
+    assert (root / "scratch").stat().st_mode & 0o777 == 0o777     # the kubelet's emptyDir mode
     delete_and_wait(core, ns, "envs", pid)
 
 

@@ -33,7 +33,7 @@ spec:
 def streams_cluster(ring_name, tmp_path):
     bundles = tmp_path / "bundles"
     bundles.mkdir()
-    c = Cluster(ring_name, nodes=4)
+    c = Cluster(ring_name, nodes=4, log_dir=str(tmp_path))
     try:
         c.start_all()
         c.start_streams(str(bundles), extra=["--no-operators", "--allow-fetch-host", "127.0.0.1"])

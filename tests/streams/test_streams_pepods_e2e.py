@@ -3,16 +3,22 @@
 PEs read their AADL, fetch the bundle with their token, connect to each other by Service name,
 receive the operator's UDP notifications at their Service address and report through the
 operator's Service: a consistent region drains with monotonic sequence ids, and killing a PE pod
-resets it back to PROCESSING."""
+resets it back to PROCESSING. The compiler's own bundles (tests/streams/data) run the same way:
+`Parallel` scaled 2 -> 4 -> 1, `ConsistentRegion` (an operator-driven region: its trigger PE
+requests the drains, the marker travels the data connections) draining and resetting. One cluster
+for the module."""
 
 from __future__ import annotations
 
+import glob
 import os
+import pathlib
 import signal
+import uuid
 
 import pytest
 
-from tools.harness import Cluster, Kubectl, wait_for
+from tools.harness import Cluster, HarnessError, Kubectl, wait_for
 from streams import appgen
 from streams.peobjects import DEFAULT_IMAGE
 from test_regions_e2e import StateRecorder
@@ -29,18 +35,25 @@ spec:
 PE_IMAGE = DEFAULT_IMAGE.replace("{build}", "debug")
 
 
-@pytest.fixture
-def pod_cluster(ring_name, tmp_path):
-    bundles = tmp_path / "bundles"
+DATA = pathlib.Path(__file__).parent / "data"
+
+
+@pytest.fixture(scope="module")
+def pod_cluster(tmp_path_factory):
+    name = f"t-{uuid.uuid4().hex[:10]}"
+    home = tmp_path_factory.mktemp("pepods")
+    bundles = home / "bundles"
     bundles.mkdir()
-    c = Cluster(ring_name, nodes=3, sim_args=["--process-image", f"{PE_IMAGE}=ykshm pe-sim",
-                                              "--backoff-initial", "1", "--backoff-max", "2"])
+    c = Cluster(name, nodes=3, sim_args=["--process-image", f"{PE_IMAGE}=ykshm pe-sim",
+                                         "--backoff-initial", "1", "--backoff-max", "2"])
     try:
         c.start_all()
         c.start_streams(str(bundles), extra=["--operators", "pod"])
-        yield c, Kubectl(c.url, str(tmp_path)), bundles
+        yield c, Kubectl(c.url, str(home)), bundles
     finally:
         c.close()
+        for path in glob.glob(f"/dev/shm/{name}*"):
+            pathlib.Path(path).unlink(missing_ok=True)
 
 
 def region(k: Kubectl) -> dict:
@@ -103,3 +116,174 @@ def test_pe_pods_connect_drain_through_the_operator_service_and_reset_after_a_ki
         assert k.json("get", "pod", "cr-1-2")["status"]["phase"] == "Running"   # the PE's next launch
     finally:
         states.close()
+
+
+# --- the compiler's bundles ---------------------------------------------------------------------
+
+PARALLEL_JOB = """\
+apiVersion: streams.ibm.com/v1
+kind: Job
+metadata:
+  name: par
+spec:
+  bundle: {name: par.sab, file: {path: par.sab}}
+  fusion: {type: channelIsolation}
+  submissionTimeValues: {width1: "2"}
+"""
+
+
+def pe_pods(c: Cluster, job: str) -> dict[int, dict]:
+    """PE id -> its current pod (the one of the PE's launchCount), for the PEs that have one."""
+    assert c.api is not None
+    sel = {"labelSelector": f"streams.ibm.com/job={job}"}
+    pes = c.api.get("/apis/streams.ibm.com/v1/namespaces/default/streamspes", params=sel).json()["items"]
+    pods = {p["metadata"]["name"]: p for p in
+            c.api.get("/api/v1/namespaces/default/pods", params=sel).json()["items"]}
+    out = {}
+    for pe in pes:
+        index, launch = pe["spec"]["id"], pe["spec"]["launchCount"]
+        if (pod := pods.get(f"{job}-{index}-{launch}")) is not None:
+            out[index] = pod
+    return out
+
+
+def connected(c: Cluster, job: str, ids: set[int]) -> dict[int, dict] | None:
+    """The pods of exactly these PEs, each Running and having logged `connectivity Full` (it has
+    reached every peer it sends to and heard from every peer that sends to it); else None."""
+    assert c.api is not None
+    pods = pe_pods(c, job)
+    if set(pods) != ids or any(p["status"].get("phase") != "Running" for p in pods.values()):
+        return None
+    for pod in pods.values():
+        log = c.api.get(f"/api/v1/namespaces/default/pods/{pod['metadata']['name']}/log").text
+        if "connectivity Full" not in log:
+            return None
+    return pods
+
+
+def port_label_pes(k: Kubectl) -> set[int]:
+    """The PEs the job ConfigMap's operator_port_labels.properties points at (`PE.IPORT@JOB`)."""
+    text = k.json("get", "configmap", "par")["data"]["operator_port_labels.properties"]
+    return {int(line.split("=", 1)[1].split(".", 1)[0]) for line in text.splitlines()
+            if "=" in line and not line.startswith("#")}
+
+
+def test_parallel_fixture_scaled_2_4_1_connects_and_keeps_untouched_channels(pod_cluster):
+    c, k, bundles = pod_cluster
+    (bundles / "par.sab").write_bytes((DATA / "apps.parallel.Parallel.sab").read_bytes())
+    k("create", "-f", "-", stdin=PARALLEL_JOB)
+    # channel isolation: Source+Sink, Region1[0], Region1[1], Region2[0], Region3[0]
+    before = wait_for(lambda: connected(c, "par", {0, 1, 2, 3, 4}), 60, "5 PEs connected at width 2")
+    uid = {i: p["metadata"]["uid"] for i, p in before.items()}
+    assert k.json("get", "stpr", "par-result-region1")["spec"]["width"] == 2
+    assert port_label_pes(k) == {0, 1, 2, 3, 4}
+
+    k("scale", "stpr/par-result-region1", "--replicas=4")
+    wide = wait_for(lambda: (p := connected(c, "par", set(range(7)))) and p[0]["metadata"]["uid"] != uid[0] and p,
+                    60, "7 PEs connected at width 4")
+    # Region1[0], Region1[1] and Region3[0] are untouched: same pod, first launch
+    for i in (1, 2, 4):
+        assert wide[i]["metadata"]["uid"] == uid[i] and wide[i]["metadata"]["name"] == f"par-{i}-1"
+    # Source (two more outputs) and Region2[0] (two more inputs) relaunched; 5 and 6 are new channels
+    assert {wide[i]["metadata"]["name"] for i in (0, 3, 5, 6)} == {"par-0-2", "par-3-2", "par-5-1", "par-6-1"}
+    assert {o["operators"][0] for o in (k.json("get", "stp", f"par-{i}")["spec"] for i in (5, 6))} == \
+        {"Result.Region1[2]", "Result.Region1[3]"}
+    assert port_label_pes(k) == set(range(7))         # the name service finds the new channels
+
+    k("scale", "stpr/par-result-region1", "--replicas=1")
+    narrow = wait_for(lambda: (p := connected(c, "par", {0, 1, 3, 4})) and p[0]["metadata"]["name"] == "par-0-3" and p,
+                      60, "4 PEs connected at width 1")
+    for i in (1, 4):
+        assert narrow[i]["metadata"]["uid"] == uid[i]
+    assert narrow[3]["metadata"]["name"] == "par-3-3"
+    assert k.run("get", "stp", "par-2").returncode != 0      # the dropped channel's PE is gone
+    assert port_label_pes(k) == {0, 1, 3, 4}
+
+
+CR_JOB = """\
+apiVersion: streams.ibm.com/v1
+kind: Job
+metadata:
+  name: crf
+spec:
+  bundle: {name: crf.sab, file: {path: crf.sab}}
+"""
+
+
+def explained(k: Kubectl, states: StateRecorder, cond, what: str) -> None:
+    """wait_for; on a timeout the region's states, pods and PEs are in the failure."""
+    try:
+        wait_for(cond, 60, what)
+    except HarnessError as exc:
+        pods = [(p["metadata"]["name"], p["status"].get("phase"))
+                for p in k.json("get", "pods", "-l", "streams.ibm.com/job=crf")["items"]]
+        pes = [(p["metadata"]["name"], p["spec"]["launchCount"], (p.get("status") or {}).get("connectivity"))
+               for p in k.json("get", "stp", "-l", "streams.ibm.com/job=crf")["items"]]
+        raise AssertionError(f"{exc}: region states {states.seen}, pods {pods}, PEs {pes}, region "
+                             f"{k.json('get', 'stcr', 'crf-0').get('status')}") from None
+
+
+def test_consistent_region_fixture_drains_and_resets_after_a_pe_pod_is_killed(pod_cluster):
+    c, k, bundles = pod_cluster
+    (bundles / "crf.sab").write_bytes((DATA / "apps.consistent.ConsistentRegion.sab").read_bytes())
+    k("create", "-f", "-", stdin=CR_JOB)
+
+    def completed() -> int:
+        return (k.json("get", "stcr", "crf-0").get("status") or {}).get("lastCompletedSeqID", 0)
+
+    # PE 0: Beat (the trigger) and Marker; PE 1: WriteA; drains requested by PE 0, not by a timer
+    spec = wait_for(lambda: k.json("get", "stcr", "crf-0")["spec"], 60, "the ConsistentRegion")
+    assert spec["trigger"] in ("operatorDriven", "operator driven") and sorted(spec["pesInRegion"]) == [0, 1]
+    pods = wait_for(lambda: connected(c, "crf", {0, 1}), 60, "both PEs connected")
+    states = StateRecorder(c.url, "crf-0")
+    try:
+        seen: list[int] = []
+        explained(k, states, lambda: seen.append(completed()) or seen[-1] >= 3, "three operator-driven drains")
+        assert seen == sorted(seen)
+
+        mark = completed()
+        pid = int(pods[0]["status"]["containerStatuses"][0]["containerID"].removeprefix("process://"))
+        os.kill(pid, signal.SIGKILL)            # the trigger's PE: its next launch must find the seqId
+
+        def reset_back_to_processing() -> bool:
+            s = states.seen
+            bad = next((i for i, x in enumerate(s) if x == "UNHEALTHY"), None)
+            return bad is not None and "RESETTING" in s[bad:] and "PROCESSING" in s[bad:]
+
+        explained(k, states, reset_back_to_processing, "UNHEALTHY, RESETTING, then PROCESSING again")
+        after: list[int] = []
+        wait_for(lambda: after.append(completed()) or after[-1] > mark, 60, "a drain completed after the reset")
+        assert after == sorted(after) and after[0] >= mark
+        assert k.json("get", "pod", "crf-0-2")["status"]["phase"] == "Running"
+
+        # the ConsistentRegion deleted: the controller makes it again, the running operator writes
+        # its region there, and the sequence ids go on from where they were
+        old = k.json("get", "stcr", "crf-0")
+        mark = completed()
+        k("delete", "stcr", "crf-0")
+        again = wait_for(lambda: (r := k.json("get", "stcr", "crf-0"))["metadata"]["uid"] != old["metadata"]["uid"]
+                         and (r.get("status") or {}).get("lastCompletedSeqID") and r, 60, "the region made again")
+        assert again["status"]["lastCompletedSeqID"] >= mark
+        later: list[int] = []
+        wait_for(lambda: later.append(completed()) or later[-1] > mark + 1, 60, "drains on the new object")
+        assert later == sorted(later) and later[0] >= mark
+    finally:
+        states.close()
+
+    # the token Secret deleted and the operator restarted: it serves nothing until the controller
+    # has made the Secret again, then only to its holders (fail closed)
+    secret = k.json("get", "secret", "crf-token")
+    k("delete", "secret", "crf-token")
+    op = k.json("get", "pods", "-l", "svc=consistent-region-operator,streams.ibm.com/job=crf")["items"][0]
+    k("delete", "pod", op["metadata"]["name"])
+    wait_for(lambda: k.json("get", "secret", "crf-token")["metadata"]["uid"] != secret["metadata"]["uid"],
+             60, "the Secret made again")
+    assert "Repaired" in k("get", "events", "--field-selector", "involvedObject.name=crf")
+    ip = wait_for(lambda: next((p["status"].get("podIP") for p in k.json(
+        "get", "pods", "-l", "svc=consistent-region-operator,streams.ibm.com/job=crf")["items"]
+        if p["metadata"]["name"] != op["metadata"]["name"] and p["status"].get("phase") == "Running"), None),
+        60, "the operator's new pod")
+    assert c.api is not None
+    wait_for(lambda: k.json("get", "stcro", "crf")["status"]["phase"] == "Running", 60, "the operator serving")
+    resp = c.api.put(f"http://{ip}:10000/api/consistentregion/region/0/reset", json={"request": {"force": "true"}})
+    assert resp.status_code == 401

@@ -35,7 +35,7 @@ class WebServer:
     """A running `ykshm web`; `url` is its base URL, `pid` the supervisor's pid."""
 
     def __init__(self, name: str, *, workers: int = 2, config: str | None = None,
-                 extra: list[str] | None = None, verify=None) -> None:
+                 extra: list[str] | None = None, verify=None, env: dict[str, str] | None = None) -> None:
         """`verify`: an ssl.SSLContext trusting the server's CA when it serves TLS (https URL)."""
         self.name = name
         self.verify = verify if verify is not None else True
@@ -53,7 +53,7 @@ class WebServer:
         self.stderr_path = f"/tmp/ykshm-web-test-{name}.log"
         self._stderr = open(self.stderr_path, "wb")
         self.proc = subprocess.Popen(args, cwd=ROOT, pass_fds=(fd,), stdout=subprocess.DEVNULL,
-                                     stderr=self._stderr)
+                                     stderr=self._stderr, env={**os.environ, **(env or {})})
         self.workers = workers
         self._wait_ready()
 

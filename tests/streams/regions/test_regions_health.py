@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streams.regions.health import Health, PeView, region_health
+from streams.regions.health import Health, PeView, Relaunches, region_health
 
 UP = PeView("Full", 1, "Running")
 
@@ -37,3 +37,15 @@ def test_property(drawn):
         assert health.healthy == all(v.connectivity == "Full" and v.pod_phase == "Running"
                                      for v in present.values())
     assert health.clean_start == all(v.launch_count <= 1 for v in present.values())
+
+
+def test_a_relaunch_between_two_looks_is_reported_once():
+    """The operator may never see a relaunched PE down (its new pod Running and Full before the
+    next look): the moved launch count is what tells it the PE's state is gone."""
+    seen = Relaunches()
+    assert not seen.moved(0, {1: UP, 2: UP})                            # first look
+    assert not seen.moved(0, {1: UP, 2: UP})
+    assert seen.moved(0, {1: UP, 2: PeView("Full", 2, "Running")})      # PE 2 relaunched meanwhile
+    assert not seen.moved(0, {1: UP, 2: PeView("Full", 2, "Running")})  # reported once
+    assert not seen.moved(1, {2: PeView("Full", 2, "Running")})         # regions apart
+    assert not seen.moved(0, {1: UP, 2: PeView("Full", 2, "Running"), 3: UP})  # a new member is no relaunch
