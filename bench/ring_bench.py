@@ -29,8 +29,9 @@ How it measures
 
 Stress mode: one writer process publishes records whose every field is derived from the id
 (referenceID a UUID computed from the id; in alternate runs of 64 ids either the general path --
-objectID "obj-<id % 251>", message "m<id // 32>" so message entries are released and reused as
-the ring laps, resource memory=id % 241, timestamp BASE+id -- or the engine's hot path -- one
+objectID "obj-<id % 251>", a message per run alone, with a resource (a pair entry) or none,
+so message and pair entries are released and reused as the ring laps, resource memory=id % 241,
+timestamp BASE+id -- or the engine's hot path -- one
 pinned objectID and resource per run, no message, the ring's clock; type/detail from a table by
 id) into a small ring it laps many times; R reader processes read random ranges, follow cursors
 and read JSON, and check every record they get against its id.
@@ -237,16 +238,25 @@ def _stress_shape(event_id: int) -> tuple[str, str, dict[str, int] | None, int]:
     """objectID, message, resource and timestamp of record `event_id` (0 = the ring stamps it).
 
     Ids come in runs of 64. Even runs take the writer's general path: a new objectID (251
-    values) and resource (241) each record, a message that changes every 32 ids (so its intern
-    entry is released and reused as the writer laps the ring -- the race a reader must
-    survive) and a timestamp derived from the id. Odd runs take the engine's hot path: one
-    objectID and one resource for the whole run (pinned, see RingWriter.publish), every 4th
-    record without a resource, no message, and the ring's own clock as the timestamp.
+    values) each record, a timestamp derived from the id, and by id % 4: a message alone (0), a
+    message and a resource (1: the ring keeps both in one pair entry, shared by the run's 16
+    such records), a new resource (241 values) alone (2, 3). The message changes every run, so
+    its intern entry (and its pair's) is released and reused as the writer laps the ring -- the
+    race a reader must survive. Odd runs take the engine's hot path: one objectID and one
+    resource for the whole run (pinned, see RingWriter.publish), every 4th record without a
+    resource, no message, and the ring's own clock as the timestamp.
     """
     run = event_id >> 6
     if run & 1 == 0:
-        return (f"obj-{event_id % 251}", f"m{event_id // 32}",
-                {"memory": event_id % 241, "vcore": 1000 + event_id % 241}, STRESS_TS0 + event_id)
+        kind = event_id % 4
+        message = f"m{run}" if kind < 2 else ""
+        if kind == 0:
+            resource = None
+        elif kind == 1:
+            resource = {"memory": run % 241, "vcore": 3000 + run % 241}
+        else:
+            resource = {"memory": event_id % 241, "vcore": 1000 + event_id % 241}
+        return f"obj-{event_id % 251}", message, resource, STRESS_TS0 + event_id
     resource = None if event_id % 4 == 0 else {"memory": run % 241, "vcore": 2000 + run % 241}
     return f"hot-{run % 251}", "", resource, 0
 
@@ -344,11 +354,12 @@ def _stress_writer(name: str, capacity: int, rate: int, ready, stop, out) -> Non
         out.put(("writer", {"published": published, "id_mismatches": mismatched}))
 
 
-def _stress_reader(name: str, seed: int, stop, out) -> None:
+def _stress_reader(name: str, seed: int, stop, out, started) -> None:
     parent = _stress_child()
     from shm import RingReader
 
     reader = RingReader.attach(name)
+    started.put(seed)
     rng = random.Random(seed)
     checked = torn = lost = order_errors = json_checked = 0
     first_bad: str | None = None
@@ -441,6 +452,18 @@ def _stress_reader(name: str, seed: int, stop, out) -> None:
                             "first_bad": first_bad}))
 
 
+def _wait_started(started, readers: list) -> None:
+    """Until every reader has attached (at most 60 s): on a busy host starting a process takes
+    seconds, and `--seconds` is the time the readers check records, not the time they start."""
+    deadline = time.monotonic() + 60
+    for _ in readers:
+        try:
+            started.get(timeout=max(0.1, deadline - time.monotonic()))
+        except Exception:  # queue.Empty: a reader died or the host is hopelessly slow
+            if not all(p.is_alive() for p in readers) or time.monotonic() >= deadline:
+                raise Failure("the stress readers did not start within 60 s") from None
+
+
 def _collect(procs: list, out, results: list) -> None:
     """Each stress process's report, waiting at most 30 s (a busy host) for all of them."""
     deadline = time.monotonic() + 30
@@ -468,7 +491,7 @@ def _stop_all(procs: list) -> None:
 def run_stress(seconds: float, readers: int, capacity: int, name: str,
                rate: int = 0) -> dict[str, Any]:
     ctx = mp.get_context("spawn")
-    ready, stop, out = ctx.Event(), ctx.Event(), ctx.Queue()
+    ready, stop, out, started = ctx.Event(), ctx.Event(), ctx.Queue(), ctx.Queue()
     procs = [ctx.Process(target=_stress_writer, args=(name, capacity, rate, ready, stop, out),
                          name="ring-bench-writer", daemon=True)]
     interrupted = False
@@ -478,10 +501,11 @@ def run_stress(seconds: float, readers: int, capacity: int, name: str,
         if not ready.wait(30):
             raise Failure("the stress writer did not start within 30 s")
         for r in range(readers):
-            p = ctx.Process(target=_stress_reader, args=(name, 1000 + r, stop, out),
+            p = ctx.Process(target=_stress_reader, args=(name, 1000 + r, stop, out, started),
                             name=f"ring-bench-reader-{r}", daemon=True)
             p.start()
             procs.append(p)
+        _wait_started(started, procs[1:])
         t0 = time.monotonic()
         try:
             while time.monotonic() - t0 < seconds:

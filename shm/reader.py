@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid as _uuid
+from collections.abc import Iterator
 from typing import NamedTuple
 
 from . import segment as _seg
@@ -22,7 +23,7 @@ from .errors import ShmError
 from .record import Event
 from .ring import Mapped, events_from, instance_uuid_bytes
 
-__all__ = ["RingReader", "Cursor", "CursorBatch", "CursorJsonBatch", "RingStats", "verify"]
+__all__ = ["RingReader", "Cursor", "CursorBatch", "CursorJsonBatch", "JsonPieces", "RingStats", "verify"]
 
 _MAX_BUF = 64 << 20
 
@@ -30,6 +31,15 @@ _MAX_BUF = 64 << 20
 class CursorBatch(NamedTuple):
     events: list[Event]
     lost: tuple[int, int] | None
+
+
+@dataclasses.dataclass(slots=True)
+class JsonPieces:
+    """What `read_range_json_parts` rendered so far: events, and whether the piece it yielded
+    last was the last one (so a sender can mark it so without rendering ahead)."""
+
+    count: int = 0
+    done: bool = False
 
 
 class CursorJsonBatch(NamedTuple):
@@ -56,9 +66,10 @@ class RingStats:
     created_nano: int
     superseded: bool
     writers_attached: int
-    strings_used: int            # live intern entries (strings + resources)
+    strings_used: int            # live intern entries (strings, resources and pairs)
     strings_capacity: int
     resources_used: int          # live entries of kind resource
+    pairs_used: int              # live entries of kind pair (an event's message + resource)
     intern_high_water: int
     strings_interned: int
     strings_released: int
@@ -198,12 +209,46 @@ class RingReader:
 
     def read_range_json(self, start: int, count: int) -> tuple[bytes, int]:
         """The same as read_range, rendered in C to a JSON array (b"null" when none)."""
-        if start < 0 or count <= 0:
-            return b"null", 0
-        parts, n, _, _ = self._render(start, count, 0, 0)
-        if not n:
-            return b"null", 0
-        return b"[" + b",".join(parts) + b"]", n
+        pieces = JsonPieces()
+        body = b"".join(self.read_range_json_parts(start, count, count, pieces=pieces))
+        return body, pieces.count
+
+    def read_range_json_parts(self, start: int, count: int, part: int, head: bytes = b"",
+                              tail: bytes = b"", pieces: "JsonPieces | None" = None) -> Iterator[bytes]:
+        """read_range_json's array, `head` before it and `tail` after it, in pieces of at most
+        `part` events, each rendered when asked for: an answer sent while the rest renders.
+
+        Each piece is copied out of the render buffer once (with its `[`/`,` and, on the last,
+        `]` + tail): for 10,000 events 2.8 MB are copied once, not four times as a join of joins
+        did, and fresh pages cost more than the copy (a page fault per 4 KiB, measured 58% of a
+        render loop's CPU in the kernel). Events overwritten while a piece renders are skipped,
+        as in read_range_json; `pieces` counts them and tells the last piece."""
+        pieces = JsonPieces() if pieces is None else pieces
+        if start < 0 or count <= 0 or part <= 0:
+            pieces.done = True
+            yield head + b"null" + tail
+            return
+        b = self.bounds()
+        end = start if b is None else min(start + count, b[1] + 1)
+        lead, nid, res, opened = head + b"[", start, self._res, False
+        while nid < end:
+            lib.ykr_render(self._view, nid, min(part, end - nid), 0, 0, self._buf, self._buflen, res)
+            if not res.count:
+                b = self.bounds()
+                if not opened or b is None or nid >= b[0]:
+                    break    # a range that starts below the lowest event is none (read_range)
+                nid = b[0]   # lapped since the last piece: go on from the lowest retained event
+                continue
+            nid = int(res.next_id)
+            pieces.count += int(res.count)
+            close = b"]" + tail if nid >= end else b""
+            pieces.done = bool(close)
+            yield b"".join((lead, ffi.buffer(self._buf, res.length), close))
+            if close:
+                return
+            lead, opened = b",", True
+        pieces.done = True
+        yield b"]" + tail if opened else head + b"null" + tail
 
     def _recent_start(self, n: int) -> tuple[int, int] | None:
         b = self.bounds()
@@ -269,6 +314,7 @@ class RingReader:
             strings_used=int(h.entries_live),
             strings_capacity=int(h.entries_capacity) - 1,
             resources_used=int(h.entries_live_resources),
+            pairs_used=int(h.entries_live_pairs),
             intern_high_water=int(h.entries_hwm) - 1,
             strings_interned=int(h.strings_interned),
             strings_released=int(h.strings_released),

@@ -23,7 +23,7 @@
 #define STORE_REL(p, x) __atomic_store_n((p), (x), __ATOMIC_RELEASE)
 #define STORE_RLX(p, x) __atomic_store_n((p), (x), __ATOMIC_RELAXED)
 
-_Static_assert(sizeof(ykr_record) == YKR_RECORD_SIZE, "record is 48 bytes");
+_Static_assert(sizeof(ykr_record) == YKR_RECORD_SIZE, "record is 40 bytes, no padding");
 _Static_assert(sizeof(ykr_entry) == 20, "entry is 20 bytes");
 _Static_assert(sizeof(ykr_header) <= YKR_HEADER_SIZE, "header fits its page");
 _Static_assert(sizeof(ykr_req_slot) == YKR_REQ_SLOT_SIZE, "request slot is 4096 bytes");
@@ -39,6 +39,15 @@ static uint64_t next_pow2(uint64_t x)
     uint64_t p = 1;
     while (p < x) p <<= 1;
     return p;
+}
+
+/* The stable seq of the slot holding event `id`: 2*lap+2 with lap = id / capacity counted modulo
+ * YKR_LAP_MOD, so it is never 0 ("never written") and 2*lap+1 (odd) marks a write in progress.
+ * A reader could only mistake another record for `id` if the writer lapped the slot 2^31 - 1
+ * times between the reader's two loads of seq. */
+static inline uint32_t lap_seq(const ykr_view *v, uint64_t id)
+{
+    return (uint32_t)(2 * ((id / v->capacity) % YKR_LAP_MOD) + 2);
 }
 
 void ykr_events_layout(uint64_t capacity, ykr_layout *o)
@@ -329,7 +338,8 @@ static uint32_t intern(ykr_view *v, const char *s, uint32_t n, uint8_t kind)
     *bucket = e;
     h->strings_interned++;
     h->entries_live++;
-    if (kind) h->entries_live_resources++;
+    if (kind == YKR_KIND_RESOURCE) h->entries_live_resources++;
+    if (kind == YKR_KIND_PAIR) h->entries_live_pairs++;
     h->arena_live_bytes += (uint64_t)YKR_MIN_BLOCK << c;
     return e;
 }
@@ -360,6 +370,8 @@ static inline uint32_t intern_field(ykr_view *v, int field, const char *s, uint3
     return e;
 }
 
+static void release_parts(ykr_view *v, const uint32_t parts[2]);
+
 static void release(ykr_view *v, uint32_t e)
 {
     if (e == 0 || e == YKR_OVERFLOW || e >= v->entries_cap) return;
@@ -367,6 +379,8 @@ static void release(ykr_view *v, uint32_t e)
     if (E->refcount == 0) return;       /* never happens in a consistent ring (verify says) */
     if (--E->refcount) return;
     ykr_header *h = v->hdr;
+    uint32_t parts[2] = {0, 0};
+    if (E->kind == YKR_KIND_PAIR) memcpy(parts, v->arena + E->offset, sizeof parts);
     uint32_t *link = &v->buckets[E->hash & v->bucket_mask];
     while (*link && *link != e) link = &v->entries[*link].next;
     if (*link == e) *link = E->next;
@@ -377,7 +391,33 @@ static void release(ykr_view *v, uint32_t e)
     h->entry_free_count++;
     h->strings_released++;
     h->entries_live--;
-    if (E->kind) h->entries_live_resources--;
+    if (E->kind == YKR_KIND_RESOURCE) h->entries_live_resources--;
+    if (E->kind == YKR_KIND_PAIR) {
+        h->entries_live_pairs--;
+        release_parts(v, parts);   /* depth 1: a pair's parts are a string and a resource */
+    }
+}
+
+static void release_parts(ykr_view *v, const uint32_t parts[2])
+{
+    release(v, parts[0]);
+    release(v, parts[1]);
+}
+
+/* The record's aux handle for its message and resource (whose references the caller took):
+ * the one that is set, or -- only for an event with both -- a pair entry holding them. A new
+ * pair keeps the two references; an existing one (the same message and resource again) holds
+ * its own, so they are dropped again, never to zero. YKR_OVERFLOW (table full) drops them too.
+ * The aux kind goes to *kind. */
+static uint32_t intern_aux(ykr_view *v, uint32_t msg, uint32_t res, uint8_t *kind)
+{
+    if (!res) { *kind = msg ? YKR_AUX_MESSAGE : YKR_AUX_NONE; return msg; }
+    if (!msg) { *kind = YKR_AUX_RESOURCE; return res; }
+    *kind = YKR_AUX_PAIR;
+    uint32_t parts[2] = {msg, res};
+    uint32_t e = intern_field(v, 4, (const char *)parts, sizeof parts, YKR_KIND_PAIR);
+    if (e == YKR_OVERFLOW || v->entries[e].refcount > 1) release_parts(v, parts);
+    return e;
 }
 
 /* ------------------------------------------------------------------ helpers */
@@ -560,13 +600,13 @@ static int64_t publish_impl(ykr_view *v, int type, int change_type, int change_d
     uint64_t id = h->next_id;
     ykr_record *slot = &v->records[id % v->capacity];
     if (id >= v->capacity) STORE_REL(&h->lowest_id, id - v->capacity + 1);
+    uint32_t seq = lap_seq(v, id);
     ykr_record old = *slot;
-    STORE_REL(&slot->seq, 2 * id + 1);
+    STORE_REL(&slot->seq, seq - 1);
     __atomic_thread_fence(__ATOMIC_RELEASE);
     if (old.seq) {
         release(v, old.object_id);
-        release(v, old.message);
-        release(v, old.resource);
+        release(v, old.aux);
         if (!(old.flags & YKR_FLAG_REF_UUID)) {
             uint32_t rh;
             memcpy(&rh, old.reference, 4);
@@ -582,27 +622,29 @@ static int64_t publish_impl(ykr_view *v, int type, int change_type, int change_d
     if (rl && parse_uuid(ref, rl, r.reference)) {
         r.flags |= YKR_FLAG_REF_UUID;
     } else {
-        uint32_t rh = intern_field(v, 1, ref, (uint32_t)rl, 0);
+        uint32_t rh = intern_field(v, 1, ref, (uint32_t)rl, YKR_KIND_STRING);
         memcpy(r.reference, &rh, 4);
     }
     if (obj_pin) {
         v->entries[obj_pin].refcount++;
         r.object_id = obj_pin;
     } else {
-        r.object_id = intern_field(v, 0, obj, (uint32_t)ol, 0);
+        r.object_id = intern_field(v, 0, obj, (uint32_t)ol, YKR_KIND_STRING);
     }
-    r.message = intern_field(v, 2, msg, (uint32_t)ml, 0);
-    r.resource = res_h ? res_h : intern_field(v, 3, res, (uint32_t)reslen, 1);
-    /* field stores, then the even sequence number with release semantics */
+    uint32_t msg_h = intern_field(v, 2, msg, (uint32_t)ml, YKR_KIND_STRING);
+    uint32_t res_h2 = res_h ? res_h : intern_field(v, 3, res, (uint32_t)reslen, YKR_KIND_RESOURCE);
+    uint8_t aux_kind;
+    r.aux = intern_aux(v, msg_h, res_h2, &aux_kind);
+    r.flags |= (uint8_t)(aux_kind << YKR_AUX_SHIFT);
+    /* field stores, then the stable sequence number with release semantics */
+    slot->object_id = r.object_id;
     slot->timestamp_nano = r.timestamp_nano;
     memcpy(slot->reference, r.reference, 16);
-    slot->object_id = r.object_id;
-    slot->message = r.message;
-    slot->resource = r.resource;
+    slot->aux = r.aux;
     slot->change_detail = r.change_detail;
     slot->type = r.type;
     slot->flags = r.flags;
-    STORE_REL(&slot->seq, 2 * id + 2);
+    STORE_REL(&slot->seq, seq);
     h->events_written++;
     STORE_REL(&h->next_id, id + 1);
     return (int64_t)id;
@@ -676,13 +718,28 @@ static inline char *put(char *p, const char *s, size_t n)
 }
 #define PUTLIT(p, lit) put((p), (lit), sizeof(lit) - 1)
 
+static const char DIGITS2[] =
+    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+    "8081828384858687888990919293949596979899";
+
+/* Decimal digits written back to front two at a time (a nanosecond timestamp has 19: half the
+ * divisions of one digit at a time, and no reversal); the length comes from comparisons. */
 static inline char *put_u64(char *p, uint64_t x)
 {
-    char tmp[24];
-    int n = 0;
-    do { tmp[n++] = (char)('0' + x % 10); x /= 10; } while (x);
-    while (n) *p++ = tmp[--n];
-    return p;
+    int n = 1;
+    for (uint64_t t = 10; x >= t; t *= 10)
+        if (++n == 20) break;   /* x >= 10^19: 20 digits, and 10^20 does not fit */
+    char *end = p + n, *q = end;
+    while (x >= 100) {
+        unsigned d = (unsigned)(x % 100);
+        x /= 100;
+        q -= 2;
+        memcpy(q, DIGITS2 + 2 * d, 2);
+    }
+    if (x >= 10) { q -= 2; memcpy(q, DIGITS2 + 2 * x, 2); }
+    else *--q = (char)('0' + x);
+    return end;
 }
 
 static inline char *put_i64(char *p, int64_t x)
@@ -803,6 +860,49 @@ static inline void resolve(ykr_view *v, uint32_t h, const uint8_t **s, size_t *n
     *n = len;
 }
 
+/* The two handles of a pair entry; both 0 if it is not one (a torn read: the seq check that
+ * follows discards the record). Reads stay inside the arena whatever the entry says. */
+static void pair_parts(ykr_view *v, uint32_t pair, uint32_t parts[2])
+{
+    parts[0] = parts[1] = 0;
+    if (pair == YKR_OVERFLOW) { parts[0] = YKR_OVERFLOW; return; }   /* the message's marker */
+    if (pair == 0 || pair >= v->entries_cap) return;
+    const ykr_entry *E = &v->entries[pair];
+    uint64_t off = LOAD_RLX(&E->offset);
+    if (LOAD_RLX(&E->kind) != YKR_KIND_PAIR || off + sizeof(uint32_t[2]) > v->arena_cap) return;
+    memcpy(parts, v->arena + off, sizeof(uint32_t[2]));
+}
+
+/* A copied record's fields as the renderer takes them (strings still point into the arena). */
+static void decode_record(ykr_view *v, const ykr_record *r, uint64_t id, fields *f)
+{
+    f->id = id;
+    f->type = r->type;
+    f->change_type = r->flags & YKR_FLAG_CHANGE_MASK;
+    f->change_detail = r->change_detail;
+    f->ts = r->timestamp_nano;
+    uint32_t parts[2] = {0, 0};   /* message, resource */
+    switch ((r->flags & YKR_AUX_MASK) >> YKR_AUX_SHIFT) {
+    case YKR_AUX_MESSAGE: parts[0] = r->aux; break;
+    case YKR_AUX_RESOURCE: parts[1] = r->aux; break;
+    case YKR_AUX_PAIR: pair_parts(v, r->aux, parts); break;
+    }
+    resolve(v, r->object_id, &f->obj, &f->objlen);
+    resolve(v, parts[0], &f->msg, &f->msglen);
+    const uint8_t *rs; size_t rn;
+    resolve(v, parts[1], &rs, &rn);
+    f->res = (const char *)rs;
+    f->reslen = rs && parts[1] != YKR_OVERFLOW ? rn : 0;
+    if (r->flags & YKR_FLAG_REF_UUID) {
+        f->uuid = r->reference; f->ref = NULL; f->reflen = 0;
+    } else {
+        uint32_t rh;
+        memcpy(&rh, r->reference, 4);
+        f->uuid = NULL;
+        resolve(v, rh, &f->ref, &f->reflen);
+    }
+}
+
 int ykr_render(ykr_view *v, uint64_t start, uint64_t count, int mode, int cursor,
                char *buf, uint64_t buflen, ykr_render_result *res)
 {
@@ -824,38 +924,19 @@ int ykr_render(ykr_view *v, uint64_t start, uint64_t count, int mode, int cursor
     while (id < end && res->count < count) {
         if ((uint64_t)(limit - p) < YKR_MAX_EVENT_JSON + 2) { res->more = 1; break; }
         ykr_record *slot = &v->records[id % v->capacity];
-        uint64_t want = 2 * id + 2;
-        uint64_t s1 = LOAD_ACQ(&slot->seq);
+        uint32_t want = lap_seq(v, id);
+        uint32_t s1 = LOAD_ACQ(&slot->seq);
         char *mark = p;
         if (s1 == want) {
             ykr_record r;
             memcpy(&r, slot, sizeof r);
             fields f;
-            f.id = id;
-            f.type = r.type;
-            f.change_type = r.flags & YKR_FLAG_CHANGE_MASK;
-            f.change_detail = r.change_detail;
-            f.ts = r.timestamp_nano;
-            resolve(v, r.object_id, &f.obj, &f.objlen);
-            resolve(v, r.message, &f.msg, &f.msglen);
-            const uint8_t *rs; size_t rn;
-            resolve(v, r.resource, &rs, &rn);
-            f.res = (const char *)rs;
-            f.reslen = rs ? rn : 0;
-            if (r.resource == YKR_OVERFLOW) f.reslen = 0;
-            if (r.flags & YKR_FLAG_REF_UUID) {
-                f.uuid = r.reference; f.ref = NULL; f.reflen = 0;
-            } else {
-                uint32_t rh;
-                memcpy(&rh, r.reference, 4);
-                f.uuid = NULL;
-                resolve(v, rh, &f.ref, &f.reflen);
-            }
+            decode_record(v, &r, id, &f);
             if (res->count && mode == 0) *p++ = ',';
             p = render_fields(p, &f);
             if (mode == 1) *p++ = '\n';
             __atomic_thread_fence(__ATOMIC_ACQUIRE);
-            uint64_t s2 = LOAD_RLX(&slot->seq);
+            uint32_t s2 = LOAD_RLX(&slot->seq);
             if (s2 == s1) {
                 res->count++;
                 id++;
@@ -986,6 +1067,16 @@ static void vsay(vout *o, const char *a, uint64_t x, const char *b, uint64_t y, 
     o->p = p;
 }
 
+/* One reference from `who` `id` to entry e, which must be of kind `kind`. */
+static void count_ref(vout *o, ykr_view *v, uint32_t *counts, uint64_t hwm, const char *who,
+                      uint64_t id, uint32_t e, uint8_t kind)
+{
+    if (e == 0 || e == YKR_OVERFLOW) return;
+    if (e >= hwm) { vsay(o, who, id, " references entry ", e, " beyond the table"); return; }
+    counts[e]++;
+    if (v->entries[e].kind != kind) vsay(o, who, id, " references entry ", e, " of the wrong kind");
+}
+
 int64_t ykr_verify(ykr_view *v, uint32_t *counts, uint8_t *bitmap, char *out, uint64_t outlen)
 {
     vout o = {out, out + outlen, 0};
@@ -1011,22 +1102,36 @@ int64_t ykr_verify(ykr_view *v, uint32_t *counts, uint8_t *bitmap, char *out, ui
             if (seq != 0) vsay(&o, "slot ", i, " never written but seq is ", seq, "");
             continue;
         }
-        if (seq != 2 * id + 2) {
+        if (seq != lap_seq(v, id)) {
             vsay(&o, "slot ", i, ": seq ", seq, " does not encode the retained id (torn or stale)");
             continue;
         }
         if ((r->flags & YKR_FLAG_CHANGE_MASK) > 3)
             vsay(&o, "event ", id, ": change type ", r->flags & YKR_FLAG_CHANGE_MASK, " out of range");
-        uint32_t hs[4] = {r->object_id, r->message, r->resource, 0};
-        if (!(r->flags & YKR_FLAG_REF_UUID)) memcpy(&hs[3], r->reference, 4);
-        for (int k = 0; k < 4; k++) {
-            uint32_t e = hs[k];
-            if (e == 0 || e == YKR_OVERFLOW) continue;
-            if (e >= hwm) { vsay(&o, "event ", id, " references entry ", e, " beyond the table"); continue; }
-            counts[e]++;
-            if ((k == 2) != (v->entries[e].kind == 1))
-                vsay(&o, "event ", id, " references entry ", e, " of the wrong kind");
+        static const uint8_t aux_kinds[4] = {YKR_KIND_STRING, YKR_KIND_STRING, YKR_KIND_RESOURCE,
+                                             YKR_KIND_PAIR};
+        unsigned aux = (r->flags & YKR_AUX_MASK) >> YKR_AUX_SHIFT;
+        if (aux == YKR_AUX_NONE && r->aux)
+            vsay(&o, "event ", id, " has no message or resource but references entry ", r->aux, "");
+        uint32_t hs[3] = {r->object_id, aux ? r->aux : 0, 0};
+        if (!(r->flags & YKR_FLAG_REF_UUID)) memcpy(&hs[2], r->reference, 4);
+        uint8_t kinds[3] = {YKR_KIND_STRING, aux_kinds[aux], YKR_KIND_STRING};
+        for (int k = 0; k < 3; k++)
+            count_ref(&o, v, counts, hwm, "event ", id, hs[k], kinds[k]);
+    }
+    /* every live pair holds one reference on each of its parts */
+    static const uint8_t part_kinds[2] = {YKR_KIND_STRING, YKR_KIND_RESOURCE};
+    for (uint64_t e = 1; e < hwm; e++) {
+        ykr_entry *E = &v->entries[e];
+        if (!E->refcount || E->kind != YKR_KIND_PAIR) continue;
+        if (E->length != sizeof(uint32_t[2]) || E->offset + sizeof(uint32_t[2]) > v->arena_cap) {
+            vsay(&o, "pair entry ", e, " has length ", E->length, "");
+            continue;
         }
+        uint32_t parts[2];
+        memcpy(parts, v->arena + E->offset, sizeof parts);
+        for (int k = 0; k < 2; k++)
+            count_ref(&o, v, counts, hwm, "pair entry ", e, parts[k], part_kinds[k]);
     }
     /* the writer's pins hold one reference each */
     uint32_t pins[2] = {h->pinned_object, h->pinned_resource};
@@ -1038,7 +1143,7 @@ int64_t ykr_verify(ykr_view *v, uint32_t *counts, uint8_t *bitmap, char *out, ui
         if (v->entries[e].kind != (uint8_t)k) vsay(&o, "pinned entry ", e, " of the wrong kind", 0, "");
     }
     /* 2. refcounts */
-    uint64_t live = 0, live_res = 0, live_bytes = 0;
+    uint64_t live = 0, live_res = 0, live_pairs = 0, live_bytes = 0;
     for (uint64_t e = 1; e < hwm; e++) {
         ykr_entry *E = &v->entries[e];
         if (E->refcount != counts[e]) {
@@ -1047,7 +1152,8 @@ int64_t ykr_verify(ykr_view *v, uint32_t *counts, uint8_t *bitmap, char *out, ui
         }
         if (E->refcount) {
             live++;
-            if (E->kind) live_res++;
+            live_res += E->kind == YKR_KIND_RESOURCE;
+            live_pairs += E->kind == YKR_KIND_PAIR;
             live_bytes += (uint64_t)YKR_MIN_BLOCK << E->size_class;
             if (E->size_class >= YKR_NCLASSES || E->length > ((uint32_t)YKR_MIN_BLOCK << E->size_class)
                 || E->offset + ((uint64_t)YKR_MIN_BLOCK << E->size_class) > h->arena_bump)
@@ -1057,6 +1163,8 @@ int64_t ykr_verify(ykr_view *v, uint32_t *counts, uint8_t *bitmap, char *out, ui
         }
     }
     if (live != h->entries_live) vsay(&o, "entries_live ", h->entries_live, " != counted ", live, "");
+    if (live_pairs != h->entries_live_pairs)
+        vsay(&o, "entries_live_pairs ", h->entries_live_pairs, " != counted ", live_pairs, "");
     if (live_res != h->entries_live_resources)
         vsay(&o, "entries_live_resources ", h->entries_live_resources, " != counted ", live_res, "");
     if (live_bytes != h->arena_live_bytes)

@@ -11,9 +11,9 @@
 #include <stddef.h>
 
 /* CDEF BEGIN */
-#define YKR_LAYOUT_VERSION 1
+#define YKR_LAYOUT_VERSION 2
 #define YKR_HEADER_SIZE 4096
-#define YKR_RECORD_SIZE 48
+#define YKR_RECORD_SIZE 40
 #define YKR_REQ_SLOT_SIZE 4096
 #define YKR_NCLASSES 7
 #define YKR_MIN_BLOCK 16
@@ -23,6 +23,16 @@
 #define YKR_OVERFLOW 4294967295
 #define YKR_FLAG_CHANGE_MASK 7
 #define YKR_FLAG_REF_UUID 8
+#define YKR_LAP_MOD 2147483647
+#define YKR_KIND_STRING 0
+#define YKR_KIND_RESOURCE 1
+#define YKR_KIND_PAIR 2
+#define YKR_AUX_SHIFT 4
+#define YKR_AUX_MASK 48
+#define YKR_AUX_NONE 0
+#define YKR_AUX_MESSAGE 1
+#define YKR_AUX_RESOURCE 2
+#define YKR_AUX_PAIR 3
 #define YKR_KIND_EVENTS 1
 #define YKR_KIND_REQUESTS 2
 
@@ -40,18 +50,20 @@
 #define YKR_E_KIND 13
 #define YKR_E_LAYOUT 14
 
-/* One event: 48 bytes.  seq is the per-slot seqlock: 0 = never written, 2*id+1 while the
- * writer fills the slot for event id, 2*(id+1) once it is stable. */
+/* One event: 40 bytes, no padding (layout version 2; version 1 was 48 bytes with a 64-bit seq
+ * and separate message and resource handles).  seq is the per-slot seqlock of the slot's lap
+ * (lap = id / capacity, counted modulo YKR_LAP_MOD): 0 = never written, 2*lap+1 while the
+ * writer fills the slot, 2*lap+2 once it is stable.  aux is the event's message or resource
+ * handle, or a pair entry holding both (flags' aux bits say which). */
 typedef struct {
-    uint64_t seq;
+    uint32_t seq;
+    uint32_t object_id;      /* intern handles, 0 = empty, YKR_OVERFLOW = intern table full */
     int64_t timestamp_nano;
     uint8_t reference[16];   /* raw UUID bytes (flags & REF_UUID) or a uint32 intern handle */
-    uint32_t object_id;      /* intern handles, 0 = empty, YKR_OVERFLOW = intern table full */
-    uint32_t message;
-    uint32_t resource;
+    uint32_t aux;            /* YKR_AUX_MESSAGE / _RESOURCE: that handle; YKR_AUX_PAIR: a pair */
     uint16_t change_detail;
     uint8_t type;
-    uint8_t flags;           /* change type in bits 0-2, YKR_FLAG_REF_UUID */
+    uint8_t flags;           /* change type in bits 0-2, YKR_FLAG_REF_UUID, YKR_AUX_* << 4 */
 } ykr_record;
 
 /* One interned string or resource: 20 bytes. */
@@ -62,7 +74,8 @@ typedef struct {
     uint32_t offset;         /* arena offset of the bytes */
     uint16_t length;
     uint8_t size_class;      /* block size = 16 << size_class */
-    uint8_t kind;            /* 0 string, 1 resource */
+    uint8_t kind;            /* YKR_KIND_STRING, _RESOURCE or _PAIR (2 handles: message, resource;
+                              * it holds one reference on each) */
 } ykr_entry;
 
 typedef struct {
@@ -107,6 +120,7 @@ typedef struct {
     uint64_t messages_cut;
     uint64_t entries_live;
     uint64_t entries_live_resources;
+    uint64_t entries_live_pairs;
     uint64_t entries_hwm;
     uint64_t entry_free_head;
     uint64_t entry_free_count;
@@ -151,7 +165,7 @@ typedef struct {
     uint64_t entries_cap;
     uint64_t bucket_mask;
     uint64_t arena_cap;
-    uint32_t last[4];        /* writer only: last handle per field (object, ref, msg, res) */
+    uint32_t last[5];        /* writer only: last handle per field (object, ref, msg, res, pair) */
     uint64_t woken_next;     /* writer only: header.next_id at the last ykr_wake */
 } ykr_view;
 

@@ -9,49 +9,69 @@ Layout of ``NAME.events`` (declared once, as C structs, in ``shm/ring.h``)
 
     header   4096 B   magic, layout version, instance UUID, capacity, record size, offsets,
                       next id, lowest id, writer pid, heartbeat, superseded flag, counters
-    records  48 B * C ykr_record {seq, timestamp_nano, reference[16], object_id, message,
-                      resource, change_detail, type, flags}
+    records  40 B * C ykr_record {seq (u32), object_id, timestamp_nano, reference[16], aux,
+                      change_detail, type, flags}: no padding
     entries  20 B * E intern entries {next, refcount, hash, offset, length, size_class, kind}
     buckets   4 B * B hash chain heads (B = next power of two >= E)
-    arena         A   string/resource bytes in blocks of 16 << k bytes, k = 0..6 (16..1024)
+    arena         A   string/resource/pair bytes in blocks of 16 << k bytes, k = 0..6 (16..1024)
 
 with C = capacity, E = C // 16 + 1024, B = next_pow2(E), A = round64(C * 3 // 2 + 1 MiB),
 every part 64-byte aligned and the total rounded up to 4096:
 
-    events_bytes(C)   = round4096(4096 + 48*C + 20*E + 4*B + A)          (+ alignment padding)
+    events_bytes(C)   = round4096(4096 + 40*C + 20*E + 4*B + A)          (+ alignment padding)
     requests_bytes(R) = 4096 + 4096*R
     total             = events_bytes(C) + requests_bytes(R)
 
-For C = 9,000,000 and R = 1000 that is 462,020,608 + 4,100,096 = 466,120,704 bytes = 444.5 MiB
-(51.8 bytes per event; the seed's normal mix needs about one intern entry per retained
-application plus a few resources -- ~45k of the 563k entries for 9M events -- and no drops).  `ring_bytes(C, R)` computes the total; the snapshot segment (NAME.state) is not event
-storage and is sized separately.  Segments are fallocate'd at creation (a full /dev/shm fails
-`create`, never SIGBUSes the writer later) and the writer maps them with MAP_POPULATE.
+For C = 9,000,000 and R = 1000 that is 390,021,120 + 4,100,096 = 394,121,216 bytes = 375.9 MiB
+(43.8 bytes per event: records 360.0 MB, entries 11.3 MB, buckets 4.2 MB, arena 14.5 MB,
+request store 4.1 MB; the seed's normal mix needs about one intern entry per retained
+application plus a few resources -- ~45k of the 563k entries for 9M events -- and no drops).
+`ring_bytes(C, R)` computes the total; the snapshot segment (NAME.state) is not event storage
+and is sized separately.  Segments are fallocate'd at creation (a full /dev/shm fails `create`,
+never SIGBUSes the writer later) and the writer maps them with MAP_POPULATE.
+
+Layout version 2 (this one) replaced version 1's 48-byte record {u64 seq, timestamp,
+reference[16], object_id, message, resource, change_detail, type, flags}: seq counts the slot's
+laps in 32 bits and the message and resource share one handle, ``aux``.  A segment of another
+version is refused with a RingFormatError naming both versions (`version_error`).
 
 Records and the seqlock
 -----------------------
-``seq`` is 0 for a slot never written, ``2*id+1`` while the writer fills it for event ``id``,
-``2*(id+1)`` once stable.  The writer stores the odd value (release), then a release fence,
+``seq`` is 0 for a slot never written, ``2*lap+1`` while the writer fills it, ``2*lap+2`` once
+stable, where ``lap = id // C`` counted modulo 2**31 - 1 (the slot is ``id % C``, so slot and
+lap together name the id).  The writer stores the odd value (release), then a release fence,
 releases the old record's interned strings, interns the new ones, stores the fields, stores the
-even value (release) and finally ``next_id`` (release).  A reader loads seq (acquire), copies the
-record, renders the strings it references, then re-reads seq after an acquire fence: any change
-means the slot (and possibly its strings) was overwritten, and the copy is discarded.  IDs start
-at 0 per instance and never repeat.
+even value (release) and finally ``next_id`` (release).  A reader loads seq (acquire), copies
+the record, renders the strings it references, then re-reads seq after an acquire fence: any
+change means the slot (and possibly its strings) was overwritten, and the copy is discarded.
+32 bits of laps could only fool a reader whom the writer lapped 2**31 - 1 times between those
+two loads (at C = 16, 3.4e10 events inside one record copy).  IDs start at 0 per instance and
+never repeat.
 
 Interning
 ---------
-objectID, message, non-UUID referenceIDs (kind 0) and resources (kind 1, canonical sorted
-compact JSON ``{"memory":1024,"vcore":1000}``) are interned with reference counts; a canonical
-lowercase UUID referenceID is stored as its 16 raw bytes instead (it renders back identically).
-When the last retained record using an entry is overwritten the entry and its arena block go
-back to free lists (a size-class free list per block size; a larger free block is split when a
-class is empty and the bump region is exhausted).  The seed's mix uses a handful of entries per
-100-pod application, far below E.  When the table or arena is genuinely full (pathological,
-all-unique strings) the field stores the YKR_OVERFLOW handle, which renders as
-``<ykshm:intern-table-full>`` (a resource is then omitted), and ``intern_full_drops`` counts it:
-never a silent loss, and never an early overwrite of older records.  Strings over 1024 bytes
-are cut like messages (1021 bytes of whole UTF-8 characters + "..."), counted in
+objectID, message, non-UUID referenceIDs (kind string) and resources (kind resource, canonical
+sorted compact JSON ``{"memory":1024,"vcore":1000}``) are interned with reference counts; a
+canonical lowercase UUID referenceID is stored as its 16 raw bytes instead (it renders back
+identically).  ``aux`` (flags bits 4-5 say which) is the message's handle, the resource's, or --
+only for an event with both -- a *pair* entry (kind pair, 8 bytes: the two handles) that holds
+one reference on each; equal pairs are shared like strings.  When the last retained record
+using an entry is overwritten the entry and its arena block go back to free lists (a
+size-class free list per block size; a larger free block is split when a class is empty and
+the bump region is exhausted); a pair released to zero releases its two parts.  The seed's mix
+uses a handful of entries per 100-pod application, far below E.  When the table or arena is
+genuinely full (pathological, all-unique strings) the field stores the YKR_OVERFLOW handle,
+which renders as ``<ykshm:intern-table-full>`` (a resource is then omitted; a pair that does
+not fit renders that marker as the message and no resource), and ``intern_full_drops`` counts
+it: never a silent loss, and never an early overwrite of older records.  Strings over 1024
+bytes are cut like messages (1021 bytes of whole UTF-8 characters + "..."), counted in
 ``messages_cut`` / ``strings_cut``.
+
+Why 40 bytes and not less: seq (4), objectID (4), timestamp (8, any int64), UUID (16), aux (4)
+and type/change/detail/flags (4) are all used by the seed's common event, a pod's allocation.
+Measured: one handle for objectID, message and resource together (a 36-byte record) needs an
+intern entry per distinct triple, and a node's or a stress run's events make one per record,
+which overflows the C // 16 table (the torn-read stress showed overflow markers).
 
 Readers are not thread-safe (one render buffer per reader); use one reader per thread.
 """
@@ -108,6 +128,14 @@ def header_of(buf) -> "ffi.CData":
     return ffi.cast("ykr_header *", buf)
 
 
+def version_error(buf) -> str:
+    """Why a segment of another layout version cannot be read, naming both versions."""
+    found = int(header_of(buf).version)
+    return (f"layout version {found}, this ykshm reads version {lib.YKR_LAYOUT_VERSION} (the "
+            f"segment was made by another ykshm release: read it with that release, or restart "
+            f"its writer with this one)")
+
+
 def instance_uuid_bytes(hdr) -> bytes:
     """The 16 bytes that name a ring instance (shared by its events and requests segments)."""
     return bytes(ffi.buffer(hdr.instance_uuid, 16))
@@ -144,8 +172,9 @@ class Mapped:
         self.view = ffi.new("ykr_view *")
         rc = lib.ykr_view_init(self.view, self.buf, len(mm), kind)
         if rc < 0:
+            text = version_error(self.buf) if rc == -lib.YKR_E_VERSION else error_text(rc)
             self.close()
-            raise RingFormatError(f"{path}: {error_text(rc)}")
+            raise RingFormatError(f"{path}: {text}")
         self.hdr = header_of(self.buf)
 
     def close(self) -> None:

@@ -117,6 +117,7 @@ class Proc:
             stdout=subprocess.PIPE if stdout_pipe else self.log, stderr=self.log,
             stdin=subprocess.DEVNULL)
         self.pid = self.popen.pid
+        self.signalled: int | None = None  # the signal `send` sent, so `stop` sends it once
 
     def alive(self) -> bool:
         return self.popen.poll() is None
@@ -128,17 +129,23 @@ class Proc:
         except OSError:
             return ""
 
-    def stop(self, sig: int = signal.SIGTERM, timeout: float = 5.0) -> int | None:
-        if self.popen.poll() is None:
+    def send(self, sig: int = signal.SIGTERM) -> None:
+        """Send sig by pid if the process still runs (the first half of `stop`)."""
+        if self.popen.poll() is None and self.signalled != sig:
+            self.signalled = sig
             try:
                 os.kill(self.pid, sig)
             except ProcessLookupError:
                 pass
-            try:
-                self.popen.wait(timeout)
-            except subprocess.TimeoutExpired:
-                os.kill(self.pid, signal.SIGKILL)
-                self.popen.wait(5)
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 5.0) -> int | None:
+        """sig, a wait of up to timeout, then SIGKILL; a signalled process is waited for only."""
+        self.send(sig)
+        try:
+            self.popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.kill(self.pid, signal.SIGKILL)
+            self.popen.wait(5)
         if self.popen.stdout is not None:
             self.popen.stdout.close()
         self.log.close()
@@ -177,6 +184,11 @@ class Cluster:
 
     # ------------------------------------------------------------------ processes
     def start_sim(self, timeout: float = 20) -> str:
+        self.spawn_sim()
+        return self.wait_sim(timeout)
+
+    def spawn_sim(self) -> None:
+        """Start sim-cluster without waiting for it (`wait_sim` reads its URL)."""
         args = ["sim-cluster", "--port", "0", "--nodes", str(self.nodes),
                 "--kubelet-delay", str(self.kubelet_delay), *self.sim_args]
         if self.watch_history is not None:
@@ -184,6 +196,10 @@ class Cluster:
         if self.bookmark_interval is not None:
             args += ["--bookmark-interval", str(self.bookmark_interval)]
         self.sim = Proc("sim-cluster", args, self.log_dir, stdout_pipe=True)
+
+    def wait_sim(self, timeout: float = 20) -> str:
+        """Wait for the spawned sim-cluster's "listening on URL" line; an API client on it."""
+        assert self.sim is not None
         line = b""
         deadline = time.monotonic() + timeout
         assert self.sim.popen.stdout is not None
@@ -202,9 +218,17 @@ class Cluster:
         return self.url
 
     def start_engine(self, timeout: float = 30) -> None:
+        self.spawn_engine()
+        self.wait_engine(timeout)
+
+    def spawn_engine(self) -> None:
+        """Start the engine without waiting for it (`wait_engine` waits for its socket)."""
         self.engine = Proc("engine", ["engine", "--config", self.config, "--name", self.name,
                                       "--socket", self.socket], self.log_dir)
         self.engines_started += 1
+
+    def wait_engine(self, timeout: float = 30) -> None:
+        assert self.engine is not None
 
         def ready() -> bool:
             if not self.engine.alive():
@@ -258,9 +282,11 @@ class Cluster:
         self.engine.stop(signal.SIGKILL)
 
     def close(self) -> None:
-        for proc in (self.streams, self.shim, self.engine, self.sim):
-            if proc is not None:
-                proc.stop()
+        procs = [p for p in (self.streams, self.shim, self.engine, self.sim) if p is not None]
+        for proc in procs:  # all signalled first: they shut down side by side, not in turn
+            proc.send()
+        for proc in procs:
+            proc.stop()
         if self.api is not None:
             self.api.close()
         paths = [self.status_file, *glob.glob(f"/dev/shm/{glob.escape(self.name)}.*")]
@@ -278,10 +304,13 @@ class Cluster:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def start_all(self, kubeconfig: bool = False) -> "Cluster":
-        self.start_sim()
-        self.start_engine()
-        self.start_shim(kubeconfig=kubeconfig)
+    def start_all(self, kubeconfig: bool = False, shim_extra: Iterable[str] = ()) -> "Cluster":
+        """sim-cluster and engine start side by side (neither needs the other), then the shim."""
+        self.spawn_sim()
+        self.spawn_engine()
+        self.wait_sim()
+        self.wait_engine()
+        self.start_shim(kubeconfig=kubeconfig, extra=shim_extra)
         return self
 
     # ------------------------------------------------------------------ shim / engine state

@@ -441,7 +441,8 @@ def collect_stat(name: str, interval: float = 0.5) -> dict[str, Any]:
         "events": count,
         "fill": count / capacity,
         "eventsPerSecond": rate,
-        "internStrings": raw["strings_used"],
+        "internStrings": raw["strings_used"] - raw["pairs_used"],
+        "internPairs": raw["pairs_used"],  # events with a message and a resource share one
         "internStringsCapacity": raw["strings_capacity"],
         "internBytes": raw["intern_bytes_used"],
         "internBytesCapacity": raw["intern_bytes_capacity"],
@@ -483,7 +484,8 @@ def render_stat(doc: dict[str, Any]) -> str:
         ("ids", id_range),
         ("events", f"{doc['events']:,} ({100.0 * doc['fill']:.1f}% full)"),
         ("events/s", "-" if rate is None else f"{rate:,.0f}"),
-        ("intern strings", _pct(doc["internStrings"], doc["internStringsCapacity"])),
+        ("intern strings", _pct(doc["internStrings"] + doc["internPairs"],
+                                doc["internStringsCapacity"])),
         ("intern bytes", _pct(doc["internBytes"], doc["internBytesCapacity"])),
         ("shm in use", f"{fmt.format_bytes(doc['shmBytes'])} ({doc['shmBytes']:,} bytes), "
                        f"{doc['bytesPerEvent']:.1f} bytes/event of capacity"),

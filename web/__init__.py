@@ -9,6 +9,7 @@ No request ever reaches the engine: workers map the event ring and the state sna
     direct     /ws/v1/events/stream on the raw socket: checks, response head, own-cursor catch-up
     hub        one task per worker writes shared, once-framed chunks to every stream at the head
     budget     bytes per second a worker sends to streams at most (readers yield to the engine)
+    heap       a worker keeps the heap it freed (mallopt): big answers reuse pages, no page faults
     app        the ASGI application: guards (414/413), routing (404/405; common.http1.routing),
                error boundary, routes
     errors     HTTPError hierarchy and the `{"status_code","message","description"}` body

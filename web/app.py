@@ -28,7 +28,7 @@ from engine.config import EventSettings
 from . import applications, cluster, events, observe, views
 from .errors import (JSON_CONTENT_TYPE, BadRequest, Forbidden, HTTPError, MethodNotAllowed,
                      NotFound, PayloadTooLarge, RequestTimeout, URITooLong, error_body)
-from .responses import GZIP_MIN_BYTES, Cors, GzipCache, accepts_gzip
+from .responses import GZIP_MIN_BYTES, Cors, GzipCache, GzipStream, accepts_gzip
 from common.http1.body import BodyErrors, declared_length, read_body
 from common.http1.forwarded import TrustedProxies
 from common.http1.tls import TlsFiles
@@ -295,7 +295,7 @@ class App:
     async def _http(self, scope: dict, receive, send) -> None:
         t0 = time.perf_counter()
         state = {"started": False, "status": 0, "done": 0.0}
-        shaping = {"cors": [], "gzip": False}
+        shaping: dict[str, Any] = {"cors": [], "gzip": False, "stream": None}
         held: list[dict] = []
 
         async def tracked_send(message: dict) -> None:
@@ -312,7 +312,12 @@ class App:
                 start = held.pop()
                 if not message.get("more_body", False):
                     start, message = self._maybe_gzip(start, message)
+                else:
+                    start, shaping["stream"] = self._gzip_stream(start)
                 await send(start)
+            if shaping["stream"] is not None and message["type"] == "http.response.body":
+                last = not message.get("more_body", False)
+                message = {**message, "body": shaping["stream"].piece(message.get("body", b""), last)}
             await send(message)
 
         route_name = "unmatched"
@@ -378,6 +383,14 @@ class App:
         headers += [(b"content-length", str(len(packed)).encode("ascii")),
                     (b"content-encoding", b"gzip"), (b"vary", b"Accept-Encoding")]
         return {**start, "headers": headers}, {**body_message, "body": packed}
+
+    def _gzip_stream(self, start: dict) -> tuple[dict, GzipStream | None]:
+        """A JSON answer sent in pieces (without Content-Length) is compressed as a stream."""
+        headers = start["headers"]
+        if (b"content-type", JSON_CONTENT_TYPE) not in headers or any(k == b"content-length" for k, _ in headers):
+            return start, None
+        headers = [*headers, (b"content-encoding", b"gzip"), (b"vary", b"Accept-Encoding")]
+        return {**start, "headers": headers}, GzipStream()
 
     async def _options(self, scope: dict, path: str, send) -> None:
         """httprouter's default OPTIONS answer: 200 with `Allow`, no CORS headers (but for an

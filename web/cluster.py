@@ -30,7 +30,8 @@ import trio
 from common.safeyaml import YamlLimits
 from engine.config import ConfigError, ConfigLimitError, parse_config_text
 
-from .errors import BadRequest, Unavailable
+from .errors import JSON_CONTENT_TYPE, BadRequest, Unavailable
+from .responses import accepts_gzip, gzip_parts
 
 if TYPE_CHECKING:
     from .app import App, Request
@@ -209,12 +210,23 @@ def state_dump_of(doc: dict, streams: list[dict]) -> dict[str, Any]:
 
 
 async def full_state_dump(app: "App", req: "Request", send) -> None:
-    """The dump of the newest snapshot is encoded once; each answer puts its own timestamp first."""
+    """The dump of the newest snapshot is encoded (and, for gzip, deflated) once; each answer is
+    its own timestamp line followed by those bytes as they are (4.9 MB at 1,000 apps + 1,000
+    nodes: a copy per answer and a compression per answer were most of its CPU, py-spy)."""
     streams = app.open_streams()
     rest = app.snapshot.cached(("fullstatedump", tuple(s["Host"] for s in streams)), lambda doc: orjson.dumps(
-        state_dump_of(doc, streams), option=orjson.OPT_INDENT_2))
-    body = b'{\n  "timestamp": %d,\n' % time.time_ns() + rest[2:] + b"\n"
-    await app.send_json(send, 200, body)
+        state_dump_of(doc, streams), option=orjson.OPT_INDENT_2)[2:] + b"\n")
+    prefix = b'{\n  "timestamp": %d,\n' % time.time_ns()
+    headers = [(b"content-type", JSON_CONTENT_TYPE)]
+    if accepts_gzip(req.scope):
+        parts = gzip_parts(prefix, app.gzip.tail(rest))
+        headers += [(b"content-encoding", b"gzip"), (b"vary", b"Accept-Encoding")]
+    else:
+        parts = [prefix, rest]
+    headers.append((b"content-length", b"%d" % sum(map(len, parts))))
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    for i, part in enumerate(parts):
+        await send({"type": "http.response.body", "body": part, "more_body": i < len(parts) - 1})
 
 
 async def redirect_state_dump(app: "App", req: "Request", send) -> None:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import orjson
@@ -41,6 +42,7 @@ from .sources import SnapshotSource, StreamWatcher, usable
 
 if TYPE_CHECKING:
     from export.redisauth import RedisAuth
+    from shm.reader import JsonPieces
 
 log = logging.getLogger("ykshm.web")
 
@@ -219,6 +221,14 @@ class RedisRingReader:
         if not parts:
             return b"null", 0
         return b"[" + b",".join(parts) + b"]", len(parts)
+
+    def read_range_json_parts(self, start: int, count: int, part: int, head: bytes = b"",
+                              tail: bytes = b"", pieces: JsonPieces | None = None) -> Iterator[bytes]:
+        """As `shm.RingReader.read_range_json_parts`, in one piece (the entries come in one XRANGE)."""
+        body, n = self.read_range_json(start, count)
+        if pieces is not None:
+            pieces.count, pieces.done = n, True
+        yield b"".join((head, body, tail))
 
     def cursor(self, next_id: int) -> "RedisCursor":
         if next_id < 0:

@@ -18,13 +18,19 @@ gzip (core `gzip.go`): a whole (not streamed) answer of at least 1,400 bytes is 
 client's `Accept-Encoding` names gzip. The event stream never is. A snapshot view answers with the
 same bytes object until the next publish, so its compressed form is kept beside it
 (`GzipCache`): a client that polls a big view does not pay for compression on every request.
+An answer sent in pieces (a big events batch) is compressed as one gzip stream, flushed after
+every piece so the client can inflate each piece as it arrives (`GzipStream`). The state dump
+differs from one answer to the next only in its first line (the timestamp): its rest is deflated
+once per snapshot (`DeflatedTail`) and each answer is one gzip member made of the fresh prefix's
+blocks, the cached blocks and a CRC combined from the two (`gzip_parts`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import struct
 
-from isal import igzip
+from isal import igzip, isal_zlib
 
 GZIP_MIN_BYTES = 1400
 GZIP_LEVEL = 1
@@ -103,6 +109,34 @@ def accepts_gzip(scope: dict) -> bool:
     return False
 
 
+GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"
+"""A gzip member's header: deflate, no flags, mtime 0, OS unknown (what igzip writes with mtime=0)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class DeflatedTail:
+    """A body deflated once (raw blocks, their CRC-32 and length), to end many gzip answers."""
+
+    raw: bytes
+    crc: int
+    size: int
+
+    @classmethod
+    def of(cls, body: bytes) -> "DeflatedTail":
+        z = isal_zlib.compressobj(GZIP_LEVEL, isal_zlib.DEFLATED, -isal_zlib.MAX_WBITS)
+        return cls(z.compress(body) + z.flush(), isal_zlib.crc32(body), len(body))
+
+
+def gzip_parts(prefix: bytes, tail: DeflatedTail) -> list[bytes]:
+    """One gzip member of prefix + the tail's body: the prefix's blocks end on a sync flush (byte
+    aligned, not final), and the tail's blocks refer only to their own bytes, so they follow as
+    they are; the trailer's CRC is combined, not recomputed over the body."""
+    z = isal_zlib.compressobj(GZIP_LEVEL, isal_zlib.DEFLATED, -isal_zlib.MAX_WBITS)
+    head = GZIP_HEADER + z.compress(prefix) + z.flush(isal_zlib.Z_SYNC_FLUSH)
+    crc = isal_zlib.crc32_combine(isal_zlib.crc32(prefix), tail.crc, tail.size)
+    return [head, tail.raw, struct.pack("<II", crc, (len(prefix) + tail.size) & 0xFFFFFFFF)]
+
+
 class GzipCache:
     """Compressed forms of recently sent bodies, keyed by the body object itself.
 
@@ -112,6 +146,18 @@ class GzipCache:
     def __init__(self, capacity: int = 64) -> None:
         self.capacity = capacity
         self._entries: dict[int, tuple[bytes, bytes]] = {}
+        self._tails: dict[int, tuple[bytes, DeflatedTail]] = {}
+
+    def tail(self, body: bytes) -> DeflatedTail:
+        """`DeflatedTail.of(body)`, once per body object."""
+        entry = self._tails.get(id(body))
+        if entry is not None and entry[0] is body:
+            return entry[1]
+        tail = DeflatedTail.of(body)
+        if len(self._tails) >= self.capacity:
+            self._tails.clear()
+        self._tails[id(body)] = (body, tail)
+        return tail
 
     def compress(self, body: bytes) -> bytes:
         entry = self._entries.get(id(body))
@@ -122,3 +168,15 @@ class GzipCache:
             self._entries.clear()
         self._entries[id(body)] = (body, packed)
         return packed
+
+
+class GzipStream:
+    """One answer compressed as it is sent: one gzip member, each piece ending on a sync flush
+    (an empty stored block, a few bytes) so the client inflates it without waiting for the next."""
+
+    def __init__(self) -> None:
+        self._z = isal_zlib.compressobj(GZIP_LEVEL, isal_zlib.DEFLATED, 16 + isal_zlib.MAX_WBITS)
+
+    def piece(self, data: bytes, last: bool) -> bytes:
+        out = self._z.compress(data)
+        return out + self._z.flush(isal_zlib.Z_FINISH if last else isal_zlib.Z_SYNC_FLUSH)

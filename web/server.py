@@ -34,6 +34,7 @@ from common.cliutil import log_to_stderr
 from common.http1.listener import tune
 
 from .app import App, WebOptions
+from .heap import keep_freed_heap
 from .segment import WebSegment
 
 log = logging.getLogger("ykshm.web")
@@ -84,6 +85,7 @@ def worker_main(options: WebOptions, config: Config, sockets: Sockets, shutdown_
             os.nice(options.nice)
         except OSError:
             pass
+    keep_freed_heap()
     for sock in sockets.insecure_sockets:
         sock.listen(config.backlog)
     app = App(options)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import h11
 from hypothesis import event as note, given, settings
 from hypothesis import strategies as st
+from fuzzbudget import examples
 
 from common.http1.head import FOREIGN, INCOMPLETE, MAX_HEAD, Head, parse
 from common.http1.wire import (CLIENT_CLOSE, LAST_CHUNK, SERVER_CLOSE, DateHeader, frame,
@@ -64,7 +65,7 @@ def h11_read(data: bytes):
     return event, length, b"Connection: close" not in out
 
 
-@settings(max_examples=500)
+@settings(max_examples=examples(500, 200))
 @given(method=METHODS, target=TARGETS, version=VERSIONS, headers=HEADERS, end=ENDS,
        host_first=st.sampled_from([True, True, True, False]), body=st.binary(min_size=8, max_size=8))
 def test_what_parse_takes_h11_reads_the_same_and_what_h11_refuses_parse_leaves(

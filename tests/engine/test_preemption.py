@@ -360,6 +360,7 @@ def test_a_released_victim_of_another_kind_also_clears_preempting():
 
 from hypothesis import event, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
+from fuzzbudget import examples  # noqa: E402
 
 LEAVES = ("root.p0.l0", "root.p0.l1", "root.p1.l2", "root.p1.l3")
 GUARANTEE = st.one_of(st.none(), st.none(), st.integers(0, 20))
@@ -371,7 +372,7 @@ def _tree(g: list) -> dict:
     return config(q("p0", g[0], None, leaf(0), leaf(1)), q("p1", g[1], None, leaf(2), leaf(3)))
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400, 150), deadline=None)
 @given(guarantees=st.lists(GUARANTEE, min_size=6, max_size=6),
        node_caps=st.lists(st.integers(6, 12), min_size=1, max_size=2),
        running=st.lists(st.tuples(st.integers(0, 3), st.integers(2, 6), st.integers(-5, 5),

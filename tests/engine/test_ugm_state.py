@@ -13,6 +13,7 @@ import dataclasses
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+from fuzzbudget import examples
 
 from engine.ugm import UserGroup, UserGroupManager
 from shm.events import EventChangeDetail as D
@@ -270,7 +271,7 @@ class UgmMachine(RuleBasedStateMachine):
 
 
 UgmMachine.TestCase.settings = settings(
-    max_examples=200, stateful_step_count=40, deadline=None,
+    max_examples=examples(200, 80), stateful_step_count=40, deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
 TestUgmStateMachine = UgmMachine.TestCase

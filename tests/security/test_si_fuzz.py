@@ -16,6 +16,7 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from fuzzbudget import examples
 
 from engine.config import parse_config
 from engine.events_out import MemoryEventSink
@@ -113,7 +114,7 @@ def _frames(doc: Any) -> bytes:
         return struct.pack(">I", len(body)) + body
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(400, 150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(mutated_messages(), min_size=1, max_size=4), st.lists(st.integers(1, 64), max_size=6))
 def test_mutated_frames_get_documented_errors_only_and_the_engine_keeps_working(docs, cuts):
     sched = _scheduler()

@@ -92,12 +92,18 @@ class AdmissionWorld:
 
     def __init__(self, name: str, configs: dict[str, str] | None = None) -> None:
         self.cluster = Cluster(name)
-        self.cluster.start_sim()
-        self.api = self.cluster.api
-        assert self.api is not None
+        self.cluster.spawn_sim()  # the web needs no cluster: both start side by side
         self.web_port = free_port()
         self.web = Proc("web", ["web", "--name", name, "--workers", "1",
                                 "--bind", f"127.0.0.1:{self.web_port}"], self.cluster.log_dir)
+        try:
+            self.cluster.wait_sim()
+        except BaseException:
+            self.web.stop()
+            self.cluster.close()
+            raise
+        self.api = self.cluster.api
+        assert self.api is not None
         self.api.post("/api/v1/namespaces", json={"metadata": {"name": NAMESPACE}})
         self.api.post(f"/api/v1/namespaces/{NAMESPACE}/secrets",
                       json={"metadata": {"name": SECRET}, "type": "Opaque"})

@@ -59,9 +59,7 @@ def config_check(web: WebServer) -> dict:
 
 
 def start(c: Cluster, *extra: str) -> Kubectl:
-    c.start_sim()
-    c.start_engine()
-    c.start_shim(extra=["--configmaps", "--namespace", "default", *extra])
+    c.start_all(shim_extra=["--configmaps", "--namespace", "default", *extra])
     return Kubectl(c.url, c.tmp)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from fuzzbudget import examples
 
 from shim_k8s.core import ShimCore
 from shim_k8s.state import ShimState
@@ -158,7 +159,7 @@ class World:
         assert set(eng.apps) <= live_apps
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300, 120), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(op, min_size=10, max_size=60))
 def test_random_histories_stay_consistent(steps):
     world = World()

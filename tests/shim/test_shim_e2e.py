@@ -248,9 +248,7 @@ def test_orphan_adoption_and_node_loss_and_return(cluster):
 def test_watch_expiry_relists(ring_name):
     c = Cluster(ring_name, nodes=2, watch_history=5, bookmark_interval=3600)
     try:
-        c.start_sim()
-        c.start_engine()
-        c.start_shim(extra=["--watch-timeout", "1"])
+        c.start_all(shim_extra=["--watch-timeout", "1"])
         # many pod changes while nodes stay quiet: the node watch's resourceVersion falls out of
         # the 5-change history and its next watch (timeoutSeconds=1) gets 410 -> relist
         names = [f"w{i}" for i in range(10)]

@@ -39,8 +39,8 @@ def test_pure_helpers_do_not_load_the_extension():
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-def test_record_layout_is_48_bytes():
+def test_record_layout_is_40_bytes():
     from shm._ringext import ffi, lib
 
-    assert ffi.sizeof("ykr_record") == lib.YKR_RECORD_SIZE == 48
+    assert ffi.sizeof("ykr_record") == lib.YKR_RECORD_SIZE == 40
     assert ffi.sizeof("ykr_header") <= lib.YKR_HEADER_SIZE

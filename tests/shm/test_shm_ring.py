@@ -483,3 +483,59 @@ def test_portable_publish_writes_what_the_fast_path_writes(make_ring):
             portable.type, portable.change_type, portable.change_detail, portable.object_id,
             portable.reference_id, portable.message, portable.resource)
     assert events[3].timestamp_nano == 42 and r.verify() == []
+
+
+def test_a_segment_of_the_old_layout_is_refused_by_name(ring_name):
+    """A ring made by a release with layout version 1 (48-byte records): readers and a new writer
+    get a RingFormatError naming both versions, never a misread record."""
+    import mmap
+    import os
+
+    from shm import RingFormatError, segment_paths
+    from shm._ringext import ffi, lib
+
+    w = RingWriter.create(ring_name, 16, 1)
+    w.publish(2, 2, 200, "app", str(uuid.uuid4()), resource={"memory": 1})
+    w.close()
+    try:
+        paths = segment_paths(ring_name)
+        for path in (paths.events, paths.requests):
+            fd = os.open(path, os.O_RDWR)
+            try:
+                with mmap.mmap(fd, 4096) as mm:
+                    ffi.cast("ykr_header *", ffi.from_buffer(mm)).version = 1
+            finally:
+                os.close(fd)
+        want = f"layout version 1, this ykshm reads version {lib.YKR_LAYOUT_VERSION}"
+        assert lib.YKR_LAYOUT_VERSION == 2
+        with pytest.raises(RingFormatError, match=want):
+            RingReader.attach(ring_name)
+        with pytest.raises(RingFormatError, match=want):
+            RingWriter.open_existing(ring_name)
+    finally:
+        w.unlink()
+
+
+def test_message_and_resource_pairs_overflow_to_the_marker(ring_name):
+    """An event with a message and a resource keeps both in one pair entry; when the table is
+    full the message reads as the overflow marker (never another event's message) and the ring
+    stays consistent."""
+    w = RingWriter.create(ring_name, 20000, 1)
+    r = RingReader.attach(ring_name)
+    try:
+        w.publish(2, 2, 200, "app", "", "first", {"memory": 1})
+        first = r.read_range(0, 1)[0]
+        assert (first.message, first.resource) == ("first", {"memory": 1})
+        assert r.stats().pairs_used == 1
+        i = 0
+        while r.stats().intern_full_drops == 0:
+            i += 1
+            w.publish(2, 2, 200, f"obj-{i}", "", f"msg-{i}", {"memory": i})
+        last = r.read_range(i, 1)[0]
+        assert last.message == "<ykshm:intern-table-full>"
+        assert r.read_range(0, 1)[0].message == "first"
+        assert r.verify() == []
+    finally:
+        r.close()
+        w.close()
+        w.unlink()

@@ -133,8 +133,10 @@ def two_clusters(ring_name, tmp_path):
     faulty = Cluster(ring_name + "f", sim_args=["--fault-rate", "0.1", "--fault-seed", "11"])
     clean = Cluster(ring_name + "c")
     try:
+        for c in (faulty, clean):  # the two sim-clusters start side by side
+            c.spawn_sim()
         for c in (faulty, clean):
-            c.start_sim()
+            c.wait_sim()
             c.start_streams(str(bundles), extra=["--no-operators"])
         yield faulty, clean
     finally:

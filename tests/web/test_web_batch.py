@@ -132,3 +132,43 @@ def test_removed_ring_is_503_until_a_new_one(web):
     web.ring.renew(100)
     time.sleep(0.3)  # a worker looks for a missing ring again at most every 0.2 s
     assert ok(web)["InstanceUUID"] == web.ring.writer.instance_uuid
+
+
+def test_big_batch_is_sent_in_pieces_plain_and_gzip(tmp_path, name_factory):
+    """More than BATCH_PART events go out chunked as they render; gzipped, they are one gzip
+    member that inflates to the same JSON; a batch of at most BATCH_PART keeps its length."""
+    import zlib
+
+    from webharness import Ring, WebServer
+
+    from web.events import BATCH_PART
+
+    n = 2 * BATCH_PART + 100
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(f"service:\n  event:\n    RESTResponseSize: {n}\n")
+    name = name_factory()
+    ring = Ring(name, n)
+    ring.publish(n)
+    server = WebServer(name, workers=1, config=str(cfg))
+    try:
+        url = f"{server.url}/ws/v1/events/batch?count={n}"
+        plain = httpx.get(url, headers={"accept-encoding": "identity"}, timeout=10)
+        assert plain.status_code == 200 and plain.headers["content-type"] == JSON
+        assert "content-length" not in plain.headers and plain.headers["transfer-encoding"] == "chunked"
+        doc = orjson.loads(plain.content)
+        assert (doc["LowestID"], doc["HighestID"]) == (0, n - 1)
+        assert ids(doc) == list(range(n))
+        with httpx.stream("GET", url, headers={"accept-encoding": "gzip"}, timeout=10) as packed:
+            assert packed.headers["content-encoding"] == "gzip"
+            assert packed.headers["vary"] == "Accept-Encoding"
+            raw = b"".join(packed.iter_raw())
+        inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        assert inflate.decompress(raw) == plain.content
+        assert inflate.eof and inflate.unused_data == b""
+        whole = httpx.get(f"{url[:-len(str(n))]}{BATCH_PART}&start=7",
+                          headers={"accept-encoding": "identity"}, timeout=10)
+        assert int(whole.headers["content-length"]) == len(whole.content)
+        assert ids(orjson.loads(whole.content)) == list(range(7, 7 + BATCH_PART))
+    finally:
+        server.stop()
+        ring.close()

@@ -9,6 +9,7 @@ import orjson
 import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from fuzzbudget import examples
 
 from shm import RingReader, RingWriter
 from shm import segment as shm_segment
@@ -40,7 +41,7 @@ STEPS = st.lists(
 )
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(200, 80), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(starts=st.lists(st.sampled_from([0, 4, 20, 30]), min_size=1, max_size=6), steps=STEPS)
 def test_streams_sharing_chunks_each_get_their_own_events_in_order(starts, steps):
     """Cursors at any positions, polled through one cache in any interleaving with publishes:

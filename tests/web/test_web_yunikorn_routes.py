@@ -10,8 +10,10 @@ from __future__ import annotations
 import gzip
 import os
 import time
+import zlib
 
 import httpx
+import orjson
 import pytest
 import yaml
 
@@ -234,8 +236,19 @@ def test_gzip_bytes_are_a_valid_gzip_of_the_answer(state):
         packed = b"".join(raw.iter_raw())
         raw.close()
     assert raw.headers["content-encoding"] == "gzip"
+    assert int(raw.headers["content-length"]) == len(packed)
     assert gzip.decompress(packed).startswith(b"{\n  ")
     assert r.json()["clusterInfo"]
+    # one gzip member (a client that stops after the first member gets it all), equal to the plain
+    # answer but for the timestamp line
+    inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    body = inflate.decompress(packed)
+    assert inflate.eof and inflate.unused_data == b""
+    plain = httpx.get(state.url + "/debug/fullstatedump", headers={"Accept-Encoding": "identity"}, timeout=5)
+    assert "content-encoding" not in plain.headers
+    assert int(plain.headers["content-length"]) == len(plain.content)
+    assert body.split(b"\n", 2)[2] == plain.content.split(b"\n", 2)[2]
+    assert orjson.loads(body).keys() == orjson.loads(plain.content).keys()
 
 
 @pytest.fixture

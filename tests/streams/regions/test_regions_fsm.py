@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+from fuzzbudget import examples
 from region_model import Model, Refused
 
 from streams.regions import errors
@@ -502,6 +503,6 @@ class RegionVersusModel(RuleBasedStateMachine):
 
 
 RegionVersusModel.TestCase.settings = settings(
-    max_examples=300, stateful_step_count=60, deadline=None,
+    max_examples=examples(300, 100), stateful_step_count=60, deadline=None,
     suppress_health_check=[HealthCheck.too_slow])
 test_region_against_the_model = RegionVersusModel.TestCase
