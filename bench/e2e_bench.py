@@ -158,7 +158,10 @@ def _body(argv: Sequence[str]) -> int:
         raise UsageError("--nodes, --pods and --concurrency must be positive")
     import trio
 
+    from common import gcfreeze
     from tools.harness import Cluster, HarnessError, wait_for
+
+    gcfreeze.install()   # the watcher's store of every pod: as the shim's (kube.args.run_role)
 
     name = f"bench-{uuid.uuid4().hex[:8]}"
     out: dict[str, Any] = {"nodes": args.nodes, "pods": args.pods,

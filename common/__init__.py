@@ -11,6 +11,8 @@
     gcpause  the cyclic collector paused while a burst builds a large structure (parse, fuse, AADLs)
     configsection  one way to declare a validated config section (msgspec Struct + Go's value rules)
     safeyaml YAML at a bounded cost (aliases, nodes, depth, bytes, time): validate-conf, config files
+    gcfreeze full garbage collections that skip what survived the last one (gc.freeze), for the
+             processes caching Kubernetes objects (sim-cluster, the kube roles, bench e2e)
 
 every package but `shm` may import it; it imports none of them.
 """

@@ -67,11 +67,15 @@ def source_argv(args: argparse.Namespace) -> list[str]:
 
 def run_role(main: Callable[..., Any], *args: Any) -> Any:
     """trio.run(main, *args); a CredentialsError anywhere in it, or an API error the role let
-    escape (a 403 at start-up: RBAC missing), becomes Failure (exit 1) with its one line."""
+    escape (a 403 at start-up: RBAC missing), becomes Failure (exit 1) with its one line.
+    Full garbage collections skip what survived the last one (`common.gcfreeze`)."""
     import trio
+
+    from common import gcfreeze
 
     from .errors import ApiStatusError, CredentialsError
 
+    gcfreeze.install()   # a role's informer caches are long-lived JSON: walk them once
     try:
         return trio.run(main, *args)
     except* (CredentialsError, ApiStatusError) as group:

@@ -13,9 +13,10 @@ Error handling
 --------------
 Kubernetes errors are retried inside the informers (backoff 0.8 s doubling to 30 s). The SI
 connection dropping is not an error: the shim goes back to New and the connector keeps trying the
-socket (poll 50 ms, then backoff to 250 ms while connects are refused) until a new engine answers,
-then registers and recovers. A shim that reaches Failed (the engine refused registration) exits
-with `ShimFailed`; cancellation (SIGTERM) exits cleanly after writing a final status.
+socket (poll 50 ms, then backoff to 250 ms while connects are refused, but at once when the
+socket file is replaced: a new engine's) until a new engine answers, then registers and recovers.
+A shim that reaches Failed (the engine refused registration) exits with `ShimFailed`;
+cancellation (SIGTERM) exits cleanly after writing a final status.
 
 Status
 ------
@@ -348,9 +349,12 @@ class Shim:
                 if not waiting_logged:
                     log.info("waiting for the engine socket %s (%s)", path, exc.strerror)
                     waiting_logged = True
-                if not os.path.exists(path):
+                ident = socket_identity(path)
+                if ident is None:
                     backoff.reset()            # not there yet: poll at the first delay
-                await trio.sleep(backoff.next())   # refused: a stale socket, back off
+                    await trio.sleep(backoff.next())
+                else:                          # refused: a stale socket, back off, but a new
+                    await wait_replaced(path, ident, backoff.next())   # engine's is tried at once
                 continue
             waiting_logged = False
             backoff.reset()
@@ -456,6 +460,32 @@ class Shim:
             write_status(path, data)
         except OSError as exc:
             log.warning("cannot write status file %s: %s", path, exc)
+
+
+SOCKET_POLL = 0.01
+"""How often a refused socket file is looked at for a new engine's (a stat: a few microseconds)."""
+
+
+def socket_identity(path: str) -> tuple[int, int, int] | None:
+    """The socket file's (device, inode, change time), or None when there is none."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino, st.st_ctime_ns
+
+
+async def wait_replaced(path: str, ident: tuple[int, int, int], delay: float,
+                        poll: float = SOCKET_POLL) -> bool:
+    """Wait up to `delay` seconds, returning early (True) once the file at `path` is no longer
+    `ident`: a restarted engine replaces the dead one's socket, and the shim connects within
+    `poll` instead of at the end of its backoff (up to 250 ms of a recovery; issue 25)."""
+    deadline = trio.current_time() + delay
+    while trio.current_time() < deadline:
+        await trio.sleep(min(poll, max(0.0, deadline - trio.current_time())))
+        if socket_identity(path) != ident:
+            return True
+    return False
 
 
 async def _open_engine(path: str) -> trio.SocketStream:

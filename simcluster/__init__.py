@@ -56,7 +56,8 @@ Modules (one concept each):
 - `services`   ClusterIP listeners proxying to ready endpoints, and the hosts file of Service names
 - `workload`   pods for the `yunikorn` scheduler from a file or `--demo`
 - `faults`     opt-in fault injection on writes (`--fault-rate`): 500/429/409/504, for resilience tests
-- `httpserver` HTTP/1.1 on trio + h11 with long-lived chunked watch streams
+- `httpserver` HTTP/1.1 on trio + h11 with long-lived chunked watch streams (plain requests skip h11)
+- `h1wire`     response heads and chunks byte for byte as h11 writes them, for the plain-request path
 - `tlsserve`   HTTPS: the server SSLContext (serving cert, optional client CA), listeners wrapped
 - `pki`        `--pki-dir`: a self-made CA, serving/admin certificates, SA key pair, admin kubeconfig
 - `authconfig` the kube-apiserver security flags: checked at start, installed on the Api

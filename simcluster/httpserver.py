@@ -6,6 +6,14 @@ bound a stalled writer (`send_timeout`), and flush every event at once. That is 
 A connection that sends no whole request head within `idle_timeout` (90 s, as kube-apiserver) of
 its last answer is closed, so idle or trickling clients do not pile up.
 
+Plain requests (what `common.http1.head.parse` takes: HTTP/1.1, Content-Length bodies, one Host)
+skip h11: they are parsed by that strict parser and answered with `h1wire`'s bytes, which are
+h11's own; the first request of a connection that is not plain (HTTP/1.0, a chunked body,
+`Expect`, an over-long head, bad syntax) hands the connection to h11 for good, so it is answered
+(or refused) exactly as before. h11 had been ~24% of the CPU with three requests a pod in
+`ykshm bench e2e` (issue 25), a cost only the simulator has: kube-apiserver (which KWOK, the
+setting of YuniKorn's 833 pods/s, runs for real) parses HTTP in Go on every core.
+
 Resource handling: `serve()` runs under the caller's nursery (`nursery.start(serve, ...)`), one
 task per connection; cancelling that nursery closes every connection. Error handling: a handler
 exception is the handler's job (the API layer turns everything into a Status); a broken socket
@@ -18,11 +26,15 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 from dataclasses import dataclass, field
-from http import HTTPStatus
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import h11
 import trio
+
+from common.http1 import head as plainhead
+from common.http1 import wire
+
+from . import h1wire
 
 log = logging.getLogger("ykshm.sim-cluster.http")
 
@@ -30,12 +42,7 @@ MAX_BODY = 16 * 1024 * 1024
 SERVER_HEADER = b"ykshm-sim-cluster"
 
 
-def _reason(status: int) -> bytes:
-    """The standard reason phrase (`HTTP/1.1 200 OK`), as Go's net/http writes it."""
-    try:
-        return HTTPStatus(status).phrase.encode()
-    except ValueError:
-        return b""
+_reason = h1wire.reason
 
 
 @dataclass
@@ -86,6 +93,26 @@ class _Closed(Exception):
     pass
 
 
+_INTERNAL = (b'{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",'
+             b'"message":"internal error","reason":"InternalError","code":500}')
+
+
+def _plain_request(parsed: plainhead.Head, body: bytes, peer: str, peer_cert: dict | None
+                   ) -> Request:
+    """The Request of a fast-path head: the fields h11's path (`_read_request`) gives."""
+    query = parsed.query.decode("latin-1")
+    parts = urlsplit(f"{parsed.path}?{query}" if query else parsed.path)
+    headers: dict[str, str] = {}
+    items: list[tuple[str, str]] = []
+    for name, value in parsed.headers:
+        key, val = name.decode("latin-1"), value.decode("latin-1")
+        items.append((key, val))
+        headers[key] = f"{headers[key]},{val}" if key in headers and key == "accept" else val
+    return Request(method=parsed.method.upper(), path=unquote(parts.path),
+                   query=parse_qs(parts.query, keep_blank_values=True), headers=headers,
+                   body=body, peer=peer, peer_cert=peer_cert, header_items=items)
+
+
 IDLE_TIMEOUT = 90.0
 """Seconds a connection may wait for its next request (kube-apiserver's IdleTimeout, which is
 http.DefaultTransport's keep-alive: clients drop theirs first)."""
@@ -134,18 +161,17 @@ class HttpServer:
             peer_s = "?"
         try:
             peer_cert = await _handshake(stream)
+            rest = await self._serve_plain(stream, peer_s, peer_cert)
+            if not rest:
+                return
+            conn.receive_data(rest)   # h11 reads on from the first request that is not plain
             while True:
                 request = await self._read_request(stream, conn, peer_s)
                 if request is not None:
                     request.peer_cert = peer_cert
                 if request is None:
                     return
-                try:
-                    response = await self.handler(request)
-                except Exception:  # the handler has its own catch-all; this is a last resort
-                    log.exception("handler crashed on %s %s", request.method, request.path)
-                    response = Response(500, b'{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",'
-                                             b'"message":"internal error","reason":"InternalError","code":500}')
+                response = await self._handle(request)
                 if isinstance(response, StreamResponse):
                     await self._stream(stream, conn, request, response)
                 else:
@@ -177,6 +203,102 @@ class HttpServer:
                 with trio.move_on_after(1):
                     await stream.aclose()
 
+    # -- the fast path: plain requests without h11 ------------------------------------------------
+    async def _serve_plain(self, stream: trio.SocketStream, peer: str, peer_cert: dict | None
+                           ) -> bytes:
+        """Serve the requests `common.http1.head.parse` takes (plain HTTP/1.1, a Content-Length
+        body at most MAX_BODY) and answer with `h1wire`'s h11-identical bytes. Returns the bytes
+        of the first request that is not plain, for h11 to read on; b"" when the connection is
+        done (closed, idle, `Connection: close`)."""
+        buf = b""
+        while True:
+            parsed: plainhead.Head | str = plainhead.INCOMPLETE
+            with trio.move_on_after(self.idle_timeout):  # an idle (or never finished) head: close
+                while (parsed := plainhead.parse(buf)) is plainhead.INCOMPLETE:
+                    data = await stream.receive_some(65536)
+                    if not data:
+                        return b""
+                    buf += data
+            if parsed is plainhead.INCOMPLETE:
+                return b""
+            if parsed is plainhead.FOREIGN or parsed.length > MAX_BODY:
+                return buf
+            end = parsed.body_start + parsed.length
+            if len(buf) < end:          # the body's chunks joined once, not copied per read
+                parts, have = [buf], len(buf)
+                while have < end:
+                    data = await stream.receive_some(max(65536, end - have))
+                    if not data:
+                        return b""
+                    parts.append(data)
+                    have += len(data)
+                buf = b"".join(parts)
+            request = _plain_request(parsed, buf[parsed.body_start:end], peer, peer_cert)
+            buf = buf[end:]
+            response = await self._handle(request)
+            close = parsed.close or any(k.lower() == "connection" and "close" in v.lower()
+                                        for k, v in response.headers)
+            try:
+                if isinstance(response, StreamResponse):
+                    buf += await self._stream_plain(stream, response, close)
+                else:
+                    body = b"" if request.method == "HEAD" else response.body
+                    await self._send(stream, h1wire.head(
+                        response.status, self._headers(response.content_type, response.headers,
+                                                       len(response.body)), close) + body)
+            except ValueError as exc:   # a header h11 would refuse too: end the connection
+                log.warning("connection %s: %s", peer, exc)
+                return b""
+            if close:
+                return b""
+
+    async def _stream_plain(self, stream: trio.SocketStream, response: StreamResponse,
+                            close: bool) -> bytes:
+        """A chunked response on the fast path; returns what the client sent meanwhile (a
+        pipelined request). Raises _Closed when the client went away."""
+        headers = self._headers(response.content_type, response.headers, None)
+        await self._send(stream, h1wire.head(response.status, headers, close, chunked=True))
+        gone = False
+        pending = bytearray()
+        async with trio.open_nursery() as nursery:
+
+            async def watch_peer() -> None:
+                nonlocal gone
+                while True:
+                    try:
+                        data = await stream.receive_some(65536)
+                    except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                        data = b""
+                    if not data:
+                        gone = True
+                        nursery.cancel_scope.cancel()
+                        return
+                    pending.extend(data)
+
+            async def send(chunk: bytes) -> None:
+                if chunk:
+                    await self._send(stream, wire.frame(chunk))
+
+            nursery.start_soon(watch_peer)
+            try:
+                await response.writer(send)
+            except (_Closed, trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
+                gone = True
+            finally:
+                nursery.cancel_scope.cancel()
+        if gone:
+            raise _Closed("peer went away")
+        await self._send(stream, wire.LAST_CHUNK)
+        return bytes(pending)
+
+    async def _handle(self, request: Request) -> Response | StreamResponse:
+        try:
+            return await self.handler(request)
+        except Exception:  # the handler has its own catch-all; this is a last resort
+            log.exception("handler crashed on %s %s", request.method, request.path)
+            return Response(500, _INTERNAL)
+
+    # -- h11: every other request ------------------------------------------------------------------
     async def _next_event(self, stream: trio.SocketStream, conn: h11.Connection):
         while True:
             event = conn.next_event()

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import trio
 
+from common import gcfreeze
 from common.quantity import QuantityError, parse_milli, parse_quantity
 from common.cliutil import Failure, Parser, UsageError, run_main
 
@@ -246,6 +247,7 @@ def _body(argv: Sequence[str]) -> int:
         except workload.WorkloadError as exc:
             raise UsageError(f"--workload: {exc}") from None
     security = authconfig.load(args)
+    gcfreeze.install()   # the store's objects are long-lived JSON: full collections walk them once
     trio.run(serve, args, apps, security)
     return 0
 

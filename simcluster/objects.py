@@ -16,9 +16,9 @@ from __future__ import annotations
 import base64
 import binascii
 import copy
-import datetime as dt
 import random
 import re
+import time
 import uuid
 from typing import Any
 
@@ -41,7 +41,9 @@ _RESTART_POLICIES = ("Always", "OnFailure", "Never")
 
 
 def now_rfc3339() -> str:
-    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """Now as a metav1.Time (UTC, whole seconds, `Z`); time.strftime is a third of datetime's
+    cost, and this runs several times per pod write."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 def required(field: str, message: str = "Required value") -> Cause:

@@ -198,7 +198,17 @@ class ShimCore:
         }
 
     def held_count(self) -> int:
-        return sum(1 for uid, info in self.pods.items()
-                   if info.node_name and not info.finished and uid not in self.e_allocs
-                   and info.node_name not in self.e_nodes)
+        """Our bound, unfinished pods on nodes the engine does not know (held until it does).
+        Walks `by_node` for the unknown nodes only: the status file asks every 200 ms, and a
+        walk of every pod was 8-17% of the shim's CPU with 10,000 pods (py-spy, issue 25)."""
+        e_nodes, e_allocs, pods = self.e_nodes, self.e_allocs, self.pods
+        held = 0
+        for node, uids in self.by_node.items():
+            if node in e_nodes:
+                continue
+            for uid in uids:
+                info = pods.get(uid)
+                if info is not None and not info.finished and uid not in e_allocs:
+                    held += 1
+        return held
 

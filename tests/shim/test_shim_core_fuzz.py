@@ -165,6 +165,11 @@ def test_random_histories_stay_consistent(steps):
     world = World()
     for step in steps:
         world.apply(step)          # FakeEngine asserts every message is valid for its state
+        # the status file's heldPods (walks the node index) counts what a walk of every pod does
+        core = world.core
+        assert core.held_count() == sum(
+            1 for uid, info in core.pods.items() if info.node_name and not info.finished
+            and uid not in core.e_allocs and info.node_name not in core.e_nodes)
     world.apply(("acks",))
     world.settle()
     world.check_quiet()
