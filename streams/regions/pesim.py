@@ -82,15 +82,21 @@ class RawHttp:
         """One request at a time per PE connection (a trigger's drain and a notification's answer
         may come at once). Any failure drops that connection (the next request opens a new one)
         and is raised (OSError, trio.BrokenResourceError, ValueError)."""
-        async with self._locks.setdefault(pe, trio.Lock()):
-            try:
-                return await self._request(pe, method, path, body)
-            except BaseException:
-                stream = self._streams.pop(pe, None)
-                self._buffers.pop(pe, None)
-                if stream is not None:
-                    await trio.aclose_forcefully(stream)
-                raise
+        lock = self._locks.setdefault(pe, trio.Lock())
+        try:        # uncontended (nearly always): no extra checkpoint, which with 100 PEs
+            lock.acquire_nowait()   # answering at once put a scheduling round on each answer
+        except trio.WouldBlock:
+            await lock.acquire()
+        try:
+            return await self._request(pe, method, path, body)
+        except BaseException:
+            stream = self._streams.pop(pe, None)
+            self._buffers.pop(pe, None)
+            if stream is not None:
+                await trio.aclose_forcefully(stream)
+            raise
+        finally:
+            lock.release()
 
     async def _request(self, pe: int, method: str, path: str, body: bytes) -> tuple[int, bytes]:
         stream = self._streams.get(pe)
