@@ -116,6 +116,7 @@ async def test_the_poll_beside_udp_runs_only_for_a_pe_that_hears_nothing():
     store = Store()
     holder = {}
     polls: dict[int, int] = {}
+    early: list[tuple[int, float]] = []     # (PE, seconds since its last datagram) of a poll too soon
     op = RegionOperator("ns/job", [region(period=0.05, timeout=2.0)], status_writer=store.write,
                         health_source=healthy,
                         addresses=lambda pe: None if pe == 14 else holder["sim"].addresses().get(pe))
@@ -128,6 +129,9 @@ async def test_the_poll_beside_udp_runs_only_for_a_pe_that_hears_nothing():
             async def counted(client, pe, method, path, body=b""):
                 if method == "GET":
                     polls[pe] = polls.get(pe, 0) + 1
+                    quiet_for = trio.current_time() - sim._heard.get(pe, float("-inf"))
+                    if polls[pe] > 1 and quiet_for < 0.2:
+                        early.append((pe, quiet_for))
                 return await request(client, pe, method, path, body)
 
             sim._request = counted
@@ -136,7 +140,10 @@ async def test_the_poll_beside_udp_runs_only_for_a_pe_that_hears_nothing():
             await sim.wait_for("resumeSubmission", "seqId=12;retId=10;pendCkpt=0", pes=[10])
             nursery.cancel_scope.cancel()
     assert sim.errors == []
-    assert {pe: polls.get(pe) for pe in PES if pe != 14} == {pe: 1 for pe in PES if pe != 14}
+    # every PE polled at start; after that only after a poll period without a datagram (a loaded
+    # machine may starve a PE's socket that long: then a poll is right, so the rule is checked
+    # at each poll rather than by counting them)
+    assert all(polls.get(pe, 0) >= 1 for pe in PES) and early == []
     assert polls[14] >= 3               # its drains went through its poll
     assert "RESETTING" not in [doc["state"] for doc in store.history]
 
