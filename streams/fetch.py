@@ -46,7 +46,7 @@ import httpx
 import trio
 
 from .errors import FetchError, LogicalError
-from .fetchpolicy import MAX_REDIRECTS, FetchPolicy, pinned_client
+from .fetchpolicy import MAX_REDIRECTS, AddressRefused, FetchPolicy, pinned_client
 
 ReadConfigMap = Callable[[str, str], Awaitable[Mapping[str, str] | None]]
 """(namespace, name) -> the ConfigMap's `data`, or None when there is no such ConfigMap."""
@@ -313,16 +313,19 @@ async def _download(url: str, headers: dict[str, str], context: ssl.SSLContext |
         async with pinned_client(policy, verify, timeout) as client:
             first = urlsplit(url)
             for _hop in range(MAX_REDIRECTS + 1):
-                await policy.check(url)
+                policy.check(url)
                 hop = urlsplit(url)
                 if (hop.scheme, hop.hostname, hop.port) != (first.scheme, first.hostname, first.port) \
                         or hop.scheme != "https":
                     headers = {k: v for k, v in headers.items() if k.lower() != "authorization"}
-                async with client.stream("GET", url, headers=headers) as response:
-                    if response.status_code in REDIRECTS and response.headers.get("location"):
-                        url = urljoin(url, response.headers["location"])
-                        continue
-                    return await _body(url, response, max_bytes)
+                try:
+                    async with client.stream("GET", url, headers=headers) as response:
+                        if response.status_code in REDIRECTS and response.headers.get("location"):
+                            url = urljoin(url, response.headers["location"])
+                            continue
+                        return await _body(url, response, max_bytes)
+                except AddressRefused as exc:
+                    raise FetchError(f"GET {url}: {exc}") from None
             raise FetchError(f"GET {url}: more than {MAX_REDIRECTS} redirects")
     except httpx.HTTPError as exc:
         tls = _tls_failure(exc)

@@ -15,8 +15,8 @@ network position and, for `github`, with a namespace Secret's `token`. So:
 Each connection resolves its host once and connects to an address that resolution checked
 (`PinnedBackend`, httpcore's network backend under the fetch's client): a DNS answer that changes
 between a check and the connection (rebinding) cannot send the request to a refused address.
-`check` refuses a bad URL, or a host that resolves to a refused address, before the request is
-made (a clear message early); the connection checks again, on the address it uses.
+`check` refuses a URL that is not http(s) before any request; the addresses are checked once, by
+the connection, and the fetch names the URL in the error.
 """
 
 from __future__ import annotations
@@ -37,6 +37,11 @@ MAX_REDIRECTS = 5
 METADATA = frozenset({ipaddress.ip_address("169.254.169.254"), ipaddress.ip_address("fd00:ec2::254")})
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+
+class AddressRefused(FetchError):
+    """A host that cannot be resolved, or resolves to an address the policy refuses (raised
+    while connecting; the fetch adds the URL)."""
 
 
 async def system_resolve(host: str, port: int) -> list[Address]:
@@ -83,28 +88,28 @@ class FetchPolicy:
         host = host.lower()
         return host in self.allow_hosts or f"{host}:{port}" in self.allow_hosts
 
-    async def check(self, url: str) -> None:
-        """FetchError unless `url` may be fetched (module docstring)."""
+    def check(self, url: str) -> None:
+        """FetchError unless `url` is one we may fetch at all (http(s), a host); its addresses
+        are checked when the connection resolves them (`connectable`), once."""
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise FetchError(f"GET {url}: only http(s) URLs are fetched")
-        await self.connectable(parts.hostname, parts.port or (443 if parts.scheme == "https" else 80), url)
 
-    async def connectable(self, host: str, port: int, url: str | None = None) -> Address:
+    async def connectable(self, host: str, port: int) -> Address:
         """The address to connect to for host:port, from one resolution whose every answer
-        passed the policy (unless the host is allowed); FetchError otherwise."""
-        what = f"GET {url}" if url else f"connecting to {host}:{port}"
+        passed the policy (unless the host is allowed); FetchError otherwise (the caller names
+        the URL)."""
         try:
             addresses = await self.resolve(host, port)
         except OSError as exc:
-            raise FetchError(f"{what}: {host} cannot be resolved: {exc}") from None
+            raise AddressRefused(f"{host} cannot be resolved: {exc}") from None
         if not addresses:
-            raise FetchError(f"{what}: {host} has no address")
+            raise AddressRefused(f"{host} has no address")
         if not self._allowed(host, port):
             for address in addresses:
                 why = self.forbidden(address)
                 if why:
-                    raise FetchError(f"{what}: {host} is {address}, a {why} address; bundles are not "
+                    raise AddressRefused(f"{host} is {address}, a {why} address; bundles are not "
                                      "fetched from there (the controller's --allow-fetch-host allows a host)")
         return addresses[0]
 

@@ -46,9 +46,9 @@ class Recorder(http.server.BaseHTTPRequestHandler):
         self.wfile.write(body)
 
 
-def serve(host: str, reply: tuple[int, dict, bytes], tls: trustme.LeafCert | None = None):
+def serve(host: str, reply: tuple[int, dict, bytes], tls: trustme.LeafCert | None = None, port: int = 0):
     handler = type("H", (Recorder,), {"seen": [], "reply": reply})
-    server = http.server.ThreadingHTTPServer((host, 0), handler)
+    server = http.server.ThreadingHTTPServer((host, port), handler)
     if tls is not None:
         ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         tls.configure_cert(ctx)
@@ -62,8 +62,8 @@ def serve(host: str, reply: tuple[int, dict, bytes], tls: trustme.LeafCert | Non
 def servers():
     started = []
 
-    def start(host, reply, tls=None):
-        server, handler = serve(host, reply, tls)
+    def start(host, reply, tls=None, port=0):
+        server, handler = serve(host, reply, tls, port)
         started.append(server)
         return server.server_address[1], handler
 
@@ -234,13 +234,14 @@ def test_a_zip_bomb_is_refused_while_it_is_read():
 
 
 async def test_a_rebinding_dns_answer_cannot_redirect_the_connection(servers, tmp_path):
-    """The Job's host resolves to an allowed address when checked and to a refused one a moment
-    later (TTL 0): the connection goes to no address the policy did not check. Loopback aliases
-    play both (127.0.0.2 'public', 127.0.0.3 'internal', where a server listens) so nothing
-    leaves 127.0.0.0/8."""
+    """The Job's host resolves to an allowed address first and to a refused one on any later
+    lookup (TTL 0): the connection goes to the address that was checked, never to one looked up
+    again. Loopback aliases play both (127.0.0.2 'public', 127.0.0.3 'internal', a server on the
+    same port at each) so nothing leaves 127.0.0.0/8."""
     import ipaddress
 
     port, internal = servers("127.0.0.3", (200, {}, b"internal secrets"))
+    _, public = servers("127.0.0.2", (200, {}, SAB), port=port)
     answers = []
 
     async def rebinding_dns(host, port):
@@ -249,6 +250,11 @@ async def test_a_rebinding_dns_answer_cannot_redirect_the_connection(servers, tm
 
     policy = FetchPolicy(resolve=rebinding_dns, forbidden=lambda a: "internal-only" if str(a) == "127.0.0.3" else None)
     spec = {"name": "x.sab", "pullPolicy": "Always", "http": {"url": f"http://bundles.example:{port}/x.sab"}}
-    with pytest.raises(FetchError, match="127.0.0.3, a internal-only address"):
+    assert await fetch(spec, tmp_path, policy=policy, timeout=5.0) == SAB
+    assert internal.seen == [] and len(public.seen) == 1
+    # and an answer that is refused from the start is refused, naming the URL
+    answers.append("skip the first answer")
+    with pytest.raises(FetchError, match=f"GET http://bundles.example:{port}/x.sab: bundles.example is "
+                                         "127.0.0.3, a internal-only address"):
         await fetch(spec, tmp_path, policy=policy, timeout=5.0)
-    assert internal.seen == [] and len(answers) >= 2
+    assert internal.seen == []
