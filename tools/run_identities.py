@@ -19,6 +19,7 @@ user on the pod; nobody can authenticate as them (only the admin's impersonation
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import yaml
 from cryptography import x509
@@ -94,22 +95,22 @@ def policy_documents() -> list[dict]:
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": u} for u in DEMO_USERS]}]
     for role, (namespace, account, rules) in SA_ROLES.items():
-        name = f"{USER_PREFIX}{role}"
-        docs.append({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-                     "metadata": {"name": name}, "rules": [rule(r) for r in rules]})
-        docs.append({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-                     "metadata": {"name": name},
-                     "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
-                     "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}]})
+        docs += _bound_cluster_role(f"{USER_PREFIX}{role}", rules,
+                                    {"kind": "ServiceAccount", "name": account, "namespace": namespace})
     for role, rules in ROLE_RULES.items():
         name = f"{USER_PREFIX}{role}"
-        docs.append({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-                     "metadata": {"name": name}, "rules": [rule(r) for r in rules]})
-        docs.append({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-                     "metadata": {"name": name},
-                     "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
-                     "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": name}]})
+        docs += _bound_cluster_role(name, rules, {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": name})
     return docs
+
+
+def _bound_cluster_role(name: str, rules: Any, subject: dict[str, str]) -> list[dict[str, Any]]:
+    """A ClusterRole NAME with `rules` and the ClusterRoleBinding of the same name to `subject`."""
+    return [{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+             "metadata": {"name": name}, "rules": [rule(r) for r in rules]},
+            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+             "metadata": {"name": name},
+             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+             "subjects": [subject]}]
 
 
 def write_policy(path: Path) -> Path:
