@@ -25,6 +25,7 @@ import time
 from collections.abc import Sequence
 
 from bench.regions_fleet import stop_server
+from common.http1.lifespan import nothing_to_start
 
 TARGET_P50_MS = 20.0
 TARGET_P99_MS = 50.0
@@ -138,9 +139,7 @@ async def _measure(args) -> dict:
 
 async def _noop_app(scope, receive, send) -> None:
     if scope["type"] == "lifespan":
-        while (await receive())["type"] != "lifespan.shutdown":
-            await send({"type": "lifespan.startup.complete"})
-        await send({"type": "lifespan.shutdown.complete"})
+        await nothing_to_start(receive, send)
         return
     await receive()
     await send({"type": "http.response.start", "status": 204, "headers": []})

@@ -37,6 +37,8 @@ import trio
 from hypercorn.config import Config
 from hypercorn.trio import serve as hypercorn_serve
 
+from common.http1.lifespan import nothing_to_start
+
 from . import fetch, kubecalls as kube, peobjects
 from .errors import StreamsError
 from .jobspec import read_job
@@ -126,13 +128,8 @@ class BundleServer:
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
-            while True:
-                message = await receive()
-                if message["type"] == "lifespan.startup":
-                    await send({"type": "lifespan.startup.complete"})
-                elif message["type"] == "lifespan.shutdown":
-                    await send({"type": "lifespan.shutdown.complete"})
-                    return
+            await nothing_to_start(receive, send)
+            return
         if scope["type"] != "http":
             return
         code, body, ctype = await self.answer(scope, receive)

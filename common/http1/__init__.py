@@ -10,6 +10,7 @@
                 `tune` (TCP_NODELAY, TCP_USER_TIMEOUT on the listening sockets)
     routing     Route/Router, first full match wins, partial match -> 405, the app's own errors
     body        the ASGI request-body reader: size cap and deadline, the app's own errors
+    lifespan    the ASGI lifespan of an app with nothing to start (`nothing_to_start`)
     tls         TLS on the fast path: server context (TlsFiles), handshake under the head deadline,
                 TlsStream (a ciphertext backlog the hub can write without awaiting), hypercorn hand-over
     forwarded   TrustedProxies: X-Forwarded-For (rightmost untrusted) only from configured proxies

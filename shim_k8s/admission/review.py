@@ -15,6 +15,8 @@ from typing import Any
 
 import httpx
 
+from common.http1.lifespan import nothing_to_start
+
 from . import mutate, validate
 from .caches import ClusterCache
 from .request import INVALID_UID, Response, decode
@@ -54,9 +56,7 @@ class Webhook:
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
-            while (await receive())["type"] != "lifespan.shutdown":
-                await send({"type": "lifespan.startup.complete"})
-            await send({"type": "lifespan.shutdown.complete"})
+            await nothing_to_start(receive, send)
             return
         if scope["type"] != "http":
             return

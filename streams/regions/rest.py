@@ -46,6 +46,7 @@ from hypercorn.config import Config
 from hypercorn.trio import serve as hypercorn_serve
 
 from common.http1.body import BodyErrors, read_body
+from common.http1.lifespan import nothing_to_start
 from common.http1.limits import Limits
 from common.http1.routing import Route, RouteErrors, Router
 
@@ -324,21 +325,12 @@ class RegionApi:
 
     async def __call__(self, scope: dict, receive, send) -> None:
         if scope["type"] == "lifespan":
-            await self._lifespan(receive, send)
+            await nothing_to_start(receive, send)
         elif scope["type"] == "http":
             answer = await self._answer(scope, receive)
             await send({"type": "http.response.start", "status": answer.status,
                         "headers": answer.response_headers()})
             await send({"type": "http.response.body", "body": answer.body, "more_body": False})
-
-    async def _lifespan(self, receive, send) -> None:
-        while True:
-            message = await receive()
-            if message["type"] == "lifespan.startup":
-                await send({"type": "lifespan.startup.complete"})
-            elif message["type"] == "lifespan.shutdown":
-                await send({"type": "lifespan.shutdown.complete"})
-                return
 
     async def _answer(self, scope: dict, receive) -> Answer:
         method, path = scope["method"], scope["path"]
