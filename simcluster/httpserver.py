@@ -258,8 +258,22 @@ class HttpServer:
         pipelined request). Raises _Closed when the client went away."""
         headers = self._headers(response.content_type, response.headers, None)
         await self._send(stream, h1wire.head(response.status, headers, close, chunked=True))
-        gone = False
         pending = bytearray()
+
+        def keep(data: bytes) -> bool:
+            pending.extend(data)
+            return True
+
+        await self._body_while_watching(stream, response, wire.frame, keep)
+        await self._send(stream, wire.LAST_CHUNK)
+        return bytes(pending)
+
+    async def _body_while_watching(self, stream: trio.SocketStream, response: StreamResponse,
+                                   frame: Callable[[bytes], bytes], received: Callable[[bytes], bool]) -> None:
+        """Run the response's writer (each chunk through `frame`) while a task reads what the
+        client sends meanwhile (`received`, False: a protocol error). Raises _Closed when the
+        client went away or broke the protocol: the writer is cancelled then."""
+        gone = False
         async with trio.open_nursery() as nursery:
 
             async def watch_peer() -> None:
@@ -269,27 +283,24 @@ class HttpServer:
                         data = await stream.receive_some(65536)
                     except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                         data = b""
-                    if not data:
+                    if not data or not received(data):
                         gone = True
                         nursery.cancel_scope.cancel()
                         return
-                    pending.extend(data)
 
             async def send(chunk: bytes) -> None:
                 if chunk:
-                    await self._send(stream, wire.frame(chunk))
+                    await self._send(stream, frame(chunk))
 
             nursery.start_soon(watch_peer)
             try:
                 await response.writer(send)
             except (_Closed, trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
-                gone = True
+                gone = True  # raised here, not inside the nursery's exception group
             finally:
                 nursery.cancel_scope.cancel()
         if gone:
             raise _Closed("peer went away")
-        await self._send(stream, wire.LAST_CHUNK)
-        return bytes(pending)
 
     async def _handle(self, request: Request) -> Response | StreamResponse:
         try:
@@ -379,40 +390,15 @@ class HttpServer:
             headers.append(("transfer-encoding", "chunked"))
         await self._send(stream, conn.send(h11.Response(status_code=response.status, reason=_reason(response.status),
                                                                headers=headers)))
-        gone = False
-        async with trio.open_nursery() as nursery:
 
-            async def watch_peer() -> None:
-                nonlocal gone
-                while True:
-                    try:
-                        data = await stream.receive_some(65536)
-                    except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-                        data = b""
-                    if not data:
-                        gone = True
-                        nursery.cancel_scope.cancel()
-                        return
-                    try:
-                        conn.receive_data(data)  # a pipelined request: kept for the next cycle
-                    except h11.RemoteProtocolError:
-                        gone = True
-                        nursery.cancel_scope.cancel()
-                        return
-
-            async def send(chunk: bytes) -> None:
-                if chunk:
-                    await self._send(stream, conn.send(h11.Data(data=chunk)))
-
-            nursery.start_soon(watch_peer)
+        def feed(data: bytes) -> bool:
             try:
-                await response.writer(send)
-            except (_Closed, trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
-                gone = True  # raised here, not inside the nursery's exception group
-            finally:
-                nursery.cancel_scope.cancel()
-        if gone:
-            raise _Closed("peer went away")
+                conn.receive_data(data)  # a pipelined request: kept for the next cycle
+            except h11.RemoteProtocolError:
+                return False
+            return True
+
+        await self._body_while_watching(stream, response, lambda chunk: conn.send(h11.Data(data=chunk)), feed)
         await self._send(stream, conn.send(h11.EndOfMessage()))
 
 
