@@ -120,18 +120,15 @@ class DeletePod:
 async def mark_disruption(client: httpx.AsyncClient, namespace: str, name: str) -> None:
     """Set the pod's `DisruptionTarget=True` condition, reason `PreemptionByScheduler`, as
     kube-scheduler does before deleting a victim: its owner (a Streams job, a Job's podFailurePolicy)
-    can tell a preemption from a user's deletion. Best effort: the deletion goes on regardless."""
-    path = f"/api/v1/namespaces/{namespace}/pods/{name}"
-    resp = await client.get(path)
-    if resp.status_code != 200:
-        return
-    conditions = [c for c in (resp.json().get("status") or {}).get("conditions") or ()
-                  if c.get("type") != "DisruptionTarget"]
-    conditions.append({"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
-                       "message": "yunikorn: preempting to free up resources",
-                       "lastTransitionTime": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")})
-    resp = await client.patch(path + "/status", content=orjson.dumps({"status": {"conditions": conditions}}),
-                              headers={"Content-Type": "application/merge-patch+json"})
+    can tell a preemption from a user's deletion. Best effort: the deletion goes on regardless.
+    One strategic-merge PATCH of pods/status (conditions merge on `type`, so the pod's other
+    conditions stay): no read of the pod first, and no right beyond `pods/status patch`."""
+    path = f"/api/v1/namespaces/{namespace}/pods/{name}/status"
+    condition = {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
+                 "message": "yunikorn: preempting to free up resources",
+                 "lastTransitionTime": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+    resp = await client.patch(path, content=orjson.dumps({"status": {"conditions": [condition]}}),
+                              headers={"Content-Type": "application/strategic-merge-patch+json"})
     if resp.status_code >= 300:
         log.warning("pod %s/%s: DisruptionTarget not set: %s", namespace, name, resp.status_code)
 

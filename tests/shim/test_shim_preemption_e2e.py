@@ -89,6 +89,8 @@ def test_high_priority_pod_below_guarantee_evicts_and_runs(one_node):
     marked = next(i for i, (t, conds) in enumerate(victim.seen) if disruption(conds))
     assert marked < next(i for i, (t, _) in enumerate(victim.seen) if t == "DELETED")
     assert disruption(victim.seen[marked][1])["reason"] == "PreemptionByScheduler"
+    before = {c["type"] for c in victim.seen[marked - 1][1]} if marked else set()
+    assert before and before <= {c["type"] for c in victim.seen[marked][1]}   # the others kept
     assert not [t for t, conds in victim.seen[:marked] if disruption(conds)]
 
     urgent_uid = c.pod("urgent")["metadata"]["uid"]
