@@ -119,11 +119,19 @@ class JobRegions:
 
     async def write_status(self, region: int, status: dict) -> None:
         """Write the region's status; a deleted ConsistentRegion is waited for (the controller
-        makes it again) and gets the running region's status, so its sequence ids go on."""
+        makes it again) and gets the running region's status, so its sequence ids go on.
+
+        The write is made at the resourceVersion the informer holds (after our own last write
+        it holds that one, as each write waits until it is visible there), so a status write is
+        one request; a conflict (the controller changed the object meanwhile) or an object the
+        cache lacks reads it from the API. Reading it first every time put a GET, 2-8 ms on a
+        loaded machine, in front of every drain's first notification."""
         name = f"{self.job}-{region}"
         conflicts, backoff = 0, Backoff(0.2, 5.0, jitter=0.1)
+        cached = self.informers["ConsistentRegion"].store.items.get(f"{self.namespace}/{name}")
         while conflicts < 10:
-            current = await kube.get(self.client, "ConsistentRegion", self.namespace, name)
+            current = cached or await kube.get(self.client, "ConsistentRegion", self.namespace, name)
+            cached = None
             if current is None:
                 log.warning("ConsistentRegion %s/%s is gone; waiting for it to be made again",
                             self.namespace, name)

@@ -56,7 +56,7 @@ import trio
 from .board import Notification, NotificationBoard
 from .errors import RegionError, UnknownRegion
 from .fsm import Region
-from .vocabulary import Action, ArmTimer, CancelTimers, ClearBoard, Event, MetricSamples, Notify, OperatorRestarted, RegionUpdate, ResetRequest, StatusChanged, Timeout
+from .vocabulary import Action, ArmTimer, CancelTimers, Checkpoint, ClearBoard, Event, MetricSamples, Notify, OperatorRestarted, RegionState, RegionUpdate, ResetDone, ResetRequest, StatusChanged, Timeout
 from .health import Health
 from .metrics import RegionMetrics
 from .udp import AddressBook, UdpNotifier
@@ -65,6 +65,18 @@ log = logging.getLogger("ykshm.cr-operator")
 
 MAX_BATCH = 1024
 """Most events applied under one status write (coalescing, see the module docstring)."""
+
+LINGER_GAP, LINGER_MAX = 0.002, 0.010
+"""Group commit of a round's reports (seconds): when a batch held several PEs' reports
+(checkpoints, resets) and leaves the round open (DRAINING, CHECKPOINT_PENDING, RESETTING), the
+region task waits up to LINGER_GAP for the next event, LINGER_MAX in all, before writing. 100 PEs
+report over ~30 ms on a busy machine; without the wait a round's reports were often cut in two,
+and the second part waited for the first's write (5-15 ms) before it could finish the round.
+Only a batch of several reports lingers: reports that come one at a time (a PE that waits for
+its answer before the next PE can report, as in a pipeline passing a drain marker) would each pay
+the wait and gain nothing. A report's answer is delayed by at most LINGER_MAX."""
+
+_OPEN_ROUND = (RegionState.DRAINING, RegionState.CHECKPOINT_PENDING, RegionState.RESETTING)
 
 
 StatusWriter = Callable[[int, dict], Awaitable[None]]
@@ -186,6 +198,17 @@ class RegionOperator:
             self._udp.send(action.pes, region.index, notification)
 
 
+@dataclasses.dataclass
+class _Step:
+    """What one status write covers: the actions waiting for it, the callers to answer, whether
+    the region changed, and how many of the events were PEs' reports (checkpoints, resets)."""
+
+    deferred: list[Action] = dataclasses.field(default_factory=list)
+    answers: list[tuple[_Reply, list[Action], RegionError | None]] = dataclasses.field(default_factory=list)
+    changed: bool = False
+    reports: int = 0
+
+
 class _RegionTask:
     """One region's queue, the task draining it, and its armed timers."""
 
@@ -203,23 +226,45 @@ class _RegionTask:
         async with trio.open_nursery() as timers:
             self._timers = timers
             async for item in self._receive:
-                batch = [item]
-                while self.operator.coalesce and len(batch) < MAX_BATCH:
-                    try:
-                        batch.append(self._receive.receive_nowait())
-                    except trio.WouldBlock:
-                        break
-                await self.process(batch)
+                await self.process(self._queued_behind(item))
+
+    def _queued_behind(self, item: tuple) -> list[tuple]:
+        """`item` and, when coalescing, every event already queued behind it."""
+        batch = [item]
+        while self.operator.coalesce and len(batch) < MAX_BATCH:
+            try:
+                batch.append(self._receive.receive_nowait())
+            except trio.WouldBlock:
+                break
+        return batch
 
     async def process(self, batch: list[tuple]) -> None:
-        """Apply the events in order, write the status once if any changed it, then carry out
-        what waits for a visible status and answer every caller (refusals included)."""
+        """Apply the events in order (and, coalescing, the reports that follow them closely:
+        LINGER_GAP), write the status once if any changed it, then carry out what waits for a
+        visible status and answer every caller (refusals included)."""
+        step = _Step()
+        await self._apply(batch, step)
+        if self.operator.coalesce and step.reports > 1 and step.changed:
+            await self._linger(step)
+        await self._finish(step)
+
+    async def _linger(self, step: _Step) -> None:
+        """Apply what arrives within LINGER_GAP of the last event while the round stays open."""
+        deadline = trio.current_time() + LINGER_MAX
+        while self.region.state in _OPEN_ROUND and len(step.answers) < MAX_BATCH:
+            item = None
+            with trio.move_on_at(min(deadline, trio.current_time() + LINGER_GAP)):
+                item = await self._receive.receive()
+            if item is None:
+                return
+            await self._apply(self._queued_behind(item), step)   # never cut short by the wait
+
+    async def _apply(self, batch: list[tuple], step: _Step) -> None:
         op = self.operator
         region = self.region
-        deferred: list[Action] = []
-        answers: list[tuple[_Reply, list[Action], RegionError | None]] = []
-        changed = False
+        deferred, answers = step.deferred, step.answers
         for event, reply in batch:
+            step.reports += isinstance(event, (Checkpoint, ResetDone))
             event = await self._with_health(event)
             try:
                 actions = region.handle(event, op.clock_ms())
@@ -231,7 +276,7 @@ class _RegionTask:
                 continue
             for action in actions:
                 if isinstance(action, StatusChanged):
-                    changed = True
+                    step.changed = True
                 elif isinstance(action, CancelTimers):
                     self._cancel_timers()
                 else:
@@ -240,9 +285,13 @@ class _RegionTask:
                     deferred.append(action)
             if reply is not None:
                 answers.append((reply, actions, None))
-        if changed:
+
+    async def _finish(self, step: _Step) -> None:
+        op = self.operator
+        region = self.region
+        if step.changed:
             await op.status_writer(region.index, region.status_doc())
-        for action in deferred:
+        for action in step.deferred:
             if isinstance(action, Notify):
                 op._notify(region, action)
             elif isinstance(action, ArmTimer):
@@ -252,7 +301,7 @@ class _RegionTask:
                 op.board.clear(action.pes, region.index)
             elif isinstance(action, MetricSamples):
                 op.metrics.update(region.index, action.values)
-        for reply, actions, error in answers:
+        for reply, actions, error in step.answers:
             reply.actions, reply.error = actions, error
             reply.done.set()
 

@@ -14,7 +14,7 @@ from streams.regions import errors
 from streams.regions.fsm import Region, RegionSpec
 from streams.regions.vocabulary import Checkpoint, ResetDone, ResetRequest
 from streams.regions.health import Health
-from streams.regions.operator import RegionOperator
+from streams.regions.operator import LINGER_GAP, RegionOperator
 
 PES = (1, 2, 3)
 
@@ -392,3 +392,43 @@ async def test_members_follow_a_width_change_while_draining(autojump_clock):
             await op.submit(0, Checkpoint(4, 4))
         nursery.cancel_scope.cancel()
     assert completed == [1, 2, 3]
+
+
+async def test_reports_that_come_together_and_a_straggler_share_one_write(autojump_clock):
+    """Group commit: a batch of several reports waits LINGER_GAP for the rest of the round, so
+    the PE that reports just after it does not wait for a write of the others' progress."""
+    store, health = FakeStore(), FakeHealth()
+    async with trio.open_nursery() as nursery:
+        op = await start(nursery, store, health, [Region(make_spec())])
+        await trio.sleep(5.1)
+        assert store.status[0]["state"] == "DRAINING"
+        writes, answered = store.writes, {}
+
+        async def report(pe):
+            await op.submit(0, Checkpoint(pe, 1))
+            answered[pe] = trio.current_time()
+
+        nursery.start_soon(report, 1)
+        nursery.start_soon(report, 2)       # queued together: one batch of two reports
+        await trio.sleep(LINGER_GAP / 2)
+        sent_last = trio.current_time()
+        await report(3)                     # the straggler, within the gap
+        await trio.testing.wait_all_tasks_blocked()
+        assert store.writes == writes + 1   # the round's one write, PROCESSING
+        assert store.status[0]["state"] == "PROCESSING"
+        assert sorted(answered) == [1, 2, 3] and answered[3] == sent_last
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_report_alone_is_answered_without_waiting(autojump_clock):
+    """A PE that reports alone (the others report after its answer, e.g. a pipeline) pays no
+    group-commit wait: its progress is written and answered at once."""
+    store, health = FakeStore(), FakeHealth()
+    async with trio.open_nursery() as nursery:
+        op = await start(nursery, store, health, [Region(make_spec())])
+        await trio.sleep(5.1)
+        writes, sent = store.writes, trio.current_time()
+        await op.submit(0, Checkpoint(1, 1))
+        assert trio.current_time() == sent and store.writes == writes + 1
+        assert store.status[0]["state"] == "DRAINING"
+        nursery.cancel_scope.cancel()
