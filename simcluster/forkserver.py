@@ -28,8 +28,8 @@ stdio flushed, then `os._exit`: a child never returns into this loop. EOF on the
 server (its children die with it).
 
 What differs from a fresh interpreter: the children share the server's hash-randomisation seed and
-its interpreter-start settings (the locale and stdio encoding: a pod's LANG/LC_* do not change
-them), `PRELOAD` is imported before the pod's environment is set (checked: none of them reads the
+its interpreter-start settings (the stdio and filesystem encodings: UTF-8 whatever a pod's
+LANG/LC_* say; the C library's LC_CTYPE and PEP 538's coercion are redone from the pod's env), `PRELOAD` is imported before the pod's environment is set (checked: none of them reads the
 environment at import; `common.podhosts.install()` reads it when called, `tempfile.tempdir` is
 reset), and objects imported by the server are frozen for the collector (`gc.freeze`, fewer
 copy-on-write pages).
@@ -41,6 +41,7 @@ import atexit
 import ctypes
 import gc
 import importlib
+import locale
 import os
 import runpy
 import select
@@ -190,6 +191,7 @@ def _child(server: Server, log_fd: int, dir_fd: int, argv: list[str], env: dict[
         os.environ.clear()
         os.environ.update(env)
         server.regions.write(argv, env)
+        _coerce_c_locale()
         if "tempfile" in sys.modules:
             sys.modules["tempfile"].tempdir = None
         sys.orig_argv = list(argv)
@@ -197,6 +199,26 @@ def _child(server: Server, log_fd: int, dir_fd: int, argv: list[str], env: dict[
         traceback.print_exc()
         os._exit(127)
     os._exit(_run_main(argv))
+
+
+def _coerce_c_locale() -> None:
+    """The interpreter's start with the run's environment: LC_CTYPE from it, and the C locale
+    coerced to UTF-8 (PEP 538: `LC_CTYPE=C.UTF-8` in os.environ) unless LC_ALL is set."""
+    if os.environ.get("LC_ALL"):
+        return
+    try:
+        current = locale.setlocale(locale.LC_CTYPE, "")
+    except locale.Error:  # an unknown locale: the process's stays "C", which is coerced
+        current = locale.setlocale(locale.LC_CTYPE, "C")
+    if current not in ("C", "POSIX"):
+        return
+    for target in ("C.UTF-8", "C.utf8", "UTF-8"):
+        try:
+            locale.setlocale(locale.LC_CTYPE, target)
+        except locale.Error:
+            continue
+        os.environ["LC_CTYPE"] = target
+        return
 
 
 def _run_main(argv: list[str]) -> int:
