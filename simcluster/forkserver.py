@@ -10,7 +10,8 @@ Messages (one orjson object per packet):
 
 - sim-cluster -> server: `{"run": ID, "argv": [...], "env": {...}, "cwd": DIR}` with the run's log
   fd (SCM_RIGHTS); `{"reap": PID}` once sim-cluster has taken PID's exit status.
-- server -> sim-cluster: `{"run": ID, "pid": PID}`, or `{"run": ID, "errno": E, "error": TEXT}`
+- server -> sim-cluster: `{"run": ID, "pid": PID}` (once the child is in its own session: a
+  `killpg(PID)` right after it reaches the whole run), or `{"run": ID, "errno": E, "error": TEXT}`
   (the cwd cannot be opened: the kubelet's StartError), or `{"run": ID, "refused": TEXT}` (not a
   form it runs, or too long for `proctitle`: sim-cluster starts it fresh); `{"exit": PID, "code": C}`
   (C < 0: killed by signal -C). An exit is learnt with `waitid(WNOWAIT)` and the zombie reaped
@@ -149,9 +150,13 @@ class Server:
                 send(self.chan, {"run": ident, "errno": exc.errno, "error": exc.strerror, "cwd": cwd})
                 return
             server = os.getpid()
+            ready, setting_up = os.pipe()
             pid = os.fork()
             if pid == 0:
                 _child(self, log_fd, dir_fd, argv, env, server)  # never returns
+            os.close(setting_up)
+            os.read(ready, 1)  # EOF once the child closed its fds, after setsid: its group exists to killpg
+            os.close(ready)
             os.close(dir_fd)
             self.running.add(pid)
             send(self.chan, {"run": ident, "pid": pid})

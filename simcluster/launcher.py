@@ -159,7 +159,10 @@ class ForkServer:
                 forkserver.send(self.chan, message, fds)
                 return
             except BlockingIOError:
-                await trio.lowlevel.wait_writable(self.chan)
+                try:
+                    await trio.lowlevel.wait_writable(self.chan)
+                except trio.ClosedResourceError:
+                    raise Refused("the fork server is gone") from None
             except OSError as exc:
                 if exc.errno == errno.EMSGSIZE:
                     raise Refused("the run's message is too large for the channel") from None
@@ -183,6 +186,9 @@ class ForkServer:
                     await self._dispatch(orjson.loads(data))
             finally:
                 self._lost()
+        if not self.scope.cancelled_caught:  # it died: close our end (`close` did when we stop)
+            trio.lowlevel.notify_closing(self.chan)
+            self.chan.close()
         with trio.move_on_after(5) as waited:  # it exits at EOF; a zombie only until then
             waited.shield = True
             code = await self.process.wait()
@@ -230,6 +236,7 @@ class Launcher:
     def __init__(self, fork_server: bool = True) -> None:
         self.fork_server = fork_server
         self.server: ForkServer | None = None
+        self.closed = False  # no new server once the pods are gone (its reader would keep `run` up)
         self._nursery: trio.Nursery | None = None
 
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
@@ -242,7 +249,7 @@ class Launcher:
     def _server(self) -> ForkServer | None:
         if self.server is not None and not self.server.gone:
             return self.server
-        if self._nursery is None:
+        if self._nursery is None or self.closed:
             return None
         try:
             self.server = ForkServer()
@@ -264,5 +271,6 @@ class Launcher:
         return Child(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=fd, stderr=fd, start_new_session=True)
 
     def close(self) -> None:
-        if self.server is not None:
+        self.closed = True
+        if self.server is not None and not self.server.gone:
             self.server.close()
