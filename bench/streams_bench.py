@@ -183,7 +183,7 @@ def _percentiles(times: list[float]) -> tuple[float, float, float]:
     return statistics.median(times) * 1000, times[int(0.99 * (len(times) - 1))] * 1000, times[-1] * 1000
 
 
-def run_pods(pes: int, nodes: int, rounds: int) -> None:
+def run_pods(pes: int, nodes: int, rounds: int, sim_args: Sequence[str] = ()) -> None:
     from tools.harness import Cluster
     from streams import appgen
     from streams.peobjects import DEFAULT_IMAGE
@@ -192,7 +192,7 @@ def run_pods(pes: int, nodes: int, rounds: int) -> None:
     name = f"bsp-{uuid.uuid4().hex[:8]}"
     with tempfile.TemporaryDirectory() as bundles, Cluster(
             name, nodes=nodes, kubelet_delay=0.01, request_events=False,
-            sim_args=["--process-image", f"{image}=ykshm pe-sim"]) as c:
+            sim_args=["--process-image", f"{image}=ykshm pe-sim", *sim_args]) as c:
         c.start_all()
         c.start_streams(bundles, extra=["--operators", "pod", "--log-level", "WARNING"])
         adl = appgen.pipeline_adl(operators=2 * pes, regions=(appgen.Region(0, 2 * pes - 1, period=0.5,
@@ -233,11 +233,13 @@ def _main(argv: Sequence[str]) -> int:
     parser.add_argument("--rounds", type=int, default=50, help="timed drain rounds of the pod job")
     parser.add_argument("--no-pods", action="store_true", help="skip the process-pod figures")
     parser.add_argument("--no-cluster", action="store_true", help="skip the submission/restart figures")
+    parser.add_argument("--sim-arg", action="append", default=[], metavar="ARG",
+                        help="pass ARG to the process-pod job's sim-cluster (e.g. --sim-arg=--no-fork-server)")
     args = parser.parse_args(argv)
     if not args.no_cluster:
         run_cluster(args.pes, args.nodes, args.failures)
     if not args.no_pods:
-        run_pods(args.pod_pes, max(args.nodes // 20, 3), args.rounds)
+        run_pods(args.pod_pes, max(args.nodes // 20, 3), args.rounds, args.sim_arg)
     if not args.no_fusion:
         from bench import streams_fusion
         streams_fusion.main([])

@@ -45,6 +45,9 @@ Modules (one concept each):
 - `podevents`  the kubelet's core/v1 Events on a pod
 - `procimages` which images run as local `ykshm` processes (--ykshm-image, --process-image), and how
 - `procpods`   process pods: start, exit, restart policy, CrashLoopBackOff, probes, stop on delete
+- `launcher`   how a run's process starts: forked by the fork server, or a fresh interpreter (Popen)
+- `forkserver` the warm interpreter (`python -I -m simcluster.forkserver`) forking the runs on request
+- `proctitle`  a forked run's /proc cmdline and environ rewritten in place, room padded at the server's exec
 - `podstatus`  a process pod's phase, conditions and containerStatuses from its containers' states
 - `podenv`     a process container's environment: env/envFrom, valueFrom refs, `$(VAR)`, service links
 - `volumes`    a process pod's 0700 directory: volumes, the ServiceAccount token, container paths mapped

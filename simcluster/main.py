@@ -99,6 +99,9 @@ def build_parser() -> Parser:
                       help="serve pods and Services on 127.N.0.0/16 (100..254; default: the first free one)")
     proc.add_argument("--backoff-initial", type=_seconds(0.01), default=10.0,
                       help="CrashLoopBackOff's first delay in seconds, doubling (default 10, as the kubelet)")
+    proc.add_argument("--fork-server", action=argparse.BooleanOptionalAction, default=True,
+                      help="fork runs from one warm interpreter (default) instead of starting each fresh "
+                           "(simcluster/forkserver.py)")
     proc.add_argument("--backoff-max", type=_seconds(0.01), default=300.0,
                       help="CrashLoopBackOff's longest delay in seconds (default 300)")
     p.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
@@ -189,7 +192,7 @@ async def serve(args, apps: list[workload.App] | None, security: authconfig.Secu
         pods_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         network = services.ServiceNetwork(store, block, pods_dir / "hosts")
         pods = procpods.ProcPods(store, procpods.Settings(pods_dir, args.images, args.bind, port, args.backoff_initial,
-                                                          args.backoff_max), block,
+                                                          args.backoff_max, fork_server=args.fork_server), block,
                                  extra_env=lambda pod: services.dns_env(pod, network.hosts))
     api.logs = pods
     if pods is not None and security.issuer is not None:

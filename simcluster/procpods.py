@@ -11,7 +11,10 @@ with its volumes, ServiceAccount token and logs, and one task per process contai
    `CreateContainerError`); `$(VAR)` in command/args expanded, in-container paths mapped;
 2. starts `ykshm ARGS...` in its own session (stdout+stderr to the run's log file, stdin
    /dev/null, killed with sim-cluster even on SIGKILL through PR_SET_PDEATHSIG), `containerID`
-   `process://PID`, events Pulled/Created/Started, probes (`probes`);
+   `process://PID`, events Pulled/Created/Started, probes (`probes`). The process is forked by
+   the fork server, a warm interpreter with trio and the CLI imported (`--fork-server`, the
+   default; `forkserver` says what differs from a fresh one), or with `--no-fork-server` started
+   fresh as `python -I -m tools.cli ARGS` (`launcher`);
 3. on exit writes `terminated` (exitCode, reason Completed or Error, the last log lines as
    `message` for a failure: a process cannot write /dev/termination-log, so `File` acts as
    `FallbackToLogsOnError`), then restarts it as `restartPolicy` says (Always; OnFailure unless
@@ -28,11 +31,9 @@ pod the same way with at most `shutdown_grace` seconds each.
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import os
 import signal
-import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,7 +43,8 @@ import trio
 
 from common.backoff import Backoff
 
-from . import objects, podenv, podevents, podlogs, podstatus, podtoken, probes, procimages, volumes
+from . import launcher, objects, podenv, podevents, podlogs, podstatus, podtoken, probes, procimages, volumes
+from .launcher import Child, ForkedChild
 from .loopback import Block
 from .store import Store
 
@@ -60,45 +62,7 @@ class Settings:
     backoff_max: float = 300.0
     retry: float = 2.0
     shutdown_grace: float = 5.0
-
-
-def _die_with_parent() -> None:
-    """In the child before exec: SIGKILL when sim-cluster goes, however it goes."""
-    try:
-        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-
-
-class Child:
-    """A run's process, forked by sim-cluster's own thread.
-
-    PR_SET_PDEATHSIG fires when the *thread* that forked the child ends, not the process: forked
-    from a trio worker thread (`trio.lowlevel.open_process` does that), every pod was SIGKILLed
-    when that thread went idle (10 s in trio's thread cache). So the fork happens here, on the
-    thread running trio (it ends only with sim-cluster), and the exit is awaited on a pidfd, as
-    trio does for its own processes on Linux.
-    """
-
-    def __init__(self, argv: list[str], **options: Any) -> None:
-        self._popen = subprocess.Popen(argv, preexec_fn=_die_with_parent, **options)
-        self.pid = self._popen.pid
-        self._pidfd = os.pidfd_open(self.pid)
-        self._wait_lock = trio.Lock()  # several tasks may wait (the run, its killer): one at a time
-
-    @property
-    def returncode(self) -> int | None:
-        return self._popen.poll()
-
-    async def wait(self) -> int:
-        async with self._wait_lock:
-            if self._popen.poll() is None:
-                await trio.lowlevel.wait_readable(self._pidfd)
-            code = self._popen.wait()
-            if self._pidfd >= 0:
-                os.close(self._pidfd)
-                self._pidfd = -1
-            return code
+    fork_server: bool = True  # runs forked by the warm `forkserver`; False: a fresh interpreter each
 
 
 class ProcPods:
@@ -112,6 +76,7 @@ class ProcPods:
         self.signer = signer
         self.extra_env = extra_env  # the Service names' resolver settings (services.py)
         self.runners: dict[str, PodRunner] = {}
+        self.launcher = launcher.Launcher(settings.fork_server)
         self._nursery: trio.Nursery | None = None
 
     def handles(self, pod: Obj) -> bool:
@@ -141,10 +106,15 @@ class ProcPods:
 
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         self.settings.pods_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        async with trio.open_nursery() as nursery:
-            self._nursery = nursery
-            task_status.started()
-            await trio.sleep_forever()
+        async with trio.open_nursery() as service:
+            await service.start(self.launcher.run)
+            try:
+                async with trio.open_nursery() as nursery:
+                    self._nursery = nursery
+                    task_status.started()
+                    await trio.sleep_forever()
+            finally:
+                self.launcher.close()  # every pod's processes are gone: the fork server may go
 
 
 class PodRunner:
@@ -348,13 +318,12 @@ class ContainerRunner:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         started = objects.now_rfc3339()
         try:
-            proc = Child(launch.argv, env=launch.env, cwd=launch.cwd, stdin=subprocess.DEVNULL, stdout=fd,
-                         stderr=fd, start_new_session=True)
+            proc = await self.pod.owner.launcher.start(launch.argv, launch.env, launch.cwd, fd)
         except OSError as exc:
             os.write(fd, f"{exc}\n".encode())
-            os.close(fd)
             return self._exited(128, started, path, "StartError"), 0.0  # the kubelet's words for it
-        os.close(fd)
+        finally:
+            os.close(fd)
         self.problem = ""
         self.kill = trio.Event()
         if self.pod.stopping.is_set():
@@ -404,7 +373,7 @@ class ContainerRunner:
         self.pod.write()
         return code
 
-    async def _killer(self, proc: Child) -> None:
+    async def _killer(self, proc: Child | ForkedChild) -> None:
         await self.kill.wait()
         grace = (self.pod.pod.get("spec") or {}).get("terminationGracePeriodSeconds")
         await terminate(proc, 30.0 if grace is None else float(grace))
@@ -445,7 +414,7 @@ class ContainerRunner:
         self.kill.set()
 
 
-async def terminate(proc: Child, grace: float) -> None:
+async def terminate(proc: Child | ForkedChild, grace: float) -> None:
     """SIGTERM the run's process group, SIGKILL it after `grace` seconds."""
     _signal_group(proc, signal.SIGTERM)
     with trio.move_on_after(grace):
@@ -455,7 +424,7 @@ async def terminate(proc: Child, grace: float) -> None:
     await proc.wait()
 
 
-def _signal_group(proc: Child, sig: int) -> None:
+def _signal_group(proc: Child | ForkedChild, sig: int) -> None:
     if proc.returncode is not None:
         return
     try:
