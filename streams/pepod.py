@@ -37,6 +37,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import socket
 from collections.abc import Mapping
 from typing import Any
 from pathlib import Path
@@ -52,6 +53,7 @@ log = logging.getLogger("ykshm.pe-sim")
 
 AUG = "{http://www.ibm.com/xmlns/prod/streams/application/augmented}"
 FETCH_TRIES, FETCH_PAUSE, RECONNECT, REQUEST_TIMEOUT = 30, 1.0, 0.2, 10.0
+CONNECT_TIMEOUT = 1.0    # resolving and connecting to a peer (`open_peer`)
 # what a request to the controller or the operator may raise: the address is not up yet, the
 # connection broke, the answer was not HTTP, or it took longer than REQUEST_TIMEOUT
 HTTP_ERRORS = (OSError, trio.BrokenResourceError, trio.TooSlowError, ValueError, IndexError)
@@ -287,13 +289,24 @@ async def _serve_input(cfg: PeConfig, conn: Connectivity, iport: int, *,
     await trio.serve_tcp(handle, peobjects.PE_BASE_PORT + iport, host=cfg.pod_ip, task_status=task_status)
 
 
+async def open_peer(host: str, port: int) -> trio.SocketStream:
+    """Resolve `host` as the runtime does (getaddrinfo, AF_INET: one A query, no AAAA) and
+    connect, within CONNECT_TIMEOUT. A peer's name resolves once its pod is ready; a lookup
+    made before that goes past the cluster's names to the node's resolver, which can take its
+    5 s timeout (a loaded resolver drops queries), so a lookup that takes longer is given up
+    and made again, and the next one finds the name (a runtime's connect timeout, in effect)."""
+    with trio.fail_after(CONNECT_TIMEOUT):
+        infos = await trio.socket.getaddrinfo(host, port, family=socket.AF_INET, type=socket.SOCK_STREAM)
+        return await trio.open_tcp_stream(infos[0][4][0], port)
+
+
 async def _connect_output(cfg: PeConfig, conn: Connectivity, out: tuple[int, int, int]) -> None:
     oport, peer, iport = out
     host = f"{cfg.job}-{peer}.{cfg.namespace}"
     while True:
         try:
-            stream = await trio.open_tcp_stream(host, peobjects.PE_BASE_PORT + iport)
-        except OSError:
+            stream = await open_peer(host, peobjects.PE_BASE_PORT + iport)
+        except (OSError, trio.TooSlowError):
             await trio.sleep(RECONNECT)
             continue
         try:

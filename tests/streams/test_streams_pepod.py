@@ -103,3 +103,50 @@ def test_the_pes_requests_survive_a_controller_that_drops_the_connection():
         trio.run(main)
     assert len(seen) == 2 and all(b"Authorization: Bearer tok\r\n" in h for h in seen)
     assert seen[1].startswith(b"PUT /api/state/x HTTP/1.1\r\n")
+
+
+def test_a_peer_lookup_that_hangs_is_given_up_and_the_next_one_connects(tmp_path):
+    """A lookup made before the peer's pod was ready may sit in the node resolver's 5 s timeout;
+    the PE gives it up after CONNECT_TIMEOUT and looks again, asking for IPv4 only as the
+    runtime does, so it connects as soon as the name resolves, not seconds later."""
+    import functools
+    import socket
+
+    import trio
+
+    asked: list[tuple[str, int]] = []
+
+    class Resolver(trio.abc.HostnameResolver):
+        async def getaddrinfo(self, host, port, family=0, type=0, proto=0, flags=0):
+            asked.append((host.decode() if isinstance(host, bytes) else host, family))
+            if len(asked) == 1:
+                await trio.sleep_forever()         # the first query is lost
+            return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", port))]
+
+        async def getnameinfo(self, sockaddr, flags):
+            raise NotImplementedError
+
+    cfg = pepod.read_config(pod_root(tmp_path, index=1))
+    (out,) = cfg.outputs
+    port = pepod.peobjects.PE_BASE_PORT + out[2]
+    got: list[bytes] = []
+
+    async def main() -> None:
+        trio.socket.set_custom_hostname_resolver(Resolver())
+        conn = pepod.Connectivity(cfg, client=None)
+
+        async def handle(stream: trio.SocketStream) -> None:
+            got.append(await stream.receive_some(256))
+            nursery.cancel_scope.cancel()
+
+        async with trio.open_nursery() as nursery:
+            await nursery.start(functools.partial(trio.serve_tcp, handle, port, host="127.0.0.1"))
+            began = trio.current_time()
+            nursery.start_soon(pepod._connect_output, cfg, conn, out)
+            with trio.fail_after(pepod.CONNECT_TIMEOUT + 3):
+                await trio.sleep_forever()
+        assert trio.current_time() - began < pepod.CONNECT_TIMEOUT + 1.5
+
+    trio.run(main)
+    assert got == [f"1.{out[0]}>{out[2]}\n".encode()]
+    assert asked == [(f"j-{out[1]}.ns", socket.AF_INET)] * 2
