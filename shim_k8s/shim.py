@@ -130,7 +130,8 @@ async def mark_disruption(client: httpx.AsyncClient, namespace: str, name: str) 
     resp = await client.patch(path, content=orjson.dumps({"status": {"conditions": [condition]}}),
                               headers={"Content-Type": "application/strategic-merge-patch+json"})
     if resp.status_code >= 300:
-        log.warning("pod %s/%s: DisruptionTarget not set: %s", namespace, name, resp.status_code)
+        log.warning("pod %s/%s: DisruptionTarget not set: %s %s", namespace, name, resp.status_code,
+                    resp.reason_phrase)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

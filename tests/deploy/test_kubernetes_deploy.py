@@ -4,7 +4,8 @@ under its own ServiceAccount; the admission controller registers itself; alice's
 and counted as alice (and her group dev) in the web reached through `yunikorn-service`; a
 `maxapplications: 1` limit holds against a forged `user.info`; a Job's pods are alice's; a bad
 `yunikorn-configs` is refused by the webhook and a good one is in force within seconds; a deleted
-scheduler pod is replaced and recovers without binding anything twice.
+scheduler pod is replaced and recovers without binding anything twice; a preemption is done under
+the scheduler's own role (each victim marked DisruptionTarget through pods/status, then deleted).
 
 One sim-cluster for the module (the tests run in order and build on each other's state); it and
 every process pod are stopped by pid, and the pods' directory (in /dev/shm: the scheduler pod's
@@ -21,6 +22,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -70,6 +72,34 @@ def pod(name: str, labels: dict | None = None, annotations: dict | None = None) 
         {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}]}})
 
 
+class Watch:
+    """A running `kubectl get --watch -o json`: its output read by a thread, parsed on demand;
+    `close` stops it by pid."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        self.proc, self.out = proc, []
+        self.thread = threading.Thread(target=lambda: self.out.extend(iter(lambda: proc.stdout.read(1), "")),
+                                       daemon=True)
+        self.thread.start()
+
+    def events(self) -> list[tuple[str, dict]]:
+        text, decoder, found = "".join(self.out), json.JSONDecoder(), []
+        at = 0
+        while True:
+            at = len(text) - len(text[at:].lstrip())
+            try:
+                event, at = decoder.raw_decode(text, at)
+            except json.JSONDecodeError:   # the end, or an event still being printed
+                return found
+            found.append((event["type"], event["object"]))
+            text, at = text[at:], 0
+
+    def close(self) -> None:
+        self.proc.kill()
+        self.proc.wait(timeout=10)
+        self.thread.join(10)
+
+
 @dataclass
 class Deployed:
     """The cluster with the manifests applied: kubectl as the admin, and the web's Service address."""
@@ -114,6 +144,14 @@ class Deployed:
     def logs(self) -> str:
         return "".join(self.ok("-n", NS, "logs", item["metadata"]["name"], "--all-containers")
                        for item in self.json("-n", NS, "get", "pods")["items"])
+
+    def watch(self, *args: str) -> Watch:
+        """`kubectl get ARGS --watch` as JSON events (the current objects first, as ADDED)."""
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(self.pods_dir.parent)}
+        proc = subprocess.Popen(["kubectl", "--kubeconfig", str(self.admin), "get", *args, "--watch",
+                                 "--output-watch-events", "-o", "json"], stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, text=True, cwd=ROOT, env=env)
+        return Watch(proc)
 
     def scheduled_events(self) -> collections.Counter:
         return collections.Counter(e["involvedObject"]["name"] for e in self.json("get", "events")["items"]
@@ -241,4 +279,63 @@ def test_a_deleted_scheduler_pod_is_replaced_and_recovers_binding_nothing_twice(
     usage = wait(lambda: (r := deployed.rest("/ws/v1/partition/default/usage/user/alice")).status_code == 200
                  and r.json()["queues"]["resourceUsage"].get("pods") == 3 and r.json(), 20, "recovered usage")
     assert usage["groups"] == {"yunikorn-default-autogen": "dev"}
+    assert not FORBIDDEN.search(deployed.logs())
+
+
+PREEMPTION_QUEUES = """\
+partitions:
+  - name: default
+    placementrules: [{name: tag, value: namespace, create: true}]
+    queues:
+      - name: root
+        submitacl: "*"
+        queues:
+          - name: batch
+          - name: prod
+            resources:
+              guaranteed: {vcore: 12}
+            properties:
+              preemption.delay: 1s
+"""
+
+
+def big_pod(name: str, cpu: str, priority_class: str | None = None) -> str:
+    spec: dict = {"containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}}}]}
+    if priority_class:
+        spec["priorityClassName"] = priority_class
+    return json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec})
+
+
+def test_the_scheduler_preempts_under_the_manifests_rbac(deployed):
+    """A preemption is done with the scheduler's own ServiceAccount: each victim marked
+    DisruptionTarget (a PATCH of pods/status) and deleted, without one 403."""
+    deployed.ok("-n", NS, "patch", "configmap", "yunikorn-configs", "--type", "merge",
+                "-p", json.dumps({"data": {"queues.yaml": PREEMPTION_QUEUES}}))
+    wait(lambda: "guaranteed" in deployed.rest("/ws/v1/config").text, 10, "the preemption config")
+    for ns in ("batch", "prod"):
+        deployed.ok("create", "namespace", ns)
+    deployed.ok("create", "priorityclass", "urgent", "--value", "1000")
+    victims = [f"batch-{i}" for i in range(4)]   # 2 x 7 cpu on each 16-cpu node: no room for 10
+    for name in victims:
+        deployed.ok("-n", "batch", "create", "-f", "-", stdin=big_pod(name, "7"))
+    wait(lambda: all(p["spec"].get("nodeName") for p in deployed.json("-n", "batch", "get", "pods")["items"])
+         and len(deployed.json("-n", "batch", "get", "pods")["items"]) == 4, 30, "the batch pods bound")
+    watch = deployed.watch("-n", "batch", "pods")
+    try:
+        wait(lambda: len(watch.events()) >= len(victims), 30, "the watch open (the batch pods listed)")
+        deployed.ok("-n", "prod", "create", "-f", "-", stdin=big_pod("urgent", "10", "urgent"))
+        node = wait(lambda: deployed.json("-n", "prod", "get", "pod", "urgent")["spec"].get("nodeName"), 60,
+                    "the urgent pod bound after preemption")
+        seen = wait(lambda: (e := watch.events()) and sum(t == "DELETED" for t, _ in e) >= 2 and e, 15,
+                    "the victims' deletions watched")
+    finally:
+        watch.close()
+    marked = {obj["metadata"]["name"] for _, obj in seen
+              if any(c["type"] == "DisruptionTarget" and c["status"] == "True"
+                     and c.get("reason") == "PreemptionByScheduler" for c in obj["status"].get("conditions") or ())}
+    left = {p["metadata"]["name"]: p["spec"]["nodeName"] for p in deployed.json("-n", "batch", "get", "pods")["items"]}
+    assert len(left) == 2 and node not in left.values()   # the two on urgent's node went
+    preempted = wait(lambda: {e["involvedObject"]["name"] for e in deployed.json("-n", "batch", "get", "events")["items"]
+                              if e["reason"] == "Preempted"}, 15, "the victims' Preempted events")
+    assert preempted == set(victims) - set(left) == marked   # each victim marked before it went
     assert not FORBIDDEN.search(deployed.logs())
