@@ -66,10 +66,14 @@ def wait(cond, timeout: float = 60.0, what: str = ""):
         time.sleep(0.25)
 
 
-def pod(name: str, labels: dict | None = None, annotations: dict | None = None) -> str:
+def pod(name: str, labels: dict | None = None, annotations: dict | None = None, cpu: str = "100m",
+        priority_class: str | None = None) -> str:
     meta: dict = {"name": name, "labels": labels or {}, "annotations": annotations or {}}
-    return json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": {"containers": [
-        {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}]}})
+    spec: dict = {"containers": [{"name": "c", "image": "busybox",
+                                  "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}}}]}
+    if priority_class:
+        spec["priorityClassName"] = priority_class
+    return json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec})
 
 
 class Watch:
@@ -299,13 +303,6 @@ partitions:
 """
 
 
-def big_pod(name: str, cpu: str, priority_class: str | None = None) -> str:
-    spec: dict = {"containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}}}]}
-    if priority_class:
-        spec["priorityClassName"] = priority_class
-    return json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec})
-
-
 def test_the_scheduler_preempts_under_the_manifests_rbac(deployed):
     """A preemption is done with the scheduler's own ServiceAccount: each victim marked
     DisruptionTarget (a PATCH of pods/status) and deleted, without one 403."""
@@ -317,13 +314,13 @@ def test_the_scheduler_preempts_under_the_manifests_rbac(deployed):
     deployed.ok("create", "priorityclass", "urgent", "--value", "1000")
     victims = [f"batch-{i}" for i in range(4)]   # 2 x 7 cpu on each 16-cpu node: no room for 10
     for name in victims:
-        deployed.ok("-n", "batch", "create", "-f", "-", stdin=big_pod(name, "7"))
+        deployed.ok("-n", "batch", "create", "-f", "-", stdin=pod(name, cpu="7"))
     wait(lambda: all(p["spec"].get("nodeName") for p in deployed.json("-n", "batch", "get", "pods")["items"])
          and len(deployed.json("-n", "batch", "get", "pods")["items"]) == 4, 30, "the batch pods bound")
     watch = deployed.watch("-n", "batch", "pods")
     try:
         wait(lambda: len(watch.events()) >= len(victims), 30, "the watch open (the batch pods listed)")
-        deployed.ok("-n", "prod", "create", "-f", "-", stdin=big_pod("urgent", "10", "urgent"))
+        deployed.ok("-n", "prod", "create", "-f", "-", stdin=pod("urgent", cpu="10", priority_class="urgent"))
         node = wait(lambda: deployed.json("-n", "prod", "get", "pod", "urgent")["spec"].get("nodeName"), 60,
                     "the urgent pod bound after preemption")
         seen = wait(lambda: (e := watch.events()) and sum(t == "DELETED" for t, _ in e) >= 2 and e, 15,
