@@ -100,6 +100,8 @@ RUNS: tuple[Run, ...] = (
         Figure("Streams job 100 PEs -> Running", _key("submission_ms"), 3000, None, "ms"),
         Figure("PE restart p50", _key("restart_p50_ms"), 1000, None, "ms"),
         Figure("fusion, 10,000 operators", _key("fusion_ms"), 1000, None, "ms"),
+        Figure("100 PE pods -> every PE connected", _key("pods_connected_ms"), 10_000, None, "ms"),
+        Figure("drain via the operator's Service p99", _key("pods_drain_p99_ms"), 50, None, "ms"),
     ), text=True),
     Run("regions", ("regions", "--no-baseline"), (
         Figure("drain round trip p50", _key("round_trip_p50_ms"), 20, None, "ms"),
@@ -118,6 +120,8 @@ TEXT_FIGURES: dict[str, str] = {
     "submission_ms": r"all PE pods Running in ([0-9.,]+) ms",
     "restart_p50_ms": r"replacement Running p50 ([0-9.,]+) ms",
     "fusion_ms": r"parse \+ fuse \+ AADLs \+ content ids ([0-9.,]+) ms",
+    "pods_connected_ms": r"every PE connected to its peers in ([0-9.,]+) ms",
+    "pods_drain_p99_ms": r"the operator's own timestamps .* p50 [0-9.,]+ ms, p99 ([0-9.,]+) ms",
     "round_trip_p50_ms": r"round trip p50 ([0-9.,]+) ms",
     "round_trip_p99_ms": r"round trip p50 [0-9.,]+ ms \(target <= [0-9]+\), p99 ([0-9.,]+) ms",
 }

@@ -72,9 +72,16 @@ def test_text_figures_are_read_from_the_lines_the_benchmarks_print():
     stdout = ("submission: 100 PEs on 200 nodes, job created -> all PE pods Running in 1,088 ms (target <= 3000 ms)\n"
               "restart: failed PE pod -> replacement Running p50 61 ms, p90 80 ms, max 371 ms over 50 failures\n"
               "fusion: 10,000 operators -> 100 PEs, parse + fuse + AADLs + content ids 598 ms (cpu 598 ms)\n"
-              "  round trip p50 13.3 ms (target <= 20), p99 27.1 ms (target <= 50), max 29.7 ms  -> OK\n")
+              "  round trip p50 13.3 ms (target <= 20), p99 27.1 ms (target <= 50), max 29.7 ms  -> OK\n"
+              "pe pods: 100 PEs as process pods, job created -> every PE connected to its peers in 5,552 ms "
+              "(target <= 10000 ms)\n"
+              "pe pods: drain round trip through the operator's Service (100 PEs), the operator's own timestamps "
+              "(trigger -> the last PE's checkpoint) p50 32.4 ms, p99 38.1 ms, max 38.4 ms over 50 rounds\n"
+              "pe pods: the same rounds from the ConsistentRegion's watch (DRAINING -> PROCESSING, two status "
+              "writes and the watch included: an upper bound) p50 32.7 ms, p99 39.0 ms, max 39.2 ms\n")
     assert report.parse_text(stdout) == {"submission_ms": 1088, "restart_p50_ms": 61, "fusion_ms": 598,
-                                         "round_trip_p50_ms": 13.3, "round_trip_p99_ms": 27.1}
+                                         "round_trip_p50_ms": 13.3, "round_trip_p99_ms": 27.1,
+                                         "pods_connected_ms": 5552, "pods_drain_p99_ms": 38.1}
 
 
 def test_unknown_benchmark_in_only_is_a_usage_error():
