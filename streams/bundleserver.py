@@ -18,7 +18,10 @@ the last `CACHE_JOBS` jobs (keyed by the Job's uid, so a resubmitted job is fetc
 Connectivity: OpenStreams' PEs PUT theirs to `streams-api` (`/api/state/job/JOB/pe/N/connectivity`,
 no namespace: one instance per namespace there; ours serves every namespace, so the path names it).
 What PEs report is kept in memory with the time it arrived (`at`, seconds since the epoch) and
-answered to the job's token holders (`ykshm bench streams` measures "all PEs connected" with it).
+the PE's launch at that time (`launch`, the PE's `spec.launchCount` as the controller's cache holds
+it: a report belongs to the pod of that launch), answered to the job's token holders (`ykshm bench
+streams` measures "all PEs connected" with it), and handed to the controller (`on_report`), which
+makes it the PE's status connectivity (`reconcile.connectivity_of`).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ import collections
 import hmac
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import httpx
@@ -57,11 +60,22 @@ def status_body(code: int, reason: str, message: str) -> bytes:
 class BundleServer:
     """The ASGI app: token check, then the job's bundle bytes."""
 
-    def __init__(self, client: httpx.AsyncClient, *, bundle_dir: str, cache_dir: str) -> None:
+    def __init__(self, client: httpx.AsyncClient, *, bundle_dir: str, cache_dir: str,
+                 pe_launch: Callable[[str, str, int], int | None] = lambda _ns, _job, _pe: None,
+                 on_report: Callable[[tuple[str, str]], None] = lambda _key: None) -> None:
         self.client, self.bundle_dir, self.cache_dir = client, bundle_dir, cache_dir
         self.bundles: collections.OrderedDict[str, bytes] = collections.OrderedDict()
         self.tokens: dict[tuple[str, str], tuple[float, bytes | None]] = {}
         self.connectivity: dict[tuple[str, str], dict[str, dict]] = {}
+        self.pe_launch = pe_launch
+        """(namespace, job, PE index) -> the PE's current launch, None if the PE is unknown."""
+        self.on_report = on_report
+        """Called with (namespace, job) after a PE's report is kept."""
+
+    def reports(self, namespace: str, job: str) -> dict[int, tuple[str, int]]:
+        """PE index -> (connectivity, launch) of the job's reports that name a launch."""
+        return {int(pe): (got["connectivity"], got["launch"])
+                for pe, got in self.connectivity.get((namespace, job), {}).items() if got.get("launch")}
 
     async def token(self, namespace: str, job: str) -> bytes | None:
         now = trio.current_time()
@@ -122,7 +136,9 @@ class BundleServer:
         if state not in STATES:
             return 400, status_body(400, "BadRequest", f"connectivity must be one of {', '.join(STATES)} "
                                                        "as a JSON string"), JSON
-        self.connectivity.setdefault((namespace, job), {})[pe] = {"connectivity": state, "at": time.time()}
+        self.connectivity.setdefault((namespace, job), {})[pe] = {
+            "connectivity": state, "at": time.time(), "launch": self.pe_launch(namespace, job, int(pe))}
+        self.on_report((namespace, job))
         return 204, b"", JSON
 
 

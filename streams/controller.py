@@ -48,7 +48,7 @@ from .events import Events
 from .fetchpolicy import FetchPolicy
 from .errors import LogicalError
 from .jobspec import JobSpec, read_job
-from .objects import LABEL_JOB, LABEL_KIND, LABEL_PE
+from .objects import LABEL_JOB, LABEL_KIND, LABEL_PE, pe_name
 from .peobjects import PeRuntime
 
 log = logging.getLogger("ykshm.streams")
@@ -136,6 +136,7 @@ class Controller:
         self.synced = trio.Event()
         self.operators: Any = None
         self.api_address: tuple[str, int] | None = None
+        self.bundle_server: Any = None                      # the PEs' endpoint (their reports)
         self.api_namespaces: set[str] = set()
 
     def _watch_path(self, kind: str) -> str:
@@ -167,8 +168,10 @@ class Controller:
             if self.settings.api_bind is not None:
                 from .bundleserver import BundleServer, serve
                 server = BundleServer(self.client, bundle_dir=self.settings.bundle_dir,
-                                      cache_dir=self.settings.cache_dir)
+                                      cache_dir=self.settings.cache_dir, pe_launch=self._pe_launch,
+                                      on_report=self.mark)
                 self.api_address = await nursery.start(serve, server, self.settings.api_bind)
+                self.bundle_server = server
             if self.settings.operator_pod is not None:
                 from .operators import PodOperators
                 self.operators = PodOperators(self.client, *self.settings.operator_pod)
@@ -182,6 +185,11 @@ class Controller:
             self.synced.set()
             task_status.started()
             await self._reconcile_loop()
+
+    def _pe_launch(self, namespace: str, job: str, index: int) -> int | None:
+        """The launch of the job's PE `index` in the cache (what a PE's report belongs to)."""
+        pe = self.informers["ProcessingElement"].store.items.get(f"{namespace}/{pe_name(job, index)}")
+        return int(pe["spec"].get("launchCount") or 1) if pe is not None else None
 
     def mark(self, key: JobKey | None) -> None:
         if key is not None and key[1]:
@@ -353,7 +361,8 @@ class Controller:
         view = reconcile.JobView(job=job, configmaps=configmaps, pes=self.objects_of("ProcessingElement", key),
                                  pods=self.objects_of("Pod", key),
                                  host_pools_expected=int((job.get("status") or {}).get("hostPools") or 0),
-                                 host_pools_present=len(pools), disrupted=self.disrupted.get(key, {}))
+                                 host_pools_present=len(pools), disrupted=self.disrupted.get(key, {}),
+                                 pe_reports=self.bundle_server.reports(*key) if self.bundle_server else {})
         if await self._repaired(key, job, spec, view):
             return                  # the next pass sees what was re-made (the plan would not)
         await self._carry_out_all(reconcile.plan_job(view, spec=spec, reported=self.reported.setdefault(key, set()),

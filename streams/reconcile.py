@@ -18,8 +18,11 @@ Rules, per fused PE (one AADL ConfigMap `JOB-N-aadl` each):
   eviction API, hence `kubectl drain`, and by a scheduler's preemption), seen on the pod while it
   terminates or on its last state when it was deleted (`JobView.disrupted`);
 - a Failed pod is deleted once its failure is recorded, unless `deleteFailedPod` is false;
-- PE status: phase, launchCount (of the pod observed), contentId, podName, connectivity
-  (Full: its pod and every connected PE's pod Running; Partial: its own only; None otherwise).
+- PE status: phase, launchCount (of the pod observed), contentId, podName, connectivity and
+  connectivitySource (`connectivity_of`): what the PE's runtime reported for its current launch
+  (`runtime`, as OpenStreams: the runtime PUTs it to `streams-api`), or, for a job none of whose
+  PEs ever reported (simulated pods run no runtime), what the pods say (`pods`: Full when its pod
+  and every connected PE's pod run, Partial its own only, None otherwise).
 A PE without a ConfigMap (a parallel region narrowed) is deleted.
 """
 
@@ -49,6 +52,8 @@ class JobView:
     host_pools_expected: int
     host_pools_present: int
     disrupted: Mapping[str, str] = dataclasses.field(default_factory=dict)  # deleted pod -> reason
+    pe_reports: Mapping[int, tuple[str, int]] = dataclasses.field(default_factory=dict)
+    """PE index -> (connectivity, launch) its runtime last reported (bundleserver, in memory)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,6 +100,9 @@ def pe_doc(cm: Mapping[str, Any]) -> dict[str, Any]:
     return orjson.loads((cm.get("data") or {}).get(PE_JSON) or "{}")
 
 
+RUNTIME, PODS = "runtime", "pods"   # connectivitySource
+
+
 def connectivity(index: int, docs: Mapping[int, Mapping[str, Any]],
                  running: Mapping[int, bool]) -> str:
     """None / Partial / Full from the PE's own pod and the pods of the PEs it connects to."""
@@ -102,6 +110,32 @@ def connectivity(index: int, docs: Mapping[int, Mapping[str, Any]],
         return "None"
     peers = docs[index].get("peers") or ()
     return "Full" if all(running.get(p) for p in peers) else "Partial"
+
+
+def reporting(view: JobView) -> bool:
+    """Whether the job's PEs run a runtime that reports its connectivity: one of them did (in
+    this controller's memory, or recorded in its status before a restart)."""
+    return bool(view.pe_reports) or any((pe.get("status") or {}).get("connectivitySource") == RUNTIME
+                                        for pe in view.pes)
+
+
+def connectivity_of(index: int, pe: Mapping[str, Any], docs: Mapping[int, Mapping[str, Any]],
+                    running: Mapping[int, bool], view: JobView, reports: bool) -> tuple[str, str]:
+    """(connectivity, source) of a PE whose current pod exists. In a reporting job: the report
+    of its current launch, else what its status recorded for that launch (a restarted controller
+    has no reports in memory; a runtime reports only changes), else None (not reported yet: a
+    relaunched PE is not connected because its pod runs). Otherwise the pods' `connectivity`."""
+    if not reports:
+        return connectivity(index, docs, running), PODS
+    launch = int(pe["spec"].get("launchCount") or 1)
+    got = view.pe_reports.get(index)
+    if got is not None and got[1] == launch:
+        return (got[0] if running.get(index) else "None"), RUNTIME
+    status = pe.get("status") or {}
+    if got is None and status.get("connectivitySource") == RUNTIME and \
+            int(status.get("launchCount") or 0) == launch and running.get(index):
+        return str(status.get("connectivity") or "None"), RUNTIME
+    return "None", RUNTIME
 
 
 def plan_job(view: JobView, *, spec: Any, reported: set[str],
@@ -127,6 +161,7 @@ def plan_job(view: JobView, *, spec: Any, reported: set[str],
     groups_json = functools.cache(lambda: orjson.dumps(objects.task_groups(spec, list(docs.values()))).decode())
     running: dict[int, bool] = {}
     current_pods: dict[int, Obj | None] = {}
+    reports = reporting(view)
     for index, pe in pes.items():
         name = objects.pod_name(spec.name, index, int(pe["spec"].get("launchCount") or 1))
         current = next((p for p in pods_by_pe.get(index, ())
@@ -142,7 +177,7 @@ def plan_job(view: JobView, *, spec: Any, reported: set[str],
             continue
         steps.extend(_pe_steps(spec, pe, doc, content[index], current_pods[index],
                                pods_by_pe.get(index, ()), view, len(docs), groups_json,
-                               connectivity(index, docs, running), runtime))
+                               connectivity_of(index, pe, docs, running, view, reports), runtime))
     for index, pe in pes.items():
         if index not in docs:
             steps.append(Step("delete", pe, reason="Narrowed",
@@ -165,7 +200,7 @@ def _missing_pe(spec: Any, job: Obj, doc: Mapping[str, Any], content_id: str, na
 
 def _pe_steps(spec: Any, pe: Obj, doc: Mapping[str, Any], content_id: str, current: Obj | None,
               pods: Sequence[Obj], view: JobView, pe_count: int, groups_json: Callable[[], str],
-              conn: str, runtime: objects.PeRuntime = objects.PeRuntime()) -> list[Step]:
+              conn: tuple[str, str], runtime: objects.PeRuntime = objects.PeRuntime()) -> list[Step]:
     steps: list[Step] = []
     pe_spec = pe["spec"]
     launch = int(pe_spec.get("launchCount") or 1)
@@ -211,7 +246,8 @@ def _pe_steps(spec: Any, pe: Obj, doc: Mapping[str, Any], content_id: str, curre
         if phase == "Failed" and restart.delete_failed(pe_spec) and not current["metadata"].get("deletionTimestamp"):
             steps.append(Step("delete", current))     # the seed's deleteFailedPod
         return steps + _status(pe, status, phase=phase, conn="None")
-    return steps + _status(pe, status, phase=phase, conn=conn, pod_name=current["metadata"]["name"])
+    return steps + _status(pe, status, phase=phase, conn=conn[0], source=conn[1],
+                           pod_name=current["metadata"]["name"])
 
 
 def _ended(pe: Obj, launch: int, outcome: restart.Outcome, how: str) -> list[Step]:
@@ -230,12 +266,14 @@ def _ended(pe: Obj, launch: int, outcome: restart.Outcome, how: str) -> list[Ste
                          f"({restart.deciding_flag(outcome, pe['spec'])} is off)")]
 
 
-def _status(pe: Obj, old: Mapping[str, Any], *, phase: str | None, conn: str,
+def _status(pe: Obj, old: Mapping[str, Any], *, phase: str | None, conn: str, source: str | None = None,
             pod_name: str | None = None, message: str | None = None) -> list[Step]:
     spec = pe["spec"]
     new = dict(old)
     new.update({"phase": phase or "Pending", "connectivity": conn,
                 "contentId": spec.get("contentId", "")})
+    if source is not None:
+        new["connectivitySource"] = source
     if pod_name is not None:
         new["podName"] = pod_name
         new["launchCount"] = int(spec.get("launchCount") or 1)

@@ -91,6 +91,12 @@ def test_pe_pods_connect_drain_through_the_operator_service_and_reset_after_a_ki
     wait_for(lambda: all("connectivity Full" in k("logs", p["metadata"]["name"]) for p in pods), 60,
              "every PE connected to its peers by Service name")
     assert all("bundle fetched" in k("logs", p["metadata"]["name"]) for p in pods)
+    # ... and the controller takes their word for it (what the region's health and the Job read)
+    wait_for(lambda: all((pe.get("status") or {}).get("connectivitySource") == "runtime"
+                         and pe["status"].get("connectivity") == "Full"
+                         for pe in k.json("get", "stp", "-l", "streams.ibm.com/job=cr")["items"]), 30,
+             "the PEs' reported connectivity in their status")
+    assert k.json("get", "stj", "cr")["status"]["phase"] == "Running"
 
     # drains complete through the operator's Service, with monotonic sequence ids
     states = StateRecorder(c.url, "cr-0")

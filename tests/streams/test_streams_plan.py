@@ -144,6 +144,7 @@ class World:
         self.pes = {}
         self.pods = {}
         self.reported = set()
+        self.pe_reports = {}          # what the PEs' runtimes reported: index -> (state, launch)
         self.events = []
         for d in docs:
             self.add(objects.pe_object(self.spec, self.job, d, f"c{d['index']}"))
@@ -154,7 +155,8 @@ class World:
         (self.pes if obj["kind"] == "ProcessingElement" else self.pods)[obj["metadata"]["name"]] = obj
 
     def plan(self):
-        view = reconcile.JobView(self.job, self.cms, list(self.pes.values()), list(self.pods.values()), 0, 0)
+        view = reconcile.JobView(self.job, self.cms, list(self.pes.values()), list(self.pods.values()), 0, 0,
+                                 pe_reports=self.pe_reports)
         return reconcile.plan_job(view, spec=self.spec, reported=self.reported)
 
     def step(self):
@@ -208,6 +210,41 @@ def test_one_pod_per_pe_then_connectivity_follows_peers():
     w.settle()
     assert {w.pe(i)["status"]["connectivity"] for i in range(3)} == {"Full"}
     assert w.pe(0)["status"]["podName"] == "j-0-1" and w.pe(0)["status"]["launchCount"] == 1
+
+
+def connectivity(w, index):
+    status = w.pe(index)["status"]
+    return status["connectivity"], status["connectivitySource"]
+
+
+def test_a_job_whose_pes_report_takes_their_word_launch_by_launch():
+    """OpenStreams' PE runtime PUTs its connectivity to the controller: once a job's PEs report,
+    a PE is Full when it says so for its current launch, not when its peers' pods run."""
+    w = World([doc(0, peers=[1]), doc(1, peers=[0])])
+    w.settle()
+    w.set_phase("j-0-1", "Running")
+    w.set_phase("j-1-1", "Running")
+    w.settle()
+    assert connectivity(w, 0) == connectivity(w, 1) == ("Full", "pods")      # nothing reports
+    w.pe_reports = {0: ("Partial", 1)}
+    w.settle()
+    assert connectivity(w, 0) == ("Partial", "runtime")
+    assert connectivity(w, 1) == ("None", "runtime")       # its pod runs, it has said nothing yet
+    w.pe_reports = {0: ("Full", 1), 1: ("Full", 1)}
+    w.settle()
+    assert connectivity(w, 0) == connectivity(w, 1) == ("Full", "runtime")
+    w.pe_reports = {}                                      # a restarted controller: the status holds
+    w.settle()
+    assert connectivity(w, 0) == connectivity(w, 1) == ("Full", "runtime")
+    w.pe_reports = {0: ("Full", 1), 1: ("Full", 1)}
+    w.set_phase("j-1-1", "Failed")
+    w.settle()
+    w.set_phase("j-1-2", "Running")
+    w.settle()
+    assert connectivity(w, 1) == ("None", "runtime")       # launch 1's word is not launch 2's
+    w.pe_reports[1] = ("Full", 2)
+    w.settle()
+    assert connectivity(w, 1) == ("Full", "runtime")
 
 
 def test_failed_pod_restarts_by_restartable_and_old_pod_is_deleted():
