@@ -191,9 +191,9 @@ class Connectivity:
 
     async def wait_full(self, _pe: int = 0) -> None:
         """Until every connection is up (a trigger sends its markers only then, as a runtime's
-        operators submit nothing before the PE's connections are made)."""
+        operators submit nothing before the PE's connections are made): woken by each change."""
         while self.state != "Full":
-            await trio.sleep(RECONNECT / 4)
+            await self.changed.wait()
 
     async def on_line(self, line: bytes) -> None:
         """A line after a connection's name: a drain marker for this PE's regions."""

@@ -18,6 +18,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -78,6 +79,32 @@ def wait_for(cond: Callable[[], Any], timeout: float, what: str, interval: float
             extra = f" (last error: {last_exc})" if last_exc else ""
             raise HarnessError(f"timed out after {timeout:.0f}s waiting for {what}{extra}")
         time.sleep(interval)
+
+
+class ObjectWatch:
+    """`keep(event)` of every watch event of one named object (None: not kept), in `seen`, from
+    a thread; `close()` ends it. What a test needs to see states it would miss by polling."""
+
+    def __init__(self, url: str, collection: str, name: str, keep: Callable[[dict], Any]) -> None:
+        self.seen: list[Any] = []
+        self._keep = keep
+        self._client = httpx.Client(base_url=url, timeout=httpx.Timeout(10.0, read=None))
+        self._request = (collection, {"watch": "1", "fieldSelector": f"metadata.name={name}"})
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            with self._client.stream("GET", self._request[0], params=self._request[1]) as resp:
+                for line in resp.iter_lines():
+                    if line and (kept := self._keep(orjson.loads(line))) is not None:
+                        self.seen.append(kept)
+        except Exception:  # noqa: BLE001 - the client is closed under it by close(), from the test's thread
+            pass
+
+    def close(self) -> None:
+        self._client.close()
+        self._thread.join(10)
 
 
 class Kubectl:

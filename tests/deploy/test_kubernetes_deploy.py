@@ -82,8 +82,7 @@ class Watch:
 
     def __init__(self, proc: subprocess.Popen[str]) -> None:
         self.proc, self.out = proc, []
-        self.thread = threading.Thread(target=lambda: self.out.extend(iter(lambda: proc.stdout.read(1), "")),
-                                       daemon=True)
+        self.thread = threading.Thread(target=lambda: self.out.extend(proc.stdout), daemon=True)
         self.thread.start()
 
     def events(self) -> list[tuple[str, dict]]:

@@ -2,12 +2,11 @@
 through a header that carries a user's input, and a lying Content-Length cannot smuggle a second
 request into the first one's body."""
 
-import socket
 
 import orjson
 import pytest
 
-from tests.simcluster.test_simcluster import start_cluster, stop_cluster
+from tests.simcluster.test_simcluster import raw_exchange, start_cluster, stop_cluster
 
 
 @pytest.fixture(scope="module")
@@ -17,17 +16,6 @@ def sim():
         yield url
     finally:
         stop_cluster(proc)
-
-
-def _exchange(url: str, raw: bytes) -> bytes:
-    host, port = url.removeprefix("http://").split(":")
-    with socket.create_connection((host, int(port)), timeout=20) as s:
-        s.sendall(raw)
-        s.shutdown(socket.SHUT_WR)
-        out = b""
-        while chunk := s.recv(65536):
-            out += chunk
-    return out
 
 
 def _post(path: str, body: bytes, length: int | None = None) -> bytes:
@@ -41,7 +29,7 @@ def test_a_field_name_with_crlf_cannot_add_a_response_header(sim):
     would write a header of the attacker's; the connection is closed instead (as h11 refuses)."""
     cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm-split"},
           "data": {"a": "b"}, "x\r\nX-Injected: yes\r\n\r\nHTTP/1.1 200 OK": 1}
-    out = _exchange(sim, _post("/api/v1/namespaces/default/configmaps?fieldValidation=Warn",
+    out = raw_exchange(sim, _post("/api/v1/namespaces/default/configmaps?fieldValidation=Warn",
                                orjson.dumps(cm)))
     assert b"\r\nX-Injected" not in out and b"\nX-Injected" not in out
 
@@ -51,9 +39,9 @@ def test_a_body_shorter_than_its_content_length_swallows_what_follows(sim):
     there is never served as a request of its own."""
     hidden = b"DELETE /api/v1/namespaces/default HTTP/1.1\r\nHost: x\r\n\r\n"
     body = b'{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm-smuggle"}}'
-    out = _exchange(sim, _post("/api/v1/namespaces/default/configmaps", body,
+    out = raw_exchange(sim, _post("/api/v1/namespaces/default/configmaps", body,
                                length=len(body) + len(hidden)) + hidden)
     assert out.count(b"HTTP/1.1 ") == 1 and out.startswith(b"HTTP/1.1 400 ")
-    alive = _exchange(sim, b"GET /api/v1/namespaces/default HTTP/1.1\r\nHost: x\r\n"
+    alive = raw_exchange(sim, b"GET /api/v1/namespaces/default HTTP/1.1\r\nHost: x\r\n"
                            b"Connection: close\r\n\r\n")
     assert alive.startswith(b"HTTP/1.1 200 OK") and b'"phase":"Active"' in alive

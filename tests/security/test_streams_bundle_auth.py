@@ -15,16 +15,6 @@ import trio
 
 from streams import appgen, crds, kubecalls as kube, peobjects
 from streams.bundleserver import BundleServer, serve
-from tests.simcluster.test_simcluster import start_cluster, stop_cluster
-
-
-@pytest.fixture
-def cluster():
-    proc, url = start_cluster("--nodes", "1", "--no-process-pods")
-    try:
-        yield url
-    finally:
-        stop_cluster(proc)
 
 
 def job(name: str) -> dict:
@@ -33,12 +23,12 @@ def job(name: str) -> dict:
             "spec": {"bundle": {"name": "app.sab", "file": {"path": "app.sab"}}}}
 
 
-async def test_the_bundle_needs_this_jobs_token(cluster, tmp_path: Path):
+async def test_the_bundle_needs_this_jobs_token(api_only_sim, tmp_path: Path):
     sab = appgen.make_sab(appgen.pipeline_adl(operators=3))
     (tmp_path / "app.sab").write_bytes(sab)
     names = [f"job-{uuid.uuid4().hex[:6]}" for _ in range(2)]
     tokens = {}
-    async with httpx.AsyncClient(base_url=cluster) as api:
+    async with httpx.AsyncClient(base_url=api_only_sim) as api:
         await crds.install(api)
         for name in names:
             made = await kube.create(api, job(name))

@@ -22,22 +22,12 @@ from streams.croobjects import WAITING_FOR_SECRET
 from streams.jobspec import read_job
 from streams.model import ConsistentRegionSpec
 from streams.operator_process import JobRegions
-from tests.simcluster.test_simcluster import start_cluster, stop_cluster
 
 ATTACKS = [
     ("PUT", "/api/consistentregion/region/0/reset", orjson.dumps({"request": {"force": "true"}})),
     ("PUT", "/api/consistentregion/region/0/pe/0/checkpoint", b"1"),
     ("GET", "/api/consistentregion/region/0/state", b""),
 ]
-
-
-@pytest.fixture
-def cluster():
-    proc, url = start_cluster("--nodes", "1", "--no-process-pods")
-    try:
-        yield url
-    finally:
-        stop_cluster(proc)
 
 
 def free_port() -> int:
@@ -69,11 +59,11 @@ async def attacked(url: str) -> list[object]:
     return out
 
 
-async def test_without_its_secret_the_operator_serves_nothing_then_only_token_holders(cluster):
+async def test_without_its_secret_the_operator_serves_nothing_then_only_token_holders(api_only_sim):
     name = f"j-{uuid.uuid4().hex[:6]}"
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    async with httpx.AsyncClient(base_url=cluster) as api:
+    async with httpx.AsyncClient(base_url=api_only_sim) as api:
         await crds.install(api)
         job = await make_job(api, name)
         owner = objects.owner_ref(job)

@@ -4,13 +4,10 @@ its guarantee and runs (real sim-cluster, engine and shim: tools.harness). The v
 
 from __future__ import annotations
 
-import threading
 
-import httpx
-import orjson
 import pytest
 
-from tools.harness import Cluster, wait_for
+from tools.harness import Cluster, ObjectWatch, wait_for
 
 CONFIG = """\
 partitions:
@@ -41,29 +38,10 @@ def one_node(ring_name):
         c.close()
 
 
-class PodWatch:
+def PodWatch(url: str, name: str) -> ObjectWatch:
     """Every watch event of one pod, (type, its conditions), in a thread."""
-
-    def __init__(self, url: str, name: str) -> None:
-        self.seen: list[tuple[str, list[dict]]] = []
-        self._client = httpx.Client(base_url=url, timeout=httpx.Timeout(10.0, read=None))
-        self._params = {"watch": "1", "fieldSelector": f"metadata.name={name}"}
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        try:
-            with self._client.stream("GET", "/api/v1/namespaces/default/pods", params=self._params) as resp:
-                for line in resp.iter_lines():
-                    if line:
-                        ev = orjson.loads(line)
-                        self.seen.append((ev["type"], ev["object"].get("status", {}).get("conditions") or []))
-        except Exception:  # noqa: BLE001 - closed under it by close()
-            pass
-
-    def close(self) -> None:
-        self._client.close()
-        self._thread.join(10)
+    return ObjectWatch(url, "/api/v1/namespaces/default/pods", name,
+                       lambda ev: (ev["type"], ev["object"].get("status", {}).get("conditions") or []))
 
 
 def disruption(conditions: list[dict]) -> dict | None:

@@ -39,6 +39,18 @@ def start_cluster(*flags: str) -> tuple[subprocess.Popen[str], str]:
     return proc, line.split()[-1]
 
 
+def raw_exchange(url: str, raw: bytes) -> bytes:
+    """Send `raw` bytes to sim-cluster at `url`, half-close, and return everything it answers."""
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=20) as s:
+        s.sendall(raw)
+        s.shutdown(socket.SHUT_WR)
+        out = b""
+        while chunk := s.recv(65536):
+            out += chunk
+    return out
+
+
 def stop_cluster(proc: subprocess.Popen[str]) -> int:
     if proc.poll() is None:
         os.kill(proc.pid, signal.SIGTERM)

@@ -1,7 +1,6 @@
 """sim-cluster's plain-request path answers with h11's bytes (simcluster.h1wire), and hands
 anything that is not a plain request to h11, as before."""
 
-import socket
 
 import h11
 import pytest
@@ -9,7 +8,7 @@ import pytest
 from common.http1 import wire
 from simcluster import h1wire
 
-from tests.simcluster.test_simcluster import start_cluster, stop_cluster
+from tests.simcluster.test_simcluster import raw_exchange, start_cluster, stop_cluster
 
 
 @pytest.fixture(scope="module")
@@ -67,17 +66,6 @@ def test_a_header_h11_refuses_is_refused_here_too(name, value):
         h1wire.head(200, [(name, value)], False)
 
 
-def _exchange(url: str, raw: bytes) -> bytes:
-    host, port = url.removeprefix("http://").split(":")
-    with socket.create_connection((host, int(port)), timeout=20) as s:
-        s.sendall(raw)
-        s.shutdown(socket.SHUT_WR)
-        out = b""
-        while chunk := s.recv(65536):
-            out += chunk
-    return out
-
-
 def test_plain_pipelined_and_foreign_requests_on_one_connection(sim_cluster):
     """Two plain requests pipelined, then an HTTP/1.0 one (h11's from there on): three answers,
     in order, the last closing the connection as HTTP/1.0 does."""
@@ -85,7 +73,7 @@ def test_plain_pipelined_and_foreign_requests_on_one_connection(sim_cluster):
     get = b"GET /api/v1/namespaces/default HTTP/1.1\r\nHost: x\r\n\r\n"
     missing = b"GET /api/v1/namespaces/nope HTTP/1.1\r\nHost: x\r\n\r\n"
     old = b"GET /version HTTP/1.0\r\n\r\n"
-    out = _exchange(url, get + missing + old)
+    out = raw_exchange(url, get + missing + old)
     assert out.count(b"HTTP/1.1 200 OK\r\n") == 2 and out.count(b"HTTP/1.1 404 Not Found\r\n") == 1
     assert out.index(b"200 OK") < out.index(b"404 Not Found") < out.rindex(b"200 OK")
     assert b'"gitVersion"' in out
@@ -96,6 +84,6 @@ def test_a_created_object_then_a_bad_head_gets_h11s_400(sim_cluster):
     post = (b"POST /api/v1/namespaces/default/configmaps HTTP/1.1\r\nHost: x\r\n"
             b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body)) + body
     bad = b"GET /x HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n"
-    out = _exchange(sim_cluster, post + bad)
+    out = raw_exchange(sim_cluster, post + bad)
     assert out.startswith(b"HTTP/1.1 201 Created\r\n") and b'"name":"cm-h1"' in out
     assert b"HTTP/1.1 400 " in out

@@ -4,16 +4,14 @@
 from __future__ import annotations
 
 import base64
-import json
 import os
 import signal
-import threading
 
 import httpx
 import psutil
 import pytest
 
-from tools.harness import Cluster, Kubectl, Proc, wait_for
+from tools.harness import Cluster, Kubectl, ObjectWatch, Proc, wait_for
 from streams import appgen
 
 JOB = """\
@@ -68,31 +66,10 @@ def region_cluster(ring_name, tmp_path):
         c.close()
 
 
-class StateRecorder:
+def StateRecorder(url: str, name: str) -> ObjectWatch:
     """Records `status.state` of one ConsistentRegion from every watch event, in a thread."""
-
-    def __init__(self, url: str, name: str) -> None:
-        self.seen: list[str] = []
-        self._client = httpx.Client(base_url=url, timeout=httpx.Timeout(10.0, read=None))
-        self._params = {"watch": "1", "fieldSelector": f"metadata.name={name}"}
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        try:
-            with self._client.stream("GET", "/apis/streams.ibm.com/v1/namespaces/default/streamscrs",
-                                     params=self._params) as resp:
-                for line in resp.iter_lines():
-                    if line:
-                        state = ((json.loads(line).get("object") or {}).get("status") or {}).get("state")
-                        if state:
-                            self.seen.append(state)
-        except Exception:  # noqa: BLE001 - the client is closed under it by close(), from the test's thread
-            pass
-
-    def close(self) -> None:
-        self._client.close()
-        self._thread.join(10)
+    return ObjectWatch(url, "/apis/streams.ibm.com/v1/namespaces/default/streamscrs", name,
+                       lambda ev: ((ev.get("object") or {}).get("status") or {}).get("state") or None)
 
 
 def region(k: Kubectl) -> dict:

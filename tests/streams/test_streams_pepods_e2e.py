@@ -21,17 +21,8 @@ import pytest
 from tools.harness import Cluster, HarnessError, Kubectl, wait_for
 from streams import appgen
 from streams.peobjects import DEFAULT_IMAGE
-from test_regions_e2e import StateRecorder
+from test_regions_e2e import JOB, StateRecorder
 
-JOB = """\
-apiVersion: streams.ibm.com/v1
-kind: Job
-metadata:
-  name: cr
-spec:
-  bundle: {name: cr.sab, file: {path: cr.sab}}
-  fusion: {manual: 3}
-"""
 PE_IMAGE = DEFAULT_IMAGE.replace("{build}", "debug")
 
 
