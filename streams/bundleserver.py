@@ -61,14 +61,16 @@ class BundleServer:
     """The ASGI app: token check, then the job's bundle bytes."""
 
     def __init__(self, client: httpx.AsyncClient, *, bundle_dir: str, cache_dir: str,
-                 pe_launch: Callable[[str, str, int], int | None] = lambda _ns, _job, _pe: None,
+                 pe_launch: Callable[[str, str, int], int | None] | None = None,
                  on_report: Callable[[tuple[str, str]], None] = lambda _key: None) -> None:
         self.client, self.bundle_dir, self.cache_dir = client, bundle_dir, cache_dir
         self.bundles: collections.OrderedDict[str, bytes] = collections.OrderedDict()
         self.tokens: dict[tuple[str, str], tuple[float, bytes | None]] = {}
         self.connectivity: dict[tuple[str, str], dict[str, dict]] = {}
         self.pe_launch = pe_launch
-        """(namespace, job, PE index) -> the PE's current launch, None if the PE is unknown."""
+        """(namespace, job, PE index) -> the PE's current launch, None if the job has no such PE
+        (its report is refused: a PE cannot fill memory with reports of made-up PEs). None: no
+        controller to ask, every report is kept without a launch."""
         self.on_report = on_report
         """Called with (namespace, job) after a PE's report is kept."""
 
@@ -136,8 +138,11 @@ class BundleServer:
         if state not in STATES:
             return 400, status_body(400, "BadRequest", f"connectivity must be one of {', '.join(STATES)} "
                                                        "as a JSON string"), JSON
+        launch = None if self.pe_launch is None else self.pe_launch(namespace, job, int(pe))
+        if self.pe_launch is not None and launch is None:
+            return 404, status_body(404, "NotFound", f"job {namespace}/{job} has no PE {int(pe)}"), JSON
         self.connectivity.setdefault((namespace, job), {})[pe] = {
-            "connectivity": state, "at": time.time(), "launch": self.pe_launch(namespace, job, int(pe))}
+            "connectivity": state, "at": time.time(), "launch": launch}
         self.on_report((namespace, job))
         return 204, b"", JSON
 

@@ -36,7 +36,9 @@ async def test_the_bundle_needs_this_jobs_token(api_only_sim, tmp_path: Path):
             await kube.create(api, peobjects.token_secret("default", name, tokens[name],
                                                           {"apiVersion": "streams.ibm.com/v1", "kind": "Job",
                                                            "name": name, "uid": made["metadata"]["uid"]}))
-        server = BundleServer(api, bundle_dir=str(tmp_path), cache_dir=str(tmp_path / "cache"))
+        launches = {(names[0], 0): 2}     # the victim's PE 0, at its second launch
+        server = BundleServer(api, bundle_dir=str(tmp_path), cache_dir=str(tmp_path / "cache"),
+                              pe_launch=lambda _ns, name, pe: launches.get((name, pe)))
         async with trio.open_nursery() as nursery:
             host, port = await nursery.start(serve, server, "127.0.0.1:0")
             async with httpx.AsyncClient(base_url=f"http://{host}:{port}") as pe:
@@ -76,5 +78,9 @@ async def test_the_bundle_needs_this_jobs_token(api_only_sim, tmp_path: Path):
                 assert (await pe.put(state, content=b'"Sideways"', headers=mine)).status_code == 400
                 assert (await pe.put(state, content=b'"Full"', headers=mine)).status_code == 204
                 got = (await pe.get(f"/api/state/default/{victim}/connectivity", headers=mine)).json()
-                assert got["0"]["connectivity"] == "Full"
+                assert got["0"]["connectivity"] == "Full" and got["0"]["launch"] == 2
+                # a report of a PE the job does not have is refused and kept nowhere
+                ghost = f"/api/state/default/{victim}/pe/99999999/connectivity"
+                assert (await pe.put(ghost, content=b'"Full"', headers=mine)).status_code == 404
+                assert set((await pe.get(f"/api/state/default/{victim}/connectivity", headers=mine)).json()) == {"0"}
             nursery.cancel_scope.cancel()
