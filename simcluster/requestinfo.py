@@ -3,7 +3,8 @@
 `/api/v1/namespaces/NS/pods/NAME/status` with PUT is verb `update`, group "", resource `pods`,
 subresource `status`, name NAME, namespace NS. A GET without a name is `list` (`watch` with
 `?watch=true` or under `/watch/`), a DELETE without one `deletecollection`; a list or watch whose
-field selector fixes `metadata.name` carries that name (so `resourceNames` rules apply to it).
+field selector fixes `metadata.name` (exactly one `metadata.name=` term, parsed as the list filter
+parses it) carries that name (so `resourceNames` rules apply to it).
 `/api/v1/namespaces/NS` is resource `namespaces` named NS in namespace NS. Anything outside
 `/api` and `/apis/GROUP/VERSION/...` is a non-resource request whose verb is the lowercase HTTP
 method (`get` for HEAD).
@@ -12,6 +13,9 @@ method (`get` for HEAD).
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from .errors import BadRequest
+from .selectors import exact_name, field_requirements
 
 _VERBS = {"POST": "create", "GET": "get", "HEAD": "get", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
 
@@ -32,11 +36,12 @@ class Attributes:
 
 
 def _name_from_fields(selector: str) -> str:
-    for term in selector.split(","):
-        key, sep, value = term.partition("==") if "==" in term else term.partition("=")
-        if sep and key.strip() == "metadata.name" and not key.endswith("!"):
-            return value.strip()
-    return ""
+    """The one name the field selector limits a list/watch to, read by the list filter's own parser
+    (`selectors.field_requirements`); "" when it does not parse (the list is then a 400)."""
+    try:
+        return exact_name(field_requirements(selector))
+    except BadRequest:
+        return ""
 
 
 def attributes(method: str, path: str, query: dict[str, list[str]]) -> Attributes:
