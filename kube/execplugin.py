@@ -25,6 +25,8 @@ from typing import Any
 import orjson
 import trio
 
+from common import podsandbox
+
 from .credentials import Credential, Credentials
 from .errors import CredentialsError, KubeConfigError
 
@@ -77,6 +79,10 @@ class ExecPlugin(Credentials):
 
     def __init__(self, spec: Mapping[str, Any], *, base: str, where: str,
                  cluster: dict[str, Any] | None) -> None:
+        try:  # inside a process pod: no program of the pod author's choice (common.podsandbox)
+            podsandbox.refuse_exec_plugin(where)
+        except podsandbox.Refused as exc:
+            raise KubeConfigError(str(exc)) from None
         self.api_version = str(spec.get("apiVersion") or "")
         if self.api_version not in API_VERSIONS:
             raise KubeConfigError(f"{where}: exec: apiVersion {self.api_version!r} is not supported "

@@ -23,6 +23,8 @@ from typing import Any
 
 import yaml
 
+from common import podsandbox
+
 from .config import KubeConfig, tls_context
 from .credentials import Credentials, StaticToken, TokenFile, load_pem_chain
 from .errors import CredentialsError, KubeConfigError
@@ -69,7 +71,16 @@ class Merged:
             raise KubeConfigError(f"kubeconfig {':'.join(self.paths)}: no {kind} named {name!r}") from None
 
 
+def in_pod_dir(path: str, what: str) -> None:
+    """Inside a process pod, a file outside the pod's directory is refused (`common.podsandbox`)."""
+    try:
+        podsandbox.check_path(path, what)
+    except podsandbox.Refused as exc:
+        raise KubeConfigError(str(exc)) from None
+
+
 def read_file(path: str) -> Mapping[str, Any]:
+    in_pod_dir(path, "kubeconfig")
     try:
         with open(path, encoding="utf-8") as f:
             doc = yaml.safe_load(f)
@@ -104,6 +115,7 @@ def data_or_file(entry: Entry, key: str) -> bytes | None:
     path = entry.body.get(key)
     if path:
         full = os.path.join(entry.base, str(path))
+        in_pod_dir(full, f"kubeconfig: {key}")
         try:
             with open(full, "rb") as f:
                 return f.read()
@@ -158,6 +170,7 @@ def _credentials(user: Entry | None, cluster: Entry, ca: bytes | None, tls: ssl.
     if body.get("token"):
         return StaticToken(str(body["token"]))
     if body.get("tokenFile"):
+        in_pod_dir(os.path.join(user.base, str(body["tokenFile"])), f"{where}: tokenFile")
         try:
             return TokenFile(os.path.join(user.base, str(body["tokenFile"])))
         except CredentialsError as exc:

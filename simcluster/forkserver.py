@@ -8,8 +8,9 @@ SOCK_SEQPACKET socketpair sim-cluster made; fd `argv[1]`) and on a SIGCHLD wakeu
 
 Messages (one orjson object per packet):
 
-- sim-cluster -> server: `{"run": ID, "argv": [...], "env": {...}, "cwd": DIR}` with the run's log
-  fd (SCM_RIGHTS); `{"reap": PID}` once sim-cluster has taken PID's exit status.
+- sim-cluster -> server: `{"run": ID, "argv": [...], "env": {...}, "cwd": DIR}` (and `"uid"`, `"gid"`:
+  the pod's own identity, `sandbox`) with the run's log fd (SCM_RIGHTS); `{"reap": PID}` once
+  sim-cluster has taken PID's exit status.
 - server -> sim-cluster: `{"run": ID, "pid": PID}` (once the child is in its own session: a
   `killpg(PID)` right after it reaches the whole run), or `{"run": ID, "errno": E, "error": TEXT}`
   (the cwd cannot be opened: the kubelet's StartError), or `{"run": ID, "refused": TEXT}` (not a
@@ -17,7 +18,8 @@ Messages (one orjson object per packet):
   (C < 0: killed by signal -C). An exit is learnt with `waitid(WNOWAIT)` and the zombie reaped
   only on `reap`, so the pid is not reused while sim-cluster may still `killpg` it.
 
-A child is what `python -I -m MODULE ARGS` (or `-c CODE ARGS`) would be: its own session, stdin
+A child is what `python -I -m MODULE ARGS` (or `-c CODE ARGS`) would be: run as the pod's uid and gid
+with no supplementary group (dropped before anything of the pod's runs), its own session, stdin
 /dev/null, stdout and stderr the log fd, the cwd, `os.environ` cleared and refilled with exactly the
 run's environment, /proc/PID/cmdline and environ showing its own (`proctitle`), default signal
 dispositions (as the interpreter set them at start) and an empty mask, PR_SET_PDEATHSIG (it dies
@@ -58,12 +60,14 @@ from typing import Any
 import orjson
 
 from .proctitle import Regions
+from .sandbox import PodIdentity
 
 PRELOAD = ("trio", "orjson", "h11", "logging", "argparse", "json", "uuid", "datetime", "common.cliutil",
            "common.podhosts", "common.http1.flags")
 """Imported once by the server: what every ykshm role imports (trio ~0.10 s of a start)."""
 MAX_MESSAGE = 1 << 20
 PR_SET_PDEATHSIG = 1
+PR_SET_DUMPABLE = 4
 
 
 def server_argv(fd: int) -> list[str]:
@@ -150,10 +154,11 @@ class Server:
                 send(self.chan, {"run": ident, "errno": exc.errno, "error": exc.strerror, "cwd": cwd})
                 return
             server = os.getpid()
+            who = PodIdentity(int(message["uid"]), int(message["gid"])) if "uid" in message else None
             ready, setting_up = os.pipe()
             pid = os.fork()
             if pid == 0:
-                _child(self, log_fd, dir_fd, argv, env, server)  # never returns
+                _child(self, log_fd, dir_fd, argv, env, server, who)  # never returns
             os.close(setting_up)
             os.read(ready, 1)  # EOF once the child closed its fds, after setsid: its group exists to killpg
             os.close(ready)
@@ -176,10 +181,15 @@ def _drain(fd: int) -> None:
 
 # -- in the child -----------------------------------------------------------------------------
 
-def _child(server: Server, log_fd: int, dir_fd: int, argv: list[str], env: dict[str, str], parent: int) -> None:
+def _child(server: Server, log_fd: int, dir_fd: int, argv: list[str], env: dict[str, str], parent: int,
+           who: PodIdentity | None) -> None:
     """Become the run, run its module, exit: never returns into the server's loop."""
     try:
         os.setsid()
+        os.fchdir(dir_fd)  # before `become`: its new mount namespace takes the cwd along
+        if who is not None:  # before the PDEATHSIG: a change of credentials clears it
+            who.become()
+            server.libc.prctl(PR_SET_DUMPABLE, 1)  # as after an exec: its own uid may read its /proc
         server.libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
         if os.getppid() != parent:  # the server went before the prctl
             os._exit(1)
@@ -187,7 +197,6 @@ def _child(server: Server, log_fd: int, dir_fd: int, argv: list[str], env: dict[
         os.dup2(null, 0)
         os.dup2(log_fd, 1)
         os.dup2(log_fd, 2)
-        os.fchdir(dir_fd)
         server.chan.detach()  # the number is closed below; the object must not close a reused one
         os.closerange(3, os.sysconf("SC_OPEN_MAX"))
         signal.set_wakeup_fd(-1)

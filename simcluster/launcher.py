@@ -32,6 +32,7 @@ import orjson
 import trio
 
 from . import forkserver, proctitle
+from .sandbox import PodIdentity
 
 log = logging.getLogger("ykshm.sim-cluster.launcher")
 
@@ -54,8 +55,13 @@ class Child:
     trio does for its own processes on Linux.
     """
 
-    def __init__(self, argv: list[str], **options: Any) -> None:
-        self._popen = subprocess.Popen(argv, preexec_fn=_die_with_parent, **options)
+    def __init__(self, argv: list[str], identity: PodIdentity | None = None, **options: Any) -> None:
+        def before_exec() -> None:  # the pod's identity first: a change of credentials clears PDEATHSIG
+            if identity is not None:
+                identity.become()
+            _die_with_parent()
+
+        self._popen = subprocess.Popen(argv, preexec_fn=before_exec, **options)
         self.pid = self._popen.pid
         self._pidfd = os.pidfd_open(self.pid)
         self._wait_lock = trio.Lock()  # several tasks may wait (the run, its killer): one at a time
@@ -135,12 +141,16 @@ class ForkServer:
         self.children: dict[int, ForkedChild] = {}
         self.scope = trio.CancelScope(shield=True)  # outlives the pods' cancellation: they wait on it
 
-    async def spawn(self, argv: list[str], env: dict[str, str], cwd: str, fd: int) -> ForkedChild:
+    async def spawn(self, argv: list[str], env: dict[str, str], cwd: str, fd: int,
+                    identity: PodIdentity | None = None) -> ForkedChild:
         ident = next(self.ids)
         done, answer = trio.Event(), []
         self.pending[ident] = (done, answer)
+        message: dict[str, Any] = {"run": ident, "argv": argv, "env": env, "cwd": cwd}
+        if identity is not None:
+            message["uid"], message["gid"] = identity.uid, identity.gid
         try:
-            await self._send({"run": ident, "argv": argv, "env": env, "cwd": cwd}, [fd])
+            await self._send(message, [fd])
             await done.wait()
         finally:
             self.pending.pop(ident, None)
@@ -260,15 +270,18 @@ class Launcher:
         self._nursery.start_soon(self.server.read, name=f"fork server {self.server.process.pid}")
         return self.server
 
-    async def start(self, argv: list[str], env: dict[str, str], cwd: str, fd: int) -> Child | ForkedChild:
-        """A run's process: stdin /dev/null, stdout+stderr `fd`, its own session."""
+    async def start(self, argv: list[str], env: dict[str, str], cwd: str, fd: int,
+                    identity: PodIdentity | None = None) -> Child | ForkedChild:
+        """A run's process: stdin /dev/null, stdout+stderr `fd`, its own session, as `identity`
+        (the pod's own uid, `sandbox`; None: sim-cluster's user) on either path."""
         server = self._server() if self.fork_server else None
         if server is not None:
             try:
-                return await server.spawn(argv, env, cwd, fd)
+                return await server.spawn(argv, env, cwd, fd, identity)
             except Refused as exc:
                 log.info("a run starts as a fresh interpreter: %s", exc)
-        return Child(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=fd, stderr=fd, start_new_session=True)
+        return Child(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=fd, stderr=fd, start_new_session=True,
+                     identity=identity)
 
     def close(self) -> None:
         self.closed = True

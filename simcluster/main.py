@@ -16,6 +16,7 @@ import argparse
 import ipaddress
 import logging
 import math
+import os
 import shutil
 import signal
 import sys
@@ -30,7 +31,8 @@ from common.quantity import QuantityError, parse_milli, parse_quantity
 from common.cliutil import Failure, Parser, UsageError, run_main
 
 from . import (authconfig, controllers, defaultsched, disruption, endpoints, eventttl, kinds, leases, loopback,
-               objects, pki, priority, podtoken, procimages, procpods, rbac, services, tlsserve, tokens, workload)
+               objects, pki, priority, podtoken, procimages, procpods, rbac, sandbox, services, tlsserve, tokens,
+               workload)
 from .api import Api
 from .faults import Faults
 from .httpserver import HttpServer, open_listeners
@@ -102,6 +104,10 @@ def build_parser() -> Parser:
     proc.add_argument("--fork-server", action=argparse.BooleanOptionalAction, default=True,
                       help="fork runs from one warm interpreter (default) instead of starting each fresh "
                            "(simcluster/forkserver.py)")
+    proc.add_argument("--pod-uid-base", type=int, default=None, metavar="UID",
+                      help="each process pod runs as its own uid and gid UID + index (default "
+                           f"{sandbox.DEFAULT_BASE} when sim-cluster is root; without root pods run as "
+                           "sim-cluster's user: simcluster/sandbox.py)")
     proc.add_argument("--backoff-max", type=_seconds(0.01), default=300.0,
                       help="CrashLoopBackOff's longest delay in seconds (default 300)")
     p.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
@@ -132,6 +138,8 @@ def _check_args(args) -> None:
         parse_quantity(args.node_memory)
     except QuantityError as exc:
         raise UsageError(f"--node-cpu/--node-memory: {exc}") from None
+    if args.pod_uid_base is not None and (os.geteuid() != 0 or not 1000 <= args.pod_uid_base <= 2**31 - 2**23):
+        raise UsageError(f"--pod-uid-base {args.pod_uid_base}: needs root, and 1000..{2**31 - 2**23}")
     if args.loopback_block is not None and not 100 <= args.loopback_block <= 254:
         raise UsageError(f"--loopback-block must be 100..254, got {args.loopback_block}")
     try:
@@ -190,9 +198,15 @@ async def serve(args, apps: list[workload.App] | None, security: authconfig.Secu
         own_dir = None if args.pods_dir else tempfile.mkdtemp(prefix="ykshm-pods-")
         pods_dir = Path(args.pods_dir or own_dir)
         pods_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        uid_base = args.pod_uid_base if args.pod_uid_base is not None else sandbox.default_base()
+        try:
+            sandbox.check_pods_dir(pods_dir, uid_base)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
         network = services.ServiceNetwork(store, block, pods_dir / "hosts")
         pods = procpods.ProcPods(store, procpods.Settings(pods_dir, args.images, args.bind, port, args.backoff_initial,
-                                                          args.backoff_max, fork_server=args.fork_server), block,
+                                                          args.backoff_max, fork_server=args.fork_server,
+                                                          uid_base=uid_base), block,
                                  extra_env=lambda pod: services.dns_env(pod, network.hosts))
     api.logs = pods
     if pods is not None and security.issuer is not None:

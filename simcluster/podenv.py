@@ -12,7 +12,7 @@ ephemeral-storage with `divisor`, rounded up; a missing limit is the node's allo
 
 Names a process must not get from a pod (the dynamic loader's and Python's: `LD_*`, `PYTHON*` and
 glibc's other unsecure variables) are a `ConfigError`: they would load code of the pod author's
-choice into a process that runs as sim-cluster's user.
+choice into the pod's process (which runs as sim-cluster's user when sim-cluster is not root: `sandbox`).
 """
 
 from __future__ import annotations

@@ -24,6 +24,7 @@ from typing import Any
 import trio
 
 from . import procimages
+from .sandbox import PodIdentity
 
 Obj = dict[str, Any]
 KINDS = ("startupProbe", "livenessProbe", "readinessProbe")
@@ -38,6 +39,7 @@ class Target:
     ports: dict[str, int]
     env: dict[str, str]
     cwd: str
+    identity: PodIdentity | None = None  # an exec probe runs as the pod (`sandbox`)
 
 
 def _port(value: Any, target: Target) -> int:
@@ -124,8 +126,9 @@ async def _exec(spec: Obj, target: Target) -> str | None:
         argv = procimages.resolve(words)
     except procimages.RefusedCommand as exc:
         return str(exc)
+    who = target.identity.popen_options() if target.identity else {}
     done = await trio.run_process(argv, env=target.env, cwd=target.cwd, check=False, capture_stdout=True,
-                                  capture_stderr=True)
+                                  capture_stderr=True, **who)
     if done.returncode == 0:
         return None
     out = (done.stdout + done.stderr).decode("utf-8", "replace").strip()

@@ -43,7 +43,9 @@ import trio
 
 from common.backoff import Backoff
 
-from . import launcher, objects, podenv, podevents, podlogs, podstatus, podtoken, probes, procimages, volumes
+from common import podsandbox
+
+from . import launcher, objects, podenv, podevents, podlogs, podstatus, podtoken, probes, procimages, sandbox, volumes
 from .launcher import Child, ForkedChild
 from .loopback import Block
 from .store import Store
@@ -63,6 +65,7 @@ class Settings:
     retry: float = 2.0
     shutdown_grace: float = 5.0
     fork_server: bool = True  # runs forked by the warm `forkserver`; False: a fresh interpreter each
+    uid_base: int | None = None  # each pod's own uid is base + index (`sandbox`); None: sim-cluster's
 
 
 class ProcPods:
@@ -86,6 +89,10 @@ class ProcPods:
         uid = pod["metadata"]["uid"]
         if uid in self.runners or self._nursery is None:
             return
+        if self.settings.uid_base is None and not self.runners:
+            log.warning("process pod %s/%s runs as this user (uid %d): sim-cluster is not root, so whoever may "
+                        "create a pod may act as this user (simcluster/sandbox.py)",
+                        pod["metadata"]["namespace"], pod["metadata"]["name"], os.geteuid())
         runner = PodRunner(self, pod, node)
         self.runners[uid] = runner
         self._nursery.start_soon(runner.run, name=f"pod {pod['metadata']['namespace']}/{pod['metadata']['name']}")
@@ -129,7 +136,8 @@ class PodRunner:
         self.host_ip = addrs.get("InternalIP") or "10.0.0.1"
         self.node = node
         self.ip = owner.block.take_pod_address()
-        self.dir = volumes.PodDir.create(owner.settings.pods_dir, pod)
+        self.identity = sandbox.identity(owner.settings.uid_base, self.ip)
+        self.dir = volumes.PodDir.create(owner.settings.pods_dir, pod, self.identity)
         self.stopping = trio.Event()
         images = owner.settings.images
         self.states = [podstatus.ContainerState(str(c.get("name")), str(c.get("image")), images.runs(c.get("image")))
@@ -181,6 +189,7 @@ class PodRunner:
                 log.exception("process pod %s/%s failed", self.ns, self.name)
             await self.stopping.wait()  # logs stay readable until the pod is deleted
         finally:
+            sandbox.kill_all(self.identity)  # nothing of this uid outlives the pod: the next one gets it
             self.dir.remove()
             self.owner.block.give_pod_address(self.ip)
             self.owner.runners.pop(self.uid, None)
@@ -191,6 +200,7 @@ class Launch:
     argv: list[str]
     env: dict[str, str]
     cwd: str
+    identity: sandbox.PodIdentity | None = None  # who the run is (`sandbox`); None: sim-cluster's user
 
 
 class ContainerRunner:
@@ -242,8 +252,8 @@ class ContainerRunner:
         lookup = store.get
         sa = store.get("serviceaccounts", self.pod.ns, (pod.get("spec") or {}).get("serviceAccountName") or "default")
         try:
-            mounts = volumes.materialise(pod, self.spec, self.pod.dir, volumes.Materialiser(pod, lookup, self._token),
-                                         sa)
+            mounts = volumes.materialise(pod, self.spec, self.pod.dir,
+                                         volumes.Materialiser(pod, lookup, self._token, self.pod.identity), sa)
         except (volumes.VolumeError, OSError) as exc:
             self._waiting("ContainerCreating", "", "FailedMount", f"MountVolume.SetUp failed: {exc}")
             return None
@@ -255,6 +265,7 @@ class ContainerRunner:
             if self.pod.owner.extra_env is not None:
                 env.update(self.pod.owner.extra_env(pod))
             env["YKSHM_ROOT"] = str(self.pod.dir.root)
+            env[podsandbox.ENV] = str(self.pod.dir.path)  # after the pod's env: it cannot unset it
             argv = procimages.resolve([mounts.rewrite(podenv.expand(w, env)) for w in words])
         except podenv.ConfigError as exc:
             self._waiting("CreateContainerConfigError", str(exc), "Failed", f"Error: {exc}")
@@ -263,9 +274,15 @@ class ContainerRunner:
             self._waiting("CreateContainerError", str(exc), "Failed", f"Error: {exc}")
             return None
         workdir = self.spec.get("workingDir") or "/"
-        cwd = mounts.host_path(workdir) or str(self.pod.dir.root / workdir.lstrip("/"))
-        os.makedirs(cwd, mode=0o755, exist_ok=True)
-        return Launch(argv, env, cwd)
+        cwd = mounts.host_path(workdir)
+        if cwd is None:  # in root/ (never through a link the pod planted); a volume's is the pod's to make
+            cwd = str(self.pod.dir.root / workdir.lstrip("/"))
+            try:
+                os.close(volumes.open_dirs(self.pod.dir.root, workdir.strip("/").split("/"), self.pod.identity))
+            except (volumes.VolumeError, OSError) as exc:
+                self._waiting("CreateContainerError", f"workingDir {workdir}: {exc}", "Failed", f"Error: {exc}")
+                return None
+        return Launch(argv, env, cwd, self.pod.identity)
 
     def _waiting(self, reason: str, message: str, event: str, event_message: str) -> None:
         if self.problem != event_message:  # once per new problem (a real kubelet repeats and counts it)
@@ -318,7 +335,7 @@ class ContainerRunner:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         started = objects.now_rfc3339()
         try:
-            proc = await self.pod.owner.launcher.start(launch.argv, launch.env, launch.cwd, fd)
+            proc = await self.pod.owner.launcher.start(launch.argv, launch.env, launch.cwd, fd, launch.identity)
         except OSError as exc:
             os.write(fd, f"{exc}\n".encode())
             return self._exited(128, started, path, "StartError"), 0.0  # the kubelet's words for it
@@ -379,7 +396,7 @@ class ContainerRunner:
         await terminate(proc, 30.0 if grace is None else float(grace))
 
     def _start_probes(self, nursery: trio.Nursery, launch: Launch, gate: trio.Event) -> None:
-        target = probes.Target(self.pod.ip, self.ports, launch.env, launch.cwd)
+        target = probes.Target(self.pod.ip, self.ports, launch.env, launch.cwd, launch.identity)
         name = self.state.name
 
         def failed(message: str) -> None:

@@ -1,13 +1,14 @@
 """A process pod's directory: its volumes, its ServiceAccount token, and where container paths live.
 
-Layout of `<pods-dir>/<ns>_<name>_<uid>/` (mode 0700, removed with the pod):
+Layout of `<pods-dir>/<ns>_<name>_<uid>/` (mode 0700; with a sandbox, `root:<pod gid>` 0750 so the pod's
+own uid reaches it and nobody else does: see `sandbox`; removed with the pod):
 
-    root/            the container's file system as far as sim-cluster provides one: each
+    root/            the container's file system (the pod's own with a sandbox) as far as sim-cluster provides one: each
                      volumeMount's `mountPath` is a symlink here to its volume (or `subPath`), and
                      /var/run/secrets/kubernetes.io/serviceaccount holds token, ca.crt, namespace
     volumes/NAME/    each volume's files (configMap, secret, emptyDir, projected, downwardAPI),
                      with `items`, `defaultMode`/`mode` and `optional` honoured
-    logs/            the containers' output (see `podlogs`)
+    logs/            the containers' output (see `podlogs`; 0700 sim-cluster's, whatever the sandbox)
 
 A process cannot have `/var/run/secrets`, so the kubelet gives it `YKSHM_ROOT` (= root/: the
 container path P is `$YKSHM_ROOT/P`) and rewrites every argument and env value that is a path under
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from . import podenv, podtoken
+from .sandbox import PodIdentity, chown_tree
 
 Obj = dict[str, Any]
 SA_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -76,19 +78,31 @@ class MountMap:
 
 @dataclass
 class PodDir:
-    """One pod's directory on this machine (created 0700, removed by `remove`)."""
+    """One pod's directory on this machine (created private, removed by `remove`).
+
+    With an `owner` (the pod's sandbox identity), the directory and volumes/ are `root:<pod gid>`
+    0750: the pod reads them, only sim-cluster writes them (as root, so nothing in them may be the
+    pod's to replace). root/, the container's file system, is the pod's own (0700): sim-cluster
+    makes its links and directories there only through `open_dirs`. logs/ is sim-cluster's alone."""
 
     path: Path
+    owner: PodIdentity | None = None
 
     @classmethod
-    def create(cls, base: Path, pod: Obj) -> PodDir:
+    def create(cls, base: Path, pod: Obj, owner: PodIdentity | None = None) -> PodDir:
         meta = pod["metadata"]
         path = base / f"{meta['namespace']}_{meta['name']}_{meta['uid'][:8]}"
         path.mkdir(mode=0o700, parents=True, exist_ok=True)
-        os.chmod(path, 0o700)
         for sub in ("root", "volumes", "logs"):
             (path / sub).mkdir(mode=0o700, exist_ok=True)
-        return cls(path)
+        if owner is not None:
+            for shared in (path, path / "volumes"):
+                os.chown(shared, 0, owner.gid)
+                os.chmod(shared, 0o750)
+            os.chown(path / "root", owner.uid, owner.gid)
+        else:
+            os.chmod(path, 0o700)
+        return cls(path, owner)
 
     @property
     def root(self) -> Path:
@@ -117,6 +131,7 @@ class Materialiser:
     pod: Obj
     lookup: podenv.Lookup
     token: Callable[[list[str] | None, int], str]
+    owner: PodIdentity | None = None  # the pod's sandbox identity: its volume files are its own
 
     def _keyed(self, kind: str, ref: Obj, name_key: str, dest: Path, default_mode: int) -> None:
         ns = self.pod["metadata"]["namespace"]
@@ -153,6 +168,10 @@ class Materialiser:
         if "emptyDir" in vol:
             dest.chmod(0o777)   # as the kubelet makes it: every container of the pod may write
             return
+        self._fill(vol, dest, mode)
+        chown_tree(dest, self.owner)
+
+    def _fill(self, vol: Obj, dest: Path, mode: int) -> None:
         if "secret" in vol:
             spec = vol["secret"] or {}
             self._keyed("Secret", spec, "secretName", dest, spec.get("defaultMode", mode))
@@ -207,13 +226,13 @@ def materialise(pod: Obj, container: Obj, pod_dir: PodDir, mat: Materialiser, sa
             _whole(lambda dest, vol=vol: mat.volume(vol, dest), src)
         if vm.get("subPath"):
             src = src / _safe_rel(vm["subPath"], "subPath")
-        _link(pod_dir.root, mount, src)
+        _link(pod_dir.root, mount, src, pod_dir.owner)
         mounts.mounts[mount] = src
     if SA_PATH not in mounts.mounts and wants_sa_token(pod, sa):
         sa_dir = pod_dir.path / "volumes" / "kube-api-access"
         if not sa_dir.exists():
             _whole(lambda dest: mat.volume(kube_api_access(), dest), sa_dir)
-        _link(pod_dir.root, SA_PATH, sa_dir)
+        _link(pod_dir.root, SA_PATH, sa_dir, pod_dir.owner)
         mounts.mounts[SA_PATH] = sa_dir
     return mounts
 
@@ -240,9 +259,41 @@ def _whole(fill: Callable[[Path], None], dest: Path) -> None:
     os.replace(tmp, dest)
 
 
-def _link(root: Path, mount: str, src: Path) -> None:
-    link = root / mount.lstrip("/")
-    link.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
-    if link.is_symlink() or link.exists():
-        return
-    link.symlink_to(src)
+def _link(root: Path, mount: str, src: Path, owner: PodIdentity | None = None) -> None:
+    parts = mount.strip("/").split("/")
+    fd = open_dirs(root, parts[:-1], owner)
+    try:
+        os.symlink(src, parts[-1], dir_fd=fd)
+    except FileExistsError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def open_dirs(root: Path, parts: list[str], owner: PodIdentity | None) -> int:
+    """An fd of root/PARTS..., each directory made (0755, the pod's when it has an identity) if
+    missing and entered without following a symlink: with a sandbox root/ is the pod's to write, and
+    sim-cluster, as root, must not be led out of it by a link the pod planted (OSError then), nor
+    by `..` (VolumeError)."""
+    if ".." in parts:
+        raise VolumeError(f"{'/'.join(parts)!r}: must be a path without '..'")
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(root, flags)
+    try:
+        for part in parts:
+            if part in ("", "."):
+                continue
+            try:
+                os.mkdir(part, 0o755, dir_fd=fd)
+                made = True
+            except FileExistsError:
+                made = False
+            inner = os.open(part, flags, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+            if made and owner is not None:
+                os.fchown(fd, owner.uid, owner.gid)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd

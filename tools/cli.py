@@ -11,7 +11,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from common import podhosts
+from common import podhosts, podsandbox
 
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "run": ("tools.run_cmd", "everything in one: sim-cluster, engine, shim, Streams controller and web (the embedded default)"),
@@ -42,6 +42,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     name, rest = args[0], args[1:]
     if name not in SUBCOMMANDS:
         print(f"ykshm: error: unknown command {name!r} (try ykshm --help)", file=sys.stderr)
+        return 2
+    try:
+        podsandbox.check_argv(rest)  # in a process pod: no file outside its directory
+    except podsandbox.Refused as exc:
+        print(f"ykshm {name}: error: {exc}", file=sys.stderr)
         return 2
     podhosts.install()  # in a sim-cluster process pod: Service names resolve (common/podhosts.py)
     module_name, _, function = SUBCOMMANDS[name][0].partition(":")

@@ -164,6 +164,7 @@ class Deployed:
 @pytest.fixture(scope="module")
 def deployed() -> Iterator[Deployed]:
     work = Path(tempfile.mkdtemp(prefix="ykd-", dir="/dev/shm"))  # short: the SI socket path is < 108 bytes
+    os.chmod(work, 0o711)  # the pods' own uids reach work/pods (pki/ is 0700 of its own)
     proc, _ = start_cluster("--pki-dir", str(work / "pki"), "--authorization-mode", "RBAC", "--nodes", "2",
                             "--default-scheduler", "--kubelet-delay", "0.05", "--pods-dir", str(work / "pods"),
                             "--backoff-initial", "1", "--backoff-max", "4")

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.simcluster.test_simcluster import stop_cluster
+from tests.podsdir import reachable_pods_dir
 from tests.simcluster.test_simcluster_authn import start_secure
 
 
@@ -37,11 +38,12 @@ def wait(cond, timeout: float = 40.0):
 
 @pytest.fixture
 def cluster(tmp_path: Path):
-    proc, secure = start_secure(tmp_path, "--pods-dir", str(tmp_path / "pods"))
-    try:
-        yield secure
-    finally:
-        stop_cluster(proc)
+    with reachable_pods_dir() as pods:
+        proc, secure = start_secure(tmp_path, "--pods-dir", str(pods))
+        try:
+            yield secure
+        finally:
+            stop_cluster(proc)
 
 
 def test_a_process_pod_authenticates_with_its_service_account(cluster):

@@ -1,6 +1,6 @@
 """Process pods play the attacker: whoever may create a pod must not get more than `ykshm ARGS`.
 
-sim-cluster runs a process pod as its own user, so each test here is a pod author trying to run
+A process pod runs ykshm with the pod author's arguments, so each test here is a pod author trying to run
 something else (a shell, code through PYTHONPATH or LD_PRELOAD), to write outside the pod's
 directory through a volume path, or to read sim-cluster's own environment. Each one fails
 without the check it names.
@@ -19,6 +19,7 @@ import pytest
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 
+from tests.podsdir import reachable_pods_dir
 from tests.simcluster.test_simcluster import start_cluster, stop_cluster
 from tests.simcluster.test_simcluster_clients import eventually, make_namespace
 
@@ -27,8 +28,9 @@ HOST_SECRET = "sim-cluster-own-secret-value"
 
 
 @pytest.fixture(scope="module")
-def pods_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("secpods")
+def pods_dir() -> Iterator[Path]:
+    with reachable_pods_dir("secpods-") as path:
+        yield path
 
 
 @pytest.fixture(scope="module")
@@ -130,8 +132,9 @@ def test_the_pod_directory_is_private(core: k8s.CoreV1Api, ns: str, pods_dir: Pa
                                                    "env": [{"name": "IP", "valueFrom": {
                                                        "fieldRef": {"fieldPath": "status.podIP"}}}]}))
     token = eventually(lambda: next(pods_dir.glob(f"{ns}_private_*/volumes/kube-api-access/token"), None))
-    assert token.parent.parent.parent.stat().st_mode & 0o777 == 0o700
-    assert token.stat().st_mode & 0o777 == 0o600
+    pod_dir = token.parent.parent.parent.stat()  # the pod's own uid (and group) only, and root
+    assert (pod_dir.st_mode & 0o777, pod_dir.st_uid, pod_dir.st_gid) == (0o750, 0, token.stat().st_gid)
+    assert token.stat().st_mode & 0o777 == 0o600 and token.stat().st_uid >= 200000
     core.delete_namespaced_pod("private", ns)
 
 

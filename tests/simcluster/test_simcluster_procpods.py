@@ -27,6 +27,7 @@ from kubernetes.client.rest import ApiException
 
 from common import podhosts
 from simcluster import podtoken, procpods
+from tests.podsdir import reachable_pods_dir
 from tests.simcluster.test_simcluster import kubectl, start_cluster, stop_cluster
 from tests.simcluster.test_simcluster_clients import eventually, make_namespace, ok
 
@@ -34,8 +35,9 @@ IMAGE = "ykshm:0.1.0"
 
 
 @pytest.fixture(scope="module")
-def pods_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("pods")
+def pods_dir() -> Iterator[Path]:
+    with reachable_pods_dir() as path:
+        yield path
 
 
 @pytest.fixture(scope="module")
@@ -235,7 +237,8 @@ def test_service_account_token_and_in_cluster_env(cluster: str, core: k8s.CoreV1
     assert (env["KUBERNETES_SERVICE_HOST"], env["KUBERNETES_SERVICE_PORT"]) == (host, port)
     assert env["POD_IP"] == status(core, ns, "sa")["podIP"] and env["HOSTNAME"] == "sa"
     root = Path(env["YKSHM_ROOT"])
-    assert pods_dir in root.parents and (root.parent.stat().st_mode & 0o777) == 0o700
+    pod_dir = root.parent.stat()  # root and the pod's own group (its uid's: simcluster/sandbox.py) only
+    assert pods_dir in root.parents and (pod_dir.st_mode & 0o777, pod_dir.st_uid) == (0o750, 0)
     sa_dir = root / "var/run/secrets/kubernetes.io/serviceaccount"
     assert (sa_dir / "namespace").read_text() == ns
     assert (sa_dir / "ca.crt").read_text() == core.read_namespaced_config_map("kube-root-ca.crt", ns).data["ca.crt"]
@@ -320,7 +323,8 @@ def test_restart_policies_and_logs(cluster: str, core: k8s.CoreV1Api, ns: str, t
 
 
 def test_logs_follow_ends_with_the_run(cluster: str, core: k8s.CoreV1Api, ns: str, tmp_path: Path) -> None:
-    core.create_namespaced_pod(ns, server_pod("follow"))
+    # no process pods of its own: as the pod's unprivileged uid it could not serve Service port 443
+    core.create_namespaced_pod(ns, server_pod("follow", more_args=["--no-process-pods"]))
     pid = pid_of(running(core, ns, "follow"))
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "KUBECONFIG": "/dev/null"}
     follower = subprocess.Popen(["kubectl", "--server", cluster, "logs", "-f", "follow", "-n", ns, "-c", "c"],
@@ -386,11 +390,11 @@ def start_cmd() -> list[str]:
     return [sys.executable, "-m", "tools.cli", "sim-cluster", "--port", "0"]
 
 
-def test_a_mapped_image_runs_its_command(tmp_path: Path) -> None:
+def test_a_mapped_image_runs_its_command(tmp_path: Path, pods_dir: Path) -> None:
     images = tmp_path / "images.yaml"
     images.write_text("streams-runtime:7: ykshm sim-cluster\n")
     proc, url = start_cluster("--nodes", "1", "--kubelet-delay", "0.05", "--process-images", str(images),
-                              "--pods-dir", str(tmp_path / "pods"))
+                              "--pods-dir", str(pods_dir / "mapped"))
     pid = None
     try:
         with k8s.ApiClient(k8s.Configuration(host=url)) as api_client:
@@ -409,8 +413,8 @@ def test_a_mapped_image_runs_its_command(tmp_path: Path) -> None:
     finally:
         stop_cluster(proc)
     # stopping sim-cluster stops its process pods and removes their directories
-    assert pid is not None and not alive(pid) and not survivors(tmp_path / "pods")
-    assert not [p for p in (tmp_path / "pods").iterdir() if p.is_dir()]
+    assert pid is not None and not alive(pid) and not survivors(pods_dir / "mapped")
+    assert not [p for p in (pods_dir / "mapped").iterdir() if p.is_dir()]
 
 
 # -- the resolver every ykshm process uses --------------------------------------------------------
