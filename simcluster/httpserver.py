@@ -14,6 +14,12 @@ h11's own; the first request of a connection that is not plain (HTTP/1.0, a chun
 `ykshm bench e2e` (issue 25), a cost only the simulator has: kube-apiserver (which KWOK, the
 setting of YuniKorn's 833 pods/s, runs for real) parses HTTP in Go on every core.
 
+Connections are capped as `ykshm web`'s and the cr-operator's are (`common.http1.limits.Gate`):
+`max_per_peer` per client address (1024 by default: every component and process pod of `ykshm run`
+connects from 127.0.0.1) and `max_connections` in all (4096), where the connection that has
+waited longest for a request head makes room. One over a cap is answered 503 (a Status) and
+closed at once; over TLS it is closed without a handshake (review 2026-11-28, N15).
+
 Resource handling: `serve()` runs under the caller's nursery (`nursery.start(serve, ...)`), one
 task per connection; cancelling that nursery closes every connection. Error handling: a handler
 exception is the handler's job (the API layer turns everything into a Status); a broken socket
@@ -29,12 +35,15 @@ from dataclasses import dataclass, field
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import h11
+import orjson
 import trio
 
 from common.http1 import head as plainhead
 from common.http1 import wire
+from common.http1.limits import Gate, Limits
 
 from . import h1wire
+from .errors import status_object
 
 log = logging.getLogger("ykshm.sim-cluster.http")
 
@@ -113,6 +122,12 @@ def _plain_request(parsed: plainhead.Head, body: bytes, peer: str, peer_cert: di
                    body=body, peer=peer, peer_cert=peer_cert, header_items=items)
 
 
+LIMITS = Limits(max_connections=4096, max_per_peer=1024)
+"""sim-cluster's connection caps (`--max-connections`, `--max-connections-per-peer`)."""
+_BUSY = orjson.dumps(status_object(503, "ServiceUnavailable", "too many open connections; try again later"))
+_REFUSAL = h1wire.head(503, [("content-type", "application/json"), ("content-length", str(len(_BUSY)))],
+                       close=True) + _BUSY
+
 IDLE_TIMEOUT = 90.0
 """Seconds a connection may wait for its next request (kube-apiserver's IdleTimeout, which is
 http.DefaultTransport's keep-alive: clients drop theirs first)."""
@@ -120,8 +135,9 @@ http.DefaultTransport's keep-alive: clients drop theirs first)."""
 
 class HttpServer:
     def __init__(self, handler: Handler, send_timeout: float = 30.0,
-                 idle_timeout: float = IDLE_TIMEOUT) -> None:
+                 idle_timeout: float = IDLE_TIMEOUT, limits: Limits = LIMITS) -> None:
         self.handler = handler
+        self.gate = Gate(limits)
         self.send_timeout = send_timeout
         self.idle_timeout = idle_timeout
         self.connections = 0
@@ -152,13 +168,17 @@ class HttpServer:
             raise _Closed("send timeout")
 
     async def _connection(self, stream: trio.SocketStream) -> None:
-        self.connections += 1
-        conn = h11.Connection(h11.SERVER, max_incomplete_event_size=64 * 1024)
         try:
             peer = getattr(stream, "transport_stream", stream).socket.getpeername()
             peer_s = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+            host = str(peer[0]) if isinstance(peer, tuple) else str(peer)
         except OSError:
-            peer_s = "?"
+            peer_s = host = "?"
+        if not self.gate.admit(host):
+            await _refuse(stream)
+            return
+        self.connections += 1
+        conn = h11.Connection(h11.SERVER, max_incomplete_event_size=64 * 1024)
         try:
             peer_cert = await _handshake(stream)
             rest = await self._serve_plain(stream, peer_s, peer_cert)
@@ -199,6 +219,7 @@ class HttpServer:
             return
         finally:
             self.connections -= 1
+            self.gate.release(host)
             with trio.CancelScope(shield=True):
                 with trio.move_on_after(1):
                     await stream.aclose()
@@ -213,7 +234,8 @@ class HttpServer:
         buf = b""
         while True:
             parsed: plainhead.Head | str = plainhead.INCOMPLETE
-            with trio.move_on_after(self.idle_timeout):  # an idle (or never finished) head: close
+            # an idle (or never finished) head: closed after idle_timeout, or to make room at the cap
+            with trio.move_on_after(self.idle_timeout) as waiting, self.gate.waiting(waiting):
                 while (parsed := plainhead.parse(buf)) is plainhead.INCOMPLETE:
                     data = await stream.receive_some(65536)
                     if not data:
@@ -321,7 +343,7 @@ class HttpServer:
 
     async def _read_request(self, stream: trio.SocketStream, conn: h11.Connection, peer: str) -> Request | None:
         event = None
-        with trio.move_on_after(self.idle_timeout):  # an idle (or never finished) head: close
+        with trio.move_on_after(self.idle_timeout) as waiting, self.gate.waiting(waiting):  # as _serve_plain
             event = await self._next_event(stream, conn)
         if isinstance(event, h11.ConnectionClosed) or event is h11.PAUSED:
             return None
@@ -400,6 +422,17 @@ class HttpServer:
 
         await self._body_while_watching(stream, response, lambda chunk: conn.send(h11.Data(data=chunk)), feed)
         await self._send(stream, conn.send(h11.EndOfMessage()))
+
+
+async def _refuse(stream: trio.abc.Stream) -> None:
+    """A connection over a cap: a 503 Status and close (over TLS: closed, no handshake spent on it)."""
+    with trio.CancelScope(shield=True), trio.move_on_after(1):
+        try:
+            if not isinstance(stream, trio.SSLStream):
+                await stream.send_all(_REFUSAL)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            pass
+        await (stream.transport_stream if isinstance(stream, trio.SSLStream) else stream).aclose()
 
 
 async def _handshake(stream: trio.abc.Stream) -> dict | None:

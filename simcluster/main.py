@@ -13,6 +13,7 @@ non-loopback --bind or a bad workload file is a one-line error (exit 1, or 2 for
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import ipaddress
 import logging
 import math
@@ -27,6 +28,7 @@ from pathlib import Path
 import trio
 
 from common import gcfreeze
+from common.http1.limits import LimitError
 from common.quantity import QuantityError, parse_milli, parse_quantity
 from common.cliutil import Failure, Parser, UsageError, run_main
 
@@ -35,7 +37,7 @@ from . import (authconfig, controllers, defaultsched, disruption, endpoints, eve
                workload)
 from .api import Api
 from .faults import Faults
-from .httpserver import HttpServer, open_listeners
+from .httpserver import LIMITS, HttpServer, open_listeners
 from .kubelet import Kubelet
 from .resources import BUCKETS, NAMESPACES, NODES, PRIORITYCLASSES, SERVICES
 from .store import Store
@@ -110,6 +112,11 @@ def build_parser() -> Parser:
                            "sim-cluster's user: simcluster/sandbox.py)")
     proc.add_argument("--backoff-max", type=_seconds(0.01), default=300.0,
                       help="CrashLoopBackOff's longest delay in seconds (default 300)")
+    p.add_argument("--max-connections", type=int, default=LIMITS.max_connections, metavar="N",
+                   help=f"open connections in all; at the cap the longest idle one makes room (default "
+                        f"{LIMITS.max_connections})")
+    p.add_argument("--max-connections-per-peer", type=int, default=LIMITS.max_per_peer, metavar="N",
+                   help=f"open connections per client address; more are answered 503 (default {LIMITS.max_per_peer})")
     p.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
     authconfig.add_flags(p)
     return p
@@ -140,6 +147,13 @@ def _check_args(args) -> None:
         raise UsageError(f"--node-cpu/--node-memory: {exc}") from None
     if args.pod_uid_base is not None and (os.geteuid() != 0 or not 1000 <= args.pod_uid_base <= 2**31 - 2**23):
         raise UsageError(f"--pod-uid-base {args.pod_uid_base}: needs root, and 1000..{2**31 - 2**23}")
+    args.limits = dataclasses.replace(LIMITS, max_connections=args.max_connections,
+                                      max_per_peer=args.max_connections_per_peer)
+    try:
+        args.limits.check()
+    except LimitError as exc:
+        flag = {"max_connections": "--max-connections", "max_per_peer": "--max-connections-per-peer"}[exc.name]
+        raise UsageError(f"{flag} {exc.rule}, not {exc.value}") from None
     if args.loopback_block is not None and not 100 <= args.loopback_block <= 254:
         raise UsageError(f"--loopback-block must be 100..254, got {args.loopback_block}")
     try:
@@ -216,7 +230,7 @@ async def serve(args, apps: list[workload.App] | None, security: authconfig.Secu
     authconfig.install(api, security)
     populate(api, args.nodes, args.node_cpu, args.node_memory, args.node_pods)
     authconfig.create_policy(api, security)
-    server = HttpServer(api.handle)
+    server = HttpServer(api.handle, limits=args.limits)
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with trio.open_nursery() as nursery:
             await nursery.start(endpoints_ctl.run)
