@@ -3,7 +3,8 @@
 A bound pod with a container whose image `procimages` maps to a command is handed here by the
 `Kubelet` instead of being simulated. Per pod: a loopback address of this sim-cluster's block
 (`loopback`, 127.N.0.x, never 127.0.0.1) as `status.podIP`, a directory (`volumes.PodDir`, 0700)
-with its volumes, ServiceAccount token and logs, and one task per process container that
+with its volumes, ServiceAccount token and logs, with sim-cluster as root a uid of its own that every
+run drops to (`sandbox`), and one task per process container that
 
 1. configures it: volumes (a missing Secret/ConfigMap: waiting `ContainerCreating`, a `FailedMount`
    event, retried every `retry` s), the environment (`podenv`; a bad reference:

@@ -11,6 +11,7 @@ Here, on both ways a run starts (the fork server and `--no-fork-server`):
   while its own token stays readable;
 - its root/ is its own to write, so it may plant a link there: sim-cluster, as root, does not follow
   it when it sets the container up again for the next run.
+- a process it leaves behind in a session of its own dies with the pod, before its uid is reused.
 
 sim-cluster runs as root here (as in CI), so the sandbox is on: `simcluster/sandbox.py`.
 """
@@ -218,3 +219,18 @@ def test_a_link_planted_in_the_pods_root_does_not_lead_sim_cluster_out(cluster: 
         assert list(victim.iterdir()) == []
     finally:
         shutil.rmtree(victim, ignore_errors=True)
+
+
+def test_a_process_the_pod_left_behind_dies_with_the_pod(cluster: Cluster) -> None:
+    ns = cluster.namespace()
+    cluster.create(ns, server("leaver"))
+    uid, gid, _ = ids_of(running_pid(cluster, ns, "leaver"))
+    # what a pod could do with any code: a child in a session of its own, out of the group killpg reaches
+    left = subprocess.Popen([sys.executable, "-I", "-c", "import time; time.sleep(600)"], cwd="/",
+                            preexec_fn=PodIdentity(uid, gid).become, start_new_session=True)
+    try:
+        cluster.secure.ok("-n", ns, "delete", "pod", "leaver")
+        assert left.wait(timeout=20) == -9  # SIGKILLed: the next pod with this uid finds nothing of it
+    finally:
+        left.kill()
+        left.wait()
