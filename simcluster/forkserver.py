@@ -54,6 +54,7 @@ import sys
 import threading
 import traceback
 import types
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -154,11 +155,11 @@ class Server:
                 send(self.chan, {"run": ident, "errno": exc.errno, "error": exc.strerror, "cwd": cwd})
                 return
             server = os.getpid()
-            who = PodIdentity(int(message["uid"]), int(message["gid"])) if "uid" in message else None
+            become = PodIdentity(int(message["uid"]), int(message["gid"])).plan() if "uid" in message else None
             ready, setting_up = os.pipe()
             pid = os.fork()
             if pid == 0:
-                _child(self, log_fd, dir_fd, argv, env, server, who)  # never returns
+                _child(self, log_fd, dir_fd, argv, env, server, become)  # never returns
             os.close(setting_up)
             os.read(ready, 1)  # EOF once the child closed its fds, after setsid: its group exists to killpg
             os.close(ready)
@@ -182,13 +183,14 @@ def _drain(fd: int) -> None:
 # -- in the child -----------------------------------------------------------------------------
 
 def _child(server: Server, log_fd: int, dir_fd: int, argv: list[str], env: dict[str, str], parent: int,
-           who: PodIdentity | None) -> None:
+           become: Callable[[], None] | None) -> None:
     """Become the run, run its module, exit: never returns into the server's loop."""
     try:
         os.setsid()
         os.fchdir(dir_fd)  # before `become`: its new mount namespace takes the cwd along
-        if who is not None:  # before the PDEATHSIG: a change of credentials clears it
-            who.become()
+        if become is not None:  # the pod's identity (`sandbox`), before the PDEATHSIG (a change of
+            # credentials clears it)
+            become()
             server.libc.prctl(PR_SET_DUMPABLE, 1)  # as after an exec: its own uid may read its /proc
         server.libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
         if os.getppid() != parent:  # the server went before the prctl

@@ -56,9 +56,11 @@ class Child:
     """
 
     def __init__(self, argv: list[str], identity: PodIdentity | None = None, **options: Any) -> None:
+        become = identity.plan() if identity is not None else None
+
         def before_exec() -> None:  # the pod's identity first: a change of credentials clears PDEATHSIG
-            if identity is not None:
-                identity.become()
+            if become is not None:
+                become()
             _die_with_parent()
 
         self._popen = subprocess.Popen(argv, preexec_fn=before_exec, **options)

@@ -42,6 +42,7 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -63,17 +64,32 @@ class PodIdentity:
     uid: int
     gid: int
 
+    def plan(self) -> Callable[[], None]:
+        """What a forked child, still root, calls to become the pod: see ykshm where it lives
+        (`expose`), then drop to this identity for good (no supplementary group, gid, uid). Looked
+        up here, in the parent: after a fork of a threaded process the child only makes system calls."""
+        private, libc = private_dirs(), _libc()
+
+        def become() -> None:
+            expose(private, libc)
+            os.setgroups([])
+            os.setgid(self.gid)
+            os.setuid(self.uid)
+
+        return become
+
     def popen_options(self) -> dict[str, Any]:
         """`subprocess.Popen`/`trio.run_process` keywords: the child becomes the pod before exec."""
-        return {"preexec_fn": self.become}
+        return {"preexec_fn": self.plan()}
 
     def become(self) -> None:
-        """In a forked child, still root: see ykshm where it lives (`expose`), then drop to this
-        identity for good (no supplementary group, then gid, then uid)."""
-        expose(private_dirs())
-        os.setgroups([])
-        os.setgid(self.gid)
-        os.setuid(self.uid)
+        """In a forked child of a single-threaded process (the fork server's): become the pod."""
+        self.plan()()
+
+
+@functools.cache
+def _libc() -> Any:
+    return ctypes.CDLL(None, use_errno=True)
 
 
 def _searchable(path: str) -> bool:
@@ -107,12 +123,11 @@ def _mount(libc: Any, source: str, target: str, fstype: str | None, flags: int, 
         raise OSError(err, f"mount {source} on {target}: {os.strerror(err)}")
 
 
-def expose(private: tuple[tuple[str, tuple[str, ...]], ...]) -> None:
+def expose(private: tuple[tuple[str, tuple[str, ...]], ...], libc: Any) -> None:
     """In a child, as root: a mount namespace of its own where each private directory is a 0711
     tmpfs holding only its entries on the way to ykshm (bound from the real ones)."""
     if not private:
         return
-    libc = ctypes.CDLL(None, use_errno=True)
     if libc.unshare(CLONE_NEWNS) != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"unshare(CLONE_NEWNS): {os.strerror(err)}")

@@ -186,7 +186,7 @@ def test_the_pods_uid_reads_nothing_of_the_cluster(cluster: Cluster) -> None:
                cluster.run / "si.sock", cluster.pods, token("victim"), token("foothold")]
     # any code the pod might run: the same uid, gid, no groups, the same view of the file system
     out = subprocess.run([sys.executable, "-I", "-c", ATTACK, *map(str, targets)], capture_output=True, text=True,
-                         preexec_fn=PodIdentity(uid, gid).become, timeout=30, cwd="/")
+                         preexec_fn=PodIdentity(uid, gid).plan(), timeout=30, cwd="/")
     assert out.returncode == 0, out.stderr
     got = json.loads(out.stdout)
     own = got.pop(str(token("foothold")))
@@ -208,7 +208,7 @@ def test_a_link_planted_in_the_pods_root_does_not_lead_sim_cluster_out(cluster: 
         etc = next(cluster.pods.glob(f"{ns}_planter_*/root/etc"))
         plant = (f"import os, shutil; shutil.rmtree({str(etc)!r}); os.symlink({str(victim)!r}, {str(etc)!r})")
         out = subprocess.run([sys.executable, "-I", "-c", plant], capture_output=True, text=True, timeout=30,
-                             preexec_fn=PodIdentity(uid, uid).become, cwd="/")
+                             preexec_fn=PodIdentity(uid, uid).plan(), cwd="/")
         assert out.returncode == 0, out.stderr
 
         def failed_mount() -> str | None:
@@ -227,10 +227,30 @@ def test_a_process_the_pod_left_behind_dies_with_the_pod(cluster: Cluster) -> No
     uid, gid, _ = ids_of(running_pid(cluster, ns, "leaver"))
     # what a pod could do with any code: a child in a session of its own, out of the group killpg reaches
     left = subprocess.Popen([sys.executable, "-I", "-c", "import time; time.sleep(600)"], cwd="/",
-                            preexec_fn=PodIdentity(uid, gid).become, start_new_session=True)
+                            preexec_fn=PodIdentity(uid, gid).plan(), start_new_session=True)
     try:
         cluster.secure.ok("-n", ns, "delete", "pod", "leaver")
         assert left.wait(timeout=20) == -9  # SIGKILLed: the next pod with this uid finds nothing of it
     finally:
         left.kill()
         left.wait()
+
+
+def test_every_form_of_a_path_option_out_of_the_pod_is_refused(tmp_path: Path) -> None:
+    pod_dir = tmp_path / "pod"
+    (pod_dir / "root").mkdir(parents=True)
+    (pod_dir / "root" / "ok").write_text("x")
+    (pod_dir / "root" / "out").symlink_to("/etc/passwd")  # a link inside that leads out
+    env = {"PATH": os.environ["PATH"], "YKSHM_PROCESS_POD": str(pod_dir)}
+    refused = [["export", "--redis-password-file", "/etc/passwd"], ["export", "--redis-password-file=/etc/passwd"],
+               ["streams", "--bundle-dir", "/"], ["pe-sim", "--kubeconfig", str(pod_dir / "root" / "out")],
+               ["pe-sim", "--kubeconfig", "../../../etc/passwd"]]
+    for args in refused:
+        out = subprocess.run([sys.executable, "-m", "tools.cli", *args], env=env, capture_output=True, text=True,
+                             cwd=pod_dir / "root", timeout=30)
+        assert out.returncode == 2 and out.stderr.count("\n") == 1, (args, out.stderr)
+        assert "a process pod may read only files of its own directory" in out.stderr, (args, out.stderr)
+    # the same file by $KUBECONFIG
+    out = subprocess.run([sys.executable, "-m", "tools.cli", "pe-sim", "--job", "ns/none"], timeout=30,
+                         env={**env, "KUBECONFIG": "/etc/passwd"}, capture_output=True, text=True, cwd=pod_dir / "root")
+    assert out.returncode == 2 and "kubeconfig /etc/passwd: a process pod may read only" in out.stderr, out.stderr
