@@ -524,7 +524,3 @@ def load_config(path: str | Path | None) -> EngineConfig:
     config.checksum = hashlib.sha256(Path(path).read_bytes()).hexdigest().upper()
     return config
 
-
-def parse_config_text(text: str | bytes, limits: YamlLimits = YamlLimits()) -> EngineConfig:
-    """Parse a whole configuration document (what `POST /ws/v1/validate-conf` receives)."""
-    return parse_config(_document(text, "<request body>", limits))

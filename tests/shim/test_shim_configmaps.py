@@ -206,3 +206,20 @@ def test_unreadable_configmaps_at_start_are_one_line_and_exit_1():
     assert out.returncode == 1
     assert "cannot read ConfigMap yk/yunikorn-defaults" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_a_helm_rendered_yunikorn_defaults_starts_the_shim_unchanged(ring_name):
+    """YuniKorn's chart renders service.operatorPlugins (a key nobody reads any more): ignored,
+    listed, the rest in force."""
+    from test_configmaps_keys import HELM_DEFAULTS
+
+    with Cluster(ring_name, nodes=1) as c:
+        c.start_sim()
+        apply(Kubectl(c.url, c.tmp), "yunikorn-defaults", HELM_DEFAULTS)
+        c.start_engine()
+        c.start_shim(extra=["--configmaps"])
+        wait_for(lambda: leaf_queues(c) == {"spark"}, 10, "root.spark in force")
+        status = wait_for(lambda: c.shim_status()["configMaps"]["inForce"] and
+                          c.shim_status()["configMaps"], 5, "the configuration in force")
+        assert status["ignoredKeys"] == ["service.operatorPlugins"]
+        assert c.shim.tail().count("ignoring unknown configuration key") == 1
