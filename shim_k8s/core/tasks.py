@@ -17,7 +17,8 @@ import msgspec
 from si import messages
 from si import protocol as si
 from si import resources
-from si.tags import NAMESPACE_TAG, PLACEMENT_TAG, POD_NAME_TAG, label_tags
+from si.tags import (FORCE_CREATE_TAG, NAMESPACE_APP_TAG, NAMESPACE_TAG, PLACEMENT_TAG,
+                     POD_NAME_TAG, label_tags)
 
 from .. import mapping
 from ..mapping import PodInfo
@@ -142,6 +143,13 @@ def release_ask(core: ShimCore, uid: str, message: str) -> None:
         core.batch.touched_apps.add(app)
 
 
+def _app_tags(info: PodInfo, bound: bool) -> dict[str, str]:
+    """YuniKorn's application tags: the namespace, and create-force when the pod that makes the
+    application known is already bound (recovery: the engine then places what its rules no
+    longer accept into root.@recovery@ rather than rejecting a running pod's application)."""
+    return {NAMESPACE_APP_TAG: info.namespace, FORCE_CREATE_TAG: "true" if bound else "false"}
+
+
 def _ensure_app(core: ShimCore, info: PodInfo) -> bool:
     if info.app_id in core.e_apps:
         return True
@@ -149,11 +157,12 @@ def _ensure_app(core: ShimCore, info: PodInfo) -> bool:
         return False
     # the first pod seen defines the application (queue, user, gang), and keeps defining it
     # across engine restarts, so recovery puts it in the same queue as before
+    bound = bool(info.node_name)
     info = core.app_origin.setdefault(info.app_id, info)
     core.e_apps[info.app_id] = info.queue
     app = messages.AddApplication(
         info.app_id, info.queue, core.partition,
-        messages.UserGroupInfo(info.user, tuple(info.groups)), {"namespace": info.namespace})
+        messages.UserGroupInfo(info.user, tuple(info.groups)), _app_tags(info, bound))
     if info.task_groups:
         app = msgspec.structs.replace(
             app, placeholder_ask=resources.total(

@@ -412,3 +412,35 @@ def test_refused_registration_fails_sticky_exit_1(cluster, tmp_path):
         fake.kill()
         fake.wait()
         fake.stdout.close()
+
+
+NO_TEAM_A = """\
+partitions:
+  - name: default
+    placementrules:
+      - name: provided
+        create: false
+    queues:
+      - name: root
+        submitacl: "*"
+        queues:
+          - name: prod
+"""
+
+
+def test_a_running_pod_whose_queue_is_gone_is_recovered_into_the_recovery_queue(ring_name):
+    """YuniKorn's shim sends application.create.force for an already bound pod: after a queue
+    change (root.team-a removed, no rule or root.default to fall back on) its application lands
+    in root.@recovery@ and the shim runs, instead of failing on every restart."""
+    with Cluster(ring_name, nodes=1, engine_config=NO_TEAM_A) as c:
+        c.start_sim()
+        c.create_pod("old", app="app-old", queue="root.team-a", node="node-0000")
+        c.start_engine()
+        c.start_shim()  # waits for Running; without the tag the shim goes Failed
+        [app] = wait_for(lambda: c.applications(), 10, "app-old known to the engine")
+        assert (app["applicationID"], app["queueName"]) == ("app-old", "root.@recovery@")
+        c.create_pod("new", app="app-new", queue="root.team-a")  # pending: no force, rejected
+        wait_for(lambda: any(e["involvedObject"]["name"] == "new" for e in c.events()), 10,
+                 "the rejection posted on the pending pod")
+        assert [a["queueName"] for a in c.applications()] == ["root.@recovery@"]
+        assert c.shim_status()["state"] == "Running"
