@@ -26,11 +26,10 @@ from si.config import CORE_KEYS, Apply, is_log_key, log_level
 
 _BY_SETTING = {k.setting: k for k in CORE_KEYS.values() if k.setting}
 _EVENT_FIELDS = {"service.event.requestStoreCapacity": "request_store_capacity",
-                 "service.event.ringBufferCapacity": "ring_buffer_capacity",
-                 "service.event.maxStreams": "max_streams",
-                 "service.event.maxStreamsPerHost": "max_streams_per_host",
-                 "service.event.RESTResponseSize": "rest_response_size"}
-"""The event settings the engine keeps from its start (ENGINE_FILE, WEB_FILE keys)."""
+                 "service.event.ringBufferCapacity": "ring_buffer_capacity"}
+"""The event settings the engine keeps from its start (ENGINE_FILE keys: the shared-memory
+sizes). The web's (RESTResponseSize, maxStreams, maxStreamsPerHost) are live: the snapshot
+carries them to the web's workers (web.app.App.settings)."""
 
 
 def _service_mapping(extra: Mapping[str, str]) -> dict[str, Any]:
@@ -79,7 +78,7 @@ def _warnings(extra: Mapping[str, str], wanted: EngineConfig, running: EngineCon
     shown = dict(extra)
     for name in sorted(extra):
         key = CORE_KEYS.get(name)
-        if key is None or key.apply not in (Apply.ENGINE_FILE, Apply.WEB_FILE):
+        if key is None or key.apply is not Apply.ENGINE_FILE:
             continue
         have = _value(key.setting, running)
         shown[name] = str(have)

@@ -26,7 +26,6 @@ class Apply(enum.Enum):
     SHIM_START = "read when the shim starts (YuniKorn: non-reloadable, restart required)"
     ENGINE_FILE = ("a size fixed when the engine starts: set it in `ykshm engine --config` "
                    "(restart required)")
-    WEB_FILE = "read by `ykshm web` from its own --config, not from the ConfigMaps"
     NO_EFFECT = "accepted and shown; it has no effect in ykshm"
 
 
@@ -56,9 +55,9 @@ CORE_KEYS: dict[str, CoreKey] = {k.name: k for k in (
             Apply.ENGINE_FILE),
     CoreKey("event.ringBufferCapacity", "100000", "service.event.ringBufferCapacity",
             Apply.ENGINE_FILE),
-    CoreKey("event.maxStreams", "100", "service.event.maxStreams", Apply.WEB_FILE),
-    CoreKey("event.maxStreamsPerHost", "15", "service.event.maxStreamsPerHost", Apply.WEB_FILE),
-    CoreKey("event.RESTResponseSize", "10000", "service.event.RESTResponseSize", Apply.WEB_FILE),
+    CoreKey("event.maxStreams", "100", "service.event.maxStreams", Apply.LIVE),
+    CoreKey("event.maxStreamsPerHost", "15", "service.event.maxStreamsPerHost", Apply.LIVE),
+    CoreKey("event.RESTResponseSize", "10000", "service.event.RESTResponseSize", Apply.LIVE),
     # ykshm's own engine settings (no YuniKorn key), under their config-file names
     CoreKey("service.event.requestEventsEnabled", "false", "service.event.requestEventsEnabled",
             Apply.LIVE, parse_bool),

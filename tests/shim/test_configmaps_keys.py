@@ -86,8 +86,8 @@ def test_shim_keys_have_yunikorns_defaults():
     ("service.schedulingInterval", Apply.NO_EFFECT), ("kubernetes.qps", Apply.NO_EFFECT),
     ("log.level", Apply.LIVE), ("log.shim.context.level", Apply.LIVE),
     ("event.trackingEnabled", Apply.LIVE), ("event.ringBufferCapacity", Apply.ENGINE_FILE),
-    ("event.requestCapacity", Apply.ENGINE_FILE), ("event.maxStreams", Apply.WEB_FILE),
-    ("event.maxStreamsPerHost", Apply.WEB_FILE), ("event.RESTResponseSize", Apply.WEB_FILE),
+    ("event.requestCapacity", Apply.ENGINE_FILE), ("event.maxStreams", Apply.LIVE),
+    ("event.maxStreamsPerHost", Apply.LIVE), ("event.RESTResponseSize", Apply.LIVE),
     ("health.checkInterval", Apply.NO_EFFECT),
     ("queues.yaml", None), ("admissionController.accessControl.bypassAuth", None),
 ])
@@ -283,13 +283,13 @@ def test_every_shim_key_has_a_struct_field():
 
 
 def test_a_reverted_key_stays_reported_until_it_is_set_back():
-    source = started(cm(DEFAULTS, {"service.clusterId": "one", "event.maxStreams": "100"}))
-    source.on_event("ADDED", cm(CONFIGS, {"service.clusterId": "two", "event.maxStreams": "5"}))
-    assert [n.split(":")[0] for n in source.status()["notApplied"]] == ["event.maxStreams",
-                                                                        "service.clusterId"]
+    source = started(cm(DEFAULTS, {"service.clusterId": "one", "event.ringBufferCapacity": "100"}))
+    source.on_event("ADDED", cm(CONFIGS, {"service.clusterId": "two", "event.ringBufferCapacity": "5"}))
+    assert [n.split(":")[0] for n in source.status()["notApplied"]] == ["event.ringBufferCapacity",
+                                                                                "service.clusterId"]
     source.on_event("MODIFIED", cm(CONFIGS, {"service.clusterId": "two", "queues.yaml": "q"},
                                    rv="2"))
-    assert [n.split(":")[0] for n in source.status()["notApplied"]] == ["event.maxStreams",
-                                                                        "service.clusterId"]
+    assert [n.split(":")[0] for n in source.status()["notApplied"]] == ["event.ringBufferCapacity",
+                                                                                "service.clusterId"]
     source.on_event("MODIFIED", cm(CONFIGS, {"queues.yaml": "q"}, rv="3"))
     assert source.status()["notApplied"] == []

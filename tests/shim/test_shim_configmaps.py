@@ -223,3 +223,33 @@ def test_a_helm_rendered_yunikorn_defaults_starts_the_shim_unchanged(ring_name):
                           c.shim_status()["configMaps"], 5, "the configuration in force")
         assert status["ignoredKeys"] == ["service.operatorPlugins"]
         assert c.shim.tail().count("ignoring unknown configuration key") == 1
+
+
+def test_event_settings_from_the_configmaps_reach_the_web(ring_name):
+    """event.RESTResponseSize and event.maxStreamsPerHost are applied by the web on every update
+    (as YuniKorn's REST does); 0 means YuniKorn's default (10000); trackingEnabled false makes
+    the event REST answer YuniKorn's 500 instead of the ring's stale history (R9)."""
+    with Cluster(ring_name, nodes=3) as c:
+        kubectl = start(c)
+        web = WebServer(ring_name, workers=1)
+        try:
+            def batch() -> httpx.Response:
+                return httpx.get(web.url + "/ws/v1/events/batch", timeout=5)
+
+            wait_for(lambda: len(batch().json()["EventRecords"] or []) > 3, 10, "some events")
+            apply(kubectl, "yunikorn-configs", {"event.RESTResponseSize": "2",
+                                                "event.maxStreamsPerHost": "1"})
+            wait_for(lambda: len(batch().json()["EventRecords"]) == 2, 10, "batches of 2")
+            with httpx.stream("GET", web.url + "/ws/v1/events/stream", timeout=5) as first:
+                assert first.status_code == 200
+                second = httpx.get(web.url + "/ws/v1/events/stream?count=0", timeout=5)
+                assert (second.status_code, second.json()["message"]) == (
+                    503, "Too many streaming connections")
+            apply(kubectl, "yunikorn-configs", {"event.RESTResponseSize": "0"})
+            wait_for(lambda: len(batch().json()["EventRecords"]) > 3, 10, "YuniKorn's default")
+            apply(kubectl, "yunikorn-configs", {"event.trackingEnabled": "false"})
+            off = wait_for(lambda: batch().status_code == 500 and batch(), 10, "tracking off")
+            assert off.json() == {"status_code": 500, "message": "Event tracking is disabled",
+                                  "description": "Event tracking is disabled"}
+        finally:
+            web.stop()
