@@ -32,6 +32,17 @@ class KubeEvent:
     type: str = "Normal"
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class FailPod:
+    """Set a pending pod's status to phase Failed with a reason and message (YuniKorn's shim
+    fails the waiting pods of an application the core rejected: failTaskPodWithReasonAndMsg)."""
+
+    namespace: str
+    name: str
+    reason: str
+    message: str
+
+
 @dataclasses.dataclass(slots=True)
 class Actions:
     """One batch: SI messages (wire dicts, in sending order), bindings, Events, pods to delete
@@ -45,7 +56,8 @@ class Actions:
     """Of `deletes`, the preemption victims: marked `DisruptionTarget` before they are deleted."""
     creates: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     transitions: list[Transition] = dataclasses.field(default_factory=list)
+    failed: list[FailPod] = dataclasses.field(default_factory=list)
 
     def __bool__(self) -> bool:
         return bool(self.si or self.binds or self.events or self.deletes or self.creates
-                    or self.transitions)
+                    or self.transitions or self.failed)

@@ -24,7 +24,7 @@ from .. import mapping
 from ..mapping import PodInfo
 from ..state import ShimState
 from . import nodes, placeholders
-from .actions import KubeEvent
+from .actions import FailPod, KubeEvent
 from .engine_view import EngineAllocation
 
 if TYPE_CHECKING:
@@ -284,11 +284,28 @@ def on_application_response(core: ShimCore, message: messages.ApplicationRespons
         log.warning("application %s rejected: %s", app, reason)
         for uid in [u for u, a in core.e_asks.items() if a == app]:
             del core.e_asks[uid]
-        for uid in sorted(core.app_live.get(app, ()))[:100]:
-            info = core.pods[uid]
-            core.actions.events.append(KubeEvent(
-                "Pod", info.namespace, info.name, uid, "ApplicationRejected",
-                f"application {app} rejected: {reason}", "Warning"))
+        fail_waiting_pods(core, app, reason)
+
+
+APPLICATION_REJECTED = "ApplicationRejected"
+"""YuniKorn's ApplicationRejectedFailure: the pod status reason of a rejected app's pods."""
+
+
+def fail_waiting_pods(core: ShimCore, app: str, reason: str) -> None:
+    """As YuniKorn's shim (application.go handleFailApplicationEvent): each pod of the rejected
+    application that is not bound gets phase Failed, reason ApplicationRejected, and the Warning
+    event ApplicationFailed; bound pods run on. The status message is YuniKorn's too: the text
+    between the first and second ':' of "ApplicationRejected: <reason>"."""
+    failure = f"{APPLICATION_REJECTED}: {reason}"
+    for uid in sorted(core.app_live.get(app, ()))[:100]:
+        info = core.pods[uid]
+        if info.node_name or uid in core.assumed:
+            continue
+        core.actions.failed.append(FailPod(info.namespace, info.name, APPLICATION_REJECTED,
+                                           failure.split(":")[1]))
+        core.actions.events.append(KubeEvent(
+            "Pod", info.namespace, info.name, uid, "ApplicationFailed",
+            f"Application {app} scheduling failed, reason: {failure}", "Warning"))
 
 
 def on_event_record(core: ShimCore, record: messages.EventRecord) -> None:

@@ -208,17 +208,32 @@ def test_other_scheduler_pods_are_occupied_resource_updates():
     assert eng.log[-1]["nodes"][0]["occupiedResource"] == {"resources": {}}
 
 
+def _bad_task_groups(name):
+    bad = pod(name)
+    bad["metadata"]["annotations"]["yunikorn.apache.org/task-groups"] = "{not json"
+    return bad
+
+
 def test_bad_pod_gets_event_and_rest_scheduled():
     core, eng = start([node("n1")])
-    core.on_pod("ADDED", pod("bad", user="x\"broken"))
+    core.on_pod("ADDED", _bad_task_groups("bad"))
     core.on_pod("ADDED", pod("good"))
     eng.pump()
     assert list(eng.asks) == ["uid-good"]
     assert [(e.name, e.reason, e.type) for e in eng.events] == [("bad", "InvalidPod", "Warning")]
-    assert "user.info" in eng.events[0].message
-    core.on_pod("MODIFIED", pod("bad", user="x\"broken"))
+    assert "task-groups" in eng.events[0].message
+    core.on_pod("MODIFIED", _bad_task_groups("bad"))
     eng.pump()
     assert len(eng.events) == 1                    # once per reason
+
+
+def test_a_malformed_user_info_schedules_as_nobody():
+    """YuniKorn's shim (utils.go GetUserFromPod) falls back to nobody instead of refusing."""
+    core, eng = start([node("n1")])
+    core.on_pod("ADDED", pod("odd", user="x\"broken"))
+    eng.pump()
+    assert list(eng.asks) == ["uid-odd"] and eng.events == []
+    assert eng.apps["app-1"]["ugi"] == {"user": "nobody", "groups": []}
 
 
 def test_request_events_and_rejections_become_kube_events():
@@ -362,7 +377,7 @@ def test_refused_existing_allocation_counts_as_occupied():
     update = [m for m in follow.si if m["type"] == "NodeRequest"][0]["nodes"][0]
     assert update["action"] == "UPDATE"
     assert update["occupiedResource"]["resources"]["vcore"]["value"] == 3000
-    assert {e.reason for e in follow.events} == {"ApplicationRejected", "AskRejected"}
+    assert {e.reason for e in follow.events} == {"AskRejected"}  # a bound pod runs on
     assert core.occupied("n1")["vcore"] == 3000
     core.on_pod("MODIFIED", pod("bad-queue", "n1", app="app-x", cpu="3", phase="Succeeded"))
     assert core.occupied("n1") == {}

@@ -329,23 +329,27 @@ spec:
 def test_bad_pods_get_an_event_and_the_rest_schedule(cluster):
     c = cluster
     c.start_all(kubeconfig=True)           # server and token from a kubeconfig file
-    c.create_pod("bad-user", annotations={"yunikorn.apache.org/user.info": "{not json"})
+    c.create_pod("bad-tg", annotations={"yunikorn.apache.org/task-groups": "{not json"})
     c.create_pod("bad-gang", annotations={
         "yunikorn.apache.org/schedulingPolicyParameters": "gangSchedulingStyle=Sometimes"})
+    # a user.info YuniKorn's shim cannot decode: the pod runs as nobody (utils.go)
+    c.create_pod("odd-user", app="app-odd",
+                 annotations={"yunikorn.apache.org/user.info": "{not json"})
     c.create_pod("good-1")
     c.create_pod("good-2")
-    c.wait_bound(["good-1", "good-2"], timeout=30)
+    c.wait_bound(["good-1", "good-2", "odd-user"], timeout=30)
 
     def events():
         got = {(e["involvedObject"]["name"], e["reason"]): e for e in c.events()}
-        return got if {("bad-user", "InvalidPod"), ("bad-gang", "InvalidPod")} <= set(got) \
+        return got if {("bad-tg", "InvalidPod"), ("bad-gang", "InvalidPod")} <= set(got) \
             else None
 
     got = wait_for(events, 20, "InvalidPod events")
-    assert "user.info" in got[("bad-user", "InvalidPod")]["message"]
+    assert "task-groups" in got[("bad-tg", "InvalidPod")]["message"]
     assert "gangSchedulingStyle" in got[("bad-gang", "InvalidPod")]["message"]
-    assert got[("bad-user", "InvalidPod")]["type"] == "Warning"
-    assert not c.pod("bad-user")["spec"].get("nodeName")
+    assert got[("bad-tg", "InvalidPod")]["type"] == "Warning"
+    assert not c.pod("bad-tg")["spec"].get("nodeName")
+    assert {a["applicationID"]: a["user"] for a in c.applications()}["app-odd"] == "nobody"
     wait_for(lambda: c.shim_status()["cluster"]["badPods"] == 2, 5, "2 bad pods in status")
 
 
@@ -440,7 +444,16 @@ def test_a_running_pod_whose_queue_is_gone_is_recovered_into_the_recovery_queue(
         [app] = wait_for(lambda: c.applications(), 10, "app-old known to the engine")
         assert (app["applicationID"], app["queueName"]) == ("app-old", "root.@recovery@")
         c.create_pod("new", app="app-new", queue="root.team-a")  # pending: no force, rejected
-        wait_for(lambda: any(e["involvedObject"]["name"] == "new" for e in c.events()), 10,
-                 "the rejection posted on the pending pod")
+        # as YuniKorn's shim: the waiting pod is failed, and an ApplicationFailed event says why
+        status = wait_for(lambda: c.pod("new")["status"].get("phase") == "Failed"
+                          and c.pod("new")["status"], 10, "the rejected app's pod Failed")
+        assert (status["reason"], status["message"]) == ("ApplicationRejected",
+                                                         " failed to place application app-new")
+        [event] = [e for e in c.events() if e["involvedObject"]["name"] == "new"
+                   and e["reason"] == "ApplicationFailed"]
+        assert (event["type"], event["message"]) == (
+            "Warning", "Application app-new scheduling failed, reason: "
+            "ApplicationRejected: failed to place application app-new: application rejected: "
+            "no placement rule matched")
         assert [a["queueName"] for a in c.applications()] == ["root.@recovery@"]
         assert c.shim_status()["state"] == "Running"
