@@ -46,7 +46,9 @@ class ConfigLimitError(ConfigError):
 class EventSettings(msgspec.Struct, frozen=True, rename="camel"):
     """`service.event.*`: the seed's settings plus ykshm's stream limits."""
 
-    request_events_enabled: GoBool = False
+    request_events_enabled: GoBool = True
+    """The seed: "the default mirrors the current default in the code"; YuniKorn's code today
+    always sends request events to its shim, so on (README, decisions)."""
     tracking_events_enabled: GoBool = True
     request_store_capacity: Uint32 = 1000
     ring_buffer_capacity: Uint32 = 100_000

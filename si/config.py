@@ -59,7 +59,7 @@ CORE_KEYS: dict[str, CoreKey] = {k.name: k for k in (
     CoreKey("event.maxStreamsPerHost", "15", "service.event.maxStreamsPerHost", Apply.LIVE),
     CoreKey("event.RESTResponseSize", "10000", "service.event.RESTResponseSize", Apply.LIVE),
     # ykshm's own engine settings (no YuniKorn key), under their config-file names
-    CoreKey("service.event.requestEventsEnabled", "false", "service.event.requestEventsEnabled",
+    CoreKey("service.event.requestEventsEnabled", "true", "service.event.requestEventsEnabled",
             Apply.LIVE, parse_bool),
     CoreKey("service.applicationRetentionSeconds", "259200",
             "service.applicationRetentionSeconds", Apply.ENGINE_FILE),

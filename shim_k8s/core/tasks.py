@@ -23,7 +23,7 @@ from si.tags import (FORCE_CREATE_TAG, NAMESPACE_APP_TAG, NAMESPACE_TAG, PLACEME
 from .. import mapping
 from ..mapping import PodInfo
 from ..state import ShimState
-from . import nodes, placeholders
+from . import nodes, placeholders, podevents
 from .actions import FailPod, KubeEvent
 from .engine_view import EngineAllocation
 
@@ -73,6 +73,8 @@ def on_pod(core: ShimCore, event_type: str, obj: Mapping[str, Any]) -> None:
     prev = core.pods.get(uid)
     core.pods[uid] = info
     _index_pod(core, prev, info)
+    if prev is not None and not prev.finished and info.finished and info.node_name:
+        podevents.completed(core, info)
     reconcile_pod(core, uid)
     if prev is not None and (prev.placement, prev.labels) != (info.placement, info.labels) \
             and uid in core.e_asks and core.engine_live():
@@ -108,6 +110,7 @@ def _forget_pod(core: ShimCore, uid: str) -> None:
         nodes.forget_other(core, uid)
     prev = core.pods.pop(uid, None)
     core.bad_pods.pop(uid, None)
+    podevents.forget(core, uid)
     core.assumed.pop(uid, None)
     core.bind_failures.pop(uid, None)
     core.rejected_asks.pop(uid, None)
@@ -241,6 +244,7 @@ def reconcile_pod(core: ShimCore, uid: str) -> None:
             return
     core.e_asks[uid] = info.app_id
     core.batch.asks.append(_ask_message(core, uid, info))
+    podevents.queued(core, info)
 
 
 def meta_tags(info: PodInfo) -> dict[str, str]:
@@ -310,9 +314,6 @@ def fail_waiting_pods(core: ShimCore, app: str, reason: str) -> None:
 
 def on_event_record(core: ShimCore, record: messages.EventRecord) -> None:
     """A request event about one of our pods becomes a Kubernetes Event on it."""
-    uid = record.object_id
-    info = core.pods.get(uid)
-    if info is None:
-        return
-    core.actions.events.append(KubeEvent("Pod", info.namespace, info.name, uid,
-                                          "Informational", record.message))
+    info = core.pods.get(record.object_id)
+    if info is not None:
+        podevents.request_event(core, info, record.message)

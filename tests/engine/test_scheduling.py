@@ -171,7 +171,7 @@ def test_user_limits_enforced():
     h.asks("c2", "c2-1")
     h.cycle()
     assert set(h.allocated()) == {"b1", "b2", "c1-1"}
-    assert any("user/group limit" in e["message"] for e in h.request_events()
+    assert any("exceeds the available user quota" in e["message"] for e in h.request_events()
                if e["objectID"] == "b3")
     queue_usage = h.part.queues["root.q"].allocated["memory"]
     assert queue_usage == 3 * GI

@@ -13,7 +13,7 @@ import time
 
 import orjson
 
-from tools.harness import Cluster, wait_for
+from tools.harness import Cluster, Kubectl, wait_for
 
 
 def _bound_pods(c: Cluster) -> dict[str, str]:
@@ -349,7 +349,9 @@ def test_bad_pods_get_an_event_and_the_rest_schedule(cluster):
     assert "gangSchedulingStyle" in got[("bad-gang", "InvalidPod")]["message"]
     assert got[("bad-tg", "InvalidPod")]["type"] == "Warning"
     assert not c.pod("bad-tg")["spec"].get("nodeName")
-    assert {a["applicationID"]: a["user"] for a in c.applications()}["app-odd"] == "nobody"
+    users = wait_for(lambda: {a["applicationID"]: a["user"] for a in c.applications()
+                              if a["applicationID"] == "app-odd"}, 10, "app-odd in the engine")
+    assert users == {"app-odd": "nobody"}
     wait_for(lambda: c.shim_status()["cluster"]["badPods"] == 2, 5, "2 bad pods in status")
 
 
@@ -457,3 +459,28 @@ def test_a_running_pod_whose_queue_is_gone_is_recovered_into_the_recovery_queue(
             "no placement rule matched")
         assert [a["queueName"] for a in c.applications()] == ["root.@recovery@"]
         assert c.shim_status()["state"] == "Running"
+
+
+SMALL_QUEUE = orjson.dumps({"partitions": [{"name": "default", "queues": [{
+    "name": "root", "submitacl": "*",
+    "queues": [{"name": "small", "resources": {"max": {"memory": "100Mi"}}}]}]}]}).decode()
+
+
+def test_kubectl_describe_pod_says_why_a_pending_pod_waits(ring_name):
+    """Request events are on by default (no service.event key in the engine's file), and the
+    shim posts YuniKorn's pod events: `kubectl describe pod` explains the wait."""
+    with Cluster(ring_name, nodes=1, engine_config=SMALL_QUEUE) as c:
+        c.start_all()
+        c.create_pod("big", app="app-big", queue="root.small", memory="200Mi")
+        kubectl = Kubectl(c.url, c.tmp)
+
+        def described() -> str | None:
+            out = kubectl("describe", "pod", "big", "-n", "default")
+            return out if "PodUnschedulable" in out else None
+
+        out = wait_for(described, 15, "the pending pod's events in kubectl describe")
+        uid = c.pod("big")["metadata"]["uid"]
+        assert "Scheduling        " in out and "default/big is queued and waiting for allocation" in out
+        assert "Informational     " in out and f"Request '{uid}' does not fit in queue 'root.small'" in out
+        assert "Task default/big is skipped from scheduling because the queue quota has been exceed" in out
+        assert not c.pod("big")["spec"].get("nodeName")
