@@ -180,6 +180,7 @@ def build(scheduler: Any, *, pid: int | None = None, fragments: bool = False) ->
         doc["engine"]["configWarnings"] = list(scheduler.config_warnings)
     doc["engine"]["configSource"] = scheduler.config_origin
     doc["engine"]["eventSettings"] = msgspec.to_builtins(scheduler.config.event)
+    doc["metrics"] = scheduler.metrics.document()
     cluster_id = next(iter(sorted(scheduler.rms)), "")
     for name, part in scheduler.partitions.items():
         doc["partitions"].append(_partition_info(part, cluster_id, scheduler.started_nano))

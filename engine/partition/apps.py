@@ -30,6 +30,10 @@ if TYPE_CHECKING:
     from si.messages import AddApplication
 
 
+_COUNTED_TERMINAL = frozenset({AppState.COMPLETED, AppState.FAILED, AppState.REJECTED})
+"""YuniKorn's queue_app_total states."""
+
+
 def set_state(part: PartitionState, app: Application, event: AppEvent, message: str = "") -> bool:
     """Fire an event on the app's machine; emit APP/SET (REMOVE for Rejected). False if the
     transition is illegal from the current state (nothing changes)."""
@@ -55,6 +59,8 @@ def set_state(part: PartitionState, app: Application, event: AppEvent, message: 
         part.timers.set(part.timing.completing_ns, TimerKind.COMPLETING, app.app_id)
     elif new in TERMINAL_STATES:
         terminate(part, app)
+    if new in _COUNTED_TERMINAL:
+        part.metrics.terminal(app.queue.path if app.queue else app.queue_name, new.value.lower())
     part.version += 1
     return True
 
@@ -75,8 +81,10 @@ def add(part: PartitionState, rm_id: str, request: AddApplication) -> str | None
                       submit_time=part.wall_clock())
     part.emit(APP, ADD, int(Detail.DETAILS_NONE), app_id, "", app.queue_name)
     part.emit(APP, SET, int(Detail.APP_NEW), app_id, "", "")
+    part.metrics.submitted("new")
     queue, reason = ((None, user_group) if isinstance(user_group, str)
                      else queues.place_app(part, app))
+    part.metrics.submitted("accepted" if queue is not None else "rejected")
     if queue is None:
         app.rejected_message = reason
         part.terminated[app_id] = app

@@ -37,6 +37,7 @@ refuses it, or its reserved node does not free up.
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections import Counter
 from typing import TYPE_CHECKING
 
@@ -226,7 +227,13 @@ def _try_app(part: PartitionState, app: Application, failed: set) -> bool:
 
 def _maybe_preempt(part: PartitionState, app: Application, ask: Ask) -> bool:
     """An ask that cannot be placed may free room by preemption (engine.partition.preemption)."""
-    return preemption.wanted(part, app, ask) and preemption.try_preempt(part, app, ask)
+    if not preemption.wanted(part, app, ask):
+        return False
+    started = time.perf_counter()
+    try:
+        return preemption.try_preempt(part, app, ask)
+    finally:
+        part.metrics.preemption.observe(time.perf_counter() - started)
 
 
 def can_run(part: PartitionState, app: Application) -> bool:
