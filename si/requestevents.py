@@ -10,6 +10,7 @@ sides cannot drift apart.
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 
 _QUEUE = "does not fit in queue"
 _USER = "exceeds the available user quota"
@@ -23,8 +24,15 @@ class Waiting(enum.Enum):
     RESOURCES = "failed"   # FAILED: no node has room
 
 
-def queue_quota(key: str, queue: str, requested: object, available: object) -> str:
-    return f"Request '{key}' {_QUEUE} '{queue}' (requested {requested}, available {available})"
+def go_resource(resource: Mapping[str, int]) -> str:
+    """A resource as YuniKorn's messages print it (Go's %v of a map: sorted keys)."""
+    return "map[" + " ".join(f"{name}:{value}" for name, value in sorted(resource.items())) + "]"
+
+
+def queue_quota(key: str, queue: str, requested: Mapping[str, int],
+                available: Mapping[str, int]) -> str:
+    return (f"Request '{key}' {_QUEUE} '{queue}' (requested {go_resource(requested)}, "
+            f"available {go_resource(available)})")
 
 
 def user_quota(key: str, queue: str, reason: str) -> str:

@@ -262,7 +262,7 @@ def test_yunikorns_pod_events_tell_the_pods_story():
     core, eng = start([node("n1")])
     core.on_pod("ADDED", pod("p1"))
     eng.pump()
-    quota = "Request 'uid-p1' does not fit in queue 'root.a' (requested {}, available {})"
+    quota = "Request 'uid-p1' does not fit in queue 'root.a' (requested map[], available map[])"
     user = "Request 'uid-p1' exceeds the available user quota in queue 'root.a': limit reached"
     nodes = "Request 'uid-p1' does not fit on any of 1 nodes: 0/1 nodes are available: ..."
     for message in (quota, user, nodes):

@@ -481,6 +481,8 @@ def test_kubectl_describe_pod_says_why_a_pending_pod_waits(ring_name):
         out = wait_for(described, 15, "the pending pod's events in kubectl describe")
         uid = c.pod("big")["metadata"]["uid"]
         assert "Scheduling        " in out and "default/big is queued and waiting for allocation" in out
-        assert "Informational     " in out and f"Request '{uid}' does not fit in queue 'root.small'" in out
+        assert "Informational     " in out and (
+            f"Request '{uid}' does not fit in queue 'root.small' (requested "
+            "map[memory:209715200 pods:1 vcore:100], available map[memory:104857600])") in out
         assert "Task default/big is skipped from scheduling because the queue quota has been exceed" in out
         assert not c.pod("big")["spec"].get("nodeName")
