@@ -4,11 +4,11 @@ The engine writes the YuniKorn DAO shapes into the snapshot (docs/CONTRACTS.md);
 pick the part a path names and send it as it is. Names in paths are validated first (400), then
 looked up (404). Without a snapshot every view answers 503 (the event endpoints still work).
 
-Name rules (YuniKorn's `configs` regular expressions):
-- user:  `^[_a-zA-Z][a-zA-Z0-9:#/_.@-]*[$]?$`
-- group: `^[_a-zA-Z][a-zA-Z0-9:#/_.-]*$`
-- partition: letters, digits, `_ . - [ ]` (`[rm]default` is a YuniKorn internal name)
-each at most 256 characters.
+Name rules (YuniKorn's `configs` regular expressions, engine.ugm.security):
+- user:  `^[_a-zA-Z][a-zA-Z0-9:#/_.@-]*[$]?$`, no length limit of its own (as YuniKorn)
+- group: `^[_a-zA-Z][a-zA-Z0-9:_.-]*$`, likewise
+- partition: letters, digits, `_ . - [ ]` (`[rm]default` is a YuniKorn internal name), at most
+  256 characters; the usage routes ignore it as YuniKorn does (`usage_partition`).
 """
 
 from __future__ import annotations
