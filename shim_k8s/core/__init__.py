@@ -50,7 +50,7 @@ Modules (one concept each; each is functions of a `ShimCore`)
     placeholders  gang scheduling: placeholder pods, Reserving until they are placed
     podevents     YuniKorn's pod events (Scheduling, PodUnschedulable, PodBindSuccessful, ...)
     batch         the SI messages of one `take()`, in the order the engine needs
-    actions       `Actions`, `Bind`, `KubeEvent`, `FailPod`: what the driver carries out
+    actions       `Actions`, `Bind`, `KubeEvent`, `PodStatus`: what the driver carries out
     engine_view   `EngineNode`, `EngineAllocation`: what the engine accepted
 """
 

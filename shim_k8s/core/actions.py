@@ -33,14 +33,15 @@ class KubeEvent:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class FailPod:
-    """Set a pending pod's status to phase Failed with a reason and message (YuniKorn's shim
-    fails the waiting pods of an application the core rejected: failTaskPodWithReasonAndMsg)."""
+class PodStatus:
+    """Patch a pod's status (strategic merge: conditions merge on `type`), as YuniKorn's shim
+    does: phase Failed for the waiting pods of a rejected application
+    (failTaskPodWithReasonAndMsg), `PodScheduled=False` for a pod that waits (updatePodCondition,
+    what a cluster autoscaler looks at)."""
 
     namespace: str
     name: str
-    reason: str
-    message: str
+    status: dict[str, Any]
 
 
 @dataclasses.dataclass(slots=True)
@@ -56,8 +57,8 @@ class Actions:
     """Of `deletes`, the preemption victims: marked `DisruptionTarget` before they are deleted."""
     creates: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     transitions: list[Transition] = dataclasses.field(default_factory=list)
-    failed: list[FailPod] = dataclasses.field(default_factory=list)
+    statuses: list[PodStatus] = dataclasses.field(default_factory=list)
 
     def __bool__(self) -> bool:
         return bool(self.si or self.binds or self.events or self.deletes or self.creates
-                    or self.transitions or self.failed)
+                    or self.transitions or self.statuses)

@@ -9,7 +9,9 @@ From k8shim pkg/cache/task.go and context.go, with their reasons and texts (`ali
 - Scheduled and PodBindSuccessful (Normal) once bound: "Successfully assigned <alias> to node N",
   "Pod <alias> is successfully bound to node N".
 - Informational (Normal): each request event the engine sends (why the ask waits, in YuniKorn's
-  ask_events.go words), and once per kind PodUnschedulable (Normal): "Task <alias> is skipped
+  ask_events.go words), and once per kind the pod's condition `PodScheduled=False` (reason
+  `SchedulingSkipped` or `Unschedulable`, the message the engine's) with PodUnschedulable
+  (Normal): "Task <alias> is skipped
   from scheduling because the queue quota has been exceed" (a queue or user quota) or "Task
   <alias> is pending for the requested resources become available" (no node has room).
 - TaskCompleted (Normal): "Task <alias> is completed", when a pod it scheduled ends.
@@ -20,15 +22,24 @@ engine restart) does not repeat them.
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import TYPE_CHECKING
 
 from si.requestevents import Waiting, unschedulable
 
 from ..mapping import PodInfo
-from .actions import KubeEvent
+from .actions import KubeEvent, PodStatus
 
 if TYPE_CHECKING:
     from .coordinator import ShimCore
+
+_CONDITION_REASON = {Waiting.QUOTA: "SchedulingSkipped", Waiting.RESOURCES: "Unschedulable"}
+"""YuniKorn's PodScheduled=False reasons (context.go HandleContainerStateUpdate)."""
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
 
 _WAITING_TEXT = {
     Waiting.QUOTA: "Task {} is skipped from scheduling because the queue quota has been exceed",
@@ -63,13 +74,20 @@ def bound(core: "ShimCore", namespace: str, name: str, uid: str, node: str) -> N
 
 
 def request_event(core: "ShimCore", info: PodInfo, message: str) -> None:
-    """A request event from the engine: Informational, and PodUnschedulable once per kind."""
+    """A request event from the engine: Informational, and once per kind the pod's
+    `PodScheduled=False` condition and PodUnschedulable."""
     core.actions.events.append(KubeEvent("Pod", info.namespace, info.name, info.uid,
                                          "Informational", message))
     waiting = unschedulable(message)
-    if waiting is not None:
-        _post(core, info, "PodUnschedulable", _WAITING_TEXT[waiting].format(info.key),
-              once=f"PodUnschedulable/{waiting.value}")
+    if waiting is None or info.node_name:
+        return
+    once = f"PodUnschedulable/{waiting.value}"
+    if once in core.announced.get(info.uid, ()):
+        return
+    core.actions.statuses.append(PodStatus(info.namespace, info.name, {"conditions": [{
+        "type": "PodScheduled", "status": "False", "reason": _CONDITION_REASON[waiting],
+        "message": message, "lastTransitionTime": _now()}]}))
+    _post(core, info, "PodUnschedulable", _WAITING_TEXT[waiting].format(info.key), once=once)
 
 
 def completed(core: "ShimCore", info: PodInfo) -> None:

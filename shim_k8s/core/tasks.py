@@ -24,7 +24,7 @@ from .. import mapping
 from ..mapping import PodInfo
 from ..state import ShimState
 from . import nodes, placeholders, podevents
-from .actions import FailPod, KubeEvent
+from .actions import KubeEvent, PodStatus
 from .engine_view import EngineAllocation
 
 if TYPE_CHECKING:
@@ -305,8 +305,8 @@ def fail_waiting_pods(core: ShimCore, app: str, reason: str) -> None:
         info = core.pods[uid]
         if info.node_name or uid in core.assumed:
             continue
-        core.actions.failed.append(FailPod(info.namespace, info.name, APPLICATION_REJECTED,
-                                           failure.split(":")[1]))
+        core.actions.statuses.append(PodStatus(info.namespace, info.name, {
+            "phase": "Failed", "reason": APPLICATION_REJECTED, "message": failure.split(":")[1]}))
         core.actions.events.append(KubeEvent(
             "Pod", info.namespace, info.name, uid, "ApplicationFailed",
             f"Application {app} scheduling failed, reason: {failure}", "Warning"))

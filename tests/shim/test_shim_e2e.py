@@ -486,3 +486,8 @@ def test_kubectl_describe_pod_says_why_a_pending_pod_waits(ring_name):
             "map[memory:209715200 pods:1 vcore:100], available map[memory:104857600])") in out
         assert "Task default/big is skipped from scheduling because the queue quota has been exceed" in out
         assert not c.pod("big")["spec"].get("nodeName")
+        # YuniKorn's condition too: PodScheduled False, SchedulingSkipped (a quota, no autoscaling)
+        [cond] = wait_for(lambda: [k for k in c.pod("big")["status"].get("conditions", [])
+                                   if k["type"] == "PodScheduled"], 10, "the PodScheduled condition")
+        assert (cond["status"], cond["reason"]) == ("False", "SchedulingSkipped")
+        assert "does not fit in queue 'root.small'" in cond["message"]
