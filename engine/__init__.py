@@ -19,6 +19,7 @@
     events_out   where events go: `EventSink`, the ring sink, the in-memory sink of tests
     snapshot     the state snapshot document readers serve (YuniKorn DAO shapes)
     history      YuniKorn's metrics history: running apps and containers, one sample a minute
+    metrics      YuniKorn's scheduler counters and latency histograms (snapshot `metrics`)
     sdnotify     sd_notify(3) for systemd readiness and watchdog
 
 The engine imports neither `tools` nor `web` nor `shim_k8s`: it is a role of its own. What it

@@ -46,7 +46,9 @@ class ConfigLimitError(ConfigError):
 class EventSettings(msgspec.Struct, frozen=True, rename="camel"):
     """`service.event.*`: the seed's settings plus ykshm's stream limits."""
 
-    request_events_enabled: GoBool = False
+    request_events_enabled: GoBool = True
+    """The seed: "the default mirrors the current default in the code"; YuniKorn's code today
+    always sends request events to its shim, so on (README, decisions)."""
     tracking_events_enabled: GoBool = True
     request_store_capacity: Uint32 = 1000
     ring_buffer_capacity: Uint32 = 100_000
@@ -524,7 +526,3 @@ def load_config(path: str | Path | None) -> EngineConfig:
     config.checksum = hashlib.sha256(Path(path).read_bytes()).hexdigest().upper()
     return config
 
-
-def parse_config_text(text: str | bytes, limits: YamlLimits = YamlLimits()) -> EngineConfig:
-    """Parse a whole configuration document (what `POST /ws/v1/validate-conf` receives)."""
-    return parse_config(_document(text, "<request body>", limits))

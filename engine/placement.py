@@ -33,10 +33,10 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from common.configsection import ConfigError, check_keys, parse_bool
+from si.tags import FORCE_CREATE_TAG
 
 RECOVERY_QUEUE = "root.@recovery@"
 DEFAULT_QUEUE = "root.default"
-FORCE_CREATE_TAG = "application.create.force"
 NO_MATCH = "application rejected: no placement rule matched"
 _REGEXP_CHARS = set("^$*+?()[{}|")
 _RULE_KEYS = {"name", "create", "parent", "filter", "value"}

@@ -20,16 +20,16 @@ from typing import Any
 import msgspec
 
 from common.configsection import ConfigError, parse_duration_ns
-from engine.config import EngineConfig, load_document, parse_config
+from common.safeyaml import YamlLimits
+from engine.config import FILE_LIMITS, EngineConfig, load_document, parse_config
 from si.config import CORE_KEYS, Apply, is_log_key, log_level
 
 _BY_SETTING = {k.setting: k for k in CORE_KEYS.values() if k.setting}
 _EVENT_FIELDS = {"service.event.requestStoreCapacity": "request_store_capacity",
-                 "service.event.ringBufferCapacity": "ring_buffer_capacity",
-                 "service.event.maxStreams": "max_streams",
-                 "service.event.maxStreamsPerHost": "max_streams_per_host",
-                 "service.event.RESTResponseSize": "rest_response_size"}
-"""The event settings the engine keeps from its start (ENGINE_FILE, WEB_FILE keys)."""
+                 "service.event.ringBufferCapacity": "ring_buffer_capacity"}
+"""The event settings the engine keeps from its start (ENGINE_FILE keys: the shared-memory
+sizes). The web's (RESTResponseSize, maxStreams, maxStreamsPerHost) are live: the snapshot
+carries them to the web's workers (web.app.App.settings)."""
 
 
 def _service_mapping(extra: Mapping[str, str]) -> dict[str, Any]:
@@ -78,7 +78,7 @@ def _warnings(extra: Mapping[str, str], wanted: EngineConfig, running: EngineCon
     shown = dict(extra)
     for name in sorted(extra):
         key = CORE_KEYS.get(name)
-        if key is None or key.apply not in (Apply.ENGINE_FILE, Apply.WEB_FILE):
+        if key is None or key.apply is not Apply.ENGINE_FILE:
             continue
         have = _value(key.setting, running)
         shown[name] = str(have)
@@ -88,16 +88,24 @@ def _warnings(extra: Mapping[str, str], wanted: EngineConfig, running: EngineCon
     return warnings, shown
 
 
-def from_rm(text: str, extra: Mapping[str, str], running: EngineConfig
-            ) -> tuple[EngineConfig, list[str]]:
-    """The configuration to apply, and the warnings about keys that keep their running value.
-    ConfigError (naming the key) when the text or a key is invalid: nothing is applied."""
-    data = load_document(text, "queues.yaml") if text.strip() else {}
+def queues_document(text: str | bytes, limits: YamlLimits = FILE_LIMITS) -> dict[str, Any]:
+    """A ConfigMap's queues.yaml as a mapping: only `partitions` at its top, as YuniKorn's
+    strict SchedulerConfig (ConfigError naming any other key). `POST /ws/v1/validate-conf`
+    reads its body with this too, so it accepts what a ConfigMap would put in force."""
+    data = load_document(text, "queues.yaml", limits) if text.strip() else {}
     for key, value in data.items():
         if key != "partitions":
             raise ConfigError(f"queues.yaml: {key}", value,
                               "unknown key (service settings are ConfigMap keys, e.g. "
                               "event.trackingEnabled)")
+    return data
+
+
+def from_rm(text: str, extra: Mapping[str, str], running: EngineConfig
+            ) -> tuple[EngineConfig, list[str]]:
+    """The configuration to apply, and the warnings about keys that keep their running value.
+    ConfigError (naming the key) when the text or a key is invalid: nothing is applied."""
+    data = queues_document(text)
     service = _service_mapping(extra)
     try:
         wanted = parse_config({"partitions": data.get("partitions"), "service": service})

@@ -23,6 +23,7 @@ from typing import Any
 from engine import rm_config
 from engine.config import ConfigError, EngineConfig, PartitionConfig
 from engine.events_out import request_records
+from engine.metrics import EngineMetrics
 from engine.history import MetricsHistory
 from engine.partition import Outbox, Partition, Timing
 from si import messages, protocol
@@ -71,6 +72,8 @@ class Scheduler:
         self.config_origin = "file"
         """Where the configuration in force came from: "file" or "rm:<rmID>"."""
         self.history = MetricsHistory()
+        self.metrics = EngineMetrics()
+        """YuniKorn's scheduler metrics (engine.metrics), in the snapshot's `metrics`."""
         self._history_samples = 0
         self.partitions: dict[str, Partition] = {}
         for pcfg in config.partitions:
@@ -79,7 +82,8 @@ class Scheduler:
 
     def _add_partition(self, pcfg: PartitionConfig) -> None:
         self.partitions[pcfg.name] = Partition(pcfg, self.sink, self.outbox, clock=self.clock,
-                                               wall_clock=self.wall_clock, timing=self.timing)
+                                               wall_clock=self.wall_clock, timing=self.timing,
+                                               metrics=self.metrics)
 
     @property
     def version(self) -> int:
@@ -287,11 +291,13 @@ class Scheduler:
     def cycle(self, budget_s: float = 0.05) -> int:
         """Fire due timers and allocate for up to budget_s seconds; allocations made."""
         self.cycles += 1
+        started = time.perf_counter()
         deadline = self.clock() + int(budget_s * 1e9)
         made = 0
         for part in self.partitions.values():
             part.tick()
             made += part.schedule(deadline)
+        self.metrics.scheduling.observe(time.perf_counter() - started)
         return made
 
     def pending(self) -> bool:

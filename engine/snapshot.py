@@ -19,6 +19,8 @@ import time
 from collections import Counter
 from typing import Any
 
+import msgspec
+
 from engine import config_doc, placement
 from engine.objects import Queue
 from engine.partition import Partition, queues
@@ -177,6 +179,8 @@ def build(scheduler: Any, *, pid: int | None = None, fragments: bool = False) ->
     if scheduler.config_warnings:
         doc["engine"]["configWarnings"] = list(scheduler.config_warnings)
     doc["engine"]["configSource"] = scheduler.config_origin
+    doc["engine"]["eventSettings"] = msgspec.to_builtins(scheduler.config.event)
+    doc["metrics"] = scheduler.metrics.document()
     cluster_id = next(iter(sorted(scheduler.rms)), "")
     for name, part in scheduler.partitions.items():
         doc["partitions"].append(_partition_info(part, cluster_id, scheduler.started_nano))

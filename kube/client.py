@@ -133,6 +133,15 @@ async def create_pod(client: httpx.AsyncClient, pod: Mapping[str, Any]) -> None:
     _raise_for(resp.status_code, resp.content, allowed=(409,))
 
 
+async def patch_pod_status(client: httpx.AsyncClient, namespace: str, name: str,
+                           status: Mapping[str, Any]) -> None:
+    """Strategic-merge PATCH of a pod's status; a pod already gone (404) is fine."""
+    resp = await client.patch(f"/api/v1/namespaces/{namespace}/pods/{name}/status",
+                              content=orjson.dumps({"status": status}),
+                              headers={"Content-Type": "application/strategic-merge-patch+json"})
+    _raise_for(resp.status_code, resp.content, allowed=(404,))
+
+
 # ---------------------------------------------------------------------------------- fast POSTs
 class RawConnection:
     """One keep-alive HTTP/1.1 connection for small JSON POSTs (bindings, events).

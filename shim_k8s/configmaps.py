@@ -6,9 +6,12 @@ winning, `data` before `binaryData` (a `.gz` binary key gunzipped, its suffix dr
 The queue configuration is the key `<service.policyGroup>.yaml`; every other key goes to the
 engine as extraConfig (`parse`). The shim's own keys are declared in `ShimSettings`
 (common.configsection: Go's value rules, YuniKorn's defaults); the engine's in `si.config`;
-`admissionController.*` are the admission controller's. Any other key under `service.`,
-`kubernetes.`, `event.`, `health.` or `log.` is refused naming it (a typo must not fall back to a
-default); a key outside those prefixes is ignored and listed in the status.
+`admissionController.*` are the admission controller's. Any other key is ignored, as YuniKorn's
+shim reads only the keys it knows (its own Helm chart still renders `service.operatorPlugins`):
+one warning per key when it first appears, and the key listed in the status (`ignoredKeys`). A
+known key with a value Go would not parse is refused naming key and value; the engine's keys are
+checked here too (`CoreKey.check`), so what the admission webhook accepts (it runs `parse`), the
+shim sends and the engine takes are the same.
 
 `ConfigMapSource` decides, without I/O, what a watch event means (hot refresh, YuniKorn's
 `triggerReloadConfig`): with `service.enableConfigHotRefresh` false (as in force) a change is
@@ -90,10 +93,6 @@ SHIM_KEYS: dict[str, Apply] = {name: Apply.NO_EFFECT
 """When each shim key takes effect in ykshm (YuniKorn: all but hot refresh need a restart)."""
 SHIM_KEYS.update({"service.clusterId": Apply.SHIM_START, "service.policyGroup": Apply.SHIM_START,
                   "service.enableConfigHotRefresh": Apply.LIVE})
-
-_OURS = ("service.", "kubernetes.", "event.", "health.", "log.")
-"""Prefixes whose keys must be known: an unknown one is a typo, refused."""
-
 
 def apply_of(key: str) -> Apply | None:
     """When `key` takes effect; None for a queue configuration or a key not ours."""
@@ -178,9 +177,9 @@ def parse(flat: Mapping[str, str], policy_group: str | None = None) -> Parsed:
             shim_raw[key] = value
         elif is_log_key(key):
             log_level(key, value)
-        elif key.startswith(_OURS) and key not in CORE_KEYS:
-            raise ConfigError(key, value, "unknown key")
-        elif not key.startswith(_OURS):
+        elif key in CORE_KEYS:
+            CORE_KEYS[key].check(value)
+        else:
             ignored.append(key)
     shim = parse_section(ShimSettings, "", shim_raw)
     group = policy_group if policy_group is not None else shim.policy_group
@@ -234,6 +233,7 @@ class ConfigMapSource:
         """The maps read at start; ConfigError (fatal for the shim, as in YuniKorn)."""
         self.slots = [defaults, configs]
         parsed = parse(flatten(self.slots))
+        _warn_ignored(parsed.ignored, ())
         self.started = self.sent = parsed
         self.hot_refresh = parsed.shim.enable_config_hot_refresh
         apply_log_levels(parsed.extra)
@@ -287,6 +287,7 @@ class ConfigMapSource:
                 else:
                     kept.pop(key, None)
         parsed = parse(kept, self.started.shim.policy_group)
+        _warn_ignored(parsed.ignored, self.sent.ignored)
         self.not_applied = notices  # a reverted key differs from what was sent each time: kept
         if notices:
             log.warning("ignoring non-reloadable configuration change (restart required to "
@@ -330,6 +331,14 @@ class ConfigMapSource:
             "ignoredKeys": list(force.ignored if force else ()),
             "ignoredChanges": self.ignored_changes,
         }
+
+
+def _warn_ignored(ignored: Sequence[str], before: Sequence[str]) -> None:
+    """One warning per ignored key, when it first appears (not again on every reload)."""
+    for key in ignored:
+        if key not in before:
+            log.warning("ignoring unknown configuration key %s (ykshm, as YuniKorn, reads only "
+                        "the keys it knows)", key)
 
 
 def _same(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> bool:

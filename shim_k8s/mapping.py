@@ -9,7 +9,9 @@ Pods
 - Queue: label `yunikorn.apache.org/queue`, annotation `yunikorn.apache.org/queue`, label `queue`;
   default `root.default`.
 - User: annotation `yunikorn.apache.org/user.info` = JSON `{"user": .., "groups": [..]}`; default
-  user `nobody`, no groups.
+  user `nobody`, no groups. Read as YuniKorn's shim reads it (utils.go GetUserFromPod, Go's
+  json.Unmarshal: keys matched case-insensitively, unknown ones ignored): an annotation it cannot
+  decode gives `nobody` without groups, logged, not an unschedulable pod; an empty user `nobody`.
 - Resources: per resource name, max(sum over containers, max over init containers) plus
   `spec.overhead` (Kubernetes' rule; a restartable "sidecar" init container counts with the
   containers), a request missing but a limit present counts the limit (the apiserver's default),
@@ -48,6 +50,7 @@ node can carry one, and a node must never be lost over it.
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -57,6 +60,8 @@ from common.quantity import QuantityError, parse_milli, parse_quantity
 from si import kubeschema, resources
 from si.placement import PlacementPaths, placement_doc
 from si.resources import Resource
+
+log = logging.getLogger("ykshm.shim")
 
 SCHEDULER_NAMES = frozenset({"yunikorn", "ykshm"})
 DEFAULT_QUEUE = "root.default"
@@ -220,18 +225,41 @@ def _json_annotation(name: str, raw: str, kind: type, what: str) -> Any:
 
 
 def user_of(pod: Mapping[str, Any]) -> tuple[str, tuple[str, ...]]:
-    """(user, groups) from the user.info annotation. Raises PodError on bad JSON."""
+    """(user, groups) from the user.info annotation, as YuniKorn's shim decodes it."""
     raw = _strmap(_meta(pod).get("annotations")).get(ANN_USER_INFO)
     if not raw:
         return DEFAULT_USER, ()
-    info = _json_annotation(ANN_USER_INFO, raw, dict, "object")
-    user = info.get("user") or DEFAULT_USER
-    groups = info.get("groups") or []
+    decoded = _go_user_info(raw)
+    if decoded is None:
+        log.error("unable to process user info annotation of pod %s/%s, using %s: %r",
+                  _meta(pod).get("namespace"), _meta(pod).get("name"), DEFAULT_USER, raw[:200])
+        return DEFAULT_USER, ()
+    user, groups = decoded
+    return user or DEFAULT_USER, groups
+
+
+def _go_user_info(raw: str) -> tuple[str, tuple[str, ...]] | None:
+    """What Go's json.Unmarshal into si.UserGroupInformation{user, groups} makes of `raw`;
+    None where it returns an error (not JSON, not an object, a field of another type)."""
+    try:
+        info = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    if info is None:
+        return "", ()
+    if not isinstance(info, dict):
+        return None
+    user: Any = ""
+    groups: Any = []
+    for key, value in info.items():  # Go: case-insensitive, the last key wins; null: no change
+        if key.lower() == "user" and value is not None:
+            user = value
+        elif key.lower() == "groups" and value is not None:
+            groups = value
     if not isinstance(user, str) or not isinstance(groups, list) or not all(
-            isinstance(g, str) for g in groups):
-        raise PodError(f"annotation {ANN_USER_INFO}: user must be a string and groups a list "
-                       "of strings")
-    return user, tuple(groups)
+            isinstance(g, str) or g is None for g in groups):
+        return None
+    return user, tuple(g or "" for g in groups)
 
 
 def _quantity(name: str, value: Any, where: str, error: type[MappingError]) -> int:

@@ -51,6 +51,7 @@ from common.shimstatus import status_path, write_status
 from kube import client as kubeclient
 from . import configmaps
 from .core import Actions, Bind, ShimCore
+from .core.actions import PodStatus
 from .core.registration import check_recovery_deadline
 from kube.client import ApiStatusError, Informer, WatchBatch
 from kube.config import KubeConfig
@@ -171,7 +172,7 @@ class Shim:
         self._in_send, self._in_recv = trio.open_memory_channel[CoreInput](math.inf)
         self._bind_send, self._bind_recv = trio.open_memory_channel[Bind](math.inf)
         self._event_send, self._event_recv = trio.open_memory_channel[Any](math.inf)
-        self._misc_send, self._misc_recv = trio.open_memory_channel[DeletePod | CreatePod](math.inf)
+        self._misc_send, self._misc_recv = trio.open_memory_channel[DeletePod | CreatePod | PodStatus](math.inf)
         self._stream: trio.SocketStream | None = None
         self._stream_gen = 0
         self._informers: list[Informer] = []
@@ -326,6 +327,8 @@ class Shim:
             self._misc_send.send_nowait(DeletePod(ns, name, (ns, name) in actions.preempted))
         for pod in actions.creates:
             self._misc_send.send_nowait(CreatePod(pod))
+        for status in actions.statuses:
+            self._misc_send.send_nowait(status)
 
     # ------------------------------------------------------------------ workers
     async def _si_connector(self) -> None:
@@ -415,14 +418,17 @@ class Shim:
 
     async def _misc_worker(self) -> None:
         async for item in self._misc_recv:
-            what = "delete" if isinstance(item, DeletePod) else "create"
+            what = {DeletePod: "delete", CreatePod: "create"}.get(type(item), "update status of")
             try:
                 if isinstance(item, DeletePod):
                     if item.preempted:
                         await mark_disruption(self.client, item.namespace, item.name)
                     await kubeclient.delete_pod(self.client, item.namespace, item.name)
-                else:
+                elif isinstance(item, CreatePod):
                     await kubeclient.create_pod(self.client, item.pod)
+                else:
+                    await kubeclient.patch_pod_status(self.client, item.namespace, item.name,
+                                                      item.status)
             except (ApiStatusError, httpx.HTTPError) as exc:
                 log.warning("%s pod failed: %s", what, exc)
 

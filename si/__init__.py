@@ -17,6 +17,7 @@ both sides must agree on and nothing either side owns: the roles import it, it i
     placement   the placement tag's document: one validator (Kubernetes API rules) for the shim
                 that builds it from a pod and the engine that receives it
     kubeschema  the Kubernetes API's field rules the validators share (label keys, int64, ...)
+    requestevents  the request events' messages (YuniKorn's texts) and why an ask waits
     config      YuniKorn's ConfigMap keys the engine reads (extraConfig): defaults, the ykshm
                 setting each becomes, when it takes effect; `log.*` levels
 

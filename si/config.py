@@ -14,9 +14,9 @@ from __future__ import annotations
 import dataclasses
 import enum
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
-from common.configsection import ConfigError
+from common.configsection import ConfigError, parse_bool, parse_duration_ns, parse_uint32
 
 
 class Apply(enum.Enum):
@@ -26,7 +26,6 @@ class Apply(enum.Enum):
     SHIM_START = "read when the shim starts (YuniKorn: non-reloadable, restart required)"
     ENGINE_FILE = ("a size fixed when the engine starts: set it in `ykshm engine --config` "
                    "(restart required)")
-    WEB_FILE = "read by `ykshm web` from its own --config, not from the ConfigMaps"
     NO_EFFECT = "accepted and shown; it has no effect in ykshm"
 
 
@@ -39,21 +38,29 @@ class CoreKey:
     setting: str
     """The path of the same setting in ykshm's config file ("" when it has none)."""
     apply: Apply
+    parse: Callable[[str, object], object] = parse_uint32
+    """Go's rule for its value (ConfigError names key and value): the shim checks it before
+    sending, so the admission webhook, the shim and the engine refuse the same values."""
+
+    def check(self, value: str) -> None:
+        """ConfigError when `value` is not one this key takes."""
+        self.parse(self.name, value)
 
 
 CORE_KEYS: dict[str, CoreKey] = {k.name: k for k in (
-    CoreKey("health.checkInterval", "30s", "", Apply.NO_EFFECT),
-    CoreKey("event.trackingEnabled", "true", "service.event.trackingEventsEnabled", Apply.LIVE),
+    CoreKey("health.checkInterval", "30s", "", Apply.NO_EFFECT, parse_duration_ns),
+    CoreKey("event.trackingEnabled", "true", "service.event.trackingEventsEnabled", Apply.LIVE,
+            parse_bool),
     CoreKey("event.requestCapacity", "1000", "service.event.requestStoreCapacity",
             Apply.ENGINE_FILE),
     CoreKey("event.ringBufferCapacity", "100000", "service.event.ringBufferCapacity",
             Apply.ENGINE_FILE),
-    CoreKey("event.maxStreams", "100", "service.event.maxStreams", Apply.WEB_FILE),
-    CoreKey("event.maxStreamsPerHost", "15", "service.event.maxStreamsPerHost", Apply.WEB_FILE),
-    CoreKey("event.RESTResponseSize", "10000", "service.event.RESTResponseSize", Apply.WEB_FILE),
+    CoreKey("event.maxStreams", "100", "service.event.maxStreams", Apply.LIVE),
+    CoreKey("event.maxStreamsPerHost", "15", "service.event.maxStreamsPerHost", Apply.LIVE),
+    CoreKey("event.RESTResponseSize", "10000", "service.event.RESTResponseSize", Apply.LIVE),
     # ykshm's own engine settings (no YuniKorn key), under their config-file names
-    CoreKey("service.event.requestEventsEnabled", "false", "service.event.requestEventsEnabled",
-            Apply.LIVE),
+    CoreKey("service.event.requestEventsEnabled", "true", "service.event.requestEventsEnabled",
+            Apply.LIVE, parse_bool),
     CoreKey("service.applicationRetentionSeconds", "259200",
             "service.applicationRetentionSeconds", Apply.ENGINE_FILE),
     CoreKey("service.maxRetainedApplications", "10000", "service.maxRetainedApplications",

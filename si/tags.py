@@ -18,6 +18,12 @@ NAMESPACE_TAG = "kubernetes.io/meta/namespace"
 POD_NAME_TAG = "kubernetes.io/meta/podName"
 PLACEMENT_TAG = "ykshm.io/placement"
 """The pod's nodeSelector, required node affinity, tolerations and required inter-pod terms."""
+FORCE_CREATE_TAG = "application.create.force"
+"""An application tag: "true" when its first pod was already bound (YuniKorn's shim,
+metadata.go getAppMetadata), so an application the rules can no longer place is recovered
+into `root.@recovery@` instead of rejected."""
+NAMESPACE_APP_TAG = "namespace"
+"""An application tag: the namespace of the application's first pod (YuniKorn's AppTagNamespace)."""
 DEFAULT_NAMESPACE = "default"
 """The namespace of an ask without a namespace tag."""
 

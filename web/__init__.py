@@ -20,6 +20,9 @@ No request ever reaches the engine: workers map the event ring and the state sna
     responses  CORS headers and gzip as YuniKorn's core sets them
     ui         a single-page UI build served at / beside /ws (--ui-dir)
     observe    /ws/v1/scheduler/healthcheck and /ws/v1/metrics (Prometheus text)
+    yunikorn_metrics  YuniKorn's metric families (yunikorn_scheduler_*, yunikorn_queue_*) from
+               the snapshot
+    settings   the event settings in force: the web's --config, or the engine's (ConfigMaps)
     sources    lazy attach / re-attach of ring and snapshot; StreamWatcher, the per-worker watcher
                that wakes streams (the ring's: futex wake); a snapshot marked unavailable is a 503
     fanout     render once, send to many: the chunks that streams at the same position share

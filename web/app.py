@@ -35,6 +35,7 @@ from common.http1.tls import TlsFiles
 from common.http1.limits import Limits
 from common.http1.routing import Route, RouteErrors, Router
 from .segment import MetricLayout, WebSegment
+from .settings import SettingsInForce, stream_slots
 from .budget import SendBudget
 from .fanout import ChunkCache
 from .hub import Hub
@@ -175,7 +176,6 @@ class App:
 
     def __init__(self, options: WebOptions) -> None:
         self.options = options
-        self.settings = options.settings
         self.router = Router(ROUTES, ROUTE_ERRORS)
         if options.source:
             from .redis_source import replica_sources
@@ -203,13 +203,19 @@ class App:
         self.proxies = options.proxies
         self.parse_limiter = trio.CapacityLimiter(1)
         """One configuration parse at a time per worker (web.cluster.validate_conf)."""
+        self._settings = SettingsInForce(options.settings, self.snapshot)
+
+    @property
+    def settings(self) -> EventSettings:
+        """The event settings in force (web.settings: the engine's when ConfigMaps configure it)."""
+        return self._settings.get()
 
     # -- shared resources -----------------------------------------------------------------
 
     @property
     def segment(self) -> WebSegment:
         if self._segment is None:
-            seg = WebSegment.open_or_create(self.options.name, max(self.settings.max_streams, 1))
+            seg = WebSegment.open_or_create(self.options.name, stream_slots(self.options.settings))
             seg.claim_region()
             self._segment = seg
         return self._segment

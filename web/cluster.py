@@ -28,7 +28,8 @@ from engine import config_doc
 import trio
 
 from common.safeyaml import YamlLimits
-from engine.config import ConfigError, ConfigLimitError, parse_config_text
+from engine.config import ConfigError, ConfigLimitError, parse_config
+from engine.rm_config import queues_document
 
 from .errors import JSON_CONTENT_TYPE, BadRequest, Unavailable
 from .responses import accepts_gzip, gzip_parts
@@ -159,7 +160,7 @@ QUEUE_WAIT_SECONDS = 5.0
 
 def _validate(body: bytes) -> dict[str, Any]:
     try:
-        parse_config_text(body, VALIDATE_LIMITS)
+        parse_config({"partitions": queues_document(body, VALIDATE_LIMITS).get("partitions")})
     except ConfigLimitError:
         raise
     except ConfigError as exc:

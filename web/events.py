@@ -39,6 +39,7 @@ import trio
 from shm.reader import JsonPieces
 
 from .errors import JSON_CONTENT_TYPE, BadRequest, InternalError, Unavailable, error_line, parse_uint64
+from .settings import rest_response_size
 
 if TYPE_CHECKING:
     from .app import App, Request
@@ -91,7 +92,7 @@ too). ~570 KB of JSON a piece: few enough sends that their cost stays small."""
 async def batch(app: "App", req: "Request", send) -> None:
     """GET /ws/v1/events/batch?start=S&count=C."""
     _require_tracking(app)
-    limit = max(app.settings.rest_response_size, 1)
+    limit = rest_response_size(app.settings)
     count = min(_count_param(req, limit, zero_ok=False), limit)
     start = _start_param(req)
     reader = app.ring.get()

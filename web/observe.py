@@ -36,6 +36,7 @@ from common.shimstatus import config_notes, read_status, status_path
 from export.status import metric_families_for
 from shm.segment import pid_exists
 
+from . import yunikorn_metrics
 from .segment import CLOSE_REASONS, LATENCY_BUCKETS, STATUS_CLASSES, MetricLayout
 
 if TYPE_CHECKING:
@@ -279,6 +280,11 @@ class _Collector:
         if reader is not None:
             yield from _ring_stats(reader)
         yield from metric_families_for(app.options.name)  # `ykshm export` on this machine, if any
+        try:
+            doc = app.snapshot.doc()
+        except Exception:  # no engine state (yet): YuniKorn's families are absent, not zero
+            return
+        yield from yunikorn_metrics.families(doc)
 
 
 def _ring_stats(reader) -> list[GaugeMetricFamily]:

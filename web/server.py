@@ -36,6 +36,7 @@ from common.http1.listener import tune
 from .app import App, WebOptions
 from .heap import keep_freed_heap
 from .segment import WebSegment
+from .settings import stream_slots
 
 log = logging.getLogger("ykshm.web")
 
@@ -192,7 +193,7 @@ def serve(options: WebOptions, bind: str, workers: int, stall_timeout: float,
     """Run `ykshm web` in this process until SIGINT/SIGTERM; returns the exit code."""
     config = build_config(bind, workers, keep_alive_timeout=idle_timeout)
     sockets = create_sockets(config, stall_timeout)
-    segment = WebSegment.create(options.name, max(options.settings.max_streams, 1))
+    segment = WebSegment.create(options.name, stream_slots(options.settings))
     try:
         for sock in sockets.insecure_sockets:
             host = sock.getsockname()

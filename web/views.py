@@ -4,11 +4,11 @@ The engine writes the YuniKorn DAO shapes into the snapshot (docs/CONTRACTS.md);
 pick the part a path names and send it as it is. Names in paths are validated first (400), then
 looked up (404). Without a snapshot every view answers 503 (the event endpoints still work).
 
-Name rules (YuniKorn's `configs` regular expressions):
-- user:  `^[_a-zA-Z][a-zA-Z0-9:#/_.@-]*[$]?$`
-- group: `^[_a-zA-Z][a-zA-Z0-9:#/_.-]*$`
-- partition: letters, digits, `_ . - [ ]` (`[rm]default` is a YuniKorn internal name)
-each at most 256 characters.
+Name rules (YuniKorn's `configs` regular expressions, engine.ugm.security):
+- user:  `^[_a-zA-Z][a-zA-Z0-9:#/_.@-]*[$]?$`, no length limit of its own (as YuniKorn)
+- group: `^[_a-zA-Z][a-zA-Z0-9:_.-]*$`, likewise
+- partition: letters, digits, `_ . - [ ]` (`[rm]default` is a YuniKorn internal name), at most
+  256 characters; the usage routes ignore it as YuniKorn does (`usage_partition`).
 """
 
 from __future__ import annotations
@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from engine.ugm.security import GROUP_RE, USER_RE
+
 from .errors import BadRequest, NotFound
 
 if TYPE_CHECKING:
     from .app import App, Request
 
-USER_RE = re.compile(r"^[_a-zA-Z][a-zA-Z0-9:#/_.@-]*[$]?$")
-GROUP_RE = re.compile(r"^[_a-zA-Z][a-zA-Z0-9:#/_.-]*$")
 PARTITION_RE = re.compile(r"^[a-zA-Z0-9_.\[\]-]+$")
 MAX_NAME = 256
 
@@ -37,8 +37,8 @@ UserDoesNotExist = "User not found"
 GroupDoesNotExist = "Group not found"
 
 
-def _check(value: str, pattern: re.Pattern[str], what: str) -> str:
-    if len(value) > MAX_NAME or not pattern.fullmatch(value):
+def _check(value: str, pattern: re.Pattern[str], what: str, max_len: int | None = MAX_NAME) -> str:
+    if (max_len is not None and len(value) > max_len) or not pattern.fullmatch(value):
         raise BadRequest(f"Invalid {what} name")
     return value
 
@@ -158,34 +158,47 @@ async def placement_rules(app: "App", req: "Request", send) -> None:
     await app.send_json(send, 200, body)
 
 
+def usage_partition(app: "App", req: "Request") -> tuple[str, dict]:
+    """The usage routes' `{partition}`: YuniKorn keeps one usage manager for the whole scheduler
+    and ignores it (any name answers). Here usage is kept per partition: a partition that exists
+    answers its own; any other name the default partition's (with one partition, YuniKorn's
+    answer)."""
+    name = req.params["partition"]
+    doc = app.snapshot.doc()
+    names = _partition_names(doc)
+    if name not in names:
+        name = "default" if "default" in names or not names else sorted(names)[0]
+    return name, doc
+
+
 def _usage(doc: dict, partition: str) -> dict:
     usage = (doc.get("usage") or {}).get(partition) or {}
     return usage if isinstance(usage, dict) else {}
 
 
 async def users_usage(app: "App", req: "Request", send) -> None:
-    name, _doc = partition_doc(app, req)
+    name, _doc = usage_partition(app, req)
     body = app.snapshot.cached(("users", name), lambda doc: _dump(_usage(doc, name).get("users") or []))
     await app.send_json(send, 200, body)
 
 
 async def groups_usage(app: "App", req: "Request", send) -> None:
-    name, _doc = partition_doc(app, req)
+    name, _doc = usage_partition(app, req)
     body = app.snapshot.cached(("groups", name), lambda doc: _dump(_usage(doc, name).get("groups") or []))
     await app.send_json(send, 200, body)
 
 
 async def user_usage(app: "App", req: "Request", send) -> None:
-    await _send_member(app, req, send, _check(req.params["user"], USER_RE, "user"), "users", "userName", UserDoesNotExist)
+    await _send_member(app, req, send, _check(req.params["user"], USER_RE, "user", None), "users", "userName", UserDoesNotExist)
 
 
 async def group_usage(app: "App", req: "Request", send) -> None:
-    await _send_member(app, req, send, _check(req.params["group"], GROUP_RE, "group"), "groups", "groupName", GroupDoesNotExist)
+    await _send_member(app, req, send, _check(req.params["group"], GROUP_RE, "group", None), "groups", "groupName", GroupDoesNotExist)
 
 
 async def _send_member(app: "App", req: "Request", send, wanted: str, kind: str, field: str, missing: str) -> None:
     """Send the `kind` ("users"/"groups") usage entry whose `field` is `wanted`; 404 `missing` if none."""
-    name, doc = partition_doc(app, req)
+    name, doc = usage_partition(app, req)
     for item in _usage(doc, name).get(kind) or []:
         if isinstance(item, dict) and item.get(field) == wanted:
             await app.send_json(send, 200, _dump(item))

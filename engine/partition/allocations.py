@@ -83,6 +83,8 @@ def book(part: PartitionState, app: Application, key: str, res: dict[str, int], 
     if notify:
         part.out.alloc_new(app.rm_id, alloc)
     part.allocations_made += 1
+    if not recovered:
+        part.metrics.container(app.queue.path, "allocated")
     part.version += 1
     return alloc
 
@@ -136,6 +138,7 @@ def remove(part: PartitionState, app: Application, alloc: Allocation, detail: in
         app.counted_running = False
     _app_share(part, app)
     part.emit(APP, REMOVE, detail, app.app_id, alloc.key, message, res)
+    part.metrics.container(app.queue.path, "released")
     part.ugm.decrease(app.queue.path, app.app_id, res, app.ugi, last)
     if termination:
         part.out.alloc_released(app.rm_id, alloc, termination, message)

@@ -21,12 +21,17 @@ from engine.partition import allocations, asks, queues
 from engine.partition.eventcodes import ADD, APP, QUEUE, REMOVE, SET
 from engine.partition.timers import TimerKind
 from engine.ugm import UserGroup
+from engine.ugm.security import resolve
 from shm.events import EventChangeDetail as Detail
 
 if TYPE_CHECKING:
     from engine.partition.state import PartitionState
     from engine.objects import Ask
     from si.messages import AddApplication
+
+
+_COUNTED_TERMINAL = frozenset({AppState.COMPLETED, AppState.FAILED, AppState.REJECTED})
+"""YuniKorn's queue_app_total states."""
 
 
 def set_state(part: PartitionState, app: Application, event: AppEvent, message: str = "") -> bool:
@@ -54,6 +59,8 @@ def set_state(part: PartitionState, app: Application, event: AppEvent, message: 
         part.timers.set(part.timing.completing_ns, TimerKind.COMPLETING, app.app_id)
     elif new in TERMINAL_STATES:
         terminate(part, app)
+    if new in _COUNTED_TERMINAL:
+        part.metrics.terminal(app.queue.path if app.queue else app.queue_name, new.value.lower())
     part.version += 1
     return True
 
@@ -65,15 +72,19 @@ def add(part: PartitionState, rm_id: str, request: AddApplication) -> str | None
         return f"application {app_id} already exists"
     part.terminated.pop(app_id, None)
     ugi = request.ugi
-    user_group = UserGroup(ugi.user if ugi and ugi.user else "nobody",
-                           ugi.groups if ugi else ())
-    app = Application(app_id, part.name, request.queue_name, user_group,
+    user, groups = (ugi.user if ugi and ugi.user else "nobody"), (ugi.groups if ugi else ())
+    user_group = resolve(user, groups)
+    app = Application(app_id, part.name, request.queue_name,
+                      user_group if isinstance(user_group, UserGroup) else UserGroup(user, groups),
                       dict(request.tags or {}), rm_id, request.placeholder_ask or {},
                       request.gang_scheduling_style or "Soft", request.execution_timeout_ms,
                       submit_time=part.wall_clock())
     part.emit(APP, ADD, int(Detail.DETAILS_NONE), app_id, "", app.queue_name)
     part.emit(APP, SET, int(Detail.APP_NEW), app_id, "", "")
-    queue, reason = queues.place_app(part, app)
+    part.metrics.submitted("new")
+    queue, reason = ((None, user_group) if isinstance(user_group, str)
+                     else queues.place_app(part, app))
+    part.metrics.submitted("accepted" if queue is not None else "rejected")
     if queue is None:
         app.rejected_message = reason
         part.terminated[app_id] = app

@@ -21,6 +21,7 @@ from typing import Any
 
 from engine.config import PartitionConfig
 from engine.objects import Application, Queue
+from engine.metrics import EngineMetrics
 from engine.partition import allocations, apps, asks, cycle, nodes, queues
 from engine.partition.outbox import Outbox
 from engine.partition.state import PartitionState
@@ -34,9 +35,9 @@ class Partition(PartitionState):
     def __init__(self, config: PartitionConfig, sink: Any, outbox: Outbox,
                  *, clock: Callable[[], int] = time.monotonic_ns,
                  wall_clock: Callable[[], int] = time.time_ns,
-                 timing: Timing | None = None) -> None:
+                 timing: Timing | None = None, metrics: EngineMetrics | None = None) -> None:
         super().__init__(config, sink, outbox, clock=clock, wall_clock=wall_clock,
-                         timing=timing)
+                         timing=timing, metrics=metrics)
         self.root = queues.build(self, config.root, None)
         queues.push_limits(self)
 

@@ -37,6 +37,7 @@ refuses it, or its reserved node does not free up.
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections import Counter
 from typing import TYPE_CHECKING
 
@@ -46,7 +47,7 @@ from engine.partition import allocations, apps, asks, preemption, queues, reserv
 from engine.partition.interpod import Probe
 from engine.predicates import rejection
 from shm.events import EventChangeDetail as Detail
-from si import resources
+from si import requestevents, resources
 
 if TYPE_CHECKING:
     from engine.partition.state import PartitionState
@@ -219,14 +220,20 @@ def _try_app(part: PartitionState, app: Application, failed: set) -> bool:
             _maybe_preempt(part, app, ask)
         elif why == "user" and part.sink.requests_enabled:
             reason = part.ugm.why_not(q.path, app.app_id, ask.resource, app.ugi)
-            _report(part, ask, "user", f"Request '{ask.key}' exceeds the user/group limit "
-                                       f"in queue '{q.path}': {reason or 'limit reached'}")
+            _report(part, ask, "user", requestevents.user_quota(ask.key, q.path,
+                                                               reason or "limit reached"))
     return False
 
 
 def _maybe_preempt(part: PartitionState, app: Application, ask: Ask) -> bool:
     """An ask that cannot be placed may free room by preemption (engine.partition.preemption)."""
-    return preemption.wanted(part, app, ask) and preemption.try_preempt(part, app, ask)
+    if not preemption.wanted(part, app, ask):
+        return False
+    started = time.perf_counter()
+    try:
+        return preemption.try_preempt(part, app, ask)
+    finally:
+        part.metrics.preemption.observe(time.perf_counter() - started)
 
 
 def can_run(part: PartitionState, app: Application) -> bool:
@@ -373,8 +380,7 @@ def _no_node_message(part: PartitionState, ask: Ask, probe: Probe | None) -> str
     reasons: Counter[str] = Counter(_node_rejection(node, ask, probe)
                                     for node in part.nodes.values())
     parts = ", ".join(f"{count} node(s) {why}" for why, count in sorted(reasons.items()))
-    return (f"Request '{ask.key}' does not fit on any of {len(part.nodes)} nodes: "
-            f"0/{len(part.nodes)} nodes are available: {parts}")
+    return requestevents.no_node(ask.key, len(part.nodes), parts)
 
 
 def _node_rejection(node: Node, ask: Ask, probe: Probe | None) -> str:
@@ -401,7 +407,5 @@ def _node_rejection(node: Node, ask: Ask, probe: Probe | None) -> str:
 
 def _report_queue(part: PartitionState, app: Application, ask: Ask) -> None:
     if part.sink.requests_enabled and "queue" not in ask.reported:
-        _report(part, ask, "queue",
-                f"Request '{ask.key}' does not fit in queue '{app.queue.path}' "
-                f"(requested {resources.strip_zero(ask.resource)}, available "
-                f"{queues.headroom(app.queue)})")
+        _report(part, ask, "queue", requestevents.queue_quota(
+            ask.key, app.queue.path, resources.strip_zero(ask.resource), queues.headroom(app.queue)))

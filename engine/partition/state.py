@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from engine.metrics import EngineMetrics
 from engine.config import PartitionConfig
 from engine.objects import Application, Ask, Node, Queue
 from engine.partition.interpod import InterPodIndex
@@ -30,8 +31,9 @@ class PartitionState:
     def __init__(self, config: PartitionConfig, sink: Any, outbox: Outbox,
                  *, clock: Callable[[], int] = time.monotonic_ns,
                  wall_clock: Callable[[], int] = time.time_ns,
-                 timing: Timing | None = None) -> None:
+                 timing: Timing | None = None, metrics: EngineMetrics | None = None) -> None:
         self.name = config.name
+        self.metrics = metrics if metrics is not None else EngineMetrics()
         self.sink = sink
         self.emit = sink.emit
         self.ugm = UserGroupManager(config.name, sink.emit)

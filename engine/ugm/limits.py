@@ -21,6 +21,10 @@ Rules:
   outcome depend on their unstable order). No match anywhere: the app is not tracked against any
   group.
 - Validation raises ValueError naming the queue path and the field; nothing is half-applied.
+  What YuniKorn's validator refuses (configvalidator.go checkLimit) is refused with its message:
+  a user or group name outside its `UserRegExp`/`GroupRegExp`, a name in two limits of one queue,
+  a named user (group) after the `*` one, a `*` group limit without a named group limit before
+  it, `maxresources` with no quantity above zero, a limit with neither maximum.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from engine.ugm.queue_tracker import split_path
+from engine.ugm.security import GROUP_RE, USER_RE
 
 WILDCARD = "*"
 _KEYS = frozenset({"limit", "users", "groups", "maxresources", "maxapplications"})
@@ -104,9 +109,37 @@ def _limit(queue_path: str, index: int, entry: object) -> tuple[list[str], list[
         max_apps = 0
     if not isinstance(max_apps, int) or isinstance(max_apps, bool) or max_apps < 0:
         raise ValueError(f"{where}: maxapplications must be a non-negative integer, got {max_apps!r}")
+    if max_resources and not any(max_resources.values()):
+        raise ValueError(f"{where}: maxresources: MaxResources should be greater than zero in "
+                         f"'{description}' limit")
     if not max_resources and not max_apps:
-        raise ValueError(f"{where}: maxresources/maxapplications: a limit must set at least one")
+        raise ValueError(f"{where}: maxresources/maxapplications: invalid resource combination "
+                         f"for limit {description} all resource limits are null")
     return users, groups, Limit(description, dict(max_resources), max_apps)
+
+
+_KINDS = {"users": ("user", USER_RE), "groups": ("group", GROUP_RE)}
+
+
+def _register(where: str, field: str, names: list[str], table: dict[str, Limit],
+              limit: Limit) -> None:
+    """Add the names of one limit to its queue's table, as YuniKorn checks them (in order)."""
+    kind, pattern = _KINDS[field]
+    for name in names:
+        if name != WILDCARD and not pattern.match(name):
+            raise ValueError(f"{where}: {field}: invalid limit {kind} name '{name}' in limit "
+                             "definition")
+        if name in table:
+            raise ValueError(f"{where}: {field}: duplicated {kind} name '{name}'"
+                             + (", already exists" if kind == "user" else ""))
+        if WILDCARD in table:
+            raise ValueError(f"{where}: {field}: should not set no wildcard {kind} {name} after "
+                             f"wildcard {kind} limit")
+        table[name] = limit
+    if field == "groups" and list(table) == [WILDCARD]:
+        raise ValueError(f"{where}: groups: should not specify only one group limit that is "
+                         "using the wildcard. There must be at least one limit with a group "
+                         "name defined")
 
 
 class LimitConfig:
@@ -135,13 +168,10 @@ class LimitConfig:
             groups: dict[str, Limit] = {}
             for index, entry in enumerate(entries):
                 entry_users, entry_groups, limit = _limit(queue_path, index, entry)
-                for kind, names, table in (("users", entry_users, users), ("groups", entry_groups, groups)):
-                    for name in names:
-                        if name in table:
-                            raise ValueError(
-                                f"queue {queue_path!r} limit #{index}: {kind}: {name!r} has more than one limit"
-                            )
-                        table[name] = limit
+                where = f"queue {queue_path!r} limit #{index}"
+                _register(where, "users", entry_users, users, limit)
+                if entry_groups:
+                    _register(where, "groups", entry_groups, groups, limit)
             if users or groups:
                 queues[queue_path] = QueueLimits(users, groups)
         return cls(queues)

@@ -252,14 +252,15 @@ class UserGroupManager:
     # -- read accessors (copies; safe to keep) ---------------------------------------------
 
     def user_usage(self, user: str, queue_path: str = "root") -> Resource:
+        """What the user uses there (quantities above zero; the REST shows zeros too)."""
         with self._lock:
             node = _node(self._users, user, queue_path)
-            return dict(node.resource_usage) if node is not None else {}
+            return resources.strip_zero(node.resource_usage) if node is not None else {}
 
     def group_usage(self, group: str, queue_path: str = "root") -> Resource:
         with self._lock:
             node = _node(self._groups, group, queue_path)
-            return dict(node.resource_usage) if node is not None else {}
+            return resources.strip_zero(node.resource_usage) if node is not None else {}
 
     def user_running_apps(self, user: str, queue_path: str = "root") -> set[str]:
         with self._lock:

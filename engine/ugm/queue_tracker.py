@@ -128,7 +128,8 @@ class QueueTracker:
             raise ValueError("remove_app needs an application ID")
         trail = [node for node in self.nodes(queue_path) if node is not None]
         for node in trail:
-            node.resource_usage = resources.strip_zero(resources.sub_floor(node.resource_usage, usage))
+            # a quantity that drops to zero stays, as 0 (YuniKorn's SubFrom; its REST shows it)
+            node.resource_usage = resources.sub_floor(node.resource_usage, usage)
         if remove_app:
             # The whole tree, not just this path: an app that (wrongly) ran elsewhere too must
             # not stay "running" there after it is gone, or its tracker could never be removed.
@@ -151,8 +152,7 @@ class QueueTracker:
     # -- internals and views ---------------------------------------------------------------
 
     def _add(self, application_id: str, usage: Mapping[str, int]) -> None:
-        # in place, once per level of every allocation; usage holds no negative value and
-        # resource_usage no zero (see decrease_resource), so skipping zeros keeps it stripped
+        # in place, once per level of every allocation; usage holds no negative value
         current = self.resource_usage
         for name, value in usage.items():
             if value:
@@ -162,10 +162,11 @@ class QueueTracker:
     def to_json(self, limit_of: Callable[[str], tuple[Mapping[str, int], int] | None]) -> dict[str, Any]:
         """DESIGN.md's Q shape; `limit_of(path)` gives (maxResources, maxApplications) or None.
 
-        Zero/empty keys are omitted; applications and children are sorted.
+        A quantity once used keeps its key at 0, as YuniKorn's DAOMap shows it; empty keys are
+        omitted; applications and children are sorted.
         """
         out: dict[str, Any] = {"queuePath": self.queue_path}
-        usage = resources.strip_zero(self.resource_usage)
+        usage = self.resource_usage
         if usage:
             out["resourceUsage"] = dict(sorted(usage.items()))
         if self.running_applications:

@@ -23,7 +23,7 @@ import orjson
 
 from common.configsection import ConfigError
 
-from ..configmaps import CONFIGS, DEFAULTS, flatten
+from ..configmaps import CONFIGS, DEFAULTS, flatten, parse
 from .conf import AdmissionConf
 from .request import Request, Response, go_type
 
@@ -49,12 +49,11 @@ def _configmap(obj: Any) -> tuple[str, str | None]:
 
 def queues_yaml(maps: Mapping[str, Mapping[str, Any] | None], incoming: Mapping[str, Any]) -> str:
     """The document the scheduler would load if `incoming` replaced its namesake. ConfigError
-    when a binaryData value does not decode."""
+    when a binaryData value does not decode or a key's value is one the scheduler refuses
+    (shim_k8s.configmaps.parse: the same check, so both agree; unknown keys pass)."""
     name = (incoming.get("metadata") or {}).get("name")
     slots = {**maps, name: incoming}
-    flat = flatten([slots.get(DEFAULTS), slots.get(CONFIGS)])
-    group = flat.get("service.policyGroup") or "queues"
-    return flat.get(f"{group}.yaml", "")
+    return parse(flatten([slots.get(DEFAULTS), slots.get(CONFIGS)])).queues
 
 
 async def ask_scheduler(client: httpx.AsyncClient, address: str, content: str) -> str | None:

@@ -48,8 +48,9 @@ Modules (one concept each; each is functions of a `ShimCore`)
     binding       allocations -> bindings, binding results, releases (preemption victims
                   deleted, their end confirmed) and rejections
     placeholders  gang scheduling: placeholder pods, Reserving until they are placed
+    podevents     YuniKorn's pod events (Scheduling, PodUnschedulable, PodBindSuccessful, ...)
     batch         the SI messages of one `take()`, in the order the engine needs
-    actions       `Actions`, `Bind`, `KubeEvent`: what the driver carries out
+    actions       `Actions`, `Bind`, `KubeEvent`, `PodStatus`: what the driver carries out
     engine_view   `EngineNode`, `EngineAllocation`: what the engine accepted
 """
 

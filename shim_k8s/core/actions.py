@@ -32,6 +32,18 @@ class KubeEvent:
     type: str = "Normal"
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class PodStatus:
+    """Patch a pod's status (strategic merge: conditions merge on `type`), as YuniKorn's shim
+    does: phase Failed for the waiting pods of a rejected application
+    (failTaskPodWithReasonAndMsg), `PodScheduled=False` for a pod that waits (updatePodCondition,
+    what a cluster autoscaler looks at)."""
+
+    namespace: str
+    name: str
+    status: dict[str, Any]
+
+
 @dataclasses.dataclass(slots=True)
 class Actions:
     """One batch: SI messages (wire dicts, in sending order), bindings, Events, pods to delete
@@ -45,7 +57,8 @@ class Actions:
     """Of `deletes`, the preemption victims: marked `DisruptionTarget` before they are deleted."""
     creates: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     transitions: list[Transition] = dataclasses.field(default_factory=list)
+    statuses: list[PodStatus] = dataclasses.field(default_factory=list)
 
     def __bool__(self) -> bool:
         return bool(self.si or self.binds or self.events or self.deletes or self.creates
-                    or self.transitions)
+                    or self.transitions or self.statuses)

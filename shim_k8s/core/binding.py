@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from si import messages
 from si import protocol as si
 
-from . import nodes, placeholders, registration, tasks
+from . import nodes, placeholders, podevents, registration, tasks
 from .actions import Bind, KubeEvent
 from .engine_view import EngineAllocation
 
@@ -31,10 +31,7 @@ def on_bind_result(core: ShimCore, bind: Bind, ok: bool, conflict: bool = False,
         info = core.pods.get(bind.uid)
         if info is not None and not info.node_name:
             core.assumed[bind.uid] = bind.node
-        # what kube-scheduler and YuniKorn's shim post on every bind, request events or not
-        core.actions.events.append(KubeEvent(
-            "Pod", bind.namespace, bind.name, bind.uid, "Scheduled",
-            f"Successfully assigned {bind.namespace}/{bind.name} to node {bind.node}"))
+        podevents.bound(core, bind.namespace, bind.name, bind.uid, bind.node)
         tasks.reconcile_pod(core, bind.uid)
     elif conflict or gone:
         core.bind_conflicts += conflict

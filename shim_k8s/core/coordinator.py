@@ -40,6 +40,7 @@ class ShimCore:
         self.pods: dict[str, PodInfo] = {}                 # uid -> our valid pods
         self.pod_keys: dict[str, str] = {}                 # ns/name -> uid (every pod seen)
         self.bad_pods: dict[str, str] = {}                 # uid -> reason (ours, unmappable)
+        self.announced: dict[str, set[str]] = {}          # uid -> pod events posted once (podevents)
         self.others: dict[str, tuple[str, Resource]] = {}  # uid -> (node, res) other schedulers
         self.other_usage: dict[str, Resource] = {}         # node -> sum of others on it
         self.nodes: dict[str, NodeInfo] = {}

@@ -17,13 +17,14 @@ import msgspec
 from si import messages
 from si import protocol as si
 from si import resources
-from si.tags import NAMESPACE_TAG, PLACEMENT_TAG, POD_NAME_TAG, label_tags
+from si.tags import (FORCE_CREATE_TAG, NAMESPACE_APP_TAG, NAMESPACE_TAG, PLACEMENT_TAG,
+                     POD_NAME_TAG, label_tags)
 
 from .. import mapping
 from ..mapping import PodInfo
 from ..state import ShimState
-from . import nodes, placeholders
-from .actions import KubeEvent
+from . import nodes, placeholders, podevents
+from .actions import KubeEvent, PodStatus
 from .engine_view import EngineAllocation
 
 if TYPE_CHECKING:
@@ -72,6 +73,8 @@ def on_pod(core: ShimCore, event_type: str, obj: Mapping[str, Any]) -> None:
     prev = core.pods.get(uid)
     core.pods[uid] = info
     _index_pod(core, prev, info)
+    if prev is not None and not prev.finished and info.finished and info.node_name:
+        podevents.completed(core, info)
     reconcile_pod(core, uid)
     if prev is not None and (prev.placement, prev.labels) != (info.placement, info.labels) \
             and uid in core.e_asks and core.engine_live():
@@ -107,6 +110,7 @@ def _forget_pod(core: ShimCore, uid: str) -> None:
         nodes.forget_other(core, uid)
     prev = core.pods.pop(uid, None)
     core.bad_pods.pop(uid, None)
+    podevents.forget(core, uid)
     core.assumed.pop(uid, None)
     core.bind_failures.pop(uid, None)
     core.rejected_asks.pop(uid, None)
@@ -142,6 +146,13 @@ def release_ask(core: ShimCore, uid: str, message: str) -> None:
         core.batch.touched_apps.add(app)
 
 
+def _app_tags(info: PodInfo, bound: bool) -> dict[str, str]:
+    """YuniKorn's application tags: the namespace, and create-force when the pod that makes the
+    application known is already bound (recovery: the engine then places what its rules no
+    longer accept into root.@recovery@ rather than rejecting a running pod's application)."""
+    return {NAMESPACE_APP_TAG: info.namespace, FORCE_CREATE_TAG: "true" if bound else "false"}
+
+
 def _ensure_app(core: ShimCore, info: PodInfo) -> bool:
     if info.app_id in core.e_apps:
         return True
@@ -149,11 +160,12 @@ def _ensure_app(core: ShimCore, info: PodInfo) -> bool:
         return False
     # the first pod seen defines the application (queue, user, gang), and keeps defining it
     # across engine restarts, so recovery puts it in the same queue as before
+    bound = bool(info.node_name)
     info = core.app_origin.setdefault(info.app_id, info)
     core.e_apps[info.app_id] = info.queue
     app = messages.AddApplication(
         info.app_id, info.queue, core.partition,
-        messages.UserGroupInfo(info.user, tuple(info.groups)), {"namespace": info.namespace})
+        messages.UserGroupInfo(info.user, tuple(info.groups)), _app_tags(info, bound))
     if info.task_groups:
         app = msgspec.structs.replace(
             app, placeholder_ask=resources.total(
@@ -232,6 +244,7 @@ def reconcile_pod(core: ShimCore, uid: str) -> None:
             return
     core.e_asks[uid] = info.app_id
     core.batch.asks.append(_ask_message(core, uid, info))
+    podevents.queued(core, info)
 
 
 def meta_tags(info: PodInfo) -> dict[str, str]:
@@ -275,18 +288,32 @@ def on_application_response(core: ShimCore, message: messages.ApplicationRespons
         log.warning("application %s rejected: %s", app, reason)
         for uid in [u for u, a in core.e_asks.items() if a == app]:
             del core.e_asks[uid]
-        for uid in sorted(core.app_live.get(app, ()))[:100]:
-            info = core.pods[uid]
-            core.actions.events.append(KubeEvent(
-                "Pod", info.namespace, info.name, uid, "ApplicationRejected",
-                f"application {app} rejected: {reason}", "Warning"))
+        fail_waiting_pods(core, app, reason)
+
+
+APPLICATION_REJECTED = "ApplicationRejected"
+"""YuniKorn's ApplicationRejectedFailure: the pod status reason of a rejected app's pods."""
+
+
+def fail_waiting_pods(core: ShimCore, app: str, reason: str) -> None:
+    """As YuniKorn's shim (application.go handleFailApplicationEvent): each pod of the rejected
+    application that is not bound gets phase Failed, reason ApplicationRejected, and the Warning
+    event ApplicationFailed; bound pods run on. The status message is YuniKorn's too: the text
+    between the first and second ':' of "ApplicationRejected: <reason>"."""
+    failure = f"{APPLICATION_REJECTED}: {reason}"
+    for uid in sorted(core.app_live.get(app, ()))[:100]:
+        info = core.pods[uid]
+        if info.node_name or uid in core.assumed:
+            continue
+        core.actions.statuses.append(PodStatus(info.namespace, info.name, {
+            "phase": "Failed", "reason": APPLICATION_REJECTED, "message": failure.split(":")[1]}))
+        core.actions.events.append(KubeEvent(
+            "Pod", info.namespace, info.name, uid, "ApplicationFailed",
+            f"Application {app} scheduling failed, reason: {failure}", "Warning"))
 
 
 def on_event_record(core: ShimCore, record: messages.EventRecord) -> None:
     """A request event about one of our pods becomes a Kubernetes Event on it."""
-    uid = record.object_id
-    info = core.pods.get(uid)
-    if info is None:
-        return
-    core.actions.events.append(KubeEvent("Pod", info.namespace, info.name, uid,
-                                          "Informational", record.message))
+    info = core.pods.get(record.object_id)
+    if info is not None:
+        podevents.request_event(core, info, record.message)

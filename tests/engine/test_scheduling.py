@@ -171,7 +171,7 @@ def test_user_limits_enforced():
     h.asks("c2", "c2-1")
     h.cycle()
     assert set(h.allocated()) == {"b1", "b2", "c1-1"}
-    assert any("user/group limit" in e["message"] for e in h.request_events()
+    assert any("exceeds the available user quota" in e["message"] for e in h.request_events()
                if e["objectID"] == "b3")
     queue_usage = h.part.queues["root.q"].allocated["memory"]
     assert queue_usage == 3 * GI
@@ -293,3 +293,32 @@ def test_an_app_blocked_at_its_queue_max_adds_no_usergroup_event():
         h.cycle()
     assert "a2" not in h.allocated()
     assert [e for e in h.sink.events if e.type == T.USERGROUP] == before
+
+
+LIMIT_GROUP_ALICE = {"partitions": [{"name": "default", "queues": [{
+    "name": "root", "submitacl": "*", "queues": [{"name": "default"}],
+    "limits": [{"limit": "g", "groups": ["alice"], "maxapplications": 1}]}]}]}
+
+
+def test_a_user_without_groups_has_the_primary_group_named_after_it():
+    """YuniKorn's no-resolver cache (the k8shim's): group `alice` limits alice's pods that carry
+    no groups (R3)."""
+    h = Harness(LIMIT_GROUP_ALICE)
+    h.nodes("n1")
+    for app in ("a1", "a2"):
+        h.app(app, user="alice")
+        h.asks(app, f"{app}-p")
+    h.cycle(3)
+    assert h.part.apps["a1"].ugi.groups == ("alice",)
+    assert [g["groupName"] for g in h.part.ugm.groups_json()] == ["alice"]
+    assert set(h.allocated()) == {"a1-p"}  # the group's maxapplications 1 holds a2 back
+
+
+def test_a_user_name_yunikorn_refuses_rejects_the_application_only_with_groups():
+    h = Harness()
+    h.app("bad", user="bad user", groups=("dev",))
+    assert h.state("bad") == "Rejected"
+    assert h.part.terminated["bad"].rejected_message == (
+        "invalid username, it contains invalid characters")
+    h.app("resolved", user="bad user")  # no groups: resolved, not checked (usergroup.go)
+    assert h.state("resolved") != "Rejected"

@@ -92,7 +92,8 @@ def test_seed_rest_example_exact_shapes():
 def test_json_limits_shown_where_they_apply():
     m, _ = make({
         "root": [{"users": ["*"], "maxresources": {"memory": 100, "vcore": 0}}],
-        "root.a": [{"users": ["sue"], "maxapplications": 3}, {"groups": ["*"], "maxresources": {"pods": 5}}],
+        "root.a": [{"users": ["sue"], "maxapplications": 3}, {"groups": ["ops"], "maxapplications": 9},
+                   {"groups": ["*"], "maxresources": {"pods": 5}}],
     })
     assert m.increase("root.a", "app1", {"memory": 10}, UserGroup("sue", ("dev",)))
     assert m.user_json("sue") == {
@@ -171,7 +172,7 @@ def test_user_without_matching_group_is_not_group_tracked():
 
 
 def test_wildcard_group_limit_is_tracked_against_the_shared_wildcard_group():
-    m, _ = make({"root": [{"groups": ["*"], "maxapplications": 2}]})
+    m, _ = make({"root": [{"groups": ["other"], "maxapplications": 9}, {"groups": ["*"], "maxapplications": 2}]})
     assert m.increase("root.a", "a1", {"pods": 1}, UserGroup("u1", ("g5", "g6")))
     assert m.app_group("u1", "a1") == "*"
     assert m.increase("root.a", "a2", {"pods": 1}, UserGroup("u2", ("g6", "g5")))  # order does not matter
@@ -184,7 +185,7 @@ def test_wildcard_group_limit_is_tracked_against_the_shared_wildcard_group():
 
 
 def test_explicit_group_match_beats_wildcard_at_same_queue():
-    m, _ = make({"root": [{"groups": ["*"], "maxapplications": 5}, {"groups": ["dev"], "maxapplications": 1}]})
+    m, _ = make({"root": [{"groups": ["dev"], "maxapplications": 1}, {"groups": ["*"], "maxapplications": 5}]})
     assert m.increase("root", "a1", {"pods": 1}, UserGroup("u", ("misc", "dev")))
     assert m.app_group("u", "a1") == "dev"
     assert not m.increase("root", "a2", {"pods": 1}, UserGroup("u", ("misc", "dev")))
@@ -215,7 +216,7 @@ def test_group_change_after_first_use():
 
 
 def test_wildcard_user_limit_and_explicit_override():
-    m, _ = make({"root.a": [{"users": ["*"], "maxapplications": 1}, {"users": ["vip"], "maxapplications": 3}]})
+    m, _ = make({"root.a": [{"users": ["vip"], "maxapplications": 3}, {"users": ["*"], "maxapplications": 1}]})
     for user in ("u1", "u2"):
         assert m.increase("root.a", f"{user}-1", {"pods": 1}, UserGroup(user))
         assert not m.can_run_app("root.a", f"{user}-2", UserGroup(user))
@@ -342,10 +343,12 @@ def test_decrease_cleanup_of_queues_and_trackers():
     u = UserGroup("u", ("g",))
     assert m.increase("root.a.b", "app1", {"memory": 4}, u)
     assert m.increase("root.c", "app2", {"memory": 2}, u)
-    # Usage to zero, app still running: the queue stays, the app is still listed.
+    # Usage to zero, app still running: the queue stays, the app is still listed, and the
+    # quantity shows as 0 (YuniKorn's DAOMap keeps zero-valued entries)
     assert m.decrease("root.a.b", "app1", {"memory": 4}, u)
     leaf = m.user_json("u")["queues"]["children"][0]["children"][0]
-    assert leaf == {"queuePath": "root.a.b", "runningApplications": ["app1"]}
+    assert leaf == {"queuePath": "root.a.b", "resourceUsage": {"memory": 0},
+                    "runningApplications": ["app1"]}
     assert m.decrease("root.a.b", "app1", {}, u, remove_app=True)
     assert [q["queuePath"] for q in m.user_json("u")["queues"]["children"]] == ["root.c"]
     assert [q["queuePath"] for q in m.group_json("g")["queues"]["children"]] == ["root.c"]

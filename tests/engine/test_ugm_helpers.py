@@ -64,7 +64,7 @@ def check_invariants(m: UserGroupManager) -> None:
     for tracker in trackers:
         assert not tracker.is_removable(), tracker
         for node in tracker.queue.walk():
-            assert all(v > 0 for v in node.resource_usage.values()), node.resource_usage
+            assert all(v >= 0 for v in node.resource_usage.values()), node.resource_usage
             for child in node.child_queues.values():
                 assert not child.is_empty(), child.queue_path
                 assert child.running_applications <= node.running_applications

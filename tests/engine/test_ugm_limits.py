@@ -28,8 +28,24 @@ from test_ugm_helpers import Recorder
         ({"root": [{"users": ["u"], "maxresources": [1]}]}, "maxresources must be a mapping"),
         ({"root": [{"users": ["u"], "limit": 3, "maxapplications": 1}]}, "limit must be a string"),
         ({"root.a": [{"users": ["u"], "maxapplications": 1}, {"users": ["u"], "maxapplications": 2}]},
-         "queue 'root.a' limit #1: users: 'u' has more than one limit"),
-        ({"root.a": [{"groups": ["*", "*"], "maxapplications": 1}]}, "groups: '*' has more than one limit"),
+         "queue 'root.a' limit #1: users: duplicated user name 'u', already exists"),
+        ({"root.a": [{"groups": ["*", "*"], "maxapplications": 1}]}, "groups: duplicated group name '*'"),
+        # what YuniKorn's validator refuses (configvalidator.go checkLimit), in its words (R7)
+        ({"root": [{"groups": ["*"], "maxapplications": 1}]},
+         "groups: should not specify only one group limit that is using the wildcard. There must be"
+         " at least one limit with a group name defined"),
+        ({"root": [{"limit": "z", "users": ["u"], "maxresources": {"memory": 0}}]},
+         "maxresources: MaxResources should be greater than zero in 'z' limit"),
+        ({"root": [{"users": ["bad user"], "maxapplications": 1}]},
+         "users: invalid limit user name 'bad user' in limit definition"),
+        ({"root": [{"groups": ["a/b"], "maxapplications": 1}]},
+         "groups: invalid limit group name 'a/b' in limit definition"),
+        ({"root": [{"users": ["*"], "maxapplications": 1}, {"users": ["sue"], "maxapplications": 2}]},
+         "limit #1: users: should not set no wildcard user sue after wildcard user limit"),
+        ({"root": [{"groups": ["dev", "*"], "maxapplications": 1}, {"groups": ["ops"], "maxapplications": 2}]},
+         "limit #1: groups: should not set no wildcard group ops after wildcard group limit"),
+        ({"root": [{"limit": "n", "users": ["u"]}]},
+         "invalid resource combination for limit n all resource limits are null"),
     ],
 )
 def test_invalid_limits_name_queue_and_field(config, needle):
@@ -48,7 +64,8 @@ def test_invalid_limits_name_queue_and_field(config, needle):
 
 def test_valid_limits_and_lookups():
     cfg = LimitConfig.parse({
-        "root": [{"limit": "all", "users": ["*"], "groups": ["*"], "maxapplications": 10}],
+        "root": [{"limit": "admins", "groups": ["admins"], "maxapplications": 1},
+                 {"limit": "all", "users": ["*"], "groups": ["*"], "maxapplications": 10}],
         "root.a": [{"users": ["sue"], "groups": ["dev", "ops"], "maxresources": {"memory": 5, "vcore": 0}}],
         "root.b": None,
         "root.c": [],

@@ -166,6 +166,24 @@ def test_the_yunikorn_configmaps_are_validated_by_the_schedulers_parser(world):
     assert world.admit(review(elsewhere, kind="ConfigMap", namespace="default"), "/validate-conf")["allowed"]
 
 
+def test_the_webhook_accepts_what_the_scheduler_accepts(world):
+    """Unknown keys pass (YuniKorn's Helm chart renders service.operatorPlugins); a value the
+    scheduler would refuse (shim key, engine key, queues.yaml top key) is denied naming it."""
+    from test_configmaps_keys import HELM_DEFAULTS
+
+    def admit(data):
+        cm = {"apiVersion": "v1", "kind": "ConfigMap",
+              "metadata": {"name": "yunikorn-defaults", "namespace": NAMESPACE}, "data": data}
+        return world.admit(review(cm, kind="ConfigMap", namespace=NAMESPACE), "/validate-conf")
+
+    assert admit(HELM_DEFAULTS)["allowed"] is True
+    for data, key in (({"service.schedulingInterval": "fast"}, "service.schedulingInterval"),
+                      ({"event.RESTResponseSize": "-1"}, "event.RESTResponseSize"),
+                      ({"queues.yaml": "service:\n  event: {}\n"}, "queues.yaml: service")):
+        answer = admit(data)
+        assert answer["allowed"] is False and key in answer["status"]["message"], answer
+
+
 def test_the_webhook_configurations_carry_the_ca_bundle(world):
     bundle = world.ca_bundle()
     for resource, name, path in (

@@ -86,8 +86,8 @@ def test_shim_keys_have_yunikorns_defaults():
     ("service.schedulingInterval", Apply.NO_EFFECT), ("kubernetes.qps", Apply.NO_EFFECT),
     ("log.level", Apply.LIVE), ("log.shim.context.level", Apply.LIVE),
     ("event.trackingEnabled", Apply.LIVE), ("event.ringBufferCapacity", Apply.ENGINE_FILE),
-    ("event.requestCapacity", Apply.ENGINE_FILE), ("event.maxStreams", Apply.WEB_FILE),
-    ("event.maxStreamsPerHost", Apply.WEB_FILE), ("event.RESTResponseSize", Apply.WEB_FILE),
+    ("event.requestCapacity", Apply.ENGINE_FILE), ("event.maxStreams", Apply.LIVE),
+    ("event.maxStreamsPerHost", Apply.LIVE), ("event.RESTResponseSize", Apply.LIVE),
     ("health.checkInterval", Apply.NO_EFFECT),
     ("queues.yaml", None), ("admissionController.accessControl.bypassAuth", None),
 ])
@@ -127,18 +127,52 @@ def test_policy_group_selects_the_queue_key_and_extra_is_every_other_key():
     ({"service.enableConfigHotRefresh": "maybe"}, "service.enableConfigHotRefresh"),
     ({"service.schedulingInterval": "5"}, "service.schedulingInterval"),  # Go needs a unit
     ({"kubernetes.qps": "3000000000"}, "kubernetes.qps"),  # ParseInt(…, 10, 32)
-    ({"service.enableConfigHotRefrsh": "true"}, "service.enableConfigHotRefrsh"),  # a typo
-    ({"event.maxStream": "1"}, "event.maxStream"),
     ({"log.level": "verbose"}, "log.level"),
+    # the engine's keys are checked by the shim too (the webhook runs the same parse)
+    ({"event.maxStreams": "many"}, "event.maxStreams"),
+    ({"event.trackingEnabled": "yes"}, "event.trackingEnabled"),
+    ({"health.checkInterval": "30"}, "health.checkInterval"),
 ])
-def test_bad_keys_are_refused_naming_key_and_value(flat, key):
+def test_bad_values_of_known_keys_are_refused_naming_key_and_value(flat, key):
     with pytest.raises(ConfigError) as info:
         parse(flat)
     assert info.value.key == key
 
 
-def test_keys_of_nobody_are_ignored_and_listed():
-    assert parse({"foo.bar": "1", "admissionController.x": "y"}).ignored == ("foo.bar",)
+def test_unknown_keys_are_ignored_and_listed_never_fatal(caplog):
+    """YuniKorn's shim reads the keys it knows; its Helm chart renders service.operatorPlugins."""
+    flat = {"foo.bar": "1", "admissionController.x": "y", "service.operatorPlugins": "general",
+            "service.enableConfigHotRefrsh": "true", "event.maxStream": "1"}
+    assert parse(flat).ignored == ("event.maxStream", "foo.bar", "service.enableConfigHotRefrsh",
+                                   "service.operatorPlugins")
+    source = ConfigMapSource("default")
+    with caplog.at_level("WARNING", logger="ykshm.shim.config"):
+        source.load(cm(DEFAULTS, {"service.operatorPlugins": "general"}), None)
+        source.on_event("ADDED", cm(CONFIGS, {"queues.yaml": "", "x.y": "1"}))
+        source.on_event("MODIFIED", cm(CONFIGS, {"queues.yaml": "", "x.y": "2"}, rv="2"))
+    warned = [r.getMessage() for r in caplog.records]
+    assert len(warned) == 2  # one per key, not one per reload
+    assert "service.operatorPlugins" in warned[0] and "x.y" in warned[1]
+
+
+HELM_DEFAULTS = {  # release:helm-charts/yunikorn/templates/yunikorn-defaults.yaml, rendered with
+    # operatorPlugins, placeHolderImage, admissionController.bypassNamespaces and a
+    # yunikornDefaults map (every value a quoted string, as the template writes it)
+    "service.operatorPlugins": "general,spark-k8s-operator",
+    "service.placeholderImage": "registry.k8s.io/pause:3.7",
+    "admissionController.filtering.bypassNamespaces": "^kube-system$",
+    "queues.yaml": "partitions:\n- name: default\n  queues:\n  - name: root\n"
+                   "    submitacl: '*'\n    queues:\n    - name: spark\n",
+    "service.placeholderRunAsUser": "65534", "service.placeholderRunAsGroup": "65534",
+    "service.placeholderFsGroup": "65534", "log.level": "INFO",
+}
+
+
+def test_a_helm_rendered_yunikorn_defaults_loads_unchanged():
+    parsed = ConfigMapSource("default").load(cm(DEFAULTS, HELM_DEFAULTS), None)
+    assert parsed.ignored == ("service.operatorPlugins",)
+    assert parsed.shim.placeholder_run_as_user == 65534
+    assert "name: spark" in parsed.queues
 
 
 @pytest.mark.parametrize("value, level", [("debug", 10), ("-1", 10), ("INFO", 20), ("1", 30),
@@ -249,13 +283,13 @@ def test_every_shim_key_has_a_struct_field():
 
 
 def test_a_reverted_key_stays_reported_until_it_is_set_back():
-    source = started(cm(DEFAULTS, {"service.clusterId": "one", "event.maxStreams": "100"}))
-    source.on_event("ADDED", cm(CONFIGS, {"service.clusterId": "two", "event.maxStreams": "5"}))
-    assert [n.split(":")[0] for n in source.status()["notApplied"]] == ["event.maxStreams",
-                                                                        "service.clusterId"]
+    source = started(cm(DEFAULTS, {"service.clusterId": "one", "event.ringBufferCapacity": "100"}))
+    source.on_event("ADDED", cm(CONFIGS, {"service.clusterId": "two", "event.ringBufferCapacity": "5"}))
+    assert [n.split(":")[0] for n in source.status()["notApplied"]] == ["event.ringBufferCapacity",
+                                                                                "service.clusterId"]
     source.on_event("MODIFIED", cm(CONFIGS, {"service.clusterId": "two", "queues.yaml": "q"},
                                    rv="2"))
-    assert [n.split(":")[0] for n in source.status()["notApplied"]] == ["event.maxStreams",
-                                                                        "service.clusterId"]
+    assert [n.split(":")[0] for n in source.status()["notApplied"]] == ["event.ringBufferCapacity",
+                                                                                "service.clusterId"]
     source.on_event("MODIFIED", cm(CONFIGS, {"queues.yaml": "q"}, rv="3"))
     assert source.status()["notApplied"] == []

@@ -206,3 +206,50 @@ def test_unreadable_configmaps_at_start_are_one_line_and_exit_1():
     assert out.returncode == 1
     assert "cannot read ConfigMap yk/yunikorn-defaults" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_a_helm_rendered_yunikorn_defaults_starts_the_shim_unchanged(ring_name):
+    """YuniKorn's chart renders service.operatorPlugins (a key nobody reads any more): ignored,
+    listed, the rest in force."""
+    from test_configmaps_keys import HELM_DEFAULTS
+
+    with Cluster(ring_name, nodes=1) as c:
+        c.start_sim()
+        apply(Kubectl(c.url, c.tmp), "yunikorn-defaults", HELM_DEFAULTS)
+        c.start_engine()
+        c.start_shim(extra=["--configmaps"])
+        wait_for(lambda: leaf_queues(c) == {"spark"}, 10, "root.spark in force")
+        status = wait_for(lambda: c.shim_status()["configMaps"]["inForce"] and
+                          c.shim_status()["configMaps"], 5, "the configuration in force")
+        assert status["ignoredKeys"] == ["service.operatorPlugins"]
+        assert c.shim.tail().count("ignoring unknown configuration key") == 1
+
+
+def test_event_settings_from_the_configmaps_reach_the_web(ring_name):
+    """event.RESTResponseSize and event.maxStreamsPerHost are applied by the web on every update
+    (as YuniKorn's REST does); 0 means YuniKorn's default (10000); trackingEnabled false makes
+    the event REST answer YuniKorn's 500 instead of the ring's stale history (R9)."""
+    with Cluster(ring_name, nodes=3) as c:
+        kubectl = start(c)
+        web = WebServer(ring_name, workers=1)
+        try:
+            def batch() -> httpx.Response:
+                return httpx.get(web.url + "/ws/v1/events/batch", timeout=5)
+
+            wait_for(lambda: len(batch().json()["EventRecords"] or []) > 3, 10, "some events")
+            apply(kubectl, "yunikorn-configs", {"event.RESTResponseSize": "2",
+                                                "event.maxStreamsPerHost": "1"})
+            wait_for(lambda: len(batch().json()["EventRecords"]) == 2, 10, "batches of 2")
+            with httpx.stream("GET", web.url + "/ws/v1/events/stream", timeout=5) as first:
+                assert first.status_code == 200
+                second = httpx.get(web.url + "/ws/v1/events/stream?count=0", timeout=5)
+                assert (second.status_code, second.json()["message"]) == (
+                    503, "Too many streaming connections")
+            apply(kubectl, "yunikorn-configs", {"event.RESTResponseSize": "0"})
+            wait_for(lambda: len(batch().json()["EventRecords"]) > 3, 10, "YuniKorn's default")
+            apply(kubectl, "yunikorn-configs", {"event.trackingEnabled": "false"})
+            off = wait_for(lambda: batch().status_code == 500 and batch(), 10, "tracking off")
+            assert off.json() == {"status_code": 500, "message": "Event tracking is disabled",
+                                  "description": "Event tracking is disabled"}
+        finally:
+            web.stop()

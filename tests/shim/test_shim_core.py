@@ -208,23 +208,40 @@ def test_other_scheduler_pods_are_occupied_resource_updates():
     assert eng.log[-1]["nodes"][0]["occupiedResource"] == {"resources": {}}
 
 
+def _bad_task_groups(name):
+    bad = pod(name)
+    bad["metadata"]["annotations"]["yunikorn.apache.org/task-groups"] = "{not json"
+    return bad
+
+
 def test_bad_pod_gets_event_and_rest_scheduled():
     core, eng = start([node("n1")])
-    core.on_pod("ADDED", pod("bad", user="x\"broken"))
+    core.on_pod("ADDED", _bad_task_groups("bad"))
     core.on_pod("ADDED", pod("good"))
     eng.pump()
     assert list(eng.asks) == ["uid-good"]
-    assert [(e.name, e.reason, e.type) for e in eng.events] == [("bad", "InvalidPod", "Warning")]
-    assert "user.info" in eng.events[0].message
-    core.on_pod("MODIFIED", pod("bad", user="x\"broken"))
+    assert [(e.name, e.reason, e.type) for e in eng.events] == [("bad", "InvalidPod", "Warning"),
+                                                               ("good", "Scheduling", "Normal")]
+    assert "task-groups" in eng.events[0].message
+    core.on_pod("MODIFIED", _bad_task_groups("bad"))
     eng.pump()
-    assert len(eng.events) == 1                    # once per reason
+    assert len(eng.events) == 2                    # once per reason
+
+
+def test_a_malformed_user_info_schedules_as_nobody():
+    """YuniKorn's shim (utils.go GetUserFromPod) falls back to nobody instead of refusing."""
+    core, eng = start([node("n1")])
+    core.on_pod("ADDED", pod("odd", user="x\"broken"))
+    eng.pump()
+    assert list(eng.asks) == ["uid-odd"] and [e.reason for e in eng.events] == ["Scheduling"]
+    assert eng.apps["app-1"]["ugi"] == {"user": "nobody", "groups": []}
 
 
 def test_request_events_and_rejections_become_kube_events():
     core, eng = start([node("n1")])
     core.on_pod("ADDED", pod("p1"))
     eng.pump()
+    eng.events.clear()
     core.on_si({"type": "EventRecords", "events": [
         {"type": 1, "objectID": "uid-p1", "referenceID": "app-1", "message": "waiting"}]})
     core.on_si({"type": "AllocationResponse", "rejected": [
@@ -232,6 +249,44 @@ def test_request_events_and_rejections_become_kube_events():
     eng.pump()
     assert [(e.reason, e.message) for e in eng.events] == [("Informational", "waiting"),
                                                          ("AskRejected", "too big")]
+
+
+def _request_event(core, uid, message):
+    core.on_si({"type": "EventRecords", "events": [
+        {"type": 1, "objectID": uid, "referenceID": "app-1", "message": message}]})
+
+
+def test_yunikorns_pod_events_tell_the_pods_story():
+    """k8shim task.go / context.go: Scheduling, PodUnschedulable (once per kind), Informational,
+    Scheduled, PodBindSuccessful, TaskCompleted, with their texts."""
+    core, eng = start([node("n1")])
+    core.on_pod("ADDED", pod("p1"))
+    eng.pump()
+    quota = "Request 'uid-p1' does not fit in queue 'root.a' (requested map[], available map[])"
+    user = "Request 'uid-p1' exceeds the available user quota in queue 'root.a': limit reached"
+    nodes = "Request 'uid-p1' does not fit on any of 1 nodes: 0/1 nodes are available: ..."
+    for message in (quota, user, nodes):
+        _request_event(core, "uid-p1", message)
+    eng.allocate("uid-p1", "n1")
+    eng.pump()
+    core.on_bind_result(eng.binds[0], ok=True)
+    core.on_pod("MODIFIED", pod("p1", "n1"))
+    core.on_pod("MODIFIED", pod("p1", "n1", phase="Succeeded"))
+    core.on_pod("MODIFIED", pod("p1", "n1", phase="Succeeded"))
+    eng.pump()
+    assert [(e.reason, e.message) for e in eng.events] == [
+        ("Scheduling", "ns/p1 is queued and waiting for allocation"),
+        ("Informational", quota),
+        ("PodUnschedulable",
+         "Task ns/p1 is skipped from scheduling because the queue quota has been exceed"),
+        ("Informational", user),
+        ("Informational", nodes),
+        ("PodUnschedulable", "Task ns/p1 is pending for the requested resources become available"),
+        ("Scheduled", "Successfully assigned ns/p1 to node n1"),
+        ("PodBindSuccessful", "Pod ns/p1 is successfully bound to node n1"),
+        ("TaskCompleted", "Task ns/p1 is completed"),
+    ]
+    assert {e.type for e in eng.events} == {"Normal"}
 
 
 def test_node_deleted_in_running_decommissions_and_holds_pods():
@@ -362,7 +417,7 @@ def test_refused_existing_allocation_counts_as_occupied():
     update = [m for m in follow.si if m["type"] == "NodeRequest"][0]["nodes"][0]
     assert update["action"] == "UPDATE"
     assert update["occupiedResource"]["resources"]["vcore"]["value"] == 3000
-    assert {e.reason for e in follow.events} == {"ApplicationRejected", "AskRejected"}
+    assert {e.reason for e in follow.events} == {"AskRejected"}  # a bound pod runs on
     assert core.occupied("n1")["vcore"] == 3000
     core.on_pod("MODIFIED", pod("bad-queue", "n1", app="app-x", cpu="3", phase="Succeeded"))
     assert core.occupied("n1") == {}

@@ -13,7 +13,7 @@ import time
 
 import orjson
 
-from tools.harness import Cluster, wait_for
+from tools.harness import Cluster, Kubectl, wait_for
 
 
 def _bound_pods(c: Cluster) -> dict[str, str]:
@@ -329,23 +329,29 @@ spec:
 def test_bad_pods_get_an_event_and_the_rest_schedule(cluster):
     c = cluster
     c.start_all(kubeconfig=True)           # server and token from a kubeconfig file
-    c.create_pod("bad-user", annotations={"yunikorn.apache.org/user.info": "{not json"})
+    c.create_pod("bad-tg", annotations={"yunikorn.apache.org/task-groups": "{not json"})
     c.create_pod("bad-gang", annotations={
         "yunikorn.apache.org/schedulingPolicyParameters": "gangSchedulingStyle=Sometimes"})
+    # a user.info YuniKorn's shim cannot decode: the pod runs as nobody (utils.go)
+    c.create_pod("odd-user", app="app-odd",
+                 annotations={"yunikorn.apache.org/user.info": "{not json"})
     c.create_pod("good-1")
     c.create_pod("good-2")
-    c.wait_bound(["good-1", "good-2"], timeout=30)
+    c.wait_bound(["good-1", "good-2", "odd-user"], timeout=30)
 
     def events():
         got = {(e["involvedObject"]["name"], e["reason"]): e for e in c.events()}
-        return got if {("bad-user", "InvalidPod"), ("bad-gang", "InvalidPod")} <= set(got) \
+        return got if {("bad-tg", "InvalidPod"), ("bad-gang", "InvalidPod")} <= set(got) \
             else None
 
     got = wait_for(events, 20, "InvalidPod events")
-    assert "user.info" in got[("bad-user", "InvalidPod")]["message"]
+    assert "task-groups" in got[("bad-tg", "InvalidPod")]["message"]
     assert "gangSchedulingStyle" in got[("bad-gang", "InvalidPod")]["message"]
-    assert got[("bad-user", "InvalidPod")]["type"] == "Warning"
-    assert not c.pod("bad-user")["spec"].get("nodeName")
+    assert got[("bad-tg", "InvalidPod")]["type"] == "Warning"
+    assert not c.pod("bad-tg")["spec"].get("nodeName")
+    users = wait_for(lambda: {a["applicationID"]: a["user"] for a in c.applications()
+                              if a["applicationID"] == "app-odd"}, 10, "app-odd in the engine")
+    assert users == {"app-odd": "nobody"}
     wait_for(lambda: c.shim_status()["cluster"]["badPods"] == 2, 5, "2 bad pods in status")
 
 
@@ -412,3 +418,76 @@ def test_refused_registration_fails_sticky_exit_1(cluster, tmp_path):
         fake.kill()
         fake.wait()
         fake.stdout.close()
+
+
+NO_TEAM_A = """\
+partitions:
+  - name: default
+    placementrules:
+      - name: provided
+        create: false
+    queues:
+      - name: root
+        submitacl: "*"
+        queues:
+          - name: prod
+"""
+
+
+def test_a_running_pod_whose_queue_is_gone_is_recovered_into_the_recovery_queue(ring_name):
+    """YuniKorn's shim sends application.create.force for an already bound pod: after a queue
+    change (root.team-a removed, no rule or root.default to fall back on) its application lands
+    in root.@recovery@ and the shim runs, instead of failing on every restart."""
+    with Cluster(ring_name, nodes=1, engine_config=NO_TEAM_A) as c:
+        c.start_sim()
+        c.create_pod("old", app="app-old", queue="root.team-a", node="node-0000")
+        c.start_engine()
+        c.start_shim()  # waits for Running; without the tag the shim goes Failed
+        [app] = wait_for(lambda: c.applications(), 10, "app-old known to the engine")
+        assert (app["applicationID"], app["queueName"]) == ("app-old", "root.@recovery@")
+        c.create_pod("new", app="app-new", queue="root.team-a")  # pending: no force, rejected
+        # as YuniKorn's shim: the waiting pod is failed, and an ApplicationFailed event says why
+        status = wait_for(lambda: c.pod("new")["status"].get("phase") == "Failed"
+                          and c.pod("new")["status"], 10, "the rejected app's pod Failed")
+        assert (status["reason"], status["message"]) == ("ApplicationRejected",
+                                                         " failed to place application app-new")
+        [event] = [e for e in c.events() if e["involvedObject"]["name"] == "new"
+                   and e["reason"] == "ApplicationFailed"]
+        assert (event["type"], event["message"]) == (
+            "Warning", "Application app-new scheduling failed, reason: "
+            "ApplicationRejected: failed to place application app-new: application rejected: "
+            "no placement rule matched")
+        assert [a["queueName"] for a in c.applications()] == ["root.@recovery@"]
+        assert c.shim_status()["state"] == "Running"
+
+
+SMALL_QUEUE = orjson.dumps({"partitions": [{"name": "default", "queues": [{
+    "name": "root", "submitacl": "*",
+    "queues": [{"name": "small", "resources": {"max": {"memory": "100Mi"}}}]}]}]}).decode()
+
+
+def test_kubectl_describe_pod_says_why_a_pending_pod_waits(ring_name):
+    """Request events are on by default (no service.event key in the engine's file), and the
+    shim posts YuniKorn's pod events: `kubectl describe pod` explains the wait."""
+    with Cluster(ring_name, nodes=1, engine_config=SMALL_QUEUE) as c:
+        c.start_all()
+        c.create_pod("big", app="app-big", queue="root.small", memory="200Mi")
+        kubectl = Kubectl(c.url, c.tmp)
+
+        def described() -> str | None:
+            out = kubectl("describe", "pod", "big", "-n", "default")
+            return out if "PodUnschedulable" in out else None
+
+        out = wait_for(described, 15, "the pending pod's events in kubectl describe")
+        uid = c.pod("big")["metadata"]["uid"]
+        assert "Scheduling        " in out and "default/big is queued and waiting for allocation" in out
+        assert "Informational     " in out and (
+            f"Request '{uid}' does not fit in queue 'root.small' (requested "
+            "map[memory:209715200 pods:1 vcore:100], available map[memory:104857600])") in out
+        assert "Task default/big is skipped from scheduling because the queue quota has been exceed" in out
+        assert not c.pod("big")["spec"].get("nodeName")
+        # YuniKorn's condition too: PodScheduled False, SchedulingSkipped (a quota, no autoscaling)
+        [cond] = wait_for(lambda: [k for k in c.pod("big")["status"].get("conditions", [])
+                                   if k["type"] == "PodScheduled"], 10, "the PodScheduled condition")
+        assert (cond["status"], cond["reason"]) == ("False", "SchedulingSkipped")
+        assert "does not fit in queue 'root.small'" in cond["message"]

@@ -53,10 +53,22 @@ def test_queue_and_user():
     info = orjson.dumps({"user": "alice", "groups": ["dev", "ops"]}).decode()
     assert mapping.user_of(pod(annotations={"yunikorn.apache.org/user.info": info})) == (
         "alice", ("dev", "ops"))
-    with pytest.raises(PodError, match="user.info"):
-        mapping.pod_info(pod(annotations={"yunikorn.apache.org/user.info": "{not json"}))
-    with pytest.raises(PodError, match="groups"):
-        mapping.user_of(pod(annotations={"yunikorn.apache.org/user.info": '{"groups": "x"}'}))
+
+
+
+@pytest.mark.parametrize("info, expected", [
+    # what Go's json.Unmarshal refuses: YuniKorn's shim falls back to nobody, no groups
+    ("{not json", ("nobody", ())), ('{"groups": "x"}', ("nobody", ())),
+    ('{"user": 5}', ("nobody", ())), ('["alice"]', ("nobody", ())), ('"alice"', ("nobody", ())),
+    # what it accepts: keys of any case, unknown keys ignored, null leaves the default
+    ('{"User": "alice", "Groups": ["dev"], "extra": 1}', ("alice", ("dev",))),
+    ('{"user": "", "groups": ["dev"]}', ("nobody", ("dev",))),
+    ("null", ("nobody", ())), ('{"user": null, "groups": null}', ("nobody", ())),
+])
+def test_user_info_is_read_as_yunikorns_shim_reads_it(info, expected):
+    annotated = pod(annotations={"yunikorn.apache.org/user.info": info})
+    assert mapping.user_of(annotated) == expected
+    assert (mapping.pod_info(annotated).user, mapping.pod_info(annotated).groups) == expected
 
 
 def test_resources_sum_and_pods():

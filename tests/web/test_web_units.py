@@ -109,3 +109,21 @@ def test_pid_liveness_checks_start_time_and_zombies():
     finally:
         child.wait()
     assert not _process_exists(child.pid)
+
+
+def test_event_settings_in_force_come_from_the_engine_only_when_configmaps_configure_it():
+    from engine.config import EventSettings
+    from web.settings import in_force, rest_response_size
+
+    own = EventSettings(rest_response_size=50, max_streams=7)
+    theirs = {"RESTResponseSize": 5, "maxStreams": 2, "maxStreamsPerHost": 1,
+              "trackingEventsEnabled": True, "ringBufferCapacity": 100}
+    assert in_force(own, {"configSource": "file", "eventSettings": theirs}) == own
+    hot = in_force(own, {"configSource": "rm:mycluster", "eventSettings": theirs})
+    assert (hot.rest_response_size, hot.max_streams, hot.max_streams_per_host) == (5, 2, 1)
+    # an engine that writes no events: the ring's history is stale, whatever the web's file says
+    off = in_force(own, {"configSource": "file", "eventSettings": {**theirs,
+                                                                   "trackingEventsEnabled": False}})
+    assert not off.tracking_events_enabled and off.rest_response_size == 50
+    assert in_force(own, None) == own
+    assert rest_response_size(EventSettings(rest_response_size=0)) == 10_000  # YuniKorn's default

@@ -167,6 +167,11 @@ def test_config_yaml_or_json_and_validate(state):
                      content=b"partitions:\n- name: default\n  queues:\n  - name: root\n    maxapplications: -1\n",
                      timeout=5).json()
     assert bad["allowed"] is False and "maxapplications" in bad["reason"] and "-1" in bad["reason"]
+    wildcard_only = httpx.post(state.url + "/ws/v1/validate-conf", timeout=5, content=(
+        b"partitions:\n- name: default\n  queues:\n  - name: root\n    limits:\n"
+        b"    - {limit: all, groups: ['*'], maxapplications: 1}\n")).json()
+    assert wildcard_only["allowed"] is False and (  # refused as YuniKorn refuses it (R7)
+        "should not specify only one group limit that is using the wildcard" in wildcard_only["reason"])
     assert error(httpx.get(state.url + "/ws/v1/validate-conf", timeout=5), 405)
 
 
