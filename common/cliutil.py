@@ -12,7 +12,6 @@ behaviour installs its own handler after that.
 from __future__ import annotations
 
 import argparse
-import logging
 import signal
 import sys
 import threading
@@ -41,6 +40,22 @@ class Failure(CliError):
     exit_code = EXIT_FAILURE
 
 
+def int_range(low: int, high: int) -> Callable[[str], int]:
+    """argparse type: an integer in [low, high], else argparse's one line (`argument --port: must
+    be 1..65535, got 99999`) and exit 2, before anything acts on the value."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be {low}..{high}, got {value}")
+        return value
+
+    return parse
+
+
 class Parser(argparse.ArgumentParser):
     """argparse with a one-line error message instead of usage + message."""
 
@@ -66,14 +81,3 @@ def take_back_ctrl_c() -> None:
     """SIGINT raises KeyboardInterrupt again, even if our parent left it ignored (see above)."""
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, signal.default_int_handler)
-
-
-def log_to_stderr(role: str) -> None:
-    """The "ykshm" loggers to stderr (journald-friendly), one line each: `ykshm ROLE[pid]: LEVEL msg`."""
-    logger = logging.getLogger("ykshm")
-    if not logger.handlers:
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter(f"ykshm {role}[%(process)d]: %(levelname)s %(message)s"))
-        logger.addHandler(handler)
-        logger.setLevel(logging.INFO)
-        logger.propagate = False

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import trio
 
-from common import gcfreeze
+from common import gcfreeze, logsetup
 from common.quantity import QuantityError, parse_milli, parse_quantity
 from common.cliutil import Failure, Parser, UsageError, run_main
 
@@ -104,7 +104,7 @@ def build_parser() -> Parser:
                            "(simcluster/forkserver.py)")
     proc.add_argument("--backoff-max", type=_seconds(0.01), default=300.0,
                       help="CrashLoopBackOff's longest delay in seconds (default 300)")
-    p.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
+    logsetup.add_flags(p, default_level="warning")
     authconfig.add_flags(p)
     return p
 
@@ -241,8 +241,7 @@ async def serve(args, apps: list[workload.App] | None, security: authconfig.Secu
 def _body(argv: Sequence[str]) -> int:
     args = build_parser().parse_args(list(argv))
     _check_args(args)
-    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logsetup.configure_from(args)
     apps = None
     if args.workload:
         try:

@@ -20,6 +20,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from common import logsetup
 from common.cliutil import Failure, Parser, UsageError, run_main
 from kube import args as kubeargs
 
@@ -82,7 +83,7 @@ async def serve(kube: Any, args: Any, namespace: str) -> None:
             config = SwappableTLSConfig(tls)
             config.bind = [args.bind]
             config.read_timeout = 10
-            config.accesslog = None
+            logsetup.hypercorn_loggers(config)
             stop = trio.Event()
             nursery.start_soon(_stop_on_signal, stop)
             await hypercorn_serve(Webhook(cache, scheduler), config, shutdown_trigger=stop.wait)
