@@ -45,8 +45,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     podhosts.install()  # in a sim-cluster process pod: Service names resolve (common/podhosts.py)
     module_name, _, function = SUBCOMMANDS[name][0].partition(":")
-    module = importlib.import_module(module_name)
-    return int(getattr(module, function or "main")(rest) or 0)
+    try:     # Ctrl-C while the subcommand's modules load: no traceback, the shell's 130
+        module = importlib.import_module(module_name)
+        return int(getattr(module, function or "main")(rest) or 0)
+    except KeyboardInterrupt:
+        return 130
 
 
 if __name__ == "__main__":

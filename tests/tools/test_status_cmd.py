@@ -78,7 +78,7 @@ def fake_ykshm(tmp_path):
 
 def test_status_of_a_running_instance(ring_name, fake_ykshm):
     engine, _ = fake_ykshm("engine", "--name", ring_name)
-    web, (worker,) = fake_ykshm("web", "--bind", "fd://3", "--name", ring_name)
+    web, (worker,) = fake_ykshm("web", "--bind", "fd://3", "--workers", "1", "--name", ring_name)
     other, _ = fake_ykshm("web", "--name", ring_name + "-other")
     r = ykshm("status", "--name", ring_name, "--json")
     assert r.returncode == 0, r.stderr

@@ -1,0 +1,129 @@
+"""`ykshm run` fails loudly and at once (issue 35.1): bad values are one line and exit 2 before
+anything starts, a role that exits during start ends the run within seconds with that role's own
+error line and exit 1, and Ctrl-C stops everything at any moment of start-up.
+
+Real `ykshm run` processes on free 127.0.0.1 ports under a unique --name, stopped by pid.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from runharness import RunInstance, free_port, pids_naming
+from test_run_cli import one_error_line, run_cli
+
+from common.runtimedir import runtime_dir
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--port", "99999"], "argument --port: must be 1..65535, got 99999"),
+    (["--api-port", "0"], "argument --api-port: must be 1..65535, got 0"),
+    (["--admission-port", "-1"], "argument --admission-port: must be 1..65535, got -1"),
+    (["--nodes", "-3"], "argument --nodes: must be 0..100000, got -3"),
+    (["--nodes", "100001"], "argument --nodes: must be 0..100000, got 100001"),
+    (["--log-level", "loud"], "argument --log-level: invalid level 'loud'"),
+    (["--log-format", "xml"], "argument --log-format: invalid choice: 'xml'"),
+])
+def test_a_bad_value_is_one_line_exit_2_and_starts_nothing(args, message, ring_name):
+    res, took = run_cli(*args, "--name", ring_name, "--no-demo")
+    assert res.returncode == 2, res.stderr
+    assert message in one_error_line(res)
+    assert took < 10
+    assert not pids_naming(ring_name)
+    assert glob.glob(f"/dev/shm/{ring_name}*") == []
+
+
+def test_a_role_that_exits_during_start_ends_the_run_with_its_line(ring_name):
+    """The engine refuses to replace a stale non-file /dev/shm/NAME.state and exits 1: the run
+    says so at once (not after a 60 s wait and a restart loop) and leaves nothing behind."""
+    blocker = Path(f"/dev/shm/{ring_name}.state")
+    blocker.mkdir()
+    inst = RunInstance(ring_name, nodes=1)
+    try:
+        began = time.monotonic()
+        code = inst.proc.wait(timeout=30)
+        took = time.monotonic() - began
+        assert code == 1, inst.stderr()
+        lines = inst.stderr().strip().splitlines()
+        assert len(lines) == 1, lines
+        assert lines[0].startswith("ykshm run: error: engine exited with 1 during start: "
+                                   "ykshm engine: error: cannot create the snapshot"), lines[0]
+        assert f"refusing to replace {blocker}" in lines[0]
+        assert took < 20, took
+        assert inst.proc.stdout.read() == b""           # no banner
+        assert inst.leftovers()["pids"] == []
+        assert not pids_naming(ring_name)
+        assert not (runtime_dir() / f"{ring_name}.kubeconfig").exists()
+    finally:
+        blocker.rmdir()
+        inst.close()
+    assert glob.glob(f"/dev/shm/{ring_name}*") == []
+
+
+@pytest.mark.parametrize("delay", [0.05, 0.4, 1.0, 2.0, 3.5])
+def test_ctrl_c_at_any_moment_of_start_up_stops_everything(delay, ring_name):
+    """SIGINT while the PKI is made, sim-cluster comes up, the roles start or the run waits for
+    the web: the run exits within seconds and no process, segment or file of it is left."""
+    before = set(os.listdir(runtime_dir()))
+    inst = RunInstance(ring_name, nodes=2)
+    try:
+        time.sleep(delay)
+        inst.remember()
+        os.kill(inst.pid, signal.SIGINT)
+        began = time.monotonic()
+        code = inst.proc.wait(timeout=20)
+        assert time.monotonic() - began < 12
+        assert code in (0, 130), inst.stderr()
+        assert "Traceback" not in inst.stderr()
+        left = inst.leftovers()
+        assert left["pids"] == [] and left["shm"] == [], left
+        assert not pids_naming(ring_name)
+        after = {n for n in set(os.listdir(runtime_dir())) - before if not n.endswith(".log")}
+        assert after == set(), after
+    finally:
+        inst.close()
+
+
+def test_port_in_use_names_the_flag_that_moves_it(ring_name):
+    with __import__("socket").socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        for flag in ("--port", "--api-port", "--admission-port"):
+            ports = {"--port": free_port(), "--api-port": free_port(), "--admission-port": free_port(), flag: port}
+            res, _ = run_cli(*[str(x) for kv in ports.items() for x in kv], "--name", ring_name, "--no-demo")
+            assert res.returncode == 1
+            assert one_error_line(res).endswith(f"choose another with {flag} PORT"), res.stderr
+
+
+def test_log_flags_reach_every_role(make_run, ring_name):
+    """`ykshm run --log-format json`: every role's lines in the log are JSON objects with a time,
+    and hypercorn's lines are written once."""
+    import json
+
+    inst = make_run(extra=("--log-format", "json", "--log-level", "info"))
+    roles = inst.roles()
+    for role, pid in roles.items():
+        assert "--log-format json" in subprocess.run(["cat", f"/proc/{pid}/cmdline"], capture_output=True
+                                                     ).stdout.replace(b"\0", b" ").decode(), role
+    inst.stop()
+    text = inst.log_file.read_text()
+    run_lines = text[text.rindex("==== "):].splitlines()[1:]
+    records = []
+    for line in run_lines:
+        if line.startswith(("ykshm ", "Traceback", " ")):
+            continue    # a role's one-line exit message, not a log record
+        records.append(json.loads(line))
+    assert {r["role"] for r in records} >= {"engine", "web", "shim", "admission", "streams"}, \
+        {r["role"] for r in records}
+    assert all(r["ts"].endswith("Z") and r["level"] and r["msg"] for r in records)
+    running = [r["msg"] for r in records if r["logger"] == "hypercorn.error" and r["role"] == "admission"
+               and r["msg"].startswith("Running on")]
+    assert len(running) == len(set(running)) == 1, running
