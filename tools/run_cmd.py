@@ -251,6 +251,8 @@ def build_parser() -> Parser:
                         "Streams); a password goes in $REDISCLI_AUTH, never in the URL")
     parser.add_argument("--manifests", metavar="DIR", help="deploy ykshm into the embedded cluster with "
                         "`kubectl apply -k DIR` (deploy/kubernetes) instead of running its roles here")
+    parser.add_argument("--ui-dir", metavar="DIR", help="serve this single-page UI build (YuniKorn's "
+                        "web UI, say) at / of the REST port: `ykshm web --ui-dir`")
     logsetup.add_flags(parser)      # passed on to every child
     return parser
 
@@ -507,9 +509,22 @@ def supervise(supervisor: Supervisor, status: StatusLine | None) -> None:
         print()
 
 
+def check_ui_dir(path: str | None) -> str | None:
+    """`--ui-dir` as `ykshm web` judges it (a directory with index.html), before anything starts."""
+    if path is None:
+        return None
+    from web.ui import UIError, check_dir
+
+    try:
+        return check_dir(path)
+    except UIError as exc:
+        raise UsageError(f"--ui-dir {exc}") from None
+
+
 def preflight(args) -> Path | None:
     """Everything that can be refused before anything starts; the --manifests directory."""
     manifests = run_manifests.check(args.manifests) if args.manifests else None
+    args.ui_dir = check_ui_dir(args.ui_dir)
     check_config(args.config)
     check_shm_writable(args.name)
     check_no_live_instance(args.name)
@@ -552,6 +567,8 @@ def _run(argv: Sequence[str]) -> int:
         supervisor.children = children_for(args, runtime, config, creds, pods)
         for child in supervisor.children:
             child.argv += child_log_flags(args)
+            if child.role == "web" and args.ui_dir:
+                child.argv += ["--ui-dir", args.ui_dir]
         if manifests is not None and pods is not None:
             print(deploy(args, supervisor, manifests, pods, log_path, creds), end="", flush=True)
             supervise(supervisor, None)

@@ -30,6 +30,7 @@ from common.runtimedir import runtime_dir
     (["--nodes", "100001"], "argument --nodes: must be 0..100000, got 100001"),
     (["--log-level", "loud"], "argument --log-level: invalid level 'loud'"),
     (["--log-format", "xml"], "argument --log-format: invalid choice: 'xml'"),
+    (["--ui-dir", "/nonexistent"], "--ui-dir '/nonexistent' is not a directory"),
 ])
 def test_a_bad_value_is_one_line_exit_2_and_starts_nothing(args, message, ring_name):
     res, took = run_cli(*args, "--name", ring_name, "--no-demo")
@@ -127,3 +128,16 @@ def test_log_flags_reach_every_role(make_run, ring_name):
     running = [r["msg"] for r in records if r["logger"] == "hypercorn.error" and r["role"] == "admission"
                and r["msg"].startswith("Running on")]
     assert len(running) == len(set(running)) == 1, running
+
+
+def test_ui_dir_is_served_at_the_banners_url(make_run, tmp_path):
+    """`ykshm run --ui-dir DIR` (newcomer-2 row 31: only `ykshm web` had it, and a second web
+    beside the run is refused): DIR's index.html at /, deep links too, the API beside it."""
+    import httpx
+
+    (tmp_path / "index.html").write_text("<html>probe-ui</html>")
+    inst = make_run(extra=("--ui-dir", str(tmp_path)))
+    for path in ("/", "/queues/root.default"):
+        r = httpx.get(inst.url + path, timeout=5)
+        assert r.status_code == 200 and "probe-ui" in r.text, (path, r.status_code)
+    assert httpx.get(inst.url + "/ws/v1/partitions", timeout=5).status_code == 200
