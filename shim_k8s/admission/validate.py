@@ -9,6 +9,12 @@ config parser (engine.config), so the shim never imports the engine (the layerin
 scheduler's `allowed:false` denies with its reason. Fail-open, as YuniKorn: a scheduler that is
 unreachable, answers non-2xx or nonsense lets the change through (logged); unlike YuniKorn the
 call has a timeout (5 s), under kube-apiserver's 10 s webhook timeout.
+
+Before the scheduler is asked, the merged keys go through the shim's own check
+(`configmaps.parse`): ykshm's shim refuses an unknown `service.`/`kubernetes.`/... key (a typo must
+not fall back to a default), so the webhook denies it too, naming the key and value, instead of
+letting `kubectl` succeed and the shim refuse the map afterwards (`ConfigRefused`). YuniKorn's
+webhook checks only the queues document; its shim ignores unknown keys.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ import orjson
 
 from common.configsection import ConfigError
 
-from ..configmaps import CONFIGS, DEFAULTS, flatten
+from ..configmaps import CONFIGS, DEFAULTS, flatten, parse
 from .conf import AdmissionConf
 from .request import Request, Response, go_type
 
@@ -47,12 +53,17 @@ def _configmap(obj: Any) -> tuple[str, str | None]:
     return str(name or ""), None
 
 
-def queues_yaml(maps: Mapping[str, Mapping[str, Any] | None], incoming: Mapping[str, Any]) -> str:
-    """The document the scheduler would load if `incoming` replaced its namesake. ConfigError
-    when a binaryData value does not decode."""
+def merged(maps: Mapping[str, Mapping[str, Any] | None], incoming: Mapping[str, Any]) -> dict[str, str]:
+    """The keys in force if `incoming` replaced its namesake. ConfigError when a binaryData value
+    does not decode."""
     name = (incoming.get("metadata") or {}).get("name")
     slots = {**maps, name: incoming}
-    flat = flatten([slots.get(DEFAULTS), slots.get(CONFIGS)])
+    return flatten([slots.get(DEFAULTS), slots.get(CONFIGS)])
+
+
+def queues_yaml(maps: Mapping[str, Mapping[str, Any] | None], incoming: Mapping[str, Any]) -> str:
+    """The document the scheduler would load if `incoming` replaced its namesake."""
+    flat = merged(maps, incoming)
     group = flat.get("service.policyGroup") or "queues"
     return flat.get(f"{group}.yaml", "")
 
@@ -91,6 +102,7 @@ async def validate_conf(conf: AdmissionConf, maps: Mapping[str, Mapping[str, Any
     if namespace != conf.namespace or name not in (DEFAULTS, CONFIGS):
         return Response(req.uid, True)
     try:
+        parse(merged(maps, req.object))
         document = queues_yaml(maps, req.object)
     except ConfigError as exc:
         return Response(req.uid, False, str(exc))
@@ -98,4 +110,4 @@ async def validate_conf(conf: AdmissionConf, maps: Mapping[str, Mapping[str, Any
     return Response(req.uid, reason is None, reason or "")
 
 
-__all__ = ["ask_scheduler", "queues_yaml", "validate_conf"]
+__all__ = ["ask_scheduler", "merged", "queues_yaml", "validate_conf"]

@@ -202,3 +202,25 @@ async def test_validation_fails_open_when_the_scheduler_cannot_be_asked(caplog):
             response = await validate_conf(conf, {}, client, req)
     assert response.allowed is True
     assert any("unreachable" in r.getMessage() for r in caplog.records)
+
+
+async def test_a_misspelled_service_key_is_denied_naming_it_before_the_scheduler_is_asked():
+    """newcomer-2: `service.event.ringBufferCapacty` in yunikorn-configs passed the webhook and was
+    only then refused by the shim (ConfigRefused after kubectl said it was created)."""
+    import httpx
+
+    from shim_k8s.admission.validate import validate_conf
+
+    conf = AdmissionConf.parse({"admissionController.webHook.schedulerServiceAddress": "127.0.0.1:1"},
+                               "yunikorn")
+    cm = {"metadata": {"name": "yunikorn-configs"}, "data": {"service.event.ringBufferCapacty": "1000"}}
+    req = decode(orjson.dumps(review(cm, kind="ConfigMap", namespace="yunikorn")))
+    async with httpx.AsyncClient() as client:
+        response = await validate_conf(conf, {}, client, req)
+    assert response.allowed is False
+    assert "service.event.ringBufferCapacty" in response.message and "unknown key" in response.message
+    # a key outside ykshm's prefixes is still let through (ignored, as YuniKorn's shim does)
+    cm["data"] = {"someone.else": "x"}
+    req = decode(orjson.dumps(review(cm, kind="ConfigMap", namespace="yunikorn")))
+    async with httpx.AsyncClient() as client:
+        assert (await validate_conf(conf, {}, client, req)).allowed is True
