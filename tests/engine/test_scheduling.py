@@ -293,3 +293,20 @@ def test_an_app_blocked_at_its_queue_max_adds_no_usergroup_event():
         h.cycle()
     assert "a2" not in h.allocated()
     assert [e for e in h.sink.events if e.type == T.USERGROUP] == before
+
+
+def test_an_application_that_fell_back_to_root_default_says_which_queue_it_asked_for():
+    """newcomer-2: pods labelled `root.nosuch`, `root..bad` or `nosuch` landed in root.default
+    with nothing to tell the user; YuniKorn's fallback is kept, the first request event says it."""
+    h = Harness()
+    h.nodes("n1")
+    for app_id, queue in (("typo", "root.nosuch"), ("plain", "nosuch"), ("ok", "root.default"), ("short", "default")):
+        h.app(app_id, queue=queue)
+        h.asks(app_id, f"{app_id}-p")
+    h.cycle()
+    first = {e["referenceID"]: e["message"] for e in reversed(h.request_events())}
+    assert first["typo"] == ("Application typo added to queue root.default, not the queue 'root.nosuch' it "
+                             "asked for (no such leaf queue it may use: placement fell back to root.default)")
+    assert "not the queue 'nosuch'" in first["plain"]
+    assert first["ok"] == "Application ok added to queue root.default"
+    assert first["short"] == "Application short added to queue root.default"
