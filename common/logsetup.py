@@ -77,11 +77,14 @@ class JsonFormatter(logging.Formatter):
 
 
 def configure(role: str, level: str = "INFO", fmt: str = "text") -> None:
-    """The root logger: one stderr handler in the chosen format, at `level` (replacing any other)."""
+    """The root logger: one stderr handler in the chosen format, at `level`. Called again (a role
+    configures, then a library it calls does), it replaces its own handler, never adds a second;
+    a handler someone else attached (pytest's caplog) stays."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter(role) if fmt == "json" else TextFormatter(role))
+    handler.ykshm = True  # type: ignore[attr-defined]
     root = logging.getLogger()
-    root.handlers[:] = [handler]
+    root.handlers[:] = [h for h in root.handlers if not getattr(h, "ykshm", False)] + [handler]
     root.setLevel(level.upper())
     logging.getLogger("httpx").setLevel(logging.WARNING)
     logging.getLogger("httpcore").setLevel(logging.WARNING)
@@ -92,8 +95,10 @@ def configure(role: str, level: str = "INFO", fmt: str = "text") -> None:
 
 
 def configure_from(args: argparse.Namespace, role: str | None = None) -> None:
-    """configure() with the flags add_flags() put on the parser (the role: its prog)."""
-    configure(role or args.log_role, args.log_level, args.log_format)
+    """configure() with the flags add_flags() put on the parser (the role: its prog); a namespace
+    built without them (a library caller) gets the defaults."""
+    configure(role or getattr(args, "log_role", "ykshm"), getattr(args, "log_level", "INFO"),
+              getattr(args, "log_format", "text"))
 
 
 def hypercorn_loggers(config: Any) -> Any:

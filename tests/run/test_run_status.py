@@ -40,3 +40,25 @@ def test_status_of_a_run_counts_its_roles_and_workers_and_fails_when_one_is_miss
         assert res.stderr.strip() == f"ykshm status: error: instance '{ring_name}' is degraded: shim is not running"
     finally:
         os.kill(inst.pid, signal.SIGCONT)
+
+
+def test_every_role_logs_one_timestamped_line_format(make_run):
+    """The default text format (issue 35.6): in the run's part of the log every record is
+    `TIME LEVEL ROLE[PID] LOGGER: MESSAGE`, from each role, and no line is written twice."""
+    import re
+
+    inst = make_run(extra=("--log-level", "info"))
+    inst.stop()
+    text = inst.log_file.read_text()
+    lines = text[text.rindex("==== "):].splitlines()[1:]
+    record = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z (DEBUG|INFO|WARNING|ERROR|CRITICAL) "
+                        r"([a-z-]+)\[(\d+)\] \S+: ")
+    roles = set()
+    for line in lines:
+        m = record.match(line)
+        if m:
+            roles.add(m.group(2))
+        else:   # only a traceback's lines (after its record) or a role's one-line exit message
+            assert line.startswith((" ", "Traceback", "ykshm ")) or re.match(r"^[\w.]+(Error|Exception|Group)\b", line), line
+    assert {"engine", "web", "shim", "admission", "streams", "sim-cluster"} <= roles, roles
+    assert not [line for line in set(lines) if lines.count(line) > 1 and record.match(line)]
