@@ -483,8 +483,8 @@ def deploy(args, supervisor: Supervisor, manifests: Path, pods: Path, log_path: 
         raise Failure(f"ykshm's pods did not answer within {2 * READY_TIMEOUT:.0f} s "
                       f"(kubectl --kubeconfig {creds.admin} -n yunikorn get pods)")
     kubeconfig = stable_kubeconfig(args.name, creds.admin)
-    return (run_manifests.banner(url, args.api_port, log_path, kubeconfig)
-            + f"  export KUBECONFIG={kubeconfig}\n")
+    text = run_manifests.banner(url, args.api_port, log_path, kubeconfig)
+    return text.replace("Ctrl-C stops everything.", f"  export KUBECONFIG={kubeconfig}\nCtrl-C stops everything.")
 
 
 def child_log_flags(args) -> list[str]:

@@ -165,6 +165,8 @@ def problems_of(doc: dict[str, Any]) -> list[str]:
         have = sum(1 for p in processes if p["role"] == "web-worker" and p["alive"])
         if have < want:
             problems.append(f"web has {have} of its {want} workers")
+    if "engine" in present and doc["ring"] is None:
+        problems.append("the engine runs but its ring was not found")
     shim = doc.get("shim")
     if "shim" in present and shim is not None and shim.get("state") not in ("Running", "Recovering", "Starting"):
         problems.append(f"shim is {shim.get('state')}" + (f": {shim['failure']}" if shim.get("failure") else ""))
@@ -254,8 +256,27 @@ def ring_name(name: str, processes: list[dict[str, Any]]) -> str:
     return (_flag(engine["argv"], "--name") or "ykshm") if engine is not None else name
 
 
+def engine_shm_dir(processes: list[dict[str, Any]]) -> str | None:
+    """Where the instance's engine keeps its segments when not in /dev/shm: its $YKSHM_SHM_DIR (a
+    pod's in-memory emptyDir under `ykshm run --manifests`, where the shim's status file is too)."""
+    from shm.segment import SHM_DIR_ENV
+
+    for p in processes:
+        if p["role"] == "engine" and p["alive"]:
+            try:
+                return psutil.Process(p["pid"]).environ().get(SHM_DIR_ENV) or None
+            except psutil.Error:
+                return None
+    return None
+
+
 def collect(name: str) -> dict[str, Any]:
     processes = find_processes(name)
+    shared = engine_shm_dir(processes)
+    if shared:      # read the segments where the engine writes them (this CLI's own environment)
+        from shm.segment import SHM_DIR_ENV
+
+        os.environ[SHM_DIR_ENV] = shared
     ring = ring_summary(ring_name(name, processes))
     snapshot = snapshot_summary(ring_name(name, processes))
     hb = ring.get("heartbeatAgeSeconds") if ring else None
@@ -272,7 +293,7 @@ def collect(name: str) -> dict[str, Any]:
     if export is not None:
         export["alive"] = exporter_alive(export)
     doc = {"name": name, "processes": processes, "ring": ring, "engine": snapshot, "export": export,
-           "shim": _shim_status(name)}
+           "shim": _shim_status(ring_name(name, processes))}
     doc["problems"] = problems_of(doc)
     return doc
 
