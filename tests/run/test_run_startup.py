@@ -141,3 +141,12 @@ def test_ui_dir_is_served_at_the_banners_url(make_run, tmp_path):
         r = httpx.get(inst.url + path, timeout=5)
         assert r.status_code == 200 and "probe-ui" in r.text, (path, r.status_code)
     assert httpx.get(inst.url + "/ws/v1/partitions", timeout=5).status_code == 200
+
+
+def test_a_yaml_syntax_error_names_its_line_and_column(tmp_path, ring_name):
+    bad = tmp_path / "syntax.yaml"
+    bad.write_text("partitions:\n  - name: default\n    queues: [\n")
+    res, _ = run_cli("--config", str(bad), "--name", ring_name, "--no-demo")
+    assert res.returncode == 2
+    assert one_error_line(res).endswith(
+        "not valid YAML (ParserError, line 4 column 1: did not find expected node content)")
