@@ -16,6 +16,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Sequence
+from typing import Any
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -40,20 +41,25 @@ class Failure(CliError):
     exit_code = EXIT_FAILURE
 
 
-def int_range(low: int, high: int) -> Callable[[str], int]:
-    """argparse type: an integer in [low, high], else argparse's one line (`argument --port: must
-    be 1..65535, got 99999`) and exit 2, before anything acts on the value."""
+def ranged(convert: Callable[[str], Any], what: str, minimum: Any, maximum: Any) -> Callable[[str], Any]:
+    """argparse type: a value `convert` accepts within [minimum, maximum], else argparse's one
+    line (`argument --port: 99999 is out of range (1 to 65535)`) and exit 2, before anything acts
+    on it."""
 
-    def parse(text: str) -> int:
+    def parse(text: str) -> Any:
         try:
-            value = int(text)
+            value = convert(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
-        if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"must be {low}..{high}, got {value}")
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+        if not minimum <= value <= maximum:
+            raise argparse.ArgumentTypeError(f"{value} is out of range ({minimum} to {maximum})")
         return value
 
     return parse
+
+
+def int_range(low: int, high: int) -> Callable[[str], int]:
+    return ranged(int, "an integer", low, high)
 
 
 class Parser(argparse.ArgumentParser):
