@@ -68,10 +68,12 @@ def test_a_role_that_exits_during_start_ends_the_run_with_its_line(ring_name):
     assert glob.glob(f"/dev/shm/{ring_name}*") == []
 
 
-@pytest.mark.parametrize("delay", [0.05, 0.4, 1.0, 2.0, 3.5])
+@pytest.mark.parametrize("delay", [0.1, 0.4, 1.0, 2.0, 3.5])
 def test_ctrl_c_at_any_moment_of_start_up_stops_everything(delay, ring_name):
-    """SIGINT while the PKI is made, sim-cluster comes up, the roles start or the run waits for
-    the web: the run exits within seconds and no process, segment or file of it is left."""
+    """SIGINT while the subcommand loads, the PKI is made, sim-cluster comes up, the roles start or
+    the run waits for the web: the run exits within seconds, without a traceback, and no process,
+    segment or file of it is left. (The first ~40 ms are the interpreter and pip's console script
+    importing `re` before any ykshm code runs: a Ctrl-C there is Python's own traceback.)"""
     before = set(os.listdir(runtime_dir()))
     inst = RunInstance(ring_name, nodes=2)
     try:
