@@ -123,3 +123,19 @@ def test_the_by_hand_sim_cluster_starts_with_nodes(tmp_path):
         assert [line.split()[1] for line in out.stdout.splitlines()] == ["Ready"] * nodes
     finally:
         stop_cluster(proc)
+
+
+def test_the_line_that_puts_ykshm_on_path_works(tmp_path):
+    """After the README's set-up (`python3 -m venv .venv && .venv/bin/pip install ...`), the one
+    line it gives makes `ykshm` a command in a shell whose PATH does not have it."""
+    import subprocess
+
+    text = README.read_text()
+    assert "`. .venv/bin/activate` makes every `ykshm ...` command below work as printed" in text
+    assert (ROOT / ".venv" / "bin" / "activate").is_file(), "run the tests from the README's .venv"
+    out = subprocess.run(["bash", "-c", "command -v ykshm || echo none; . .venv/bin/activate && ykshm --version"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=30,
+                         env={"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(tmp_path)})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["none", out.stdout.splitlines()[1]] and \
+        out.stdout.splitlines()[1].startswith("ykshm ")
