@@ -41,10 +41,17 @@ its process pods; the banner names the web through `yunikorn-service`'s address.
 `--export URL` adds `ykshm export --redis URL` as one more supervised child (after the shim, before
 the web), so the event history and state also go to Redis Streams.
 
-Pre-flight checks run before anything is started: a bad `--config` is the engine's own one-line
-message and exit 2 (validated here with the engine's parser, not left to an engine child that would
-exit 2 and be restarted forever); a port in use, /dev/shm not writable or an instance of the same
-name alive are one line and exit 1.
+Pre-flight checks run before anything is started: a bad value (a port outside 1..65535, `--nodes`
+outside 0..100000, `--ui-dir` without index.html) is argparse's one line and exit 2; a bad
+`--config` is the engine's own one-line message and exit 2 (validated here with the engine's parser,
+not left to an engine child that would exit 2 and be restarted forever); /dev/shm not writable, an
+instance of the same name alive, or a port in use (naming the flag that moves it) are one line and
+exit 1. After that, start-up fails loudly and at once and Ctrl-C works at every step
+(`run_supervisor`). `--log-format` (and `--log-level` when given) go to every child.
+
+The banner prints `export KUBECONFIG=RUNTIME/NAME.kubeconfig`, a copy of the admin kubeconfig at
+a path that does not change between runs (removed at exit), and the Streams bundle directory,
+where `demo.sab` is written (examples/streams-job.yaml runs it).
 """
 
 from __future__ import annotations
