@@ -54,9 +54,9 @@ class Child:
         return None if self.process is None else self.process.poll()
 
 
-def error_line(log_path: Path, since: int, role: str) -> str:
+def error_line(log_path: Path, since: int, role: str | None = None) -> str:
     """What `role` last said in the log written since offset `since`: its `ykshm ROLE: error:`
-    line if there is one, else its last line, else the log's last line."""
+    line if there is one, else its last record, else (or with no role) the log's last line."""
     try:
         with open(log_path, "rb") as fh:
             fh.seek(since)
@@ -64,7 +64,7 @@ def error_line(log_path: Path, since: int, role: str) -> str:
     except OSError:
         return "no output"
     lines = [line.strip() for line in lines if line.strip()]
-    for wanted in (f"ykshm {role}: error:", f" {role}["):
+    for wanted in ((f"ykshm {role}: error:", f" {role}[") if role else ()):
         for line in reversed(lines):
             if wanted in line:
                 return line
@@ -121,7 +121,7 @@ class Supervisor:
                 pass
             if time.monotonic() >= deadline:
                 raise Failure(f"{what} did not listen on 127.0.0.1:{port} in time "
-                              f"(last log line: {error_line(self.log_path, self.log_start, '')})")
+                              f"(last log line: {error_line(self.log_path, self.log_start)})")
             self.sleep(0.1)
 
     def start_all(self, first_up=lambda: None) -> None:
