@@ -67,3 +67,12 @@ def test_the_readme_examples_do_what_it_says(make_run, tmp_path):
                    60, "Streams job mine Running")
     assert job["status"]["peCount"] == 3
     assert "mine" in kubectl("get", "stj")
+
+    # README: `kubectl annotate pod P ykshm.io/exit-code=1` fails a PE pod (a process pod running
+    # `ykshm pe-sim`); the controller relaunches the PE (newcomer-2 row 45: it was ignored)
+    kubectl("annotate", "pod", "mine-0-1", "ykshm.io/exit-code=1")
+    wait_for(lambda: (r := inst.api.get("/api/v1/namespaces/default/pods/mine-0-1")).status_code == 404
+             or r.json()["status"]["phase"] == "Failed", 30, "mine-0-1 Failed")
+    inst.wait_bound(["mine-0-2"], timeout=60, phase="Running")
+    pe = inst.api.get("/apis/streams.ibm.com/v1/namespaces/default/streamspes/mine-0").json()
+    assert pe["spec"]["launchCount"] == 2
