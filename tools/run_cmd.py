@@ -576,6 +576,8 @@ def _run(argv: Sequence[str]) -> int:
             child.argv += child_log_flags(args)
             if child.role == "web" and args.ui_dir:
                 child.argv += ["--ui-dir", args.ui_dir]
+            if child.role == "admission":   # yunikorn-configs' queues.yaml would be ignored: say so
+                child.argv += ["--queues-file", str(config)]
         if manifests is not None and pods is not None:
             print(deploy(args, supervisor, manifests, pods, log_path, creds), end="", flush=True)
             supervise(supervisor, None)
