@@ -10,13 +10,13 @@ from __future__ import annotations
 import glob
 import os
 import signal
-import subprocess
+import socket
 import time
 from pathlib import Path
 
 import pytest
 
-from runharness import RunInstance, free_port, pids_naming
+from runharness import RunInstance, cmdline, free_port, pids_naming
 from test_run_cli import one_error_line, run_cli
 
 from common.runtimedir import runtime_dir
@@ -95,7 +95,7 @@ def test_ctrl_c_at_any_moment_of_start_up_stops_everything(delay, ring_name):
 
 
 def test_port_in_use_names_the_flag_that_moves_it(ring_name):
-    with __import__("socket").socket() as busy:
+    with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
@@ -114,8 +114,7 @@ def test_log_flags_reach_every_role(make_run, ring_name):
     inst = make_run(extra=("--log-format", "json", "--log-level", "info"))
     roles = inst.roles()
     for role, pid in roles.items():
-        assert "--log-format json" in subprocess.run(["cat", f"/proc/{pid}/cmdline"], capture_output=True
-                                                     ).stdout.replace(b"\0", b" ").decode(), role
+        assert "--log-format json" in cmdline(pid), role
     inst.stop()
     text = inst.log_file.read_text()
     run_lines = text[text.rindex("==== "):].splitlines()[1:]
