@@ -9,7 +9,9 @@ import subprocess
 
 import orjson
 
-from runharness import ROOT, ykshm
+from runharness import ROOT, alive, ykshm
+
+from tools.harness import wait_for
 
 
 def status(name: str) -> subprocess.CompletedProcess:
@@ -33,6 +35,7 @@ def test_status_of_a_run_counts_its_roles_and_workers_and_fails_when_one_is_miss
     os.kill(inst.pid, signal.SIGSTOP)
     try:
         os.kill(shim, signal.SIGKILL)
+        wait_for(lambda: not alive(shim), 10, "the shim gone (a zombie of the paused supervisor)")
         res = subprocess.run([*ykshm(), "status", "--name", ring_name], cwd=ROOT, capture_output=True,
                              text=True, timeout=60)
         assert res.returncode == 1, res.stdout
