@@ -72,6 +72,7 @@ def test_banner_events_roles_then_sigint_leaves_nothing(make_run, ring_name, tmp
     kubeconfig = re.fullmatch(r"kubectl --kubeconfig (\S+) get pods -A", commands[4]).group(1)
     assert commands[5] == f"export KUBECONFIG={kubeconfig}"
     assert kubeconfig == str(runtime_dir() / f"{ring_name}.kubeconfig")   # the same path every run
+    assert os.stat(kubeconfig).st_mode & 0o077 == 0      # the admin's credentials: ours alone
     for out in (paste(commands[4]), paste(commands[5], "kubectl get pods -A")):
         assert out.returncode == 0 and out.stdout.split()[:2] == ["NAMESPACE", "NAME"] or \
             "No resources found" in out.stderr, out.stderr
