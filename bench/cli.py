@@ -31,9 +31,13 @@ USAGE = "usage: ykshm bench <benchmark> [options]   (ykshm bench <benchmark> --h
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    if not args or args[0] in ("-h", "--help", "help"):
+    if not args:        # as `ykshm ring` without a subcommand: one line on stderr, exit 2
+        print(f"ykshm bench: error: which benchmark? choose from {', '.join(BENCHMARKS)} "
+              f"(ykshm bench --help)", file=sys.stderr)
+        return 2
+    if args[0] in ("-h", "--help", "help"):
         print(USAGE, end="")
-        return 0 if args else 2
+        return 0
     name, rest = args[0], args[1:]
     if name not in BENCHMARKS:
         print(f"ykshm bench: error: unknown benchmark {name!r} (choose from "

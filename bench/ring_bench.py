@@ -65,7 +65,7 @@ import orjson
 from shm.bench_support import EVENTS_PER_APP, PODS_PER_APP, seed_mix
 from shm.events import EventChangeDetail, EventChangeType, EventRecordType
 from tools import shmscan
-from common.cliutil import Failure, Parser, UsageError, run_main
+from common.cliutil import Failure, Parser, UsageError, ranged, run_main
 
 PROG = "ykshm bench ring"
 BATCH = 100
@@ -75,25 +75,12 @@ READ_RUNS = 21
 DEFAULT_EVENTS = 9_000_000
 
 
-def _ranged(convert, what: str, minimum, maximum):
-    def parse(text: str):
-        try:
-            value = convert(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
-        if not minimum <= value <= maximum:
-            raise argparse.ArgumentTypeError(f"{value} is out of range ({minimum} to {maximum})")
-        return value
-
-    return parse
-
-
 def _int(minimum: int, maximum: int = 2**40):
-    return _ranged(lambda text: int(text.replace("_", ""), 10), "an integer", minimum, maximum)
+    return ranged(lambda text: int(text.replace("_", ""), 10), "an integer", minimum, maximum)
 
 
 def _float(minimum: float, maximum: float):
-    return _ranged(float, "a number", minimum, maximum)
+    return ranged(float, "a number", minimum, maximum)
 
 
 def _bench_name() -> str:

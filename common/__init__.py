@@ -1,6 +1,7 @@
 """common: what every process role shares and none owns.
 
     cliutil  one-line usage errors (exit 2) and failures (exit 1) for every `ykshm` subcommand
+    logsetup one log line format for every role (text or JSON), --log-level and --log-format
     backoff  the one exponential retry delay (first, doubling to a cap, jitter, reset) of every loop
     runtimedir  the private runtime directory (SI socket, status, log), its checks, SO_PEERCRED
     shimstatus  where a shim publishes its state (RUNTIME/NAME.shim.json), for its readers

@@ -12,11 +12,11 @@ behaviour installs its own handler after that.
 from __future__ import annotations
 
 import argparse
-import logging
 import signal
 import sys
 import threading
 from collections.abc import Callable, Sequence
+from typing import Any
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -39,6 +39,27 @@ class Failure(CliError):
     """The command was well formed but could not be done: unknown ring, dead peer. Exit 1."""
 
     exit_code = EXIT_FAILURE
+
+
+def ranged(convert: Callable[[str], Any], what: str, minimum: Any, maximum: Any) -> Callable[[str], Any]:
+    """argparse type: a value `convert` accepts within [minimum, maximum], else argparse's one
+    line (`argument --port: 99999 is out of range (1 to 65535)`) and exit 2, before anything acts
+    on it."""
+
+    def parse(text: str) -> Any:
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+        if not minimum <= value <= maximum:
+            raise argparse.ArgumentTypeError(f"{value} is out of range ({minimum} to {maximum})")
+        return value
+
+    return parse
+
+
+def int_range(low: int, high: int) -> Callable[[str], int]:
+    return ranged(int, "an integer", low, high)
 
 
 class Parser(argparse.ArgumentParser):
@@ -66,14 +87,3 @@ def take_back_ctrl_c() -> None:
     """SIGINT raises KeyboardInterrupt again, even if our parent left it ignored (see above)."""
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, signal.default_int_handler)
-
-
-def log_to_stderr(role: str) -> None:
-    """The "ykshm" loggers to stderr (journald-friendly), one line each: `ykshm ROLE[pid]: LEVEL msg`."""
-    logger = logging.getLogger("ykshm")
-    if not logger.handlers:
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter(f"ykshm {role}[%(process)d]: %(levelname)s %(message)s"))
-        logger.addHandler(handler)
-        logger.setLevel(logging.INFO)
-        logger.propagate = False

@@ -86,6 +86,16 @@ def load_document(text: str | bytes, where: str, limits: YamlLimits = FILE_LIMIT
     return _document(text, where, limits)
 
 
+def _position(exc: Exception) -> str:
+    """`, line L column C: what PyYAML says` for a syntax error it located (1-based, as editors
+    count), else ""."""
+    mark = getattr(exc, "problem_mark", None)
+    if mark is None:
+        return ""
+    problem = getattr(exc, "problem", None)
+    return f", line {mark.line + 1} column {mark.column + 1}" + (f": {problem}" if problem else "")
+
+
 def _document(text: str | bytes, where: str, limits: YamlLimits) -> dict[str, Any]:
     """One YAML mapping; ConfigLimitError over a limit, ConfigError if not a YAML mapping."""
     try:
@@ -93,7 +103,7 @@ def _document(text: str | bytes, where: str, limits: YamlLimits) -> dict[str, An
     except YamlLimitError as exc:
         raise ConfigLimitError(where, exc) from None
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise ConfigError("file", where, f"not valid YAML ({exc.__class__.__name__})") from None
+        raise ConfigError("file", where, f"not valid YAML ({exc.__class__.__name__}{_position(exc)})") from None
     if data is None:
         return {}
     if not isinstance(data, dict):

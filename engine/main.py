@@ -27,6 +27,7 @@ from collections.abc import Sequence
 
 import trio
 
+from common import logsetup
 from common.cliutil import Failure, Parser, UsageError, run_main
 from engine.config import ConfigError, load_config
 from engine.events_out import RingEventSink
@@ -50,14 +51,13 @@ def _parser() -> Parser:
                         "service.maxRetainedApplications, engine.snapshot.snapshot_size)")
     p.add_argument("--unlink-on-exit", action="store_true",
                    help="remove the ring and snapshot segments on shutdown")
-    p.add_argument("--log-level", default="INFO")
+    logsetup.add_flags(p)
     return p
 
 
 def _body(argv: Sequence[str]) -> int:
     args = _parser().parse_args(list(argv))
-    logging.basicConfig(level=getattr(logging, str(args.log_level).upper(), logging.INFO),
-                        stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+    logsetup.configure_from(args)
     try:
         config = load_config(args.config)
     except ConfigError as exc:

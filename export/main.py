@@ -25,7 +25,8 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from common.cliutil import Failure, Parser, UsageError, log_to_stderr, run_main
+from common import logsetup
+from common.cliutil import Failure, Parser, UsageError, run_main
 
 PROG = "ykshm export"
 _UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
@@ -67,6 +68,7 @@ def _parser() -> Parser:
     p.add_argument("--cpu-idle", action="store_true",
                    help="run in the SCHED_IDLE class: only on CPU time nothing else wants (the engine "
                         "never shares a core with it; the lag grows while the host is saturated)")
+    logsetup.add_flags(p)
     return p
 
 
@@ -109,7 +111,7 @@ def options_from(argv: Sequence[str]):
     options = ExportOptions(name=args.name, url=url, maxlen=args.maxlen, max_age=max_age,
                             state_interval=args.state_interval, batch=args.batch, auth=auth,
                             wait_replicas=args.wait_replicas, wait_timeout_ms=args.wait_timeout)
-    return options, args.nice, args.cpu_idle
+    return options, args
 
 
 def preflight(url: str, name: str, auth=None):
@@ -140,11 +142,12 @@ def preflight(url: str, name: str, auth=None):
 
 
 def _body(argv: Sequence[str]) -> int:
-    options, nice, cpu_idle = options_from(argv)
+    options, args = options_from(argv)
+    nice, cpu_idle = args.nice, args.cpu_idle
     link = preflight(options.url, options.name, options.auth)
     from .exporter import Exporter
 
-    log_to_stderr("export")
+    logsetup.configure_from(args)
     if nice:
         try:
             os.nice(nice)

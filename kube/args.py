@@ -14,14 +14,11 @@ role instead of it retrying for ever, and the user reads one line, not a traceba
 from __future__ import annotations
 
 import argparse
-import logging
-import sys
 from collections.abc import Callable
 from typing import Any
 
+from common import logsetup
 from common.cliutil import Failure, UsageError
-
-LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR"]
 
 
 def add_source(parser: argparse.ArgumentParser) -> None:
@@ -32,7 +29,7 @@ def add_source(parser: argparse.ArgumentParser) -> None:
                      help="kubeconfig file (default: in a pod its ServiceAccount, else $KUBECONFIG, "
                           "else ~/.kube/config)")
     parser.add_argument("--context", help="kubeconfig context (default: current-context)")
-    parser.add_argument("--log-level", default="INFO", choices=LEVELS)
+    logsetup.add_flags(parser)
 
 
 def kube_config(args: argparse.Namespace) -> Any:
@@ -41,7 +38,7 @@ def kube_config(args: argparse.Namespace) -> Any:
     from .errors import KubeConfigError
     from .source import resolve
 
-    log_to_stderr(args.log_level)
+    log_to_stderr(args)
     if args.api_server and not args.api_server.startswith(("http://", "https://")):
         raise UsageError(f"--api-server {args.api_server!r}: must be an http(s):// URL")
     try:
@@ -62,7 +59,7 @@ def source_argv(args: argparse.Namespace) -> list[str]:
         out = ["--kubeconfig", args.kubeconfig]
     if args.context:
         out += ["--context", args.context]
-    return out + ["--log-level", args.log_level]
+    return out + logsetup.argv_of(args)
 
 
 def run_role(main: Callable[..., Any], *args: Any) -> Any:
@@ -85,7 +82,6 @@ def run_role(main: Callable[..., Any], *args: Any) -> Any:
         raise Failure(str(leaf)) from None
 
 
-def log_to_stderr(level: str) -> None:
-    logging.basicConfig(level=getattr(logging, level), stream=sys.stderr,
-                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    logging.getLogger("httpx").setLevel(logging.WARNING)
+def log_to_stderr(args: argparse.Namespace) -> None:
+    """The role's logging (common.logsetup); the role is the parser's prog (`ykshm shim`)."""
+    logsetup.configure_from(args)

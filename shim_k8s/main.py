@@ -70,7 +70,6 @@ def _run(argv: Sequence[str]) -> int:
     from .shim import ShimFailed, ShimOptions, serve
 
     kube = kubeargs.kube_config(args)
-    kubeargs.log_to_stderr(args.log_level)
     from .configmaps import default_namespace
 
     opts = ShimOptions(kube=kube, name=args.name, socket_path=args.socket or "",

@@ -19,7 +19,12 @@ pod starts, Killing when a running pod is deleted (`events=False`, `--no-kubelet
 them: one write per event; `podevents`).
 
 A pod with a container whose image runs as a process (`procpods`, `procimages`) is handed to
-`ProcPods` when it would start: its status is then what its real processes do.
+`ProcPods` when it would start: its status is then what its real processes do. The exit-code
+annotation works on it too: its processes are stopped once (SIGTERM, the pod's grace period) and
+their run ends with exit code C, as if they had crashed with it; the pod's restartPolicy then
+decides, as a kubelet's does (a Streams PE pod, `Never`, turns Failed and the controller
+relaunches the PE). `ykshm.io/run-seconds` is not applied to process pods: their processes
+decide when they end.
 """
 
 from __future__ import annotations
@@ -95,7 +100,11 @@ class Kubelet:
         phase = (pod.get("status") or {}).get("phase")
         if phase == "Pending" and (pod.get("spec") or {}).get("nodeName"):
             self._push(self.start_delay, START, pod)
-        elif phase == "Running" and not (self.procpods and self.procpods.handles(pod)):
+        elif phase == "Running" and self.procpods and self.procpods.handles(pod):
+            code = _exit_code(pod)
+            if code is not None:
+                self.procpods.fail(pod["metadata"]["uid"], code)
+        elif phase == "Running":
             seconds = _run_seconds(pod)
             if seconds is not None:
                 self._push(seconds, FINISH, pod)

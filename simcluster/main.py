@@ -27,7 +27,7 @@ from pathlib import Path
 
 import trio
 
-from common import gcfreeze
+from common import gcfreeze, logsetup
 from common.http1.limits import LimitError
 from common.quantity import QuantityError, parse_milli, parse_quantity
 from common.cliutil import Failure, Parser, UsageError, run_main
@@ -117,7 +117,7 @@ def build_parser() -> Parser:
                         f"{LIMITS.max_connections})")
     p.add_argument("--max-connections-per-peer", type=int, default=LIMITS.max_per_peer, metavar="N",
                    help=f"open connections per client address; more are answered 503 (default {LIMITS.max_per_peer})")
-    p.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
+    logsetup.add_flags(p, default_level="warning")
     authconfig.add_flags(p)
     return p
 
@@ -269,8 +269,7 @@ async def serve(args, apps: list[workload.App] | None, security: authconfig.Secu
 def _body(argv: Sequence[str]) -> int:
     args = build_parser().parse_args(list(argv))
     _check_args(args)
-    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logsetup.configure_from(args)
     apps = None
     if args.workload:
         try:

@@ -103,6 +103,15 @@ class ProcPods:
         if runner is not None:
             runner.stop()
 
+    def fail(self, uid: str, code: int) -> None:
+        """`ykshm.io/exit-code` on a running process pod (kubelet.py): end its current runs with
+        `code`, once per pod and code (the pod's every status write calls this again)."""
+        runner = self.runners.get(uid)
+        if runner is not None and runner.failed_with != code:
+            runner.failed_with = code
+            for cont in runner.containers.values():
+                cont.fail(code)
+
     def knows(self, uid: str, container: str) -> bool:
         runner = self.runners.get(uid)
         return runner is not None and container in runner.containers
@@ -140,6 +149,7 @@ class PodRunner:
         self.identity = sandbox.identity(owner.settings.uid_base, self.ip)
         self.dir = volumes.PodDir.create(owner.settings.pods_dir, pod, self.identity)
         self.stopping = trio.Event()
+        self.failed_with: int | None = None     # the exit-code annotation already applied
         images = owner.settings.images
         self.states = [podstatus.ContainerState(str(c.get("name")), str(c.get("image")), images.runs(c.get("image")))
                        for c in pod["spec"].get("containers") or []]
@@ -213,6 +223,7 @@ class ContainerRunner:
         self.state = state
         self.kill = trio.Event()
         self.live = False
+        self.forced_code: int | None = None     # fail(): the exit code the current run ends with
         settings = pod.owner.settings
         self.backoff = Backoff(settings.backoff_initial, settings.backoff_max, at_once_first=True)
         self.problem = ""  # the last configuration problem reported by an event
@@ -361,6 +372,8 @@ class ContainerRunner:
                 with trio.CancelScope(shield=True):
                     await terminate(proc, self.pod.owner.settings.shutdown_grace)
         code = proc.returncode if proc.returncode >= 0 else 128 - proc.returncode
+        if self.forced_code is not None:
+            code, self.forced_code = self.forced_code, None
         return self._exited(code, started, path), trio.current_time() - t0
 
     def _running(self, pid: int, started: str) -> trio.Event:
@@ -426,6 +439,12 @@ class ContainerRunner:
             if self.spec.get(kind):
                 nursery.start_soon(lambda k=kind: probes.run(k, self.spec[k], target, handlers[k], failed,
                                                              gate=None if k == "startupProbe" else gate))
+
+    def fail(self, code: int) -> None:
+        """End the current run as if its process exited with `code` (the exit-code annotation)."""
+        if self.live:
+            self.forced_code = code
+            self.kill.set()
 
     def _kill_for(self, message: str) -> None:
         self.pod.event(self.state.name, "Killing", message)

@@ -40,6 +40,7 @@ import trio
 from hypercorn.config import Config
 from hypercorn.trio import serve as hypercorn_serve
 
+from common import logsetup
 from common.http1.lifespan import nothing_to_start
 
 from . import fetch, kubecalls as kube, peobjects
@@ -203,8 +204,7 @@ async def serve(server: BundleServer, bind: str, *, task_status=trio.TASK_STATUS
     """Serve until cancelled; `started` with (host, port) it listens on."""
     config = Config()
     config.bind = [bind]
-    config.accesslog = None
-    config.errorlog = "-"
+    logsetup.hypercorn_loggers(config)
     config.include_server_header = False
     config.graceful_timeout = 1.0
 

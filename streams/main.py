@@ -28,6 +28,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from common import logsetup
 from common.cliutil import Parser, UsageError, run_main
 
 from kube import args as kubeargs
@@ -82,7 +83,6 @@ def _run(argv: Sequence[str]) -> int:
     from .peobjects import PeRuntime
 
     kube = kubeargs.kube_config(args)
-    kubeargs.log_to_stderr(args.log_level)
     mode = "none" if args.no_operators else args.operators
     operator_argv = None if mode != "process" else [
         sys.executable, "-m", "tools.cli", "cr-operator", *kubeargs.source_argv(args)]
@@ -92,7 +92,7 @@ def _run(argv: Sequence[str]) -> int:
         # a pod reaches a plain-HTTP API at the same URL; an authenticating one as a pod does
         # (no flag: kube finds the pod's ServiceAccount)
         source = ["--api-server", args.api_server] if args.api_server else []
-        operator_pod = (args.operator_image or default_image(), source + ["--log-level", args.log_level])
+        operator_pod = (args.operator_image or default_image(), source + logsetup.argv_of(args))
     from .fetchpolicy import FetchPolicy
 
     policy = FetchPolicy(github_hosts=frozenset({"api.github.com", *(h.lower() for h in args.github_host)}),

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
+from common import logsetup
 from common.cliutil import Failure, Parser, UsageError, run_main
 from common.http1.flags import add_limit_flags, limits_of
 
@@ -36,7 +37,6 @@ def _setup(args: Any) -> tuple[Any, str, str]:
     if not job:
         raise UsageError(f"--job {args.job!r}: expected NS/NAME")
     kube = kubeargs.kube_config(args)
-    kubeargs.log_to_stderr(args.log_level)
     return kube, namespace or "default", job
 
 
@@ -69,9 +69,9 @@ def _operator(argv: Sequence[str]) -> int:
 def _pe_pod(argv: Sequence[str]) -> int:
     parser = Parser(prog="ykshm pe-sim", description="Run as a PE pod: what the Streams runtime does.")
     parser.add_argument("bootstrap", nargs="?", help="the runtime image's bootstrap path (ignored)")
-    parser.add_argument("--log-level", default="INFO", choices=kubeargs.LEVELS)
+    logsetup.add_flags(parser)
     args = parser.parse_args(argv)
-    kubeargs.log_to_stderr(args.log_level)
+    logsetup.configure_from(args)
     from .pepod import PeConfigError, main
 
     try:

@@ -2,6 +2,7 @@
 
     cli         the `ykshm` console script: one subcommand per process role or tool
     run_cmd     `ykshm run`: sim-cluster, engine, shim and web in one supervised instance
+    run_supervisor  `ykshm run`'s children: start-up that fails at once, restarts, stop
     run_manifests  `ykshm run --manifests DIR`: deploy/kubernetes applied into the embedded cluster
     run_identities  each `ykshm run` role's client certificate, kubeconfig and least-privilege ClusterRole
     status_cmd  `ykshm status`: processes, ring and engine state of a running instance
@@ -10,6 +11,7 @@
     ring_render human-readable events and numbers for `ykshm ring` and `ykshm status`
     shmscan     an instance's segments seen from outside: files, memory, mapping processes
     harness     a real sim-cluster + engine + shim as subprocesses, for end-to-end tests and bench
+    completion  `ykshm completion bash|zsh`: a completion script from the argparse tree
     k8s_schema_vendor  regenerates sim-cluster's vendored Kubernetes 1.32 schemas (run by hand)
 
 What every subcommand shares (one-line errors, exit codes) is `common.cliutil`.

@@ -27,17 +27,31 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "ring": ("tools.ring_cmd", "create, inspect and feed shared-memory event rings"),
     "status": ("tools.status_cmd", "processes, ring and engine state of a running ykshm"),
     "bench": ("bench.cli", "benchmarks: ring, sched, web, export, retention, preempt, e2e, streams, regions, report"),
+    "completion": ("tools.completion", "print a bash or zsh completion script (source <(ykshm completion bash))"),
 }
 
-USAGE = "usage: ykshm <command> [options]   (ykshm <command> --help)\n\ncommands:\n" + "".join(
+USAGE = "usage: ykshm <command> [options]   (ykshm <command> --help, ykshm --version)\n\ncommands:\n" + "".join(
     f"  {name:<12} {help_}\n" for name, (_, help_) in SUBCOMMANDS.items()
 )
+
+
+def version() -> str:
+    """The installed distribution's version (pyproject.toml), as `pip show ykshm` says it."""
+    from importlib.metadata import PackageNotFoundError, version as dist_version
+
+    try:
+        return dist_version("ykshm")
+    except PackageNotFoundError:
+        return "unknown (not installed: pip install -e .)"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] in ("-h", "--help", "help"):
         print(USAGE, end="")
+        return 0
+    if args[0] in ("--version", "-V", "version"):
+        print(f"ykshm {version()}")
         return 0
     name, rest = args[0], args[1:]
     if name not in SUBCOMMANDS:
@@ -50,8 +64,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     podhosts.install()  # in a sim-cluster process pod: Service names resolve (common/podhosts.py)
     module_name, _, function = SUBCOMMANDS[name][0].partition(":")
-    module = importlib.import_module(module_name)
-    return int(getattr(module, function or "main")(rest) or 0)
+    try:     # Ctrl-C while the subcommand's modules load: no traceback, the shell's 130
+        module = importlib.import_module(module_name)
+        return int(getattr(module, function or "main")(rest) or 0)
+    except KeyboardInterrupt:
+        return 130
 
 
 if __name__ == "__main__":

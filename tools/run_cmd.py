@@ -41,10 +41,17 @@ its process pods; the banner names the web through `yunikorn-service`'s address.
 `--export URL` adds `ykshm export --redis URL` as one more supervised child (after the shim, before
 the web), so the event history and state also go to Redis Streams.
 
-Pre-flight checks run before anything is started: a bad `--config` is the engine's own one-line
-message and exit 2 (validated here with the engine's parser, not left to an engine child that would
-exit 2 and be restarted forever); a port in use, /dev/shm not writable or an instance of the same
-name alive are one line and exit 1.
+Pre-flight checks run before anything is started: a bad value (a port outside 1..65535, `--nodes`
+outside 0..100000, `--ui-dir` without index.html) is argparse's one line and exit 2; a bad
+`--config` is the engine's own one-line message and exit 2 (validated here with the engine's parser,
+not left to an engine child that would exit 2 and be restarted forever); /dev/shm not writable, an
+instance of the same name alive, or a port in use (naming the flag that moves it) are one line and
+exit 1. After that, start-up fails loudly and at once and Ctrl-C works at every step
+(`run_supervisor`). `--log-format` (and `--log-level` when given) go to every child.
+
+The banner prints `export KUBECONFIG=RUNTIME/NAME.kubeconfig`, a copy of the admin kubeconfig at
+a path that does not change between runs (removed at exit), and the Streams bundle directory,
+where `demo.sab` is written (examples/streams-job.yaml runs it).
 """
 
 from __future__ import annotations
@@ -61,16 +68,15 @@ import time
 import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
-from subprocess import DEVNULL, Popen
 
 from streams.peobjects import DEFAULT_IMAGE as PE_IMAGE
 from tools import run_identities, run_manifests, shmscan
-from common.cliutil import Failure, Parser, UsageError, run_main
-from common.backoff import Backoff
-from common.runtimedir import open_private_append, runtime_dir
+from tools.run_supervisor import Child, StartInterrupted, Supervisor
+from common import logsetup
+from common.cliutil import Failure, Parser, UsageError, int_range, run_main
+from common.runtimedir import runtime_dir, write_private
 from common.shimstatus import status_path
 
-GRACE_SECONDS = 5.0
 READY_TIMEOUT = 60.0
 
 DEFAULT_CONFIG = """\
@@ -104,26 +110,6 @@ service:
 """
 
 
-@dataclasses.dataclass
-class Child:
-    """One supervised role: how to start it, its process, and its restart bookkeeping."""
-
-    role: str
-    argv: list[str]
-    process: Popen | None = None
-    started_at: float = 0.0
-    backoff: Backoff = dataclasses.field(default_factory=lambda: Backoff(0.5, 10.0))
-    restart_at: float = 0.0
-    restarts: int = 0
-
-    def start(self, log) -> None:
-        self.process = Popen(self.argv, stdin=DEVNULL, stdout=log, stderr=log, start_new_session=True)
-        self.started_at = time.monotonic()
-
-    def exited(self) -> int | None:
-        return None if self.process is None else self.process.poll()
-
-
 def ykshm_argv() -> list[str]:
     """How to start `ykshm` again: the console script next to this interpreter if there is one."""
     script = Path(sys.executable).with_name("ykshm")
@@ -145,16 +131,21 @@ def check_config(path: str | None) -> None:
         raise UsageError(str(exc)) from None
 
 
+PORT_FLAGS = {"REST": "--port", "kube-apiserver": "--api-port", "admission controller": "--admission-port"}
+
+
 def check_port_free(port: int, what: str) -> None:
-    """Fail if something listens on the port. SO_REUSEADDR, as the servers themselves bind: the
-    TIME_WAIT connections a previous `ykshm run` left on its ports do not make them busy."""
+    """Fail if something listens on the port, naming the flag that moves it. SO_REUSEADDR, as the
+    servers themselves bind: the TIME_WAIT connections a previous `ykshm run` left on its ports do
+    not make them busy."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind(("127.0.0.1", port))
             sock.listen(1)
         except OSError as exc:
-            raise Failure(f"{what} port 127.0.0.1:{port} is not available ({exc.strerror})") from None
+            raise Failure(f"{what} port 127.0.0.1:{port} is not available ({exc.strerror}); "
+                          f"choose another with {PORT_FLAGS[what]} PORT") from None
 
 
 def check_shm_writable(name: str) -> None:
@@ -179,16 +170,6 @@ def check_no_live_instance(name: str) -> None:
             raise Failure(f"an instance named {name!r} is running (engine pid {reader.writer_pid}); use --name")
     finally:
         reader.close()
-
-
-def wait_tcp(port: int, deadline: float) -> bool:
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return True
-        except OSError:
-            time.sleep(0.1)
-    return False
 
 
 def http_get(url: str, timeout: float = 1.0, context: ssl.SSLContext | None = None) -> bytes | None:
@@ -261,71 +242,15 @@ class StatusLine:
         return 0
 
 
-class Supervisor:
-    """Starts, watches, restarts and stops the children of one embedded instance."""
-
-    def __init__(self, children: list[Child], log) -> None:
-        self.children = children
-        self.log = log
-        self.stopping = False
-
-    def start_all(self, first_up=lambda: True) -> None:
-        """Start the first child (sim-cluster), wait for `first_up()`, then the rest: the roles that
-        call the API at start (the Streams controller installs its CRDs) then find it listening."""
-        for i, child in enumerate(self.children):
-            child.start(self.log)
-            if i == 0:
-                first_up()
-
-    def tick(self) -> list[str]:
-        """Restart children that exited on their own; returns what happened, for the log."""
-        notes = []
-        now = time.monotonic()
-        for child in self.children:
-            code = child.exited()
-            if code is None:
-                if now - child.started_at > 30.0:
-                    child.backoff.reset()
-                continue
-            if child.restart_at == 0.0:
-                delay = child.backoff.next()
-                child.restart_at = now + delay
-                notes.append(f"{child.role} exited with {code}; restarting in {delay:.1f} s")
-            elif now >= child.restart_at:
-                child.restart_at = 0.0
-                child.restarts += 1
-                child.start(self.log)
-        return notes
-
-    def stop_all(self) -> None:
-        for child in reversed(self.children):
-            if child.exited() is None:
-                try:
-                    os.killpg(child.process.pid, signal.SIGTERM)
-                except ProcessLookupError:
-                    pass
-        deadline = time.monotonic() + GRACE_SECONDS
-        for child in reversed(self.children):
-            if child.process is None:
-                continue
-            try:
-                child.process.wait(timeout=max(0.0, deadline - time.monotonic()))
-            except Exception:  # noqa: BLE001 - any failure to stop politely ends in SIGKILL
-                try:
-                    os.killpg(child.process.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                child.process.wait()
-
-
 def build_parser() -> Parser:
     parser = Parser(prog="ykshm run", description="Run sim-cluster, engine, shim and web together.")
-    parser.add_argument("--port", type=int, default=9080, help="REST port on 127.0.0.1 (default 9080)")
-    parser.add_argument("--api-port", type=int, default=6443, help="sim-cluster port (default 6443)")
-    parser.add_argument("--admission-port", type=int, default=9089,
+    port = int_range(1, 65535)
+    parser.add_argument("--port", type=port, default=9080, help="REST port on 127.0.0.1 (default 9080)")
+    parser.add_argument("--api-port", type=port, default=6443, help="sim-cluster port (default 6443)")
+    parser.add_argument("--admission-port", type=port, default=9089,
                         help="admission controller's HTTPS port on 127.0.0.1 (default 9089, YuniKorn's)")
     parser.add_argument("--config", help="configuration YAML (default: the embedded one)")
-    parser.add_argument("--nodes", type=int, default=10, help="simulated nodes (default 10)")
+    parser.add_argument("--nodes", type=int_range(0, 100_000), default=10, help="simulated nodes (default 10)")
     parser.add_argument("--name", default="ykshm", help="instance name, prefix of /dev/shm segments")
     parser.add_argument("--demo", dest="demo", action="store_true", default=True, help="run the demo workload (default)")
     parser.add_argument("--no-demo", dest="demo", action="store_false", help="no demo workload")
@@ -333,6 +258,9 @@ def build_parser() -> Parser:
                         "Streams); a password goes in $REDISCLI_AUTH, never in the URL")
     parser.add_argument("--manifests", metavar="DIR", help="deploy ykshm into the embedded cluster with "
                         "`kubectl apply -k DIR` (deploy/kubernetes) instead of running its roles here")
+    parser.add_argument("--ui-dir", metavar="DIR", help="serve this single-page UI build (YuniKorn's "
+                        "web UI, say) at / of the REST port: `ykshm web --ui-dir`")
+    logsetup.add_flags(parser)      # passed on to every child
     return parser
 
 
@@ -431,25 +359,30 @@ DEMO_JOB = {"apiVersion": "streams.ibm.com/v1", "kind": "Job",
                      "fusion": {"manual": 3}}}
 
 
-def streams_demo(args, runtime: Path, creds: Credentials) -> Child | None:
+def write_demo_bundle(bundles: Path) -> None:
+    """BUNDLES/demo.sab, always: the demo job runs it, and so can a user's own Job
+    (examples/streams-job.yaml) with or without --demo."""
+    from streams import appgen
+
+    adl = appgen.pipeline_adl("apps.demo::Checkpointed", operators=6,
+                              regions=(appgen.Region(0, 5, period=5.0),))
+    (bundles / "demo.sab").write_bytes(appgen.make_sab(adl, "apps.demo.Checkpointed"))
+
+
+def streams_demo(args, creds: Credentials, supervisor: Supervisor) -> None:
     """With --demo: a Streams job whose consistent region drains every 5 s. Its PEs are process
     pods running `ykshm pe-sim` (sim-cluster maps the Streams runtime image to it) and its
-    consistent-region operator is its Deployment's pod, so nothing more is started here: returns
-    None (the rest of the demo runs whether or not the Streams API came up)."""
+    consistent-region operator is its Deployment's pod, so nothing more is started here (the rest
+    of the demo runs whether or not the Streams API came up)."""
     import json
-
-    from streams import appgen
 
     api = f"https://127.0.0.1:{args.api_port}"
     tls = creds.admin_context()
-    adl = appgen.pipeline_adl("apps.demo::Checkpointed", operators=6,
-                              regions=(appgen.Region(0, 5, period=5.0),))
-    (runtime / "bundles" / "demo.sab").write_bytes(appgen.make_sab(adl, "apps.demo.Checkpointed"))
     deadline = time.monotonic() + 30
     while http_get(f"{api}/apis/streams.ibm.com/v1/streamsjobs", context=tls) is None:
         if time.monotonic() > deadline:
-            return None
-        time.sleep(0.2)
+            return
+        supervisor.sleep(0.2)
     request = urllib.request.Request(f"{api}/apis/streams.ibm.com/v1/namespaces/default/streamsjobs",
                                      data=json.dumps(DEMO_JOB).encode(), method="POST",
                                      headers={"Content-Type": "application/json"})
@@ -457,7 +390,6 @@ def streams_demo(args, runtime: Path, creds: Credentials) -> Child | None:
         urllib.request.urlopen(request, timeout=5, context=tls).close()
     except OSError:
         pass
-    return None
 
 
 def check_export(url: str | None, name: str) -> None:
@@ -475,14 +407,38 @@ def check_export(url: str | None, name: str) -> None:
     preflight(url, name, auth).close()
 
 
-def banner(args, log_path: Path, admin: Path) -> str:
+def ykshm_as_typed() -> str:
+    """`ykshm` as a user can paste it: the bare name when the shell finds this very script on PATH
+    (an activated venv, pipx), else its absolute path (`.venv/bin/ykshm` was installed, not put
+    on PATH)."""
+    argv = ykshm_argv()
+    script = argv[-1] if len(argv) <= 2 else None
+    found = shutil.which("ykshm")
+    if script is None or (found and Path(found).resolve() == Path(script).resolve()):
+        return "ykshm"
+    return script
+
+
+def stable_kubeconfig(name: str, admin: Path) -> Path:
+    """RUNTIME/NAME.kubeconfig: the admin kubeconfig at a path that does not change from run to run
+    (the PKI's directory has a random suffix), for `export KUBECONFIG=...`; removed at exit."""
+    path = runtime_dir() / f"{name}.kubeconfig"
+    write_private(path, admin.read_bytes())
+    return path
+
+
+def banner(args, log_path: Path, kubeconfig: Path, bundles: Path) -> str:
     url = f"http://127.0.0.1:{args.port}"
     return (
-        f"ykshm is running: {url}  (kube-apiserver: https://127.0.0.1:{args.api_port}, logs: {log_path})\n"
+        f"ykshm is running: {url}  (kube-apiserver: https://127.0.0.1:{args.api_port}, "
+        f"admission controller: https://127.0.0.1:{args.admission_port}, logs: {log_path})\n"
         f"  curl -s '{url}/ws/v1/events/batch?count=10'\n"
         f"  curl -sN '{url}/ws/v1/events/stream?count=5'\n"
-        f"  ykshm ring stat --name {args.name}\n"
-        f"  kubectl --kubeconfig {admin} get pods -A\n"
+        f"  {ykshm_as_typed()} ring stat --name {args.name}\n"
+        f"  {ykshm_as_typed()} status --name {args.name}\n"
+        f"  kubectl --kubeconfig {kubeconfig} get pods -A\n"
+        f"  export KUBECONFIG={kubeconfig}\n"
+        f"Streams bundles (--bundle-dir): {bundles}\n"
         "Ctrl-C stops everything.\n"
     )
 
@@ -497,109 +453,151 @@ def cleanup(name: str, runtime: Path) -> None:
     shutil.rmtree(runtime, ignore_errors=True)
     # the shim's status file (`ykshm shim status`); the log is kept and named in the banner
     Path(status_path(name)).unlink(missing_ok=True)
+    (runtime_dir() / f"{name}.kubeconfig").unlink(missing_ok=True)
 
 
-def wait_ready(args, supervisor: Supervisor) -> bool:
+def wait_ready(args, supervisor: Supervisor) -> None:
     """The web answers, and the admission controller's /health (it serves only once its webhooks
-    are registered, so no pod created after the banner slips past it)."""
+    are registered, so no pod created after the banner slips past it). Failure at the deadline."""
     deadline = time.monotonic() + READY_TIMEOUT
-    if not wait_tcp(args.api_port, deadline) or not wait_tcp(args.port, deadline):
-        return False
+    supervisor.wait_tcp(args.port, deadline, "the web")
     unverified = ssl._create_unverified_context()  # our own child on loopback: only "is it up"
     urls = [(f"http://127.0.0.1:{args.port}/ws/v1/partitions", None),
             (f"https://127.0.0.1:{args.admission_port}/health", unverified)]
-    while urls and time.monotonic() < deadline and not supervisor.stopping:
+    while urls:
+        supervisor.check()
         if http_get(urls[0][0], context=urls[0][1]) is not None:
             urls.pop(0)
+        elif time.monotonic() >= deadline:
+            raise Failure(f"ykshm did not become ready within {READY_TIMEOUT:.0f} s ({urls[0][0]} "
+                          f"did not answer; log: {supervisor.log_path})")
         else:
-            time.sleep(0.2)
-    return not urls
+            supervisor.sleep(0.2)
+
+
+def api_up(args, supervisor: Supervisor) -> None:
+    supervisor.wait_tcp(args.api_port, time.monotonic() + READY_TIMEOUT, "sim-cluster (kube-apiserver)")
 
 
 def deploy(args, supervisor: Supervisor, manifests: Path, pods: Path, log_path: Path,
-           creds: Credentials) -> str | None:
+           creds: Credentials) -> str:
     """--manifests: sim-cluster up, the kustomization applied, the web answering; the banner."""
-    supervisor.start_all(lambda: wait_tcp(args.api_port, time.monotonic() + READY_TIMEOUT))
+    supervisor.start_all(lambda: api_up(args, supervisor))
     run_manifests.apply(manifests, creds.admin)
     url = run_manifests.wait_web(pods, time.monotonic() + 2 * READY_TIMEOUT, http_get, lambda: supervisor.stopping)
+    supervisor.check()
     if url is None:
-        if supervisor.stopping:
-            return None
         raise Failure(f"ykshm's pods did not answer within {2 * READY_TIMEOUT:.0f} s "
                       f"(kubectl --kubeconfig {creds.admin} -n yunikorn get pods)")
-    return run_manifests.banner(url, args.api_port, log_path, creds.admin)
+    kubeconfig = stable_kubeconfig(args.name, creds.admin)
+    text = run_manifests.banner(url, args.api_port, log_path, kubeconfig)
+    return text.replace("Ctrl-C stops everything.", f"  export KUBECONFIG={kubeconfig}\nCtrl-C stops everything.")
 
 
-def _run(argv: Sequence[str]) -> int:
-    args = build_parser().parse_args(argv)
+def child_log_flags(args) -> list[str]:
+    """`--log-format` always, `--log-level` when given: each role keeps its own default level
+    (sim-cluster's is warning) unless the user chose one for all."""
+    level = ["--log-level", args.log_level.lower()] if args.log_level_given else []
+    return ["--log-format", args.log_format, *level]
+
+
+def supervise(supervisor: Supervisor, status: StatusLine | None) -> None:
+    """After the banner: restarts, the live status line, until Ctrl-C or SIGTERM."""
+    next_status = 0.0
+    while not supervisor.stopping:
+        for note in supervisor.tick():
+            print(("\r\033[K" if status else "") + f"ykshm run: {note}", file=sys.stderr, flush=True)
+        if status and time.monotonic() >= next_status:
+            next_status = time.monotonic() + 1.0
+            print("\r\033[K" + status.render(), end="", flush=True)
+        time.sleep(0.2)
+    if status:
+        status.close()
+        print()
+
+
+def check_ui_dir(path: str | None) -> str | None:
+    """`--ui-dir` as `ykshm web` judges it (a directory with index.html), before anything starts."""
+    if path is None:
+        return None
+    from web.ui import UIError, check_dir
+
+    try:
+        return check_dir(path)
+    except UIError as exc:
+        raise UsageError(f"--ui-dir {exc}") from None
+
+
+def preflight(args) -> Path | None:
+    """Everything that can be refused before anything starts; the --manifests directory."""
     manifests = run_manifests.check(args.manifests) if args.manifests else None
+    args.ui_dir = check_ui_dir(args.ui_dir)
     check_config(args.config)
     check_shm_writable(args.name)
+    check_no_live_instance(args.name)
     if manifests is None:
         check_port_free(args.port, "REST")
         check_port_free(args.admission_port, "admission controller")
     check_port_free(args.api_port, "kube-apiserver")
-    check_no_live_instance(args.name)
     check_export(args.export, args.name)
+    return manifests
+
+
+def _run(argv: Sequence[str]) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    args.log_level_given = any(a == "--log-level" or a.startswith("--log-level=") for a in argv)
+    manifests = preflight(args)
     private = runtime_dir()   # the SI socket, config, bundles and log: no name in /tmp
-    runtime = Path(tempfile.mkdtemp(prefix=f"{args.name}-", dir=private))
-    (runtime / "bundles").mkdir()
-    config = Path(args.config).resolve() if args.config else runtime / "ykshm.yaml"
-    if not args.config:
-        config.write_text(DEFAULT_CONFIG, encoding="utf-8")
     log_path = private / f"{args.name}.log"
-    log = open(open_private_append(log_path), "ab", buffering=0)
-    creds = Credentials.make(runtime, args.api_port)
-    pods = run_manifests.pods_dir() if manifests is not None else None
-    supervisor = Supervisor(children_for(args, runtime, config, creds, pods), log)
+    supervisor = Supervisor([], log_path)
 
     def on_signal(signum, frame):  # noqa: ARG001 - signal handler signature
         supervisor.stopping = True
 
+    # from here on a signal only sets `stopping`: every wait checks it, and the finally below
+    # stops whatever was started by then
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
+    runtime = Path(tempfile.mkdtemp(prefix=f"{args.name}-", dir=private))
+    pods = None
     try:
+        (runtime / "bundles").mkdir()
+        config = Path(args.config).resolve() if args.config else runtime / "ykshm.yaml"
+        if not args.config:
+            config.write_text(DEFAULT_CONFIG, encoding="utf-8")
+        supervisor.open_log(f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} ykshm run "
+                            f"(pid {os.getpid()}) {' '.join(argv)}")
+        creds = Credentials.make(runtime, args.api_port)
+        supervisor.check()
+        pods = run_manifests.pods_dir() if manifests is not None else None
+        supervisor.children = children_for(args, runtime, config, creds, pods)
+        for child in supervisor.children:
+            child.argv += child_log_flags(args)
+            if child.role == "web" and args.ui_dir:
+                child.argv += ["--ui-dir", args.ui_dir]
+            if child.role == "admission":   # yunikorn-configs' queues.yaml would be ignored: say so
+                child.argv += ["--queues-file", str(config)]
         if manifests is not None and pods is not None:
-            text = deploy(args, supervisor, manifests, pods, log_path, creds)
-            if text is None:
-                return 0
-            print(text, end="", flush=True)
-            while not supervisor.stopping:
-                for note in supervisor.tick():
-                    print(f"ykshm run: {note}", file=sys.stderr, flush=True)
-                time.sleep(0.2)
+            print(deploy(args, supervisor, manifests, pods, log_path, creds), end="", flush=True)
+            supervise(supervisor, None)
             return 0
-        supervisor.start_all(lambda: wait_tcp(args.api_port, time.monotonic() + READY_TIMEOUT)
-                             and create_admission_objects(args, creds))
-        if not wait_ready(args, supervisor):
-            if supervisor.stopping:
-                return 0
-            tail = log_path.read_bytes()[-2000:].decode("utf-8", "replace").strip().splitlines()
-            reason = tail[-1] if tail else "no output"
-            raise Failure(f"ykshm did not become ready within {READY_TIMEOUT:.0f} s (last log line: {reason})")
+        supervisor.start_all(lambda: (api_up(args, supervisor), create_admission_objects(args, creds)))
+        wait_ready(args, supervisor)
+        write_demo_bundle(runtime / "bundles")
         if args.demo:
-            demo = streams_demo(args, runtime, creds)
-            if demo is not None:
-                demo.start(log)
-                supervisor.children.append(demo)
-        print(banner(args, log_path, creds.admin), end="", flush=True)
-        status = StatusLine(args.name, args.port) if sys.stdout.isatty() else None
-        next_status = 0.0
-        while not supervisor.stopping:
-            for note in supervisor.tick():
-                print(("\r\033[K" if status else "") + f"ykshm run: {note}", file=sys.stderr, flush=True)
-            if status and time.monotonic() >= next_status:
-                next_status = time.monotonic() + 1.0
-                print("\r\033[K" + status.render(), end="", flush=True)
-            time.sleep(0.2)
-        if status:
-            status.close()
-            print()
+            streams_demo(args, creds, supervisor)
+        kubeconfig = stable_kubeconfig(args.name, creds.admin)
+        print(banner(args, log_path, kubeconfig, runtime / "bundles"), end="", flush=True)
+        supervise(supervisor, StatusLine(args.name, args.port) if sys.stdout.isatty() else None)
+        return 0
+    except StartInterrupted:
         return 0
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         supervisor.stop_all()
-        log.close()
+        supervisor.close_log()
         cleanup(args.name, runtime)
         if pods is not None:
             shutil.rmtree(pods, ignore_errors=True)

@@ -30,7 +30,9 @@ def instance_segments(name: str) -> list[str]:
     """The existing segments /dev/shm/NAME.<suffix> of one instance.
 
     The known suffixes plus any other single-word suffix (NAME.x, not NAME.x.y: that would be
-    the segment of another instance named "NAME.x").
+    the segment of another instance named "NAME.x"), and a known segment's temporary file
+    (NAME.state.tmp-PID-RANDOM, shm.segment.create_temp) that a writer killed while creating it
+    left behind.
     """
     prefix = name + "."
     found = []
@@ -41,7 +43,8 @@ def instance_segments(name: str) -> list[str]:
     for entry in entries:
         if entry.startswith(prefix):
             suffix = entry[len(prefix):]
-            if suffix and "." not in suffix:
+            base, _, tmp = suffix.partition(".tmp-")
+            if (suffix and "." not in suffix) or (tmp and base in SEGMENT_SUFFIXES and "." not in tmp):
                 found.append(os.path.join(shm_dir(), entry))
     order = {s: i for i, s in enumerate(SEGMENT_SUFFIXES)}
     found.sort(key=lambda p: (order.get(p.rsplit(".", 1)[1], 99), p))

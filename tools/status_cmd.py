@@ -14,7 +14,19 @@ engine's latest state snapshot (/dev/shm/NAME.state); the exporter line (`ykshm 
 from its status file /dev/shm/NAME.export: lag in events and ms, last exported stream ID, gaps,
 and the last Redis error while it retries.
 
-Exit codes: 0 when the instance has a ring or a process, 1 when nothing of it is found.
+A process belongs to the instance of the nearest `ykshm run` above it, through any process in
+between: a Streams PE pod's `ykshm pe-sim` is a child of sim-cluster's fork server, not of a role,
+and used to fall back to the default name and show up under another instance. Without a `run`
+above it, its own `--name` (default "ykshm") decides.
+
+Expected roles: under a `ykshm run` every role it starts (sim-cluster, engine, shim, streams,
+admission, web; export with `--export`; under `--manifests` the deployment's engine, shim,
+admission and web as sim-cluster's process pods) and the web's `--workers` workers. A missing
+role, a missing worker, a stale engine or a shim that is not Running is a problem: listed under
+"problems" and exit 1, as `systemctl is-active` is non-zero for a degraded unit.
+
+Exit codes: 0 when the instance is found and has no problem; 1 when it has problems or nothing
+of it is found.
 """
 
 from __future__ import annotations
@@ -33,7 +45,9 @@ from common.cliutil import Failure, Parser, UsageError, run_main
 from common.shimstatus import config_notes, status_path
 
 PROG = "ykshm status"
-ROLES = ("run", "engine", "web", "shim", "sim-cluster", "export", "streams", "cr-operator", "pe-sim")
+ROLES = ("run", "engine", "web", "shim", "admission", "sim-cluster", "export", "streams", "cr-operator", "pe-sim")
+RUN_ROLES = ("sim-cluster", "engine", "shim", "streams", "admission", "web")
+DEPLOYED_ROLES = ("sim-cluster", "engine", "shim", "admission", "web")
 HEARTBEAT_STALE_SECONDS = 10.0
 
 
@@ -62,28 +76,28 @@ def parse_cmdline(cmdline: Sequence[str]) -> tuple[str, str] | None:
 
 
 def find_processes(name: str) -> list[dict[str, Any]]:
-    """Every process of instance NAME, with its web workers; sorted by role then pid.
-
-    A role process started by `ykshm run` belongs to the run's instance (the run passes its
-    --name on, but sim-cluster has none).
-    """
-    roles: dict[int, tuple[str, str, int]] = {}  # pid -> (role, name, ppid)
+    """Every process of instance NAME, with its web workers; sorted by role then pid (see the
+    module docstring for which instance a process belongs to)."""
+    roles: dict[int, tuple[str, str]] = {}  # pid -> (role, name)
     procs: dict[int, psutil.Process] = {}
+    parents: dict[int, int] = {}
+    cmdlines: dict[int, list[str]] = {}
     for proc in psutil.process_iter(["pid", "ppid", "cmdline"]):
+        parents[proc.pid] = proc.info.get("ppid") or 0
         parsed = parse_cmdline(proc.info.get("cmdline") or [])
         if parsed is not None:
-            roles[proc.pid] = (parsed[0], parsed[1], proc.info.get("ppid") or 0)
+            roles[proc.pid] = parsed
             procs[proc.pid] = proc
+            cmdlines[proc.pid] = proc.info.get("cmdline") or []
 
     def instance_of(pid: int) -> str:
-        role, own, ppid = roles[pid]
-        seen = {pid}
-        while ppid in roles and ppid not in seen:
+        ppid, seen = parents.get(pid, 0), {pid}
+        while ppid > 1 and ppid not in seen:
             seen.add(ppid)
-            if roles[ppid][0] == "run":
+            if roles.get(ppid, ("",))[0] == "run":
                 return roles[ppid][1]
-            ppid = roles[ppid][2]
-        return own
+            ppid = parents.get(ppid, 0)
+        return roles[pid][1]
 
     found: list[dict[str, Any]] = []
     listed: set[int] = set()
@@ -93,7 +107,7 @@ def find_processes(name: str) -> list[dict[str, Any]]:
             continue
         role = roles[pid][0]
         proc = procs[pid]
-        found.append(_describe(proc, role, now))
+        found.append(_describe(proc, role, now) | {"argv": cmdlines[pid][1:]})
         listed.add(pid)
         if role != "web":
             continue
@@ -102,13 +116,61 @@ def find_processes(name: str) -> list[dict[str, Any]]:
         except psutil.Error:
             children = []
         for child in children:
-            if child.pid in roles or child.pid in listed:
+            if child.pid in roles or child.pid in listed or _is_resource_tracker(child):
                 continue
             listed.add(child.pid)
             found.append(_describe(child, "web-worker", now))
     order = {r: i for i, r in enumerate(ROLES)}
     found.sort(key=lambda p: (order.get(p["role"].removesuffix("-worker"), 99), p["role"], p["pid"]))
     return found
+
+
+def _is_resource_tracker(proc: psutil.Process) -> bool:
+    """multiprocessing's resource tracker: a child of the web, not one of its --workers."""
+    try:
+        return any("resource_tracker" in arg for arg in proc.cmdline())
+    except psutil.Error:
+        return False
+
+
+def _flag(argv: Sequence[str], flag: str) -> str | None:
+    """The value of `flag` in a command line (`--flag V` or `--flag=V`), or None."""
+    for i, arg in enumerate(argv):
+        if arg == flag and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith(flag + "="):
+            return arg[len(flag) + 1:]
+    return None
+
+
+def expected_roles(processes: list[dict[str, Any]]) -> tuple[str, ...]:
+    """The roles a `ykshm run` of the instance starts (none without a run: each role then runs
+    on its own, under systemd, and only what runs can be judged)."""
+    run = next((p for p in processes if p["role"] == "run"), None)
+    if run is None:
+        return ()
+    if _flag(run["argv"], "--manifests") is not None:
+        return DEPLOYED_ROLES
+    return RUN_ROLES + (("export",) if _flag(run["argv"], "--export") else ())
+
+
+def problems_of(doc: dict[str, Any]) -> list[str]:
+    """What makes the instance degraded (module docstring); empty when healthy."""
+    processes = doc["processes"]
+    present = {p["role"] for p in processes if p["alive"]}
+    problems = [f"{role} is not running" for role in expected_roles(processes) if role not in present]
+    problems += [f"{p['role']} (pid {p['pid']}) is {p['health']}" for p in processes if p["health"] != "ok"]
+    for web in (p for p in processes if p["role"] == "web"):
+        want = int(_flag(web["argv"], "--workers") or 2)
+        have = sum(1 for p in processes if p["role"] == "web-worker" and p["alive"])
+        if have < want:
+            problems.append(f"web has {have} of its {want} workers")
+    if "engine" in present and doc["ring"] is None:
+        problems.append("the engine runs but its ring was not found")
+    shim = doc.get("shim")
+    if "shim" in present and shim is not None and shim.get("state") not in ("Running", "Recovering", "Starting"):
+        problems.append(f"shim is {shim.get('state')}" + (f": {shim['failure']}" if shim.get("failure") else ""))
+    return problems
 
 
 def _describe(proc: psutil.Process, role: str, now: float) -> dict[str, Any]:
@@ -187,10 +249,36 @@ def snapshot_summary(name: str) -> dict[str, Any] | None:
     }
 
 
+def ring_name(name: str, processes: list[dict[str, Any]]) -> str:
+    """The ring the instance's engine writes: its own --name (under `ykshm run --manifests` the
+    deployment names it, not the run), else the instance name."""
+    engine = next((p for p in processes if p["role"] == "engine"), None)
+    return (_flag(engine["argv"], "--name") or "ykshm") if engine is not None else name
+
+
+def engine_shm_dir(processes: list[dict[str, Any]]) -> str | None:
+    """Where the instance's engine keeps its segments when not in /dev/shm: its $YKSHM_SHM_DIR (a
+    pod's in-memory emptyDir under `ykshm run --manifests`, where the shim's status file is too)."""
+    from shm.segment import SHM_DIR_ENV
+
+    for p in processes:
+        if p["role"] == "engine" and p["alive"]:
+            try:
+                return psutil.Process(p["pid"]).environ().get(SHM_DIR_ENV) or None
+            except psutil.Error:
+                return None
+    return None
+
+
 def collect(name: str) -> dict[str, Any]:
     processes = find_processes(name)
-    ring = ring_summary(name)
-    snapshot = snapshot_summary(name)
+    shared = engine_shm_dir(processes)
+    if shared:      # read the segments where the engine writes them (this CLI's own environment)
+        from shm.segment import SHM_DIR_ENV
+
+        os.environ[SHM_DIR_ENV] = shared
+    ring = ring_summary(ring_name(name, processes))
+    snapshot = snapshot_summary(ring_name(name, processes))
     hb = ring.get("heartbeatAgeSeconds") if ring else None
     writer = ring.get("writerPID") if ring else None
     for p in processes:
@@ -204,8 +292,10 @@ def collect(name: str) -> dict[str, Any]:
     export = read_file(name)
     if export is not None:
         export["alive"] = exporter_alive(export)
-    return {"name": name, "processes": processes, "ring": ring, "engine": snapshot, "export": export,
-            "shim": _shim_status(name)}
+    doc = {"name": name, "processes": processes, "ring": ring, "engine": snapshot, "export": export,
+           "shim": _shim_status(ring_name(name, processes))}
+    doc["problems"] = problems_of(doc)
+    return doc
 
 
 def _shim_status(name: str) -> dict[str, Any] | None:
@@ -325,6 +415,7 @@ def render(doc: dict[str, Any]) -> str:
         from export.status import summary_line
 
         out.append("export: " + summary_line(doc["export"]) + "\n")
+    out.append("problems: " + ("; ".join(doc["problems"]) if doc["problems"] else "none") + "\n")
     return "".join(out)
 
 
@@ -346,6 +437,8 @@ def _body(argv: Sequence[str]) -> int:
     if nothing:
         raise Failure(f"no ykshm instance named {args.name!r} (no processes, no /dev/shm/"
                       f"{args.name}.* segments)")
+    if doc["problems"]:
+        raise Failure(f"instance {args.name!r} is degraded: {'; '.join(doc['problems'])}")
     return 0
 
 

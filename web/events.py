@@ -249,11 +249,13 @@ def collect_more(app: "App", reader, cursor, got) -> tuple[bytes, int, tuple[int
 
 
 def lapped_line(lost: tuple[int, int]) -> bytes:
+    """The 410 line for events the cursor can no longer read. The same line for both causes (a
+    `start` below LowestID, or a reader a whole ring behind): the cursor cannot tell them apart."""
     lo, hi = lost
     return error_line(
         410,
-        f"Event stream closed: the client fell a whole ring behind and lost events {lo}-{hi}; "
-        f"reconnect with start={hi + 1} or later",
+        "Event stream closed: no longer retained (the start was below LowestID, or the client fell "
+        f"a whole ring behind): lost events {lo}-{hi}; reconnect with start={hi + 1} or later",
     )
 
 

@@ -31,6 +31,7 @@ import socket
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from common import logsetup
 from common.cliutil import Failure, Parser, UsageError, run_main
 from common.http1.flags import add_limit_flags, limits_of
 
@@ -81,6 +82,7 @@ def _parser() -> Parser:
                         help="serve event streams through hypercorn too, not on the direct path "
                              "(slower; for comparison: `ykshm bench web --tls`)")
     add_limit_flags(parser, idle_timeout=5.0)
+    logsetup.add_flags(parser)
     return parser
 
 
@@ -222,7 +224,7 @@ def _body(argv: Sequence[str]) -> int:
     from .segment import SegmentError
     from .server import serve, setup_logging
 
-    setup_logging()
+    setup_logging(args.log_level, args.log_format)
     source, source_instance, source_auth = (check_source(args.source, args.name, args.source_password_file,
                                                          args.source_ca)
                                             if args.source else ("", "", None))

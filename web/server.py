@@ -30,7 +30,7 @@ from multiprocessing.process import BaseProcess
 
 from hypercorn.config import Config, Sockets
 
-from common.cliutil import log_to_stderr
+from common import logsetup
 from common.http1.listener import tune
 
 from .app import App, WebOptions
@@ -41,9 +41,17 @@ from .settings import stream_slots
 log = logging.getLogger("ykshm.web")
 
 
-def setup_logging() -> None:
-    """Our records to stderr (journald-friendly), one line each; hypercorn keeps its own handler."""
-    log_to_stderr("web")
+LOG_ENV = "YKSHM_WEB_LOG"
+
+
+def setup_logging(level: str | None = None, fmt: str | None = None) -> None:
+    """The common line format (common.logsetup) at --log-level/--log-format. The spawned workers
+    get no argv of ours: the parent leaves both in $YKSHM_WEB_LOG, which they inherit."""
+    if level is None:
+        level, _, fmt = os.environ.get(LOG_ENV, "INFO,text").partition(",")
+    else:
+        os.environ[LOG_ENV] = f"{level},{fmt}"
+    logsetup.configure("web", level, fmt or "text")
 
 
 def build_config(bind: str, workers: int, *, graceful_timeout: float = 3.0,
@@ -56,10 +64,8 @@ def build_config(bind: str, workers: int, *, graceful_timeout: float = 3.0,
     config.h11_max_incomplete_size = 64 * 1024
     config.keep_alive_timeout = keep_alive_timeout
     config.backlog = 1024
-    config.accesslog = None
-    config.errorlog = "-"
     config.include_server_header = False
-    return config
+    return logsetup.hypercorn_loggers(config)
 
 
 def create_sockets(config: Config, stall_timeout: float) -> Sockets:

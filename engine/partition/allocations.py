@@ -183,7 +183,7 @@ def add_existing(part: PartitionState,
         asks.remove(part, app, ask, int(Detail.APP_REQUEST), "bound before recovery")
     # an existing allocation: tracked even above a (since lowered) user/group limit
     part.ugm.increase(app.queue.path, app.app_id, res, app.ugi, force=True)
-    if request.placeholder:
+    if request.placeholder and ask is None:     # a pending one was counted when it was asked
         app.count_placeholder(request.task_group_name, res)
     policy = request.preemption_policy or DEFAULT_PREEMPTION
     alloc = book(part, app, key, res, node, placeholder=request.placeholder,

@@ -20,6 +20,7 @@ from engine.objects import Application
 from engine.partition import allocations, asks, queues
 from engine.partition.eventcodes import ADD, APP, QUEUE, REMOVE, SET
 from engine.partition.timers import TimerKind
+from engine.placement import DEFAULT_QUEUE
 from engine.ugm import UserGroup
 from engine.ugm.security import resolve
 from shm.events import EventChangeDetail as Detail
@@ -166,10 +167,21 @@ def asked(part: PartitionState, app: Application, ask: Ask) -> None:
     if app.fsm.state is AppState.NEW:
         set_state(part, app, AppEvent.RUN, f"first request {ask.key}")
         if part.sink.requests_enabled:
-            part.sink.request(ask.key, app.app_id,
-                              f"Application {app.app_id} added to queue {app.queue.path}")
+            part.sink.request(ask.key, app.app_id, added_message(app))
     elif app.fsm.state is AppState.COMPLETING:
         set_state(part, app, AppEvent.RUN, f"new request {ask.key}")
+
+
+def added_message(app: Application) -> str:
+    """The first request's event (the shim shows it on the pod). An application that asked for a
+    queue it did not get, and landed in root.default by YuniKorn's fallback (a misspelled or
+    missing queue), says so: YuniKorn places it there silently, which hides the typo."""
+    message = f"Application {app.app_id} added to queue {app.queue.path}"
+    asked_for = (app.queue_name or "").strip()
+    if app.queue.path == DEFAULT_QUEUE and asked_for and asked_for.lower() not in (DEFAULT_QUEUE, "default"):
+        message += (f", not the queue {asked_for!r} it asked for (no such leaf queue it may use: "
+                    f"placement fell back to {DEFAULT_QUEUE})")
+    return message
 
 
 def allocated(part: PartitionState, app: Application, key: str) -> None:

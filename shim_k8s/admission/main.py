@@ -20,6 +20,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from common import logsetup
 from common.cliutil import Failure, Parser, UsageError, run_main
 from kube import args as kubeargs
 
@@ -41,6 +42,10 @@ def _parse(argv: Sequence[str]) -> Any:
                              "certificate (default 15: kube-apiserver's watch catches up)")
     parser.add_argument("--key-bits", type=int, default=4096, choices=[2048, 3072, 4096],
                         help="RSA key size of the CAs and serving certificate (4096, as YuniKorn)")
+    parser.add_argument("--queues-file", metavar="PATH", default=None,
+                        help="the scheduler beside this controller reads its queues from PATH, not "
+                             "from the ConfigMaps (`ykshm run`): a change to their queues document "
+                             "is denied naming PATH, instead of being accepted and ignored")
     args = parser.parse_args(argv)
     if args.webhook_url and not args.webhook_url.startswith("https://"):
         raise UsageError(f"--webhook-url {args.webhook_url!r}: must be an https:// URL")
@@ -82,10 +87,10 @@ async def serve(kube: Any, args: Any, namespace: str) -> None:
             config = SwappableTLSConfig(tls)
             config.bind = [args.bind]
             config.read_timeout = 10
-            config.accesslog = None
+            logsetup.hypercorn_loggers(config)
             stop = trio.Event()
             nursery.start_soon(_stop_on_signal, stop)
-            await hypercorn_serve(Webhook(cache, scheduler), config, shutdown_trigger=stop.wait)
+            await hypercorn_serve(Webhook(cache, scheduler, args.queues_file), config, shutdown_trigger=stop.wait)
             nursery.cancel_scope.cancel()
 
 

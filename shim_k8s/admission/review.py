@@ -51,8 +51,8 @@ class Webhook:
     """The ASGI app: `cache` holds the configuration and the informers' view, `client` calls the
     scheduler for /validate-conf."""
 
-    def __init__(self, cache: ClusterCache, client: httpx.AsyncClient) -> None:
-        self.cache, self.client = cache, client
+    def __init__(self, cache: ClusterCache, client: httpx.AsyncClient, queues_file: str | None = None) -> None:
+        self.cache, self.client, self.queues_file = cache, client, queues_file
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
@@ -86,7 +86,7 @@ class Webhook:
         try:
             if path == "/mutate":
                 return mutate.mutate(conf, self.cache, req)
-            return await validate.validate_conf(conf, self.cache.configmaps, self.client, req)
+            return await validate.validate_conf(conf, self.cache.configmaps, self.client, req, self.queues_file)
         except Exception as exc:  # noqa: BLE001 - a bug costs one request, never the webhook
             log.exception("admission request %s failed", req.uid)
             return Response(req.uid, False, f"admission controller error: {type(exc).__name__}")

@@ -89,6 +89,10 @@ def on_allocation_response(core: ShimCore, message: messages.AllocationResponse)
         if info is not None and term in (si.TERMINATION_PLACEHOLDER_REPLACED,
                                           si.TERMINATION_TIMEOUT):
             core.actions.deletes.append((info.namespace, info.name))
+            # until the watch says it is gone, an update of the pod (bound, Running, terminating)
+            # must not hand it back to the engine as an existing allocation (`reconcile_pod`
+            # skips what the engine refused or released): a gang of 3 showed placeholderData 4
+            core.rejected_asks[uid] = f"placeholder released by the scheduler ({term}): being deleted"
         if info is not None and info.placeholder:
             placeholders.gang_progress(core, info.app_id, gave_up=True)
     for released_ask in message.released_asks:

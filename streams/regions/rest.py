@@ -46,6 +46,7 @@ from hypercorn.config import Config
 from hypercorn.trio import serve as hypercorn_serve
 
 from common.http1.body import BodyErrors, read_body
+from common import logsetup
 from common.http1.lifespan import nothing_to_start
 from common.http1.limits import Limits
 from common.http1.routing import Route, RouteErrors, Router
@@ -399,12 +400,10 @@ def hypercorn_config(bind: str, idle_timeout: float = 30.0) -> Config:
     config = Config()
     config.bind = bind.split(",")          # "HOST:PORT[,HOST:PORT]": the API and metrics ports
     config.worker_class = "trio"
-    config.accesslog = None
-    config.errorlog = "-"
     config.graceful_timeout = 1.0
     config.keep_alive_timeout = idle_timeout
     config.include_server_header = False
-    return config
+    return logsetup.hypercorn_loggers(config)
 
 
 async def serve(operator: RegionOperator, bind: str = "127.0.0.1:0", *, direct: bool = True,

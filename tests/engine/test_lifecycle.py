@@ -266,3 +266,18 @@ def test_retained_apps_are_bounded_and_the_oldest_expires_first():
     assert [app.app_id for app in h.part.all_apps()] == ["b", "c"]  # well before the retention time
     messages = [e.message for e in h.sink.events if e.object_id == "a" and e.detail == int(D.APP_EXPIRED)]
     assert messages == ["more than 2 finished applications retained"]
+
+
+def test_a_placeholder_reported_bound_while_still_asked_counts_once():
+    """The shim may report a placeholder pod it sees bound (an existing allocation) before the
+    engine's own allocation of its ask: YuniKorn's placeholderData count stays the gang's size
+    (a gang of 3 showed count 4 in `ykshm run`)."""
+    from si import messages
+
+    h = Harness()
+    h.nodes("n1", "n2")
+    gang(h, "Soft", count=3)
+    assert h.part.apps["g"].placeholder_data["tg"]["count"] == 3
+    h.handle(messages.AllocationRequest("rm-1", allocations=(messages.ExistingAllocation(
+        "ph-0", "g", "n1", "default", res(1, 1000), placeholder=True, task_group_name="tg"),)))
+    assert h.part.apps["g"].placeholder_data["tg"]["count"] == 3

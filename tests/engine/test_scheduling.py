@@ -322,3 +322,20 @@ def test_a_user_name_yunikorn_refuses_rejects_the_application_only_with_groups()
         "invalid username, it contains invalid characters")
     h.app("resolved", user="bad user")  # no groups: resolved, not checked (usergroup.go)
     assert h.state("resolved") != "Rejected"
+
+
+def test_an_application_that_fell_back_to_root_default_says_which_queue_it_asked_for():
+    """newcomer-2: pods labelled `root.nosuch`, `root..bad` or `nosuch` landed in root.default
+    with nothing to tell the user; YuniKorn's fallback is kept, the first request event says it."""
+    h = Harness()
+    h.nodes("n1")
+    for app_id, queue in (("typo", "root.nosuch"), ("plain", "nosuch"), ("ok", "root.default"), ("short", "default")):
+        h.app(app_id, queue=queue)
+        h.asks(app_id, f"{app_id}-p")
+    h.cycle()
+    first = {e["referenceID"]: e["message"] for e in reversed(h.request_events())}
+    assert first["typo"] == ("Application typo added to queue root.default, not the queue 'root.nosuch' it "
+                             "asked for (no such leaf queue it may use: placement fell back to root.default)")
+    assert "not the queue 'nosuch'" in first["plain"]
+    assert first["ok"] == "Application ok added to queue root.default"
+    assert first["short"] == "Application short added to queue root.default"

@@ -5,6 +5,7 @@ alice's `user.info` and is counted as alice's at once; alice cannot write someon
 from __future__ import annotations
 
 import json
+import re
 import os
 import subprocess
 
@@ -43,3 +44,22 @@ def test_a_pod_created_as_alice_is_alices_at_once(make_run, tmp_path):
     as_bob = kubectl(inst, tmp_path, "create", "-f", "-", stdin=json.dumps(forged))
     assert as_bob.returncode == 0, as_bob.stderr
     wait_for(lambda: inst.web.get("/ws/v1/partition/default/usage/user/bob").status_code == 200, 10, "bob's usage")
+
+
+def test_queues_yaml_in_yunikorn_configs_is_refused_naming_the_file_that_is_used(make_run, tmp_path):
+    """newcomer-2: under `ykshm run` a queues.yaml put into yunikorn-configs was validated, accepted
+    and then ignored (the run's --config file stays the configuration). It is refused with the
+    file's name; the controller's own keys can still be changed."""
+    inst = make_run(nodes=1)
+    queues = "partitions:\n  - name: default\n    queues:\n      - name: root\n        queues:\n          - name: teamx\n"
+    patch = json.dumps({"data": {"queues.yaml": queues}})
+    res = kubectl(inst, tmp_path, "-n", "default", "patch", "configmap", "yunikorn-configs", "--type", "merge",
+                  "-p", patch)
+    assert res.returncode == 1
+    config = re.search(r"--config (\S+)", " ".join(open(f"/proc/{inst.roles()['engine']}/cmdline").read()
+                                                 .split("\0"))).group(1)
+    assert f"queues.yaml in ConfigMap yunikorn-configs would not be applied: this scheduler (ykshm run) " \
+           f"takes its queues from {config}" in res.stderr, res.stderr
+    ok = kubectl(inst, tmp_path, "-n", "default", "patch", "configmap", "yunikorn-configs", "--type", "merge",
+                 "-p", json.dumps({"data": {"admissionController.filtering.bypassNamespaces": "^kube-system$"}}))
+    assert ok.returncode == 0, ok.stderr

@@ -42,10 +42,11 @@ def test_banner_events_roles_then_sigint_leaves_nothing(make_run, ring_name, tmp
     # the URL and three example commands, each naming this instance's URL or name
     assert f"ykshm is running: {inst.url} " in banner, banner
     commands = [line.strip() for line in banner.splitlines() if line.startswith("  ")]
-    assert len(commands) == 4, banner
+    assert len(commands) == 6, banner
     assert commands[0].startswith("curl") and f"{inst.url}/ws/v1/events/batch" in commands[0]
     assert commands[1].startswith("curl") and f"{inst.url}/ws/v1/events/stream" in commands[1]
-    assert commands[2] == f"ykshm ring stat --name {ring_name}"
+    assert commands[2].endswith(f"ykshm ring stat --name {ring_name}")
+    assert commands[3].endswith(f"ykshm status --name {ring_name}")
     url = re.search(r"ykshm is running: (\S+)", banner).group(1)
 
     # events at the printed URL within seconds
@@ -55,16 +56,28 @@ def test_banner_events_roles_then_sigint_leaves_nothing(make_run, ring_name, tmp
 
     doc = wait_for(batch, 10, "events at the banner's URL")
     assert doc["EventRecords"][0]["id"] == doc["LowestID"]
-    # the third example command works as printed
-    out = subprocess.run(commands[2].replace("ykshm", " ".join(ykshm()), 1), shell=True,
-                         capture_output=True, text=True, cwd=ROOT, timeout=30)
+    # every command works pasted as printed into a shell whose PATH has no venv (README's set-up
+    # installs `ykshm` into .venv/bin without activating it)
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(tmp_path)}
+
+    def paste(*lines: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["bash", "-c", "\n".join(lines)], capture_output=True, text=True,
+                              cwd=tmp_path, timeout=30, env=env)
+
+    out = paste(commands[2])
     assert out.returncode == 0 and ring_name in out.stdout, out.stderr
-    # the fourth, kubectl with the admin kubeconfig, works as printed against the HTTPS, RBAC sim-cluster
-    assert re.fullmatch(r"kubectl --kubeconfig \S+/admin\.kubeconfig get pods -A", commands[3]), commands[3]
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path)}
-    out = subprocess.run(commands[3].split(), capture_output=True, text=True, timeout=30, env=env)
-    assert out.returncode == 0 and out.stdout.split()[:2] == ["NAMESPACE", "NAME"] or \
-        "No resources found" in out.stderr, out.stderr
+    out = paste(commands[3])
+    assert out.returncode == 0 and "engine" in out.stdout, out.stdout + out.stderr
+    # kubectl with the admin kubeconfig, as printed and through the printed `export KUBECONFIG=`
+    kubeconfig = re.fullmatch(r"kubectl --kubeconfig (\S+) get pods -A", commands[4]).group(1)
+    assert commands[5] == f"export KUBECONFIG={kubeconfig}"
+    assert kubeconfig == str(runtime_dir() / f"{ring_name}.kubeconfig")   # the same path every run
+    assert os.stat(kubeconfig).st_mode & 0o077 == 0      # the admin's credentials: ours alone
+    for out in (paste(commands[4]), paste(commands[5], "kubectl get pods -A")):
+        assert out.returncode == 0 and out.stdout.split()[:2] == ["NAMESPACE", "NAME"] or \
+            "No resources found" in out.stderr, out.stderr
+    bundles = re.search(r"^Streams bundles \(--bundle-dir\): (\S+)$", banner, re.M).group(1)
+    assert os.path.isfile(os.path.join(bundles, "demo.sab"))
     anonymous = httpx.get(f"https://127.0.0.1:{inst.api_port}/api/v1/pods", verify=False, timeout=5)
     assert anonymous.status_code == 401  # authentication is on
 
@@ -99,6 +112,7 @@ def test_banner_events_roles_then_sigint_leaves_nothing(make_run, ring_name, tmp
     assert left == {"shm": [], "pids": [], "status_file": False}, left
     assert not pids_naming(ring_name)
     assert not os.path.exists(sock_dir)
+    assert not os.path.exists(kubeconfig)
 
     # started again at once on the same ports and name (as after Ctrl-C in a terminal): it runs
     again = make_run(ring_name, port=inst.port, api_port=inst.api_port, admission_port=inst.admission_port)

@@ -40,6 +40,16 @@ def test_manifests_deploy_every_role_into_the_embedded_cluster(make_run, tmp_pat
     usage = wait_for(lambda: (r := httpx.get(f"{url}/ws/v1/partition/default/usage/user/alice", timeout=5))
                      .status_code == 200 and r.json(), 15, "alice's usage")
     assert usage["queues"]["resourceUsage"] == {"memory": 64 * 2**20, "pods": 1, "vcore": 200}
+    # `ykshm status` sees the deployed roles (process pods) and the engine's ring in its pod's
+    # emptyDir, not `ring: none` with exit 0 (newcomer-2 row 22c)
+    from runharness import ykshm
+
+    res = subprocess.run([*ykshm(), "status", "--name", inst.name, "--json"], cwd=ROOT, capture_output=True,
+                         timeout=60)
+    doc = json.loads(res.stdout)
+    assert res.returncode == 0, (res.stderr, doc["problems"])
+    assert {"run", "sim-cluster", "engine", "shim", "admission", "web"} <= {p["role"] for p in doc["processes"]}
+    assert doc["ring"]["writerAlive"] and doc["engine"]["published"] and doc["shim"]["state"] == "Running"
     assert inst.stop(signal.SIGINT) == 0, inst.stderr()
     assert inst.leftovers()["pids"] == []
     assert not os.path.exists(pods_dir)

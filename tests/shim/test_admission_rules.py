@@ -202,3 +202,25 @@ async def test_validation_fails_open_when_the_scheduler_cannot_be_asked(caplog):
             response = await validate_conf(conf, {}, client, req)
     assert response.allowed is True
     assert any("unreachable" in r.getMessage() for r in caplog.records)
+
+
+async def test_a_bad_value_is_denied_naming_it_and_an_unknown_key_passes_as_the_shim_takes_it():
+    """newcomer-2: a value the shim refuses passed the webhook and was refused afterwards; the
+    webhook now runs the shim's own parse, so both agree: a bad value is denied naming key and
+    value, an unknown (misspelled) key passes as YuniKorn's shim ignores it (with a warning)."""
+    import httpx
+
+    from shim_k8s.admission.validate import validate_conf
+
+    conf = AdmissionConf.parse({"admissionController.webHook.schedulerServiceAddress": "127.0.0.1:1"},
+                               "yunikorn")
+    cm = {"metadata": {"name": "yunikorn-configs"}, "data": {"service.event.ringBufferCapacity": "many"}}
+    req = decode(orjson.dumps(review(cm, kind="ConfigMap", namespace="yunikorn")))
+    async with httpx.AsyncClient() as client:
+        response = await validate_conf(conf, {}, client, req)
+    assert response.allowed is False
+    assert "service.event.ringBufferCapacity" in response.message and "many" in response.message
+    cm["data"] = {"service.event.ringBufferCapacty": "1000"}
+    req = decode(orjson.dumps(review(cm, kind="ConfigMap", namespace="yunikorn")))
+    async with httpx.AsyncClient() as client:
+        assert (await validate_conf(conf, {}, client, req)).allowed is True

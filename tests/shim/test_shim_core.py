@@ -367,6 +367,15 @@ def test_gang_app_creates_placeholders_once_and_deletes_replaced():
         {"allocationKey": "uid-tg-gang-1-workers-0", "applicationID": "gang-1",
          "terminationType": "PLACEHOLDER_REPLACED"}]})
     assert core.take().deletes == [("ns", "tg-gang-1-workers-0")]
+    # its watch events until it is gone (bound and Running, then terminating) do not hand it back
+    # to the engine as an existing allocation (a gang of 3 showed placeholderData count 4)
+    created = actions.creates[0]
+    running = {**created, "metadata": {**created["metadata"], "uid": "uid-tg-gang-1-workers-0"},
+               "spec": {**created["spec"], "nodeName": "n1"}, "status": {"phase": "Running"}}
+    core.on_pod("MODIFIED", running)
+    core.on_pod("MODIFIED", {**running, "metadata": {**running["metadata"],
+                                                     "deletionTimestamp": "2026-11-28T00:00:00Z"}})
+    assert not [a for m in core.take().si for a in m.get("allocations", [])]
 
 
 def test_placeholders_carry_their_task_groups_placement():

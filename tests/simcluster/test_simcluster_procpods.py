@@ -287,6 +287,27 @@ def test_liveness_probe_restarts_the_process(cluster: str, core: k8s.CoreV1Api, 
     delete_and_wait(core, ns, "live", pid_of(restarted))
 
 
+def test_exit_code_annotation_fails_a_running_process_pod(cluster: str, core: k8s.CoreV1Api, ns: str,
+                                                          tmp_path: Path) -> None:
+    """`kubectl annotate pod P ykshm.io/exit-code=C` (README) on a process pod: its process is
+    stopped and the run ends with C; restartPolicy Never leaves it Failed (a Streams PE pod),
+    Always runs it once more (a crash, not a loop)."""
+    core.create_namespaced_pod(ns, server_pod("fail-never", restartPolicy="Never", terminationGracePeriodSeconds=5))
+    core.create_namespaced_pod(ns, server_pod("fail-always", terminationGracePeriodSeconds=5))
+    never, always = running(core, ns, "fail-never"), running(core, ns, "fail-always")
+    for name in ("fail-never", "fail-always"):
+        ok(kubectl(cluster, tmp_path, "annotate", "pod", name, "-n", ns, "ykshm.io/exit-code=3"))
+    eventually(lambda: status(core, ns, "fail-never")["phase"] == "Failed", timeout=20)
+    term = container(core, ns, "fail-never")["state"]["terminated"]
+    assert (term["exitCode"], term["reason"]) == (3, "Error")
+    assert not alive(pid_of(never))
+    again = eventually(lambda: (cs := container(core, ns, "fail-always")).get("restartCount", 0) == 1
+                       and "running" in cs["state"] and cs, timeout=30)
+    assert again["lastState"]["terminated"]["exitCode"] == 3 and not alive(pid_of(always))
+    core.delete_namespaced_pod("fail-never", ns)
+    delete_and_wait(core, ns, "fail-always", pid_of(again))
+
+
 def test_crashing_pod_goes_crash_loop_back_off(cluster: str, core: k8s.CoreV1Api, ns: str, tmp_path: Path) -> None:
     core.create_namespaced_pod(ns, pod("crash", ["nosuch"]))
     cs = eventually(lambda: (c := container(core, ns, "crash")).get("restartCount", 0) >= 1

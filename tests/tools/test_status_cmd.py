@@ -78,7 +78,7 @@ def fake_ykshm(tmp_path):
 
 def test_status_of_a_running_instance(ring_name, fake_ykshm):
     engine, _ = fake_ykshm("engine", "--name", ring_name)
-    web, (worker,) = fake_ykshm("web", "--bind", "fd://3", "--name", ring_name)
+    web, (worker,) = fake_ykshm("web", "--bind", "fd://3", "--workers", "1", "--name", ring_name)
     other, _ = fake_ykshm("web", "--name", ring_name + "-other")
     r = ykshm("status", "--name", ring_name, "--json")
     assert r.returncode == 0, r.stderr
@@ -161,3 +161,45 @@ def test_status_shows_a_failed_shim_and_why(ring_name):
     assert r.returncode == 0, r.stderr
     assert "shim: Failed (recovery did not complete within 30 s), 1 registration, 1 recovery, stopped" \
         in r.stdout.decode()
+
+
+CHAIN = """
+import subprocess, sys, time
+role = sys.argv[1]
+if role == "run":          # a `ykshm run --name OTHER` whose process pod hangs off a non-role fork server
+    server = subprocess.Popen([sys.executable, "-c", "import subprocess, sys, time; "
+                               "p = subprocess.Popen([sys.executable, sys.argv[1], 'pe-sim']); "
+                               "print('ready', p.pid, flush=True); time.sleep(600)", __file__])
+    time.sleep(600)
+else:
+    time.sleep(600)
+"""
+
+
+def test_a_process_pod_belongs_to_its_runs_instance_not_the_default(ring_name, tmp_path):
+    """A PE pod's `ykshm pe-sim` (no --name) under another run's sim-cluster fork server is that
+    run's, not listed under the default instance nor under ours (newcomer-2 row 22a)."""
+    path = tmp_path / "ykshm"
+    path.write_text(CHAIN)
+    other = ring_name + "o"
+    run = subprocess.Popen([sys.executable, str(path), "run", "--name", other], stdout=subprocess.PIPE, cwd=ROOT)
+    try:
+        line = run.stdout.readline().split()
+        assert line[0] == b"ready"
+        pe_sim = int(line[1])
+        mine = orjson.loads(ykshm("status", "--name", ring_name, "--json").stdout)
+        assert pe_sim not in {p["pid"] for p in mine["processes"]}
+        default = ykshm("status", "--json")     # the default instance "ykshm"
+        assert pe_sim not in {p["pid"] for p in orjson.loads(default.stdout)["processes"]}
+        theirs = orjson.loads(ykshm("status", "--name", other, "--json").stdout)
+        assert {p["pid"]: p["role"] for p in theirs["processes"]} == {run.pid: "run", pe_sim: "pe-sim"}
+    finally:
+        for pid in psutil_descendants(run.pid):
+            os.kill(pid, 9)
+        stop(run)
+
+
+def psutil_descendants(pid: int) -> list[int]:
+    import psutil
+
+    return [p.pid for p in psutil.Process(pid).children(recursive=True)]

@@ -159,8 +159,9 @@ def test_trimmed_start_gets_the_410_line(pair):
     assert orjson.loads(lines[0]).keys() == {"InstanceUUID"}
     assert orjson.loads(lines[-1]) == {
         "status_code": 410,
-        "message": f"Event stream closed: the client fell a whole ring behind and lost events "
-                   f"{int(first.split(b'-')[1])}-{seq - 1}; reconnect with start={seq} or later"}
+        "message": "Event stream closed: no longer retained (the start was below LowestID, or the client "
+                   f"fell a whole ring behind): lost events {int(first.split(b'-')[1])}-{seq - 1}; "
+                   f"reconnect with start={seq} or later"}
     batch = httpx.get(pair["replica"].url + f"/ws/v1/events/batch?start={seq - 1}", timeout=10).json()
     assert batch["EventRecords"] is None and batch["LowestID"] == seq
 

@@ -116,6 +116,7 @@ async def test_start_below_lowest_reports_the_lost_range(web):
         await s.obj()
         last = await s.obj()
         assert last["status_code"] == 410 and "lost events 120-149" in last["message"]
+        assert "the start was below LowestID" in last["message"]    # not only the lapped-client words
         assert await s.rest() == []
     finally:
         s.close()
