@@ -46,6 +46,7 @@ Modules (one concept each):
 - `procimages` which images run as local `ykshm` processes (--ykshm-image, --process-image), and how
 - `procpods`   process pods: start, exit, restart policy, CrashLoopBackOff, probes, stop on delete
 - `launcher`   how a run's process starts: forked by the fork server, or a fresh interpreter (Popen)
+- `sandbox`    each process pod's own uid, its private mount namespace, what it may read of the cluster
 - `forkserver` the warm interpreter (`python -I -m simcluster.forkserver`) forking the runs on request
 - `proctitle`  a forked run's /proc cmdline and environ rewritten in place, room padded at the server's exec
 - `podstatus`  a process pod's phase, conditions and containerStatuses from its containers' states

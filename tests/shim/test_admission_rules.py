@@ -214,13 +214,13 @@ async def test_a_bad_value_is_denied_naming_it_and_an_unknown_key_passes_as_the_
 
     conf = AdmissionConf.parse({"admissionController.webHook.schedulerServiceAddress": "127.0.0.1:1"},
                                "yunikorn")
-    cm = {"metadata": {"name": "yunikorn-configs"}, "data": {"service.event.ringBufferCapacity": "many"}}
+    cm = {"metadata": {"name": "yunikorn-configs"}, "data": {"event.maxStreams": "many"}}
     req = decode(orjson.dumps(review(cm, kind="ConfigMap", namespace="yunikorn")))
     async with httpx.AsyncClient() as client:
         response = await validate_conf(conf, {}, client, req)
     assert response.allowed is False
-    assert "service.event.ringBufferCapacity" in response.message and "many" in response.message
-    cm["data"] = {"service.event.ringBufferCapacty": "1000"}
+    assert "event.maxStreams" in response.message and "many" in response.message
+    cm["data"] = {"event.maxStream": "1000"}
     req = decode(orjson.dumps(review(cm, kind="ConfigMap", namespace="yunikorn")))
     async with httpx.AsyncClient() as client:
         assert (await validate_conf(conf, {}, client, req)).allowed is True
