@@ -1,0 +1,109 @@
+"""A real control plane for tests, started by `ykshm realk8s run` itself (the code users run), and
+reached inside the run's network namespace with `nsenter`.
+
+The run's CMD is HOLD: it writes where it is (its pid, so `nsenter -t PID -n` joins the namespace;
+KUBECONFIG; the run's private directory) and waits for its stdin to close. Closing it ends CMD
+with 0, which ends the run: the test then checks the exit code and that nothing of the run is left.
+The binaries must be built (`ykshm realk8s build`, which `.ci/run` does): a missing build fails
+the test with that command, it is never skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+from tests.tools.ykcli import env as ykshm_env
+from tests.tools.ykcli import spawn, stop
+from tools import harness, realk8s_build
+
+START_TIMEOUT = 300.0
+HOLD = """
+import json, os, sys
+info = {"pid": os.getpid(), "kubeconfig": os.environ["KUBECONFIG"], "dir": os.environ["YKSHM_REALK8S_DIR"]}
+with open(sys.argv[1] + ".part", "w") as f:
+    json.dump(info, f)
+os.rename(sys.argv[1] + ".part", sys.argv[1])
+sys.stdin.read()
+"""
+
+
+def require_binaries() -> Path:
+    built = realk8s_build.built()
+    assert built is not None, (f"the real control plane is not built ({realk8s_build.bin_dir()}): "
+                               f"run `{realk8s_build.BUILD_COMMAND}` (.ci/run does) before these tests")
+    return built
+
+
+def run_dir_processes(directory: str) -> list[psutil.Process]:
+    """Live processes whose command line names the run's directory (every component's does)."""
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        try:
+            if any(directory in arg for arg in proc.info["cmdline"] or ()):
+                found.append(proc)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return found
+
+
+@dataclass
+class RealPlane:
+    """A running `ykshm realk8s run -- HOLD` and the ways in."""
+
+    proc: subprocess.Popen
+    pid: int
+    kubeconfig: str
+    dir: str
+
+    def enter(self) -> list[str]:
+        """The nsenter prefix that runs a command in the run's network namespace."""
+        user = [] if os.getuid() == 0 else ["-U", "--preserve-credentials"]
+        return ["nsenter", "-t", str(self.pid), "-n", *user]
+
+    def inside(self, *argv: str, kubeconfig: str | None = None, timeout: float = 60,
+               check: bool = True) -> subprocess.CompletedProcess:
+        env = dict(ykshm_env(), KUBECONFIG=kubeconfig or self.kubeconfig)
+        done = subprocess.run([*self.enter(), *argv], capture_output=True, text=True, env=env, timeout=timeout)
+        if check and done.returncode != 0:
+            raise AssertionError(f"{argv} exited {done.returncode}: {done.stderr.strip()}")
+        return done
+
+    def kubectl(self, *args: str, **kwargs) -> subprocess.CompletedProcess:
+        return self.inside("kubectl", *args, **kwargs)
+
+    def kubectl_json(self, *args: str) -> dict:
+        return json.loads(self.kubectl(*args, "-o", "json").stdout)
+
+    def wait_for(self, what: str, probe, timeout: float = 90) -> object:
+        """Poll `probe()` (a kubectl read) until it returns something truthy: the controller
+        manager acts asynchronously and a real cluster has no event to wait on from outside."""
+        return harness.wait_for(probe, timeout, what, interval=0.5)
+
+    def finish(self) -> int:
+        """Close HOLD's stdin: CMD ends with 0, the run stops everything; its exit code."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        return self.proc.wait(60)
+
+
+def start(tmp: Path, *options: str) -> RealPlane:
+    require_binaries()
+    info = tmp / "hold.json"
+    proc = spawn("realk8s", "run", "--dir", str(tmp), *options, "--", sys.executable, "-c", HOLD, str(info),
+                 stdin=subprocess.PIPE, stderr=open(tmp / "run.stderr", "wb"))
+    deadline = time.monotonic() + START_TIMEOUT
+    while not info.exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            stop(proc)
+            raise AssertionError(f"ykshm realk8s run did not start: {(tmp / 'run.stderr').read_text()}")
+        time.sleep(0.2)
+    data = json.loads(info.read_text())
+    return RealPlane(proc, data["pid"], data["kubeconfig"], data["dir"])
