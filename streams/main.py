@@ -28,7 +28,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from common.cliutil import Parser, UsageError, run_main
+from common.cliutil import Parser, UsageError, first_leaf, run_main
 
 from kube import args as kubeargs
 
@@ -109,7 +109,12 @@ def _run(argv: Sequence[str]) -> int:
                 await install(client)
             await Controller(client, settings).run()
 
-    kubeargs.run_role(serve)
+    from .bundleserver import ApiAddressRefused
+
+    try:
+        kubeargs.run_role(serve)
+    except* ApiAddressRefused as group:
+        raise UsageError(f"--api-bind {args.api_bind}: {first_leaf(group)}") from None
     return 0
 
 

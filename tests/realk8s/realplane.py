@@ -19,6 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
+import yaml
+
+from simcluster import pki
 
 from tests.tools.ykcli import env as ykshm_env
 from tests.tools.ykcli import spawn, stop
@@ -62,6 +65,16 @@ class RealPlane:
     pid: int
     kubeconfig: str
     dir: str
+
+    @property
+    def pki(self) -> pki.Pki:
+        """The run's PKI (its CA signs a test's users)."""
+        return pki.Pki(Path(self.dir) / "pki")
+
+    @property
+    def server(self) -> str:
+        """kube-apiserver's URL, from the admin kubeconfig (an address in the run's namespace)."""
+        return yaml.safe_load(Path(self.kubeconfig).read_text())["clusters"][0]["cluster"]["server"]
 
     def enter(self) -> list[str]:
         """The nsenter prefix that runs a command in the run's network namespace."""

@@ -14,8 +14,6 @@ import sys
 import textwrap
 from pathlib import Path
 
-import pytest
-
 from simcluster import pki
 from tests.realk8s import realplane
 from tests.tools.ykcli import ykshm
@@ -37,27 +35,8 @@ REQUEST = textwrap.dedent("""
 """)
 
 
-@pytest.fixture(scope="module")
-def plane(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("realk8s")
-    running = realplane.start(tmp)
-    try:
-        yield running
-    finally:
-        code = running.finish()
-        left = realplane.run_dir_processes(running.dir)
-        assert code == 0 and not left, f"the run exited {code}, left {left}"
-        assert not Path(running.dir).exists()  # the private directory went with the run
-
-
-def server_of(plane: realplane.RealPlane) -> str:
-    config = json.loads(plane.kubectl("config", "view", "--minify", "-o", "json").stdout)
-    return config["clusters"][0]["cluster"]["server"]
-
-
 def request(plane: realplane.RealPlane, path: str, cert: tuple[str, str] = ("", ""), token: str = "") -> tuple[int, dict]:
-    ca = str(Path(plane.dir) / "pki" / "ca.crt")
-    done = plane.inside(sys.executable, "-c", REQUEST, server_of(plane) + path, ca, *cert, token)
+    done = plane.inside(sys.executable, "-c", REQUEST, plane.server + path, str(plane.pki.ca_crt), *cert, token)
     status, _, body = done.stdout.partition("\n")
     return int(status), json.loads(body)
 
@@ -67,7 +46,7 @@ def test_kubectl_version_answers_with_the_pinned_kubernetes(plane):
     print(done.stdout)
     version = json.loads(plane.kubectl("version", "-o", "json").stdout)
     assert version["serverVersion"]["gitVersion"] == realk8s_build.kubernetes_version()
-    assert server_of(plane).startswith("https://10.244.0.1:")  # the run's namespace, not loopback
+    assert plane.server.startswith("https://10.244.0.1:")  # the run's namespace, not loopback
 
 
 def test_the_controller_manager_makes_replicasets_pods_and_service_accounts(plane):
@@ -98,6 +77,12 @@ def test_the_controller_manager_makes_replicasets_pods_and_service_accounts(plan
     assert body["message"].startswith('secrets is forbidden: User "system:serviceaccount:shop:default"')
 
 
+def test_the_run_directory_and_its_keys_are_the_users_only(plane):
+    assert os.stat(plane.dir).st_mode & 0o777 == 0o700
+    for key in (plane.pki.ca_key, plane.pki.sa_key, plane.pki.admin_key, Path(plane.kubeconfig)):
+        assert key.stat().st_mode & 0o077 == 0, key
+
+
 def test_a_request_without_credentials_or_with_a_forged_token_is_401(plane):
     status, body = request(plane, "/api/v1/namespaces/default/pods")
     assert (status, body["reason"], body["code"]) == (401, "Unauthorized", 401)
@@ -106,8 +91,7 @@ def test_a_request_without_credentials_or_with_a_forged_token_is_401(plane):
 
 
 def test_a_user_without_rbac_is_403_and_named_in_the_status(plane, tmp_path):
-    made = pki.Pki(Path(plane.dir) / "pki")
-    config = pki.client_kubeconfig(made, "mallory", "mallory", ("outsiders",), server_of(plane))
+    config = pki.client_kubeconfig(plane.pki, "mallory", "mallory", ("outsiders",), plane.server)
     cert = (str(config.with_suffix(".crt")), str(config.with_suffix(".key")))
     status, body = request(plane, "/api/v1/namespaces/default/secrets", cert=cert)
     assert (status, body["reason"]) == (403, "Forbidden")
