@@ -1,28 +1,26 @@
-"""ykshm's engine and shim schedule a plain pod on the real kube-apiserver (issue 31 item 4, first
-bullet): the shim runs under its own identity (`CN=ykshm:shim`) with the ClusterRole `ykshm run`
-gives it (tools/run_identities.py), lists and watches the real API, and binds; the binding is
-what `kubectl` shows.
+"""ykshm's engine and shim schedule pods on the real kube-apiserver (issue 31 item 4, first bullet):
+the shim runs under its own identity (`CN=ykshm:shim`) with the ClusterRole `ykshm run` gives it
+(tools/run_identities.py), lists and watches the real API and binds; the binding and the
+scheduler's Event are what `kubectl` shows; a kill -9 of the engine and of the shim recovers
+(seed 004: the shim re-registers and replays what is bound), and nothing is bound twice (the real
+apiserver answers a second binding with 409, which the shim would count as a conflict).
 
 There is no node agent yet (item 3): the test registers the nodes as API objects, as a kubelet
 would (capacity, allocatable, a Ready condition through the status sub-resource), and removes the
 `node.kubernetes.io/not-ready` taint the real TaintNodesByCondition admission plugin puts on every
 new node (the node lifecycle controller would lift it; the run does not start it, see
-tools/realk8s_plane.py). Pods therefore stay Pending after binding: nothing runs them.
+tools/realk8s_plane.py). Pods therefore stay Pending after binding: nothing runs them, and the
+shim recovers them as allocations because they are bound (spec.nodeName), as YuniKorn does.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import signal
-import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from common.shimstatus import read_status, status_path
 from simcluster import pki
 from tools import harness, run_identities
 
@@ -35,8 +33,10 @@ def node_object(name: str) -> dict:
             "status": {"capacity": resources, "allocatable": resources}}
 
 
-def register_nodes(plane, tmp: Path) -> None:
+@pytest.fixture(scope="module")
+def nodes(plane, tmp_path_factory):
     """Nodes as a kubelet registers them: the object, then Ready through status."""
+    tmp = tmp_path_factory.mktemp("nodes")
     for name in NODES:
         path = tmp / f"{name}.json"
         path.write_text(json.dumps(node_object(name)))
@@ -45,6 +45,7 @@ def register_nodes(plane, tmp: Path) -> None:
                                             "message": "registered by the test (no node agent yet)"}]}}
         plane.kubectl("patch", "node", name, "--subresource=status", "--type=merge", "-p", json.dumps(ready))
         plane.kubectl("taint", "node", name, "node.kubernetes.io/not-ready:NoSchedule-")
+    return NODES
 
 
 def shim_kubeconfig(plane, tmp: Path) -> Path:
@@ -54,62 +55,98 @@ def shim_kubeconfig(plane, tmp: Path) -> Path:
                                  (run_identities.GROUP,), plane.server)
 
 
-def accepts(path: Path) -> bool:
-    with socket.socket(socket.AF_UNIX) as s:
-        s.connect(str(path))
-    return True
+class RealScheduler:
+    """An engine (no network: its SI socket is a file) and a shim inside the run's namespace, on
+    tools.harness.Cluster's process handling (status, kill, stop by pid, /dev/shm clean-up)."""
+
+    def __init__(self, plane, tmp: Path, name: str) -> None:
+        self.plane = plane
+        self.kubeconfig = shim_kubeconfig(plane, tmp)
+        self.cluster = harness.Cluster(name)
+
+    def start_shim(self) -> dict:
+        Path(self.cluster.status_file).unlink(missing_ok=True)
+        self.cluster.shim = harness.Proc("shim", ["shim", "--kubeconfig", str(self.kubeconfig), "--name",
+                                                  self.cluster.name, "--socket", self.cluster.socket],
+                                         self.cluster.log_dir, prefix=self.plane.enter())
+        return self.cluster.wait_shim("Running", 60)
+
+    def create_pod(self, tmp: Path, name: str, app: str) -> None:
+        path = tmp / f"{name}.json"
+        path.write_text(json.dumps(harness.pod_body(name, app=app)))
+        self.plane.kubectl("create", "-f", str(path))
+
+    def placement(self) -> dict[str, str]:
+        return {p["metadata"]["name"]: p["spec"].get("nodeName", "")
+                for p in self.plane.kubectl_json("get", "pods")["items"]}
+
+    def wait_bound(self, names: list[str]) -> dict[str, str]:
+        def bound():
+            now = self.placement()
+            return all(now.get(n) for n in names) and {n: now[n] for n in names}
+        return self.plane.wait_for(f"{len(names)} pods bound by ykshm", bound, timeout=60)
+
+    def shim_log(self) -> str:
+        assert self.cluster.shim is not None
+        return Path(self.cluster.shim.log_path).read_text()
 
 
 @pytest.fixture
-def scheduler(plane, tmp_path, ring_name):
-    """An engine (no network: its SI socket is a file) and a shim inside the run's namespace."""
-    config, sock = tmp_path / "queues.yaml", tmp_path / "engine.sock"
-    config.write_text(harness.ENGINE_CONFIG.format(request_events="true"))
-    engine = harness.Proc("engine", ["engine", "--config", str(config), "--name", ring_name,
-                                     "--socket", str(sock)], str(tmp_path))
-    harness.wait_for(lambda: accepts(sock), 30, "the engine socket")
-    kubeconfig = shim_kubeconfig(plane, tmp_path)
-    log = open(tmp_path / "shim.log", "wb")
-    shim = subprocess.Popen([*plane.enter(), sys.executable, "-m", "tools.cli", "shim", "--kubeconfig",
-                             str(kubeconfig), "--name", ring_name, "--socket", str(sock)],
-                            cwd=harness.ROOT, env=dict(os.environ, PYTHONPATH=harness.ROOT),
-                            stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+def scheduler(plane, nodes, tmp_path, ring_name):
+    real = RealScheduler(plane, tmp_path, ring_name)
     try:
-        yield shim, tmp_path / "shim.log"
+        real.cluster.start_engine()
+        real.start_shim()
+        yield real
     finally:
-        if shim.poll() is None:
-            shim.send_signal(signal.SIGTERM)
-            shim.wait(15)
-        log.close()
-        engine.stop()
-        for path in (status_path(ring_name),):
-            Path(path).unlink(missing_ok=True)
+        real.cluster.close()
+        # no kubelet confirms a graceful deletion of a bound pod: the API object goes at once
+        plane.kubectl("delete", "pods", "--all", "--grace-period=0", "--force")
 
 
-def test_engine_and_shim_bind_a_pod_on_the_real_apiserver(plane, scheduler, tmp_path, ring_name):
-    shim, log = scheduler
-    register_nodes(plane, tmp_path)
-
-    def running():
-        assert shim.poll() is None, log.read_text()
-        return read_status(status_path(ring_name))["state"] == "Running"
-    harness.wait_for(running, 60, "the shim Running against the real kube-apiserver")
-    pod = tmp_path / "pod.json"
-    pod.write_text(json.dumps(harness.pod_body("plain", app="app-real")))
-    plane.kubectl("create", "-f", str(pod))
-
-    def bound():
-        return plane.kubectl_json("get", "pod", "plain")["spec"].get("nodeName")
-    node = plane.wait_for("the pod bound by ykshm", bound, timeout=60)
+def test_engine_and_shim_bind_a_pod_on_the_real_apiserver(plane, scheduler, tmp_path):
+    scheduler.create_pod(tmp_path, "plain", "app-real")
+    node = scheduler.wait_bound(["plain"])["plain"]
     assert node in NODES
     wide = plane.kubectl("get", "pod", "plain", "-o", "wide").stdout
     print(wide)
     assert node in wide.splitlines()[1].split()
-    assert plane.kubectl_json("get", "pod", "plain")["status"]["conditions"][0]["type"] == "PodScheduled"
+    conditions = plane.kubectl_json("get", "pod", "plain")["status"]["conditions"]
+    assert {"type": "PodScheduled", "status": "True"}.items() <= conditions[0].items()
 
     def scheduler_event():  # the engine's request event, posted by the shim as a Kubernetes Event
         return [e for e in plane.kubectl_json("get", "events")["items"]
                 if e["involvedObject"]["name"] == "plain" and e["source"].get("component") == "yunikorn"]
     events = plane.wait_for("a yunikorn Event on the pod", scheduler_event, timeout=30)
     assert any(f"allocated on node {node}" in e["message"] for e in events), events
-    assert " 403 " not in log.read_text() and "forbidden" not in log.read_text().lower()
+    log = scheduler.shim_log()
+    assert " 403 " not in log and "forbidden" not in log.lower(), log
+
+
+def test_kill_9_of_engine_and_shim_recovers_and_binds_nothing_twice(plane, scheduler, tmp_path):
+    c = scheduler.cluster
+    names = [f"k{i}" for i in range(8)]
+    for n in names:
+        scheduler.create_pod(tmp_path, n, "app-kill")
+    placed = scheduler.wait_bound(names)
+
+    c.kill_engine()
+    c.wait_shim("New", 30)
+    scheduler.create_pod(tmp_path, "while-engine-down", "app-kill")
+    c.start_engine()
+    status = c.wait_shim("Running", 60, registrations=2)
+    assert [t["to"] for t in status["history"]][-4:] == ["New", "Registered", "Recovering", "Running"]
+    now = scheduler.wait_bound([*names, "while-engine-down"])
+    assert {n: now[n] for n in names} == placed                  # nothing moved
+    binds = harness.wait_for(lambda: (b := c.shim_status()["bindings"])["done"] >= 9 and b, 20, "9 bindings")
+    assert binds == {"done": 9, "inFlight": 0, "conflicts": 0, "errors": 0}   # each pod bound once
+
+    assert c.shim is not None
+    c.shim.stop(signal.SIGKILL)
+    scheduler.create_pod(tmp_path, "while-shim-down", "app-kill")
+    scheduler.start_shim()                       # re-registers: the engine forgets, the shim replays
+    assert c.shim_status()["engine"]["allocations"] >= 9
+    now = scheduler.wait_bound([*names, "while-engine-down", "while-shim-down"])
+    assert {n: now[n] for n in names} == placed
+    binds = harness.wait_for(lambda: (b := c.shim_status()["bindings"])["done"] >= 1 and b, 20, "1 binding")
+    assert binds == {"done": 1, "inFlight": 0, "conflicts": 0, "errors": 0}  # only the new pod
