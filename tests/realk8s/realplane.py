@@ -10,11 +10,14 @@ the test with that command, it is never skipped.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
+import textwrap
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +31,20 @@ from tests.tools.ykcli import spawn, stop
 from tools import harness, realk8s_build
 
 START_TIMEOUT = 300.0
+# A request from inside the run's namespace: prints the HTTP status and the body.
+REQUEST = textwrap.dedent("""
+    import ssl, sys, urllib.request, urllib.error
+    url, ca, cert, key, token = sys.argv[1:6]
+    ctx = ssl.create_default_context(cafile=ca)
+    if cert:
+        ctx.load_cert_chain(cert, key)
+    req = urllib.request.Request(url, headers={"Authorization": "Bearer " + token} if token else {})
+    try:
+        with urllib.request.urlopen(req, context=ctx, timeout=10) as resp:
+            print(resp.status); print(resp.read().decode())
+    except urllib.error.HTTPError as err:
+        print(err.code); print(err.read().decode())
+""")
 HOLD = """
 import json, os, sys
 info = {"pid": os.getpid(), "kubeconfig": os.environ["KUBECONFIG"], "dir": os.environ["YKSHM_REALK8S_DIR"]}
@@ -89,6 +106,13 @@ class RealPlane:
             raise AssertionError(f"{argv} exited {done.returncode}: {done.stderr.strip()}")
         return done
 
+    def request(self, path: str, cert: tuple[str, str] = ("", ""), token: str = "") -> tuple[int, dict]:
+        """(HTTP status, decoded body) of a GET of `path` from inside the namespace, with a client
+        certificate (cert, key), a bearer token, or no credentials."""
+        done = self.inside(sys.executable, "-c", REQUEST, self.server + path, str(self.pki.ca_crt), *cert, token)
+        status, _, body = done.stdout.partition("\n")
+        return int(status), json.loads(body)
+
     def kubectl(self, *args: str, **kwargs) -> subprocess.CompletedProcess:
         return self.inside("kubectl", *args, **kwargs)
 
@@ -120,3 +144,16 @@ def start(tmp: Path, *options: str) -> RealPlane:
         time.sleep(0.2)
     data = json.loads(info.read_text())
     return RealPlane(proc, data["pid"], data["kubeconfig"], data["dir"])
+
+
+@contextlib.contextmanager
+def running(tmp: Path) -> Iterator[RealPlane]:
+    """A started plane; afterwards the run must have exited 0 leaving no process and no directory."""
+    plane = start(tmp)
+    try:
+        yield plane
+    finally:
+        code = plane.finish()
+        left = run_dir_processes(plane.dir)
+        assert code == 0 and not left, f"the run exited {code}, left {left}"
+        assert not Path(plane.dir).exists()  # the private directory went with the run

@@ -11,35 +11,12 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 from simcluster import pki
 from tests.realk8s import realplane
 from tests.tools.ykcli import ykshm
 from tools import realk8s_build
-
-# A request from inside the run's namespace: prints the HTTP status and the body.
-REQUEST = textwrap.dedent("""
-    import ssl, sys, urllib.request, urllib.error
-    url, ca, cert, key, token = sys.argv[1:6]
-    ctx = ssl.create_default_context(cafile=ca)
-    if cert:
-        ctx.load_cert_chain(cert, key)
-    req = urllib.request.Request(url, headers={"Authorization": "Bearer " + token} if token else {})
-    try:
-        with urllib.request.urlopen(req, context=ctx, timeout=10) as resp:
-            print(resp.status); print(resp.read().decode())
-    except urllib.error.HTTPError as err:
-        print(err.code); print(err.read().decode())
-""")
-
-
-def request(plane: realplane.RealPlane, path: str, cert: tuple[str, str] = ("", ""), token: str = "") -> tuple[int, dict]:
-    done = plane.inside(sys.executable, "-c", REQUEST, plane.server + path, str(plane.pki.ca_crt), *cert, token)
-    status, _, body = done.stdout.partition("\n")
-    return int(status), json.loads(body)
-
 
 def test_kubectl_version_answers_with_the_pinned_kubernetes(plane):
     done = plane.kubectl("version")
@@ -70,30 +47,24 @@ def test_the_controller_manager_makes_replicasets_pods_and_service_accounts(plan
     plane.kubectl("create", "-f", str(path))
     token = plane.wait_for("the token controller filling the Secret", lambda: plane.kubectl_json(
         "-n", "shop", "get", "secret", "default-token").get("data", {}).get("token"))
-    status, body = request(plane, "/api/v1/namespaces/shop/secrets", token=base64.b64decode(token).decode())
+    status, body = plane.request("/api/v1/namespaces/shop/secrets", token=base64.b64decode(token).decode())
     # the token the controller signed authenticates (403, not 401) as the ServiceAccount, which RBAC
     # gives nothing
     assert status == 403
     assert body["message"].startswith('secrets is forbidden: User "system:serviceaccount:shop:default"')
 
 
-def test_the_run_directory_and_its_keys_are_the_users_only(plane):
-    assert os.stat(plane.dir).st_mode & 0o777 == 0o700
-    for key in (plane.pki.ca_key, plane.pki.sa_key, plane.pki.admin_key, Path(plane.kubeconfig)):
-        assert key.stat().st_mode & 0o077 == 0, key
-
-
 def test_a_request_without_credentials_or_with_a_forged_token_is_401(plane):
-    status, body = request(plane, "/api/v1/namespaces/default/pods")
+    status, body = plane.request("/api/v1/namespaces/default/pods")
     assert (status, body["reason"], body["code"]) == (401, "Unauthorized", 401)
-    status, body = request(plane, "/api/v1/namespaces/default/pods", token="forged.token.value")
+    status, body = plane.request("/api/v1/namespaces/default/pods", token="forged.token.value")
     assert (status, body["reason"]) == (401, "Unauthorized")
 
 
 def test_a_user_without_rbac_is_403_and_named_in_the_status(plane, tmp_path):
     config = pki.client_kubeconfig(plane.pki, "mallory", "mallory", ("outsiders",), plane.server)
     cert = (str(config.with_suffix(".crt")), str(config.with_suffix(".key")))
-    status, body = request(plane, "/api/v1/namespaces/default/secrets", cert=cert)
+    status, body = plane.request("/api/v1/namespaces/default/secrets", cert=cert)
     assert (status, body["reason"]) == (403, "Forbidden")
     assert 'User "mallory" cannot list resource "secrets"' in body["message"]
     denied = plane.kubectl("get", "secrets", "-n", "default", kubeconfig=str(config), check=False)
