@@ -110,7 +110,7 @@ def go_tool() -> str:
 
 def build_one(go: str, binary: Binary, target: Path, module_dir: Path, flags: str) -> None:
     """`go build` one binary to `target` through a temporary name (a cut build leaves none)."""
-    partial = target.with_name(f".{target.name}.partial")
+    partial = target.with_name(f".{target.name}.{os.getpid()}.partial")  # two builds at once do not meet
     cmd = ["nice", "-n", "10", go, "build", "-o", str(partial), "-ldflags", flags, binary.package]
     done = subprocess.run(cmd, cwd=module_dir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if done.returncode != 0:
