@@ -113,6 +113,25 @@ class RealPlane:
         status, _, body = done.stdout.partition("\n")
         return int(status), json.loads(body)
 
+    def apply_json(self, obj: dict, verb: str = "create") -> None:
+        """`kubectl create -f` (or apply) of one object, through a file in the run's directory."""
+        path = Path(self.dir) / f"obj-{time.monotonic_ns()}.json"
+        path.write_text(json.dumps(obj))
+        self.kubectl(verb, "-f", str(path))
+
+    def register_node(self, name: str, resources: dict[str, str]) -> None:
+        """A Node as a kubelet registers it: the object, then Ready through the status
+        sub-resource; and the `node.kubernetes.io/not-ready` taint the real TaintNodesByCondition
+        admission plugin puts on every new node lifted, as the node lifecycle controller would
+        (the run does not start one: no node agent sends heartbeats yet)."""
+        self.apply_json({"apiVersion": "v1", "kind": "Node",
+                         "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+                         "status": {"capacity": resources, "allocatable": resources}})
+        ready = {"status": {"conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                                            "message": "registered by the test (no node agent yet)"}]}}
+        self.kubectl("patch", "node", name, "--subresource=status", "--type=merge", "-p", json.dumps(ready))
+        self.kubectl("taint", "node", name, "node.kubernetes.io/not-ready:NoSchedule-")
+
     def kubectl(self, *args: str, **kwargs) -> subprocess.CompletedProcess:
         return self.inside("kubectl", *args, **kwargs)
 

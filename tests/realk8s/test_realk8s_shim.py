@@ -15,36 +15,22 @@ shim recovers them as allocations because they are bound (spec.nodeName), as Yun
 
 from __future__ import annotations
 
-import json
 import signal
 from pathlib import Path
 
 import pytest
 
 from simcluster import pki
+from tests.realk8s.realsched import RealScheduler
 from tools import harness, run_identities
 
 NODES = ("real-node-1", "real-node-2")
 
 
-def node_object(name: str) -> dict:
-    resources = {"cpu": "4", "memory": "8Gi", "pods": "110"}
-    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
-            "status": {"capacity": resources, "allocatable": resources}}
-
-
 @pytest.fixture(scope="module")
-def nodes(plane, tmp_path_factory):
-    """Nodes as a kubelet registers them: the object, then Ready through status."""
-    tmp = tmp_path_factory.mktemp("nodes")
+def nodes(plane):
     for name in NODES:
-        path = tmp / f"{name}.json"
-        path.write_text(json.dumps(node_object(name)))
-        plane.kubectl("create", "-f", str(path))
-        ready = {"status": {"conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
-                                            "message": "registered by the test (no node agent yet)"}]}}
-        plane.kubectl("patch", "node", name, "--subresource=status", "--type=merge", "-p", json.dumps(ready))
-        plane.kubectl("taint", "node", name, "node.kubernetes.io/not-ready:NoSchedule-")
+        plane.register_node(name, {"cpu": "4", "memory": "8Gi", "pods": "110"})
     return NODES
 
 
@@ -55,57 +41,19 @@ def shim_kubeconfig(plane, tmp: Path) -> Path:
                                  (run_identities.GROUP,), plane.server)
 
 
-class RealScheduler:
-    """An engine (no network: its SI socket is a file) and a shim inside the run's namespace, on
-    tools.harness.Cluster's process handling (status, kill, stop by pid, /dev/shm clean-up)."""
-
-    def __init__(self, plane, tmp: Path, name: str) -> None:
-        self.plane = plane
-        self.kubeconfig = shim_kubeconfig(plane, tmp)
-        self.cluster = harness.Cluster(name)
-
-    def start_shim(self) -> dict:
-        Path(self.cluster.status_file).unlink(missing_ok=True)
-        self.cluster.shim = harness.Proc("shim", ["shim", "--kubeconfig", str(self.kubeconfig), "--name",
-                                                  self.cluster.name, "--socket", self.cluster.socket],
-                                         self.cluster.log_dir, prefix=self.plane.enter())
-        return self.cluster.wait_shim("Running", 60)
-
-    def create_pod(self, tmp: Path, name: str, app: str) -> None:
-        path = tmp / f"{name}.json"
-        path.write_text(json.dumps(harness.pod_body(name, app=app)))
-        self.plane.kubectl("create", "-f", str(path))
-
-    def placement(self) -> dict[str, str]:
-        return {p["metadata"]["name"]: p["spec"].get("nodeName", "")
-                for p in self.plane.kubectl_json("get", "pods")["items"]}
-
-    def wait_bound(self, names: list[str]) -> dict[str, str]:
-        def bound():
-            now = self.placement()
-            return all(now.get(n) for n in names) and {n: now[n] for n in names}
-        return self.plane.wait_for(f"{len(names)} pods bound by ykshm", bound, timeout=60)
-
-    def shim_log(self) -> str:
-        assert self.cluster.shim is not None
-        return Path(self.cluster.shim.log_path).read_text()
-
-
 @pytest.fixture
 def scheduler(plane, nodes, tmp_path, ring_name):
-    real = RealScheduler(plane, tmp_path, ring_name)
+    real = RealScheduler(plane, ring_name, shim_kubeconfig(plane, tmp_path))
     try:
         real.cluster.start_engine()
         real.start_shim()
         yield real
     finally:
-        real.cluster.close()
-        # no kubelet confirms a graceful deletion of a bound pod: the API object goes at once
-        plane.kubectl("delete", "pods", "--all", "--grace-period=0", "--force")
+        real.close()
 
 
 def test_engine_and_shim_bind_a_pod_on_the_real_apiserver(plane, scheduler, tmp_path):
-    scheduler.create_pod(tmp_path, "plain", "app-real")
+    scheduler.create_pod("plain", "app-real")
     node = scheduler.wait_bound(["plain"])["plain"]
     assert node in NODES
     wide = plane.kubectl("get", "pod", "plain", "-o", "wide").stdout
@@ -127,12 +75,12 @@ def test_kill_9_of_engine_and_shim_recovers_and_binds_nothing_twice(plane, sched
     c = scheduler.cluster
     names = [f"k{i}" for i in range(8)]
     for n in names:
-        scheduler.create_pod(tmp_path, n, "app-kill")
+        scheduler.create_pod(n, "app-kill")
     placed = scheduler.wait_bound(names)
 
     c.kill_engine()
     c.wait_shim("New", 30)
-    scheduler.create_pod(tmp_path, "while-engine-down", "app-kill")
+    scheduler.create_pod("while-engine-down", "app-kill")
     c.start_engine()
     status = c.wait_shim("Running", 60, registrations=2)
     assert [t["to"] for t in status["history"]][-4:] == ["New", "Registered", "Recovering", "Running"]
@@ -143,7 +91,7 @@ def test_kill_9_of_engine_and_shim_recovers_and_binds_nothing_twice(plane, sched
 
     assert c.shim is not None
     c.shim.stop(signal.SIGKILL)
-    scheduler.create_pod(tmp_path, "while-shim-down", "app-kill")
+    scheduler.create_pod("while-shim-down", "app-kill")
     scheduler.start_shim()                       # re-registers: the engine forgets, the shim replays
     assert c.shim_status()["engine"]["allocations"] >= 9
     now = scheduler.wait_bound([*names, "while-engine-down", "while-shim-down"])
