@@ -153,8 +153,9 @@ class RealPlane:
 def start(tmp: Path, *options: str) -> RealPlane:
     require_binaries()
     info = tmp / "hold.json"
-    proc = spawn("realk8s", "run", "--dir", str(tmp), *options, "--", sys.executable, "-c", HOLD, str(info),
-                 stdin=subprocess.PIPE, stderr=open(tmp / "run.stderr", "wb"))
+    with open(tmp / "run.stderr", "wb") as stderr:   # the child keeps its own copy of the fd
+        proc = spawn("realk8s", "run", "--dir", str(tmp), *options, "--", sys.executable, "-c", HOLD, str(info),
+                     stdin=subprocess.PIPE, stderr=stderr)
     deadline = time.monotonic() + START_TIMEOUT
     while not info.exists():
         if proc.poll() is not None or time.monotonic() > deadline:
