@@ -25,6 +25,13 @@ KNOWN: dict[str, set[str]] = {
     "create pod: defaults": {".spec.volumes", ".spec.containers[0].volumeMounts"},
     "pod with its own priority: refused": {"status 201 != 403"},
     "delete namespace": {".status.phase"},
+    "mark it DisruptionTarget (preemption)": {
+        ".spec.volumes", ".spec.containers[0].volumeMounts",       # the pod's defaults, as above
+        ".status.conditions[0].lastTransitionTime", ".status.conditions[0].message",
+        ".status.conditions[0].reason", ".status.conditions[0].type", ".status.conditions[1].lastProbeTime",
+        ".status.conditions[1].lastTransitionTime", ".status.conditions[1].message",
+        ".status.conditions[1].reason", ".status.conditions[1].type"},
+    "bad label selector: 400": {".message"},
 }
 
 
