@@ -76,15 +76,19 @@ def _ip(*args: str) -> None:
         raise Failure(f"ip {' '.join(args)} in the run's network namespace failed: {done.stderr.strip()}")
 
 
-def enter(network: Network) -> None:
+def enter(network: Network, user_namespace: bool | None = None) -> None:
     """Move this process (and so everything it starts) into a new network namespace with `network`
-    on its `lo`. Call it before any thread is started (a user namespace requires one thread)."""
-    uid, gid = os.getuid(), os.getgid()
-    if uid == 0:
+    on its `lo`. Call it before any thread is started (a user namespace requires one thread).
+    `user_namespace`: with a user namespace too (default: unless root)."""
+    uid, gid = os.getuid(), os.getgid()   # read before unshare: inside, they are unmapped until mapped
+    if not (uid != 0 if user_namespace is None else user_namespace):
         _unshare(CLONE_NEWNET)
     else:
         _unshare(CLONE_NEWNET | CLONE_NEWUSER)
-        _map_to_root(uid, gid)
+        try:
+            _map_to_root(uid, gid)
+        except OSError as exc:
+            raise Failure(f"cannot map uid {uid} to root of the run's user namespace: {exc.strerror}") from None
     _ip("link", "set", "lo", "up")
     for address in network.lo_addresses():
         _ip("addr", "add", address, "dev", "lo")
