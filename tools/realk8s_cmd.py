@@ -38,7 +38,9 @@ USAGE = "usage: ykshm realk8s {build | run [--nodes N] [--COMPONENT-arg ARG]... 
 
 
 def run_parser() -> Parser:
-    parser = Parser(prog="ykshm realk8s run", description="run CMD against a real control plane")
+    parser = Parser(prog="ykshm realk8s run", usage="ykshm realk8s run [options] -- CMD...",
+                    description="run CMD against a real control plane (etcd, kube-apiserver, "
+                                "kube-controller-manager) in a network namespace of its own")
     parser.add_argument("--nodes", type=int, default=0, help="nodes from the node agent (not there yet: 0)")
     parser.add_argument("--dir", default=None, help="parent of the run's private directory (default: $TMPDIR)")
     for name in COMPONENTS:
@@ -81,8 +83,13 @@ def _stop_on_sigterm(signum, frame):  # noqa: ARG001 - signal handler signature
 
 
 def run(argv: Sequence[str]) -> int:
+    if list(argv[:1]) in (["-h"], ["--help"]):
+        run_parser().print_help()
+        return 0
     options, command = split_command(argv)
     args = run_parser().parse_args(options)
+    if args.dir is not None and not os.path.isdir(args.dir):
+        raise UsageError(f"--dir {args.dir!r}: not a directory")
     if args.nodes < 0:
         raise UsageError(f"--nodes must be >= 0, not {args.nodes}")
     if args.nodes > 0:
