@@ -18,6 +18,7 @@ import json
 import re
 import ssl
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -38,6 +39,7 @@ class Step:
     who: str = "admin"             # admin | eve (authenticated, no RBAC) | anonymous
     content_type: str = "application/json"
     wait_for_200: bool = False     # poll until 200 (a controller's work), then compare
+    during: tuple["Step", ...] = ()  # a watch (path ?watch=1): these requests made while it is open
 
 
 def cm(name: str, namespace: str = NS, **data: str) -> dict:
@@ -90,6 +92,12 @@ CORPUS = (
     Step("bad label selector: 400", "GET", f"{BASE}/pods?labelSelector=a%20in%20(", ),
     Step("server-side apply create", "PATCH", f"{BASE}/configmaps/ssa?fieldManager=diff",
          cm("ssa", a="1"), content_type="application/apply-patch+yaml"),
+    Step("watch configmaps: the events of a create, a patch and a delete", "GET",
+         f"{BASE}/configmaps?watch=1&allowWatchBookmarks=true&labelSelector=w%3D1", during=(
+             Step("create", "POST", f"{BASE}/configmaps", {**cm("w1", a="1"), "metadata": {
+                 "name": "w1", "namespace": NS, "labels": {"w": "1"}}}),
+             Step("patch", "PATCH", f"{BASE}/configmaps/w1", {"data": {"a": "2"}}, content_type=MERGE),
+             Step("delete", "DELETE", f"{BASE}/configmaps/w1"))),
     Step("delete configmap", "DELETE", f"{BASE}/configmaps/cm1"),
     Step("get deleted: 404", "GET", f"{BASE}/configmaps/cm1"),
     Step("delete namespace", "DELETE", f"/api/v1/namespaces/{NS}"),
@@ -129,8 +137,35 @@ def _context(spec: dict, who: str) -> ssl.SSLContext:
     return context
 
 
+def play_watch(spec: dict, step: Step) -> dict:
+    """A watch from the list's resourceVersion while `step.during` runs: its events in order
+    (BOOKMARKs left out: when they come is the server's choice), as {"status", "body": [events]}."""
+    listed = json.loads(_open(spec, Step("list", "GET", step.path.replace("watch=1&", ""), who=step.who)).read())
+    rv = listed["metadata"]["resourceVersion"]
+    events: list[dict] = []
+    with _open(spec, Step("watch", "GET", f"{step.path}&resourceVersion={rv}&timeoutSeconds=30",
+                          who=step.who)) as stream:
+        done = threading.Thread(target=lambda: [play(spec, s) for s in step.during])
+        done.start()
+        for line in stream:
+            event = json.loads(line)
+            if event["type"] != "BOOKMARK":
+                events.append({"type": event["type"], "object": normalise(event["object"])})
+            if len(events) == len(step.during):
+                break
+        done.join()
+    return {"status": 200, "body": {"events": events}}
+
+
+def _open(spec: dict, step: Step):
+    req = urllib.request.Request(spec["server"] + step.path, method=step.method, headers={"Accept": "application/json"})
+    return urllib.request.urlopen(req, context=_context(spec, step.who), timeout=30)
+
+
 def play(spec: dict, step: Step) -> dict:
     """One request: {"status": code, "body": normalised JSON (or the text)}."""
+    if step.during:
+        return play_watch(spec, step)
     data = None if step.body is None else json.dumps(step.body).encode()
     deadline = time.monotonic() + 60
     while True:
