@@ -7,8 +7,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from simcluster import pki
 from tests.realk8s.realplane import RealPlane
-from tools import harness
+from tools import harness, run_identities
+
+
+def shim_kubeconfig(plane, tmp: Path) -> Path:
+    """The shim's identity and RBAC, exactly as `ykshm run` makes them for sim-cluster."""
+    plane.kubectl("apply", "-f", str(run_identities.write_policy(tmp / "policy.yaml")))
+    return pki.client_kubeconfig(plane.pki, "ykshm-shim", f"{run_identities.USER_PREFIX}shim",
+                                 (run_identities.GROUP,), plane.server)
 
 
 class RealScheduler:

@@ -16,13 +16,11 @@ shim recovers them as allocations because they are bound (spec.nodeName), as Yun
 from __future__ import annotations
 
 import signal
-from pathlib import Path
 
 import pytest
 
-from simcluster import pki
-from tests.realk8s.realsched import RealScheduler
-from tools import harness, run_identities
+from tests.realk8s.realsched import RealScheduler, shim_kubeconfig
+from tools import harness
 
 NODES = ("real-node-1", "real-node-2")
 
@@ -32,13 +30,6 @@ def nodes(plane):
     for name in NODES:
         plane.register_node(name, {"cpu": "4", "memory": "8Gi", "pods": "110"})
     return NODES
-
-
-def shim_kubeconfig(plane, tmp: Path) -> Path:
-    """The shim's identity and RBAC, exactly as `ykshm run` makes them for sim-cluster."""
-    plane.kubectl("apply", "-f", str(run_identities.write_policy(tmp / "policy.yaml")))
-    return pki.client_kubeconfig(plane.pki, "ykshm-shim", f"{run_identities.USER_PREFIX}shim",
-                                 (run_identities.GROUP,), plane.server)
 
 
 @pytest.fixture

@@ -13,8 +13,7 @@ import pytest
 
 from simcluster import pki
 from streams import appgen
-from tests.realk8s.realsched import RealScheduler
-from tests.realk8s.test_realk8s_shim import shim_kubeconfig
+from tests.realk8s.realsched import RealScheduler, shim_kubeconfig
 from tools import harness, run_identities
 
 JOB = {"apiVersion": "streams.ibm.com/v1", "kind": "Job", "metadata": {"name": "pipe", "namespace": "default"},
