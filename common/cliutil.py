@@ -83,6 +83,14 @@ def run_main(prog: str, body: Callable[[Sequence[str]], int | None], argv: Seque
         return EXIT_OK
 
 
+def first_leaf(error: BaseException) -> BaseException:
+    """The first non-group exception inside `error` (itself if it is none): what an `except*`
+    that turns a trio role's failure into one line reports."""
+    while isinstance(error, BaseExceptionGroup):
+        error = error.exceptions[0]
+    return error
+
+
 def take_back_ctrl_c() -> None:
     """SIGINT raises KeyboardInterrupt again, even if our parent left it ignored (see above)."""
     if threading.current_thread() is threading.main_thread():

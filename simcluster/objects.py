@@ -79,6 +79,23 @@ def check_body(resource: Resource, body: Any) -> Obj:
     return out
 
 
+_LABEL_FMT = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+
+
+def _name_message(name: str, label: bool, limit: int) -> str:
+    """apimachinery's own words for a bad name (IsDNS1123Label / IsDNS1123Subdomain), measured
+    against kube-apiserver (tests/realk8s/test_realk8s_differential.py)."""
+    if len(name) > limit:
+        return f"must be no more than {limit} bytes"
+    if label:
+        return ("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must "
+                f"start and end with an alphanumeric character (e.g. 'my-name' or '123-abc', regex used for "
+                f"validation is '{_LABEL_FMT}')")
+    return ("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and "
+            "must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is "
+            f"'{_LABEL_FMT}(\\.{_LABEL_FMT})*')")
+
+
 def _validate_meta(resource: Resource, meta: Obj, causes: list[Cause]) -> None:
     name = meta.get("name")
     if not name:
@@ -87,15 +104,14 @@ def _validate_meta(resource: Resource, meta: Obj, causes: list[Cause]) -> None:
         causes.append(invalid("metadata.name", name, "must be a string"))
     else:
         pattern, limit = (_DNS1123_LABEL, 63) if resource.name == "namespaces" else (_DNS1123_SUBDOMAIN, 253)
-        if resource.name in ("events", "configmaps"):
+        if resource.name == "events":  # a ConfigMap's name is a DNS subdomain (measured: tests/realk8s)
             ok = len(name) <= 253 and "/" not in name and name not in (".", "..")
         elif resource.group == "rbac.authorization.k8s.io":  # a path segment: `system:kube-scheduler`
             ok = "/" not in name and "%" not in name and name not in (".", "..")
         else:
             ok = len(name) <= limit and bool(pattern.match(name))
         if not ok:
-            what = "a lowercase RFC 1123 label" if resource.name == "namespaces" else "a lowercase RFC 1123 subdomain"
-            causes.append(invalid("metadata.name", name, f"must be {what} (lowercase alphanumerics, '-' or '.')"))
+            causes.append(invalid("metadata.name", name, _name_message(name, resource.name == "namespaces", limit)))
     _validate_owner_refs(meta.get("ownerReferences"), causes)
     finalizers = meta.get("finalizers")
     if finalizers is not None and (not isinstance(finalizers, list)
@@ -442,6 +458,8 @@ def prepare_create(resource: Resource, body: Any, namespace: str, node_cpu: str 
         _default_namespace(obj)
     elif resource.name == "secrets":
         _default_secret(obj)
+    elif resource.name == "events" and not resource.group:
+        obj.setdefault("eventTime", None)   # core/v1 serialises it always (measured: tests/realk8s)
     return obj
 
 

@@ -67,8 +67,10 @@ def _name(cn: str, orgs: tuple[str, ...] = ()) -> x509.Name:
 
 
 def issue(ca_key: rsa.RSAPrivateKey | None, ca_cert: x509.Certificate | None, key: rsa.RSAPrivateKey, cn: str,
-          orgs: tuple[str, ...] = (), *, server: bool = False, days: int = VALID_DAYS) -> x509.Certificate:
-    """A certificate for `key` signed by the CA (self-signed when `ca_key` is None: the CA itself)."""
+          orgs: tuple[str, ...] = (), *, server: bool = False, days: int = VALID_DAYS,
+          serving_ips: tuple[str, ...] = SERVING_IPS) -> x509.Certificate:
+    """A certificate for `key` signed by the CA (self-signed when `ca_key` is None: the CA itself);
+    a serving one names SERVING_NAMES and `serving_ips`."""
     now = dt.datetime.now(dt.timezone.utc)
     subject = _name(cn, orgs)
     builder = (x509.CertificateBuilder().subject_name(subject)
@@ -87,7 +89,7 @@ def issue(ca_key: rsa.RSAPrivateKey | None, ca_cert: x509.Certificate | None, ke
                .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), False))
     if server:
         sans = [x509.DNSName(n) for n in SERVING_NAMES] + [x509.IPAddress(ipaddress.ip_address(a))
-                                                           for a in SERVING_IPS]
+                                                           for a in serving_ips]
         builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
     return builder.sign(ca_key, hashes.SHA256())
 
@@ -96,8 +98,10 @@ def _cert_pem(cert: x509.Certificate) -> bytes:
     return cert.public_bytes(serialization.Encoding.PEM)
 
 
-def ensure(directory: str | Path) -> Pki:
-    """Create the PKI in `directory` (made 0700 if missing) unless its CA exists already."""
+def ensure(directory: str | Path, serving_ips: tuple[str, ...] = SERVING_IPS) -> Pki:
+    """Create the PKI in `directory` (made 0700 if missing) unless its CA exists already; the
+    serving certificate names `serving_ips` (a real kube-apiserver's advertise address and first
+    Service IP differ from sim-cluster's)."""
     pki = Pki(Path(directory))
     pki.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     if pki.ca_crt.exists():
@@ -110,7 +114,8 @@ def ensure(directory: str | Path) -> Pki:
                                    ("admin", ADMIN_USER, (ADMIN_GROUP,), False)):
         key = _key()
         _write(pki.dir / f"{stem}.key", _key_pem(key), private=True)
-        _write(pki.dir / f"{stem}.crt", _cert_pem(issue(ca_key, ca, key, cn, orgs, server=server)))
+        _write(pki.dir / f"{stem}.crt", _cert_pem(issue(ca_key, ca, key, cn, orgs, server=server,
+                                                        serving_ips=serving_ips)))
     sa = _key()
     _write(pki.sa_key, _key_pem(sa), private=True)
     _write(pki.sa_pub, sa.public_key().public_bytes(serialization.Encoding.PEM,
@@ -134,3 +139,19 @@ def write_admin_kubeconfig(pki: Pki, server: str) -> Path:
                                                        "client-key": str(pki.admin_key)})
     _write(pki.admin_kubeconfig, text.encode(), private=True)
     return pki.admin_kubeconfig
+
+
+def client_kubeconfig(pki: Pki, stem: str, cn: str, orgs: tuple[str, ...], server: str) -> Path:
+    """DIR/STEM.kubeconfig for a new client certificate CN=`cn`, O=`orgs` signed by the PKI's CA
+    (a component's or a test user's identity)."""
+    ca_key = serialization.load_pem_private_key(pki.ca_key.read_bytes(), password=None)
+    assert isinstance(ca_key, rsa.RSAPrivateKey)
+    ca = x509.load_pem_x509_certificate(pki.ca_crt.read_bytes())
+    key = _key()
+    crt_path, key_path = pki.dir / f"{stem}.crt", pki.dir / f"{stem}.key"
+    _write(key_path, _key_pem(key), private=True)
+    _write(crt_path, _cert_pem(issue(ca_key, ca, key, cn, orgs)))
+    path = pki.dir / f"{stem}.kubeconfig"
+    _write(path, kubeconfig(server, pki.ca_crt, cn, {"client-certificate": str(crt_path),
+                                                     "client-key": str(key_path)}).encode(), private=True)
+    return path

@@ -217,6 +217,30 @@ async def serve(server: BundleServer, bind: str, *, task_status=trio.TASK_STATUS
         task_status.started((host.strip("[]"), int(port)))
 
 
+class ApiAddressRefused(Exception):
+    """Raised at start when the API server refuses the bundle endpoint's address in Endpoints:
+    every job's PEs would fail to fetch their bundle, so the controller does not start."""
+
+
+async def check_api_address(client: httpx.AsyncClient, namespace: str, address: tuple[str, int]) -> None:
+    """Ask the API server whether it takes `address` in the `streams-api` Endpoints, by a dry-run
+    create (nothing is written; validation answers before a name clash would). Why at start: a
+    real kube-apiserver refuses loopback, link-local and unspecified addresses there (422), so a
+    controller bound to 127.0.0.1 (the systemd default) would otherwise fail every Job, one 422
+    at a time; sim-cluster accepts them, which is what `ykshm run` uses. Any other answer
+    (403 in a namespace the role may not write, 404) is left to the first job, as before."""
+    _, endpoints = peobjects.api_service(namespace, address[1], address[0])
+    resp = await client.post(kube.KINDS["Endpoints"].collection(namespace), params={"dryRun": "All"}, json=endpoints)
+    if resp.status_code == 422:
+        try:
+            message = str(resp.json().get("message") or "")
+        except ValueError:
+            message = resp.text[:300]
+        raise ApiAddressRefused(f"the API server refuses {address[0]} in the {peobjects.API_SERVICE} Endpoints "
+                                f"PEs fetch their bundle through (422: {message}); bind an address pods can "
+                                "reach (the host's or the pod's IP, not loopback or 0.0.0.0)")
+
+
 async def ensure_api_service(client: httpx.AsyncClient, namespace: str, address: tuple[str, int]) -> None:
     """`streams-api` in `namespace` points at `address` (created, or its Endpoints replaced when
     the controller came back on another port)."""

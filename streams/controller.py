@@ -166,11 +166,14 @@ class Controller:
             self.nursery = nursery
             nursery.start_soon(self._route, receive)
             if self.settings.api_bind is not None:
-                from .bundleserver import BundleServer, serve
+                from .bundleserver import BundleServer, check_api_address, serve
                 server = BundleServer(self.client, bundle_dir=self.settings.bundle_dir,
                                       cache_dir=self.settings.cache_dir, pe_launch=self._pe_launch,
                                       on_report=self.mark)
                 self.api_address = await nursery.start(serve, server, self.settings.api_bind)
+                await check_api_address(self.client, self.settings.namespace or "default", self.api_address)
+                log.info("bundle endpoint %s:%d, accepted by the API server for the %s Endpoints",
+                         *self.api_address, "streams-api")
                 self.bundle_server = server
             if self.settings.operator_pod is not None:
                 from .operators import PodOperators

@@ -14,6 +14,9 @@ and restarts it when it exits; `pod` creates its Deployment and Service in the c
 (`croobjects`, image `--operator-image`, default `ykshm:VERSION`), as OpenStreams; `none` (or
 `--no-operators`) neither. PE pods run `--pe-image` (`{build}` = the PE's buildType); PEs fetch
 their bundle from `--api-bind` through the `streams-api` Service (`bundleserver`).
+At start the API server is asked (a dry-run create) whether it takes the `--api-bind` address in
+that Service's Endpoints: a real kube-apiserver refuses loopback, link-local and unspecified ones,
+which would fail every Job, so that is one line naming `--api-bind` and exit 2 instead.
 Bundle fetching (`streams/fetchpolicy.py`): a `github` source's Secret token goes only over
 https to api.github.com and the `--github-host` hosts; no URL or redirect may lead to loopback,
 link-local (cloud metadata) or other special addresses unless its host is an `--allow-fetch-host`;
@@ -29,7 +32,7 @@ import sys
 from collections.abc import Sequence
 
 from common import logsetup
-from common.cliutil import Parser, UsageError, run_main
+from common.cliutil import Parser, UsageError, first_leaf, run_main
 
 from kube import args as kubeargs
 
@@ -109,7 +112,12 @@ def _run(argv: Sequence[str]) -> int:
                 await install(client)
             await Controller(client, settings).run()
 
-    kubeargs.run_role(serve)
+    from .bundleserver import ApiAddressRefused
+
+    try:
+        kubeargs.run_role(serve)
+    except* ApiAddressRefused as group:
+        raise UsageError(f"--api-bind {args.api_bind}: {first_leaf(group)}") from None
     return 0
 
 

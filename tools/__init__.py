@@ -12,6 +12,10 @@
     shmscan     an instance's segments seen from outside: files, memory, mapping processes
     harness     a real sim-cluster + engine + shim as subprocesses, for end-to-end tests and bench
     completion  `ykshm completion bash|zsh`: a completion script from the argparse tree
+    realk8s_cmd  `ykshm realk8s build|run`: the real control plane built from Go, a command run against it
+    realk8s_build  the Go build of etcd, kube-apiserver, kube-controller-manager into a cache keyed by the pin
+    realk8s_netns  the run's own network namespace and the addresses on its lo
+    realk8s_plane  etcd, kube-apiserver, kube-controller-manager as processes: flags, readiness, stop by pid
     k8s_schema_vendor  regenerates sim-cluster's vendored Kubernetes 1.32 schemas (run by hand)
 
 What every subcommand shares (one-line errors, exit codes) is `common.cliutil`.

@@ -25,6 +25,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "pe-sim": ("streams.region_main:pesim_main", "play a Streams job's PEs against its cr-operator"),
     "export": ("export.main", "copy the event ring and state snapshot to Redis Streams"),
     "ring": ("tools.ring_cmd", "create, inspect and feed shared-memory event rings"),
+    "realk8s": ("tools.realk8s_cmd", "the real Kubernetes control plane: build it (Go), run a command against it"),
     "status": ("tools.status_cmd", "processes, ring and engine state of a running ykshm"),
     "bench": ("bench.cli", "benchmarks: ring, sched, web, export, retention, preempt, e2e, streams, regions, report"),
     "completion": ("tools.completion", "print a bash or zsh completion script (source <(ykshm completion bash))"),

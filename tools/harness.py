@@ -132,7 +132,9 @@ class Kubectl:
 
 class Proc:
     def __init__(self, role: str, args: list[str], log_dir: str, env: Mapping[str, str] | None = None,
-                 stdout_pipe: bool = False) -> None:
+                 stdout_pipe: bool = False, prefix: Iterable[str] = ()) -> None:
+        """`prefix` goes before the command, and must exec it (the pid stays the role's): e.g.
+        `nsenter -t PID -n` for a role inside a real control plane's network namespace."""
         self.role = role
         self.log_path = os.path.join(log_dir, f"{role}-{int(time.time() * 1000)}.log")
         self.log = open(self.log_path, "wb")
@@ -140,7 +142,7 @@ class Proc:
         full_env["PYTHONPATH"] = ROOT + os.pathsep + full_env.get("PYTHONPATH", "")
         full_env.update(env or {})
         self.popen = subprocess.Popen(
-            [sys.executable, "-m", "tools.cli", *args], cwd=ROOT, env=full_env,
+            [*prefix, sys.executable, "-m", "tools.cli", *args], cwd=ROOT, env=full_env,
             stdout=subprocess.PIPE if stdout_pipe else self.log, stderr=self.log,
             stdin=subprocess.DEVNULL)
         self.pid = self.popen.pid

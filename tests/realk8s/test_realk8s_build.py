@@ -1,0 +1,54 @@
+"""`ykshm realk8s build`: the binaries are keyed by the pin and reused, progress and paths are
+printed, and a machine without Go gets one line naming the command (exit 2)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.realk8s import realplane
+from tools import realk8s_build
+
+
+def build(env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tools.cli", "realk8s", "build"], capture_output=True, text=True,
+                          env=env, cwd=realk8s_build.MODULE_DIR.parent, timeout=120)
+
+
+def test_a_built_pin_is_reused_and_its_paths_printed():
+    directory = realplane.require_binaries()
+    done = build(dict(os.environ))
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[:3] == ["etcd: cached", "kube-apiserver: cached", "kube-controller-manager: cached"]
+    assert lines[4:] == [f"  {directory / name}" for name in ("etcd", "kube-apiserver", "kube-controller-manager")]
+
+
+def test_without_go_the_build_is_one_line_naming_it(tmp_path):
+    bare = tmp_path / "bin"      # a PATH with only what the CLI needs: no go
+    bare.mkdir()
+    done = build(dict(os.environ, PATH=str(bare), XDG_CACHE_HOME=str(tmp_path)))
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "ykshm realk8s build: error: `ykshm realk8s build` needs the Go toolchain (go 1.26) on PATH; "
+        "`go` was not found"]
+
+
+def test_the_cache_key_is_the_pin_and_a_missing_binary_is_not_built(tmp_path, monkeypatch):
+    for name in ("go.mod", "go.sum"):
+        shutil.copy(realk8s_build.MODULE_DIR / name, tmp_path / name)
+    assert realk8s_build.pin_hash(tmp_path) == realk8s_build.pin_hash()
+    with open(tmp_path / "go.sum", "a") as f:
+        f.write("example.com/other v1.0.0 h1:x=\n")
+    assert realk8s_build.pin_hash(tmp_path) != realk8s_build.pin_hash()   # a new pin, a new directory
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    directory = realk8s_build.bin_dir(tmp_path)
+    directory.mkdir(parents=True)
+    for name in ("etcd", "kube-apiserver"):
+        (directory / name).write_bytes(b"")
+    (directory / ".kube-controller-manager.1.partial").write_bytes(b"")  # a cut build
+    assert realk8s_build.built(tmp_path) is None
+    assert Path(directory).parent.name == realk8s_build.pin_hash(tmp_path)

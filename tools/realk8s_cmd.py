@@ -1,0 +1,136 @@
+"""`ykshm realk8s build` and `ykshm realk8s run [--nodes N] -- CMD...`: the real Kubernetes control
+plane (issue 31) built from the Go module in `realk8s/`, and a command run against it.
+
+`run` moves itself into a network namespace of its own (realk8s_netns), makes a private directory
+(0700) with the PKI, starts etcd, kube-apiserver and kube-controller-manager (realk8s_plane),
+writes the admin kubeconfig, and runs CMD with `KUBECONFIG` set to it (and `YKSHM_REALK8S_DIR`
+to the directory, for a test that wants another user's certificate signed by the CA). When CMD
+ends, everything is stopped by pid and the directory removed; the exit code is CMD's. SIGINT or
+SIGTERM to the run reaches CMD as SIGTERM (SIGKILL after a grace period), then the same.
+
+Bad input: an unbuilt pin is one line naming `ykshm realk8s build`, exit 2; a component that
+does not start is one line naming it and its log, every component started so far is stopped
+and the directory is kept for that log, exit 1.
+
+`--nodes N` is accepted for the node agent (issue 31 item 3) and refused above 0 until it exists:
+a command asking for nodes must not run against a cluster that has none.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from common.cliutil import Failure, Parser, UsageError, run_main
+from tools import realk8s_build, realk8s_netns
+from tools.realk8s_plane import ControlPlane, Layout
+
+GRACE_SECONDS = 10.0
+COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager")
+USAGE = "usage: ykshm realk8s {build | run [--nodes N] [--COMPONENT-arg ARG]... -- CMD...}"
+
+
+def run_parser() -> Parser:
+    parser = Parser(prog="ykshm realk8s run", usage="ykshm realk8s run [options] -- CMD...",
+                    description="run CMD against a real control plane (etcd, kube-apiserver, "
+                                "kube-controller-manager) in a network namespace of its own")
+    parser.add_argument("--nodes", type=int, default=0, help="nodes from the node agent (not there yet: 0)")
+    parser.add_argument("--dir", default=None, help="parent of the run's private directory (default: $TMPDIR)")
+    for name in COMPONENTS:
+        parser.add_argument(f"--{name}-arg", action="append", default=[], metavar="ARG",
+                            help=f"one more flag for {name} (repeatable)")
+    return parser
+
+
+def split_command(argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(options, CMD) around the first `--`; CMD must not be empty."""
+    args = list(argv)
+    if "--" not in args or args.index("--") == len(args) - 1:
+        raise UsageError("missing the command to run: ykshm realk8s run [options] -- CMD...")
+    cut = args.index("--")
+    return args[:cut], args[cut + 1:]
+
+
+def wait_command(proc: subprocess.Popen) -> int:
+    """CMD's exit code; SIGINT/SIGTERM to us are passed on as SIGTERM, SIGKILL after GRACE_SECONDS."""
+    asked: list[float] = []
+
+    def on_signal(signum, frame):  # noqa: ARG001 - signal handler signature
+        if not asked and proc.poll() is None:
+            proc.terminate()
+        asked.append(time.monotonic())
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, on_signal)
+    while True:
+        try:
+            code = proc.wait(timeout=0.5)
+            return code if code >= 0 else 128 - code
+        except subprocess.TimeoutExpired:
+            if asked and time.monotonic() - asked[0] > GRACE_SECONDS:
+                proc.kill()
+
+
+def _stop_on_sigterm(signum, frame):  # noqa: ARG001 - signal handler signature
+    raise KeyboardInterrupt  # while starting: unwind, so `finally` stops what was started
+
+
+def run(argv: Sequence[str]) -> int:
+    if list(argv[:1]) in (["-h"], ["--help"]):
+        run_parser().print_help()
+        return 0
+    options, command = split_command(argv)
+    args = run_parser().parse_args(options)
+    if args.dir is not None and not os.path.isdir(args.dir):
+        raise UsageError(f"--dir {args.dir!r}: not a directory")
+    if args.nodes < 0:
+        raise UsageError(f"--nodes must be >= 0, not {args.nodes}")
+    if args.nodes > 0:
+        raise UsageError("--nodes needs the node agent (issue 31 item 3), which is not there yet; "
+                         "create Node objects with kubectl instead")
+    if shutil.which(command[0]) is None:
+        raise UsageError(f"command not found: {command[0]}")
+    binaries = realk8s_build.require_built()
+    network = realk8s_netns.Network()
+    realk8s_netns.enter(network)
+    signal.signal(signal.SIGTERM, _stop_on_sigterm)
+    layout = Layout(Path(tempfile.mkdtemp(prefix="ykshm-realk8s-", dir=args.dir)))
+    extra = {name: getattr(args, f"{name.replace('-', '_')}_arg") for name in COMPONENTS}
+    plane = ControlPlane(binaries, layout, network, extra)
+    keep = False  # the directory stays only when a component failed: its log is there
+    try:
+        admin = plane.start()
+        env = dict(os.environ, KUBECONFIG=str(admin), YKSHM_REALK8S_DIR=str(layout.dir))
+        print(f"ykshm realk8s: control plane ready at {plane.server} (KUBECONFIG={admin})",
+              file=sys.stderr, flush=True)
+        return wait_command(subprocess.Popen(command, env=env))
+    except Failure:
+        keep = True
+        raise
+    finally:
+        plane.stop()
+        if not keep:
+            shutil.rmtree(layout.dir, ignore_errors=True)
+
+
+def main(argv: Sequence[str]) -> int:
+    args = list(argv)
+    if args[:1] in (["-h"], ["--help"]):
+        print(USAGE)
+        return 0
+    if not args:
+        print(f"ykshm realk8s: error: missing subcommand ({USAGE})", file=sys.stderr)
+        return 2
+    if args[0] == "build":
+        return run_main("ykshm realk8s build", realk8s_build.main, args[1:])
+    if args[0] == "run":
+        return run_main("ykshm realk8s run", run, args[1:])
+    print(f"ykshm realk8s: error: unknown subcommand {args[0]!r} ({USAGE})", file=sys.stderr)
+    return 2
