@@ -15,6 +15,8 @@ shell's default), as kubectl's completion does for arguments it cannot know.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import importlib
 import sys
 from collections.abc import Callable, Sequence
@@ -35,7 +37,9 @@ class Node:
 
 
 # subcommands a role's main dispatches before argparse (`ykshm shim status`): no parser names them
-BY_HAND = {"shim": {"status": "the running shim's state, history and bindings (its status file)"}}
+BY_HAND = {"shim": {"status": "the running shim's state, history and bindings (its status file)"},
+           "realk8s": {"build": "build etcd, kube-apiserver and kube-controller-manager (Go) into the cache",
+                       "run": "run a command against a real control plane in a network namespace of its own"}}
 
 
 class _Captured(Exception):
@@ -53,7 +57,8 @@ def parser_of(main: Callable[[Sequence[str]], object]) -> argparse.ArgumentParse
 
     argparse.ArgumentParser.parse_known_args = capture  # type: ignore[method-assign]
     try:
-        main(["--help"])
+        with contextlib.redirect_stdout(io.StringIO()):  # a main that prints its usage by hand
+            main(["--help"])
     except _Captured as got:
         return got.parser
     except (Exception, SystemExit):  # noqa: BLE001 - a main that parses by hand: no flags known
@@ -97,7 +102,8 @@ def tree() -> Node:
         root.children[name] = node_of(parser, help_) if parser else Node(help=help_, flags=["--help"])
         for sub, sub_help in BY_HAND.get(name, {}).items():
             parser = parser_of(lambda argv, main=_main_of(spec), sub=sub: main([sub, *argv]))
-            root.children[name].children[sub] = node_of(parser, sub_help)
+            root.children[name].children[sub] = (node_of(parser, sub_help) if parser
+                                                 else Node(help=sub_help, flags=["--help"]))
     root.children["completion"] = Node(help="print a bash or zsh completion script",
                                        children={"bash": Node(), "zsh": Node()})
     return root

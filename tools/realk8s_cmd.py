@@ -84,8 +84,7 @@ def _stop_on_sigterm(signum, frame):  # noqa: ARG001 - signal handler signature
 
 def run(argv: Sequence[str]) -> int:
     if list(argv[:1]) in (["-h"], ["--help"]):
-        run_parser().print_help()
-        return 0
+        run_parser().parse_args(["--help"])  # prints the help, exits 0 (and shows completion the flags)
     options, command = split_command(argv)
     args = run_parser().parse_args(options)
     if args.dir is not None and not os.path.isdir(args.dir):
