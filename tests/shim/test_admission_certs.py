@@ -106,21 +106,29 @@ def test_rotation_never_drops_a_request(world):
     failures: list[str] = []
     answered = [0]
     stop = threading.Event()
-    trust = ssl.create_default_context(cadata=(old_bundle + short.cert_pem).decode())
+
+    def installed() -> ssl.SSLContext:
+        return ssl.create_default_context(cadata=hook_bundle(world).decode())
 
     def hammer(keep_alive: bool) -> None:
-        """One connection kept open across the swap (trusting what was installed when it opened),
-        or a new connection per request trusting the caBundle installed now, as kube-apiserver."""
-        client = httpx.Client(verify=trust, timeout=10) if keep_alive else None
+        """A kept-alive connection opened before the rotation (its trust is the caBundle that was
+        installed when it opened) and used across the swap, or a new connection per request. Any
+        new connection trusts the caBundle installed at that moment, as kube-apiserver does (it
+        builds a new webhook client when the caBundle changes): when the server ends a kept-alive
+        connection (hypercorn's `Connection: close` after keep_alive_max_requests), the next one
+        is opened with the caBundle installed now, not the one of the connection that ended."""
+        client = httpx.Client(verify=installed(), timeout=10) if keep_alive else None
         body = orjson.dumps(review(pod()))
         while not stop.is_set():
             try:
                 if client:
                     resp = client.post(world.url + "/mutate", content=body,
                                        headers={"Content-Type": "application/json"})
+                    if resp.headers.get("connection", "").lower() == "close":
+                        client.close()
+                        client = httpx.Client(verify=installed(), timeout=10)
                 else:
-                    now = ssl.create_default_context(cadata=hook_bundle(world).decode())
-                    resp = httpx.post(world.url + "/mutate", content=body, verify=now, timeout=10,
+                    resp = httpx.post(world.url + "/mutate", content=body, verify=installed(), timeout=10,
                                       headers={"Content-Type": "application/json"})
                 if resp.status_code != 200 or not resp.json()["response"]["allowed"]:
                     failures.append(resp.text)
@@ -130,7 +138,31 @@ def test_rotation_never_drops_a_request(world):
         if client:
             client.close()
 
+    swapped = threading.Event()
+    held_after_swap: list[int] = []
+
+    def held() -> None:
+        """One connection opened before the rotation and paced (never near hypercorn's
+        keep_alive_max_requests nor its 5 s idle timeout) so it must live across the swap: it
+        trusts only the old caBundle, and answers after the swap over the old certificate."""
+        with httpx.Client(verify=installed(), timeout=10) as client:
+            body = orjson.dumps(review(pod()))
+            while not stop.is_set():
+                try:
+                    resp = client.post(world.url + "/mutate", content=body,
+                                       headers={"Content-Type": "application/json"})
+                    tls = resp.extensions["network_stream"].get_extra_info("ssl_object")
+                    serial = x509.load_der_x509_certificate(tls.getpeercert(True)).serial_number
+                    if resp.status_code != 200 or resp.headers.get("connection", "") == "close":
+                        failures.append(f"held connection: {resp.status_code} {resp.headers}")
+                    elif swapped.is_set():
+                        held_after_swap.append(serial)
+                except httpx.HTTPError as exc:
+                    failures.append(f"held connection: {exc!r}")
+                stop.wait(0.1)
+
     threads = [threading.Thread(target=hammer, args=(k,)) for k in (True, False)]
+    threads.append(threading.Thread(target=held))
     for t in threads:
         t.start()
     try:
@@ -139,12 +171,14 @@ def test_rotation_never_drops_a_request(world):
         wait_for(lambda: hook_bundle(world) != old_bundle and
                  served_cert(world).serial_number != before.serial_number, 30,
                  "the new caBundle installed, then the new certificate served")
-        time.sleep(0.5)
+        swapped.set()
+        wait_for(lambda: len(held_after_swap) >= 3, 30, "the held connection answering after the swap")
     finally:
         stop.set()
         for t in threads:
             t.join(30)
     assert failures == [] and answered[0] > 10
+    assert set(held_after_swap) == {before.serial_number}      # finished on the old certificate
     new_bundle = world.ca_bundle()
     assert hook_bundle(world) == new_bundle != old_bundle
     after = served_cert(world)                                 # verified against the new bundle
