@@ -11,6 +11,16 @@ The extension keeps the GIL during its calls (see `shm/_ring_build.py`), and a U
 through a table, not a branch per hex digit. A closed writer's view is cleared, so a `publish`
 kept from before `close()` raises ShmError instead of touching unmapped memory.
 
+Text that UTF-8 cannot encode
+-----------------------------
+A Python str can hold a lone surrogate (U+D800..U+DFFF: from `os.fsdecode`, a `surrogateescape`
+decode, a JSON `"\\ud800"` escape) that has no UTF-8 form, and `.encode()` raises
+UnicodeEncodeError. The writer never raises for it: the engine must not die on a pod name. Every
+lone surrogate in the objectID, referenceID or message is written as U+FFFD (the replacement
+character), as Go's encoding/json writes an invalid UTF-8 byte, so readers and YuniKorn clients
+always get valid UTF-8; text that is valid reads back exactly. The replacement is done only on the
+exception path (`valid_text`): the hot path encodes as before.
+
 What bounds it (perf, the seed mix's hot path, layout 1 and 2 alike): the C side (publish_impl,
 release, the wrapper, clock_gettime) is ~14% of the samples; the rest is the interpreter (~21%
 in the eval loop), cffi's argument checks and conversions (~10%), `resource == last` (~12%,
@@ -23,6 +33,7 @@ whole cycle's events at once.
 from __future__ import annotations
 
 import os
+import re
 import uuid as _uuid
 from collections.abc import Mapping
 
@@ -38,11 +49,27 @@ from .ring import Mapped, encode_resource, error_text, events_from, instance_uui
 __all__ = ["RingWriter"]
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def valid_text(text: str) -> str:
+    """`text` with each lone surrogate (the only str content UTF-8 cannot encode) as U+FFFD."""
+    return _SURROGATE.sub("\ufffd", text)
+
+
 def _publish_error(rc: int) -> Exception:
     """The exception for a negative publish result: ShmError once closed, else ValueError."""
     if rc == -lib.YKR_E_CLOSED:
         return ShmError("ring writer is closed")
     return ValueError(f"publish: {error_text(rc)}")
+
+
+def _encoded(*texts: str) -> tuple[bytes, ...]:
+    """The UTF-8 of each text; a lone surrogate becomes U+FFFD (on the exception path only)."""
+    try:
+        return tuple(t.encode() for t in texts)
+    except UnicodeEncodeError:
+        return tuple(valid_text(t).encode() for t in texts)
 
 
 def _bytes_len_trick_works() -> bool:
@@ -121,18 +148,22 @@ def make_publish(view):
                 reference_id: str = "", message: str = "",
                 resource: Mapping[str, int] | bytes | None = None,
                 timestamp_nano: int = 0) -> int:
-        # hot case: the same objectID str as last time, no or an equal resource, nothing else
-        if object_id is last_obj and not message and not timestamp_nano:
-            if not resource:
-                rid = publish_p0(view, type, change_type, change_detail, reference_id.encode())
-            elif resource == last_res:
-                rid = publish_p1(view, type, change_type, change_detail, reference_id.encode())
+        try:
+            # hot case: the same objectID str as last time, no or an equal resource, nothing else
+            if object_id is last_obj and not message and not timestamp_nano:
+                if not resource:
+                    rid = publish_p0(view, type, change_type, change_detail, reference_id.encode())
+                elif resource == last_res:
+                    rid = publish_p1(view, type, change_type, change_detail, reference_id.encode())
+                else:
+                    rid = publish_cold(type, change_type, change_detail, object_id, reference_id,
+                                       message, resource, timestamp_nano)
             else:
                 rid = publish_cold(type, change_type, change_detail, object_id, reference_id,
                                    message, resource, timestamp_nano)
-        else:
-            rid = publish_cold(type, change_type, change_detail, object_id, reference_id,
-                               message, resource, timestamp_nano)
+        except UnicodeEncodeError:  # a lone surrogate: nothing was published, U+FFFD for it
+            return publish(type, change_type, change_detail, valid_text(object_id),
+                           valid_text(reference_id), valid_text(message), resource, timestamp_nano)
         if rid < 0:
             raise _publish_error(rid)
         return rid
@@ -195,7 +226,8 @@ class RingWriter:
         """Append one event; returns its id.  Never blocks, no syscall.
 
         `resource` is a mapping name -> int (int64), or its `encode_resource` bytes.
-        ValueError for out-of-range enums or resource values.
+        ValueError for out-of-range enums or resource values. A lone surrogate in the text is
+        written as U+FFFD, never an exception (see the module docstring).
 
         This is the portable path (lengths passed explicitly). Where the interpreter lays out
         `bytes` as probed at import (`_FAST`), __init__ replaces it per writer with the
@@ -203,9 +235,7 @@ class RingWriter:
         """
         if self._closed:
             raise ShmError("ring writer is closed")
-        o = object_id.encode()
-        r = reference_id.encode()
-        m = message.encode()
+        o, r, m = _encoded(object_id, reference_id, message)
         res = encode_resource(resource)
         rid = lib.ykr_publish(self._view, type, change_type, change_detail, timestamp_nano,
                               o, len(o), r, len(r), m, len(m), res, len(res))
@@ -221,9 +251,7 @@ class RingWriter:
             raise ShmError("ring writer is closed")
         if self.request_capacity == 0:
             return
-        o = object_id.encode()
-        r = reference_id.encode()
-        m = message.encode()
+        o, r, m = _encoded(object_id, reference_id, message)
         res = encode_resource(resource)
         rc = lib.ykr_req_publish(self._req_view, timestamp_nano, o, len(o), r, len(r),
                                  m, len(m), res, len(res))

@@ -268,8 +268,9 @@ def _verified(answer: Any, uid: str) -> Obj:
     if not isinstance(response, dict):
         raise webhookcall.CallError("received invalid webhook response: webhook response was absent")
     if response.get("uid") != uid:
+        got = "" if response.get("uid") is None else response.get("uid")  # Go's zero string
         raise webhookcall.CallError(f'received invalid webhook response: expected response.uid="{uid}", '
-                                    f'got "{response.get("uid")}"')
+                                    f'got "{got}"')
     if response.get("patch") and response.get("patchType") != "JSONPatch":
         raise webhookcall.CallError("received invalid webhook response: webhook returned response.patch but not "
                                     "response.patchType")

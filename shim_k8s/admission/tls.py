@@ -7,8 +7,13 @@ listener restarted. `CertManager.refresh` is YuniKorn's UpdateWebhookConfigurati
 from the Secret (kept or renewed), a new serving certificate signed by the CA that expires last,
 the caBundle written into the webhook configurations first, then, after `grace` seconds (kube-
 apiserver learns the new caBundle by watch; until it does it trusts only the old CAs, and the
-certificate served meanwhile is the old one, signed by a CA both bundles hold), the swap. YuniKorn
-restarts its server instead, dropping what is in flight. `run` sleeps until the first CA expiry minus 30 days
+certificate served meanwhile is the old one, signed by a CA both bundles hold), the swap. When the CA
+that signed the served certificate is not in the new pair (both CAs replaced at once: a Secret
+edited by hand, a controller down for months), the caBundle installed first also holds that old
+CA, and it is dropped only once the new certificate is served: a kube-apiserver that has the new
+caBundle trusts the old certificate during the grace, one that has not yet trusts the old, and no
+connection is refused at any moment. YuniKorn restarts its server instead, dropping what is in
+flight. `run` sleeps until the first CA expiry minus 30 days
 (or SIGUSR1, as YuniKorn) and refreshes; a refresh that fails there is retried every minute while
 the current certificate is still valid.
 """
@@ -73,6 +78,7 @@ class CertManager:
         self.url, self.extra_hosts, self.key_bits = url, extra_hosts, key_bits
         self.renew = dt.datetime.max.replace(tzinfo=dt.timezone.utc)
         self.refreshes = 0
+        self.signer: certs.KeyPair | None = None   # the CA of the certificate served now
         self.wake = trio.Event()
 
     async def refresh(self) -> None:
@@ -85,16 +91,29 @@ class CertManager:
             server = await trio.to_thread.run_sync(
                 certs.server_cert, signer, conf.am_service_name, conf.namespace, self.extra_hosts,
                 self.key_bits)
-            await webhooks.install(self.client, conf, certs.bundle(ca1, ca2), self.url)
+            bundle = certs.bundle(ca1, ca2)
+            replaced = self.signer.cert_pem if self.signer and self.signer.cert_pem not in bundle else b""
+            await webhooks.install(self.client, conf, bundle + replaced, self.url)
         except (ApiStatusError, httpx.HTTPError) as exc:
             raise webhooks.SetupError(f"certificates and webhooks: {exc}") from None
         if self.refreshes:
             await trio.sleep(self.grace)
         self.tls.swap(server, signer)
+        self.signer = signer
+        if replaced:
+            await self._drop_old_ca(conf, bundle)
         self.renew = certs.renew_at(ca1, ca2)
         self.refreshes += 1
         log.info("serving certificate %x (signed by the CA expiring %s); next renewal %s",
                  server.cert.serial_number, signer.not_after.date(), self.renew.date())
+
+    async def _drop_old_ca(self, conf: AdmissionConf, bundle: bytes) -> None:
+        """The caBundle without the CA no certificate served any more was signed by. A failure
+        leaves that CA trusted a while longer (harmless); the next refresh writes the bundle."""
+        try:
+            await webhooks.install(self.client, conf, bundle, self.url)
+        except (ApiStatusError, httpx.HTTPError, webhooks.SetupError) as exc:
+            log.warning("dropping the replaced CA from the caBundle: %s", exc)
 
     async def run(self) -> None:
         """Refresh at renewal time or when woken (SIGUSR1)."""

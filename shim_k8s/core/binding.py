@@ -1,7 +1,8 @@
 """Binding: allocations from the engine become bindings; their results; releases and rejections.
 
 A pod that already has `spec.nodeName` is never bound; a 409 from the binding is "already
-bound"; a failed binding is retried up to MAX_BIND_ATTEMPTS times, then the pod is left alone.
+bound"; a pod is bound at most MAX_BIND_ATTEMPTS (3) times in all: after its third failed
+binding it is left alone and rejected as "binding failed 3 times".
 """
 
 from __future__ import annotations

@@ -339,3 +339,22 @@ def test_an_application_that_fell_back_to_root_default_says_which_queue_it_asked
     assert "not the queue 'nosuch'" in first["plain"]
     assert first["ok"] == "Application ok added to queue root.default"
     assert first["short"] == "Application short added to queue root.default"
+
+
+@pytest.mark.parametrize("sorting", [None, "enabled"])
+def test_equal_priority_apps_in_a_fifo_queue_run_oldest_first(sorting):
+    """Under a globalDefault PriorityClass every pod carries the same non-zero priority (here
+    1000): the priority sort then ties and fifo must still serve applications in submission
+    order, oldest first, never the newest (YuniKorn's sortApplications: a stable sort by priority
+    over the fifo order)."""
+    props = {"application.sort.policy": "fifo"}
+    if sorting is not None:
+        props["application.sort.priority"] = sorting
+    h = Harness(cfg(leaf("q", properties=props)))
+    h.nodes("n1", cap=res(4, 4000))
+    for app in ("a-10h00", "b-10h05", "c-10h10"):
+        h.app(app, queue="root.q")
+    for app in ("c-10h10", "a-10h00", "b-10h05"):       # ask arrival order does not matter
+        h.asks(app, *(f"{app[0]}{i}" for i in (1, 2, 3)), priority=1000)
+    h.cycle()
+    assert set(h.allocated()) == {"a1", "a2", "a3", "b1"}

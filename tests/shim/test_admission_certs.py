@@ -19,6 +19,7 @@ import httpx
 import orjson
 import pytest
 from cryptography import x509
+from cryptography.hazmat.primitives import serialization
 
 from shim_k8s.admission import certs
 from tools.harness import wait_for
@@ -95,33 +96,37 @@ def test_a_corrupt_ca_in_the_secret_is_regenerated_and_logged(world):
     assert world.admit(review(pod()))["allowed"] is True
 
 
-def test_rotation_never_drops_a_request(world):
-    world.start()
-    old_bundle = world.ca_bundle()
-    before = served_cert(world)
-    # CA #1 now expires in 60 days: inside YuniKorn's 90-day cutoff, so SIGUSR1 replaces it
-    short = certs.new_ca(dt.timedelta(days=60), 2048)
-    data = {k: base64.b64decode(v) for k, v in secret_data(world).items()}
-    put_secret_data(world, {**data, "cacert1.pem": short.cert_pem, "cakey1.pem": short.key_pem})
+def rotate_under_requests(world, old_bundle: bytes, before: x509.Certificate) -> None:
+    """SIGUSR1 while clients post reviews, as kube-apiserver does: none may fail. A kept-alive
+    client and a client opening a new connection per request trust the caBundle installed at the
+    moment each connection opens (kube-apiserver builds a new webhook client when the caBundle
+    changes); a paced connection opened before the rotation proves an open connection outlives
+    the swap on the old certificate."""
     failures: list[str] = []
     answered = [0]
-    stop = threading.Event()
-    trust = ssl.create_default_context(cadata=(old_bundle + short.cert_pem).decode())
+    stop, swapped = threading.Event(), threading.Event()
+    held_after_swap: list[int] = []
+    body = orjson.dumps(review(pod()))
+    json_type = {"Content-Type": "application/json"}
+
+    def installed() -> ssl.SSLContext:
+        return ssl.create_default_context(cadata=hook_bundle(world).decode())
 
     def hammer(keep_alive: bool) -> None:
-        """One connection kept open across the swap (trusting what was installed when it opened),
-        or a new connection per request trusting the caBundle installed now, as kube-apiserver."""
-        client = httpx.Client(verify=trust, timeout=10) if keep_alive else None
-        body = orjson.dumps(review(pod()))
+        """When the server ends a kept-alive connection (hypercorn's `Connection: close` after
+        keep_alive_max_requests), the next one is opened with the caBundle installed now, not
+        with the one of the connection that ended."""
+        client = httpx.Client(verify=installed(), timeout=10) if keep_alive else None
         while not stop.is_set():
             try:
                 if client:
-                    resp = client.post(world.url + "/mutate", content=body,
-                                       headers={"Content-Type": "application/json"})
+                    resp = client.post(world.url + "/mutate", content=body, headers=json_type)
+                    if resp.headers.get("connection", "").lower() == "close":
+                        client.close()
+                        client = httpx.Client(verify=installed(), timeout=10)
                 else:
-                    now = ssl.create_default_context(cadata=hook_bundle(world).decode())
-                    resp = httpx.post(world.url + "/mutate", content=body, verify=now, timeout=10,
-                                      headers={"Content-Type": "application/json"})
+                    resp = httpx.post(world.url + "/mutate", content=body, verify=installed(), timeout=10,
+                                      headers=json_type)
                 if resp.status_code != 200 or not resp.json()["response"]["allowed"]:
                     failures.append(resp.text)
                 answered[0] += 1
@@ -130,7 +135,25 @@ def test_rotation_never_drops_a_request(world):
         if client:
             client.close()
 
+    def held() -> None:
+        """Paced (never near hypercorn's keep_alive_max_requests nor its 5 s idle timeout), so
+        its one connection must live across the swap, trusting only the old caBundle."""
+        with httpx.Client(verify=installed(), timeout=10) as client:
+            while not stop.is_set():
+                try:
+                    resp = client.post(world.url + "/mutate", content=body, headers=json_type)
+                    tls = resp.extensions["network_stream"].get_extra_info("ssl_object")
+                    serial = x509.load_der_x509_certificate(tls.getpeercert(True)).serial_number
+                    if resp.status_code != 200 or resp.headers.get("connection", "") == "close":
+                        failures.append(f"held connection: {resp.status_code} {resp.headers}")
+                    elif swapped.is_set():
+                        held_after_swap.append(serial)
+                except httpx.HTTPError as exc:
+                    failures.append(f"held connection: {exc!r}")
+                stop.wait(0.1)
+
     threads = [threading.Thread(target=hammer, args=(k,)) for k in (True, False)]
+    threads.append(threading.Thread(target=held))
     for t in threads:
         t.start()
     try:
@@ -139,17 +162,54 @@ def test_rotation_never_drops_a_request(world):
         wait_for(lambda: hook_bundle(world) != old_bundle and
                  served_cert(world).serial_number != before.serial_number, 30,
                  "the new caBundle installed, then the new certificate served")
-        time.sleep(0.5)
+        swapped.set()
+        wait_for(lambda: len(held_after_swap) >= 3, 30, "the held connection answering after the swap")
     finally:
         stop.set()
         for t in threads:
             t.join(30)
     assert failures == [] and answered[0] > 10
+    assert set(held_after_swap) == {before.serial_number}      # finished on the old certificate
+    assert "SIGUSR1: regenerating certificates" in world.proc.tail(200)
+
+
+def shorten(world, *keys: str) -> None:
+    """The Secret's CA #1 and/or #2 (`cacert1.pem`, ...) replaced by one expiring in 60 days:
+    inside YuniKorn's 90-day cutoff, so the next refresh replaces it."""
+    data = {k: base64.b64decode(v) for k, v in secret_data(world).items()}
+    for key in keys:
+        short = certs.new_ca(dt.timedelta(days=60), 2048)
+        data[key], data[key.replace("cert", "key")] = short.cert_pem, short.key_pem
+    put_secret_data(world, data)
+
+
+def test_rotation_never_drops_a_request(world):
+    world.start()
+    old_bundle = world.ca_bundle()
+    before = served_cert(world)
+    shorten(world, "cacert1.pem")              # the served certificate's CA #2 stays in the pair
+    rotate_under_requests(world, old_bundle, before)
     new_bundle = world.ca_bundle()
     assert hook_bundle(world) == new_bundle != old_bundle
     after = served_cert(world)                                 # verified against the new bundle
     assert after.serial_number != before.serial_number
-    assert "SIGUSR1: regenerating certificates" in world.proc.tail(200)
+
+
+def test_rotation_replacing_both_cas_keeps_the_served_ca_trusted_until_the_swap(world):
+    """Both CAs replaced at once (the served certificate's CA is in neither new one): the caBundle
+    installed before the swap also holds the served certificate's CA, so a kube-apiserver that
+    already has it never meets a certificate it cannot verify; that CA leaves the caBundle once
+    no certificate it signed is served."""
+    world.start()
+    old_bundle = world.ca_bundle()
+    before = served_cert(world)
+    served_ca = x509.load_pem_x509_certificate(old_bundle[old_bundle.index(b"-----BEGIN", 1):])
+    assert before.issuer == served_ca.subject
+    shorten(world, "cacert1.pem", "cacert2.pem")
+    rotate_under_requests(world, old_bundle, before)
+    new_bundle = world.ca_bundle()
+    assert served_ca.public_bytes(serialization.Encoding.PEM) not in new_bundle
+    wait_for(lambda: hook_bundle(world) == new_bundle, 10, "the replaced CA dropped from the caBundle")
 
 
 def test_renewal_time_is_the_first_expiry_minus_30_days():

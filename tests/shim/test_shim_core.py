@@ -13,6 +13,7 @@ from shim_core_helpers import FakeEngine, node, pod, start
 
 from shim_k8s import mapping
 from shim_k8s.core import ShimCore
+from shim_k8s.core.binding import MAX_BIND_ATTEMPTS
 from shim_k8s.state import NodeState, ShimState
 
 
@@ -135,6 +136,26 @@ def test_bind_failure_releases_and_retries_409_is_bound():
     core.on_bind_result(eng.binds[-1], ok=False, conflict=True, reason="409 already bound")
     eng.pump()
     assert eng.allocs == {"uid-p1": "n1"} and eng.asks == {}   # kept: already bound
+
+
+def test_a_bind_that_keeps_failing_is_tried_exactly_max_bind_attempts_times():
+    """POST binding failing every time (a 500, a webhook refusing pods/binding): the pod is bound
+    MAX_BIND_ATTEMPTS (3) times, each failure a FailedBinding Warning, then given up: not asked
+    of the engine nor bound again, rejected as `binding failed 3 times`."""
+    assert MAX_BIND_ATTEMPTS == 3
+    core, eng = start([node("n1")])
+    core.on_pod("ADDED", pod("p1"))
+    eng.pump()
+    for attempt in range(1, MAX_BIND_ATTEMPTS + 1):
+        assert "uid-p1" in eng.asks, f"attempt {attempt} was never asked"
+        eng.allocate("uid-p1", "n1")
+        eng.pump()
+        assert len(eng.binds) == attempt
+        core.on_bind_result(eng.binds[-1], ok=False, reason="500 boom")
+        eng.pump()
+    assert eng.asks == {} and eng.allocs == {} and len(eng.binds) == MAX_BIND_ATTEMPTS
+    assert [e.reason for e in eng.events].count("FailedBinding") == MAX_BIND_ATTEMPTS
+    assert core.rejected_asks["uid-p1"] == "binding failed 3 times"
 
 
 def test_engine_restart_recovers_same_allocations_and_no_double_bind():

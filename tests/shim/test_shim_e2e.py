@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import time
 
 import orjson
 
@@ -237,9 +236,13 @@ def test_orphan_adoption_and_node_loss_and_return(cluster):
     for n in ("node-0000", "node-0001", "node-0002"):
         c.patch_node(n, {"spec": {"unschedulable": True}})
     c.patch_node("node-late", {"spec": {"unschedulable": True}})
-    time.sleep(0.5)
-    c.create_pod("waits")
-    time.sleep(1.0)
+    # the engine has seen every cordon (not a sleep: under load the shim may take longer) ...
+    wait_for(lambda: [n["schedulable"] for n in (c.engine_doc() or {})["nodes"]["default"]] == [False] * 4,
+             15, "all four nodes unschedulable in the engine")
+    uid = c.create_pod("waits")["metadata"]["uid"]
+    # ... and holds the pod's ask, pending: with no usable node it cannot place it
+    wait_for(lambda: any(r["allocationKey"] == uid for a in c.applications() for r in a["requests"]),
+             15, "the engine holding the pod's ask")
     assert not c.pod("waits")["spec"].get("nodeName")
     c.patch_node("node-0001", {"spec": {"unschedulable": False}})
     assert c.wait_bound(["waits"], timeout=20)["waits"]["spec"]["nodeName"] == "node-0001"

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import functools
 import subprocess
 import sys
 import uuid
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from shm import Event, RingReader, RingWriter, ShmError
 from shm.events import cut_message
+from shm.writer import valid_text
 
 SLOW = settings(max_examples=40, deadline=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
@@ -50,6 +52,21 @@ def test_twenty_slots_twenty_five_events(make_ring):
     assert r.read_range_json(25, 1) == (b"null", 0)
     assert [e.id for e in r.read_range(20, 100)] == list(range(20, 25))
     assert r.bounds() == (5, 24)
+
+
+@pytest.mark.parametrize("capacity", [1, 2, 20])
+def test_verify_is_clean_at_exactly_capacity_plus_one_events(make_ring, capacity):
+    """The first record that overwrites a slot (id == capacity) raises lowest_id to 1: a healthy
+    ring that holds exactly capacity + 1 events (an engine gone quiet right after its first wrap)
+    verifies clean, as it does before and after (`ykshm ring verify` reports no corruption)."""
+    w, r = make_ring(capacity)
+    publish_n(w, 0, capacity)
+    assert r.verify() == [] and r.bounds() == (0, capacity - 1)
+    publish_n(w, capacity, 1)
+    assert r.verify() == []
+    assert r.bounds() == (1, capacity) and r.stats().lowest_id == 1
+    publish_n(w, capacity + 1, 1)
+    assert r.verify() == [] and r.bounds() == (2, capacity + 1)
 
 
 def test_empty_ring(make_ring):
@@ -175,7 +192,8 @@ def test_uuid_and_other_reference_ids_round_trip(make_ring):
 @given(u=st.uuids().map(str), pos=st.integers(0, 35), ch=st.characters())
 def test_a_near_uuid_reference_reads_back_exactly(ring_name, u, pos, ch):
     """A canonical UUID with any one character replaced is stored raw only if it is still a
-    canonical UUID; either way it reads back as written, on the hot (pinned) publish path too."""
+    canonical UUID; either way it reads back as written (a lone surrogate as U+FFFD: the writer
+    never raises on text), on the hot (pinned) publish path too."""
     near = u[:pos] + ch + u[pos + 1:]
     try:
         canonical = near == str(uuid.UUID(near))
@@ -187,9 +205,41 @@ def test_a_near_uuid_reference_reads_back_exactly(ring_name, u, pos, ch):
         first = w.publish(2, 2, 200, "app", near, resource={"memory": 1})
         w.publish(2, 2, 201, "app", near, resource={"memory": 1})   # objectID, resource pinned
         w.publish(2, 2, 202, "app", near, timestamp_nano=5)
-        assert [e.reference_id for e in r.read_range(first, 3)] == [near] * 3
+        assert [e.reference_id for e in r.read_range(first, 3)] == [valid_text(near)] * 3
         s = r.stats()   # the table holds strings and resources: "app" (+ the reference)
         assert s.strings_used - s.resources_used == (1 if canonical else 2)
+        assert r.verify() == []
+    finally:
+        r.close()
+        w.close()
+        w.unlink()
+
+
+TEXT = st.text(alphabet=st.characters(), max_size=40)   # st.characters() draws lone surrogates
+
+
+@SLOW
+@given(obj=TEXT, ref=TEXT, msg=TEXT, portable=st.booleans())
+@example(obj="pod-\ud800", ref="\udfff", msg="x\ud83d", portable=False)
+@example(obj="pod-\ud800", ref="\udfff", msg="", portable=True)
+def test_publish_never_raises_on_text_and_valid_utf8_reads_back_exactly(ring_name, obj, ref, msg, portable):
+    """Any str as objectID, referenceID, message, on the closure (hot) path and the portable one,
+    events and the request store: never an exception; text UTF-8 can encode reads back exactly,
+    and each lone surrogate reads back as U+FFFD (what Go's encoding/json makes of invalid UTF-8)."""
+    w = RingWriter.create(ring_name, 8, 4)
+    r = RingReader.attach(ring_name)
+    publish = functools.partial(RingWriter.publish, w) if portable else w.publish
+    try:
+        first = publish(2, 2, 200, obj, ref, msg)
+        publish(2, 2, 201, obj, ref)                      # the pinned objectID path
+        w.publish_request(obj, ref, msg)
+        events = r.read_range(first, 2) + w.take_requests()
+        want = tuple(valid_text(t) for t in (obj, ref, msg))
+        assert [(e.object_id, e.reference_id, e.message) for e in events] == \
+            [want, want[:2] + ("",), want]
+        for text in (obj, ref, msg):
+            if not any("\ud800" <= c <= "\udfff" for c in text):
+                assert valid_text(text) == text           # valid UTF-8: exactly as written
         assert r.verify() == []
     finally:
         r.close()

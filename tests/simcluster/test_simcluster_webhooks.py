@@ -253,6 +253,38 @@ def test_garbage_answer_fails_closed(cluster: str, hook: Hook) -> None:
         remove(cluster, "Mutating", "garbage")
 
 
+@pytest.mark.parametrize("policy", ["Fail", "Ignore"])
+@pytest.mark.parametrize("path", ["/wronguid", "/nouid"])
+def test_an_answer_for_another_request_is_refused(cluster: str, hook: Hook, policy: str, path: str) -> None:
+    """kube-apiserver's VerifyAdmissionResponse: an answer whose response.uid is not the request's
+    (or is missing) is an invalid response, never applied: failurePolicy Fail refuses the write
+    with a 500 naming the expected uid, Ignore admits it without the webhook's patch."""
+    ns = f"{path[1:]}-{policy.lower()}"
+    namespace(cluster, ns)
+    name = f"{ns}.test.ykshm.io"
+    r = configure(cluster, "Mutating", ns, webhook(
+        name, {"caBundle": hook.bundle, "url": hook.url(path)}, failurePolicy=policy,
+        ns_selector={"matchLabels": {"kubernetes.io/metadata.name": ns}}))
+    assert r.status_code == 201, r.text
+    try:
+        r = httpx.post(f"{cluster}/api/v1/namespaces/{ns}/pods", timeout=10, json={
+            "metadata": {"name": "x"}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}})
+        uid = [x["review"]["request"]["uid"] for x in hook.reviews(path)
+               if x["review"]["request"]["namespace"] == ns][-1]
+        got = "" if path == "/nouid" else f"not-{uid}"
+        stored = httpx.get(f"{cluster}/api/v1/namespaces/{ns}/pods/x", timeout=10)
+        if policy == "Fail":
+            assert r.status_code == 500 and r.json()["reason"] == "InternalError", r.text
+            assert r.json()["message"] == (f'Internal error occurred: failed calling webhook "{name}": received '
+                                           f'invalid webhook response: expected response.uid="{uid}", got "{got}"')
+            assert stored.status_code == 404
+        else:
+            assert r.status_code == 201, r.text
+            assert "mutated" not in (stored.json()["metadata"].get("labels") or {})
+    finally:
+        remove(cluster, "Mutating", ns)
+
+
 def test_dry_run_reaches_webhooks_with_dry_run_set(cluster: str, hook: Hook) -> None:
     namespace(cluster, "dry")
     r = configure(cluster, "Mutating", "dry", webhook(

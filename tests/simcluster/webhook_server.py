@@ -4,7 +4,9 @@
 
 Prints `listening PORT` on 127.0.0.1 once ready. Paths: `/mutate` adds the label `mutated=yes`
 by JSONPatch; `/deny` refuses with message `no pods named NAME here` and `status.code` 403;
-`/hang` never answers; `/garbage` answers text; `/allow` allows. Every review it receives is
+`/hang` never answers; `/garbage` answers text; `/allow` allows; `/wronguid` and `/nouid` mutate
+as `/mutate` in an answer whose `response.uid` is another request's or absent (a webhook echoing a
+cached uid). Every review it receives is
 appended to LOGFILE as one JSON line (the tests read what sim-cluster sent).
 """
 
@@ -27,6 +29,10 @@ def _answer(path: str, request: dict) -> dict | None:
             [{"op": "add", "path": "/metadata/labels", "value": {"mutated": "yes"}}]
         response["patchType"] = "JSONPatch"
         response["patch"] = base64.b64encode(json.dumps(ops).encode()).decode()
+    if path in ("/wronguid", "/nouid"):
+        response = {**_answer("/mutate", request)["response"], "uid": "not-" + request["uid"]}
+        if path == "/nouid":
+            del response["uid"]
     elif path == "/deny":
         response["allowed"] = False
         response["status"] = {"code": 403, "reason": "Forbidden", "message": f"no pods named {request['name']} here"}

@@ -292,6 +292,16 @@ def test_verify_ok(ring_name):
     assert out.startswith("ok: 8 records, ") and out.endswith(" strings")
 
 
+def test_verify_ok_right_after_the_first_wrap(ring_name):
+    """A healthy ring holding exactly capacity + 1 events (an engine gone quiet just after its
+    first wrap) is not reported corrupt."""
+    create(ring_name, capacity=8)
+    assert publish(ring_name, [event(i) for i in range(9)]).returncode == 0
+    r = ykshm("ring", "verify", "--name", ring_name)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.decode().startswith("ok: 8 records, ")
+
+
 def _corrupt(name: str, field: str, value: int) -> None:
     """Write a header field of NAME.events directly in /dev/shm."""
     from shm._ringext import ffi
