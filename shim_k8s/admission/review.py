@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 
 from common.http1.lifespan import nothing_to_start
+from common.http1.routing import normalise
 
 from . import mutate, validate
 from .caches import ClusterCache
@@ -60,7 +61,10 @@ class Webhook:
             return
         if scope["type"] != "http":
             return
-        path = scope["path"]
+        path = normalise(scope["path"])
+        if path is None:
+            await _send(send, 400, b"a '.' or '..' path segment is not allowed\n", TEXT)
+            return
         if path == "/health":
             await _send(send, 200, b"OK\r\n", [(b"content-type", b"text/plain")])
             return
