@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import uuid
@@ -148,3 +149,28 @@ def test_alices_pod_cannot_take_bobs_name_with_a_label(run, tmp_path):
     assert json.loads(stored["metadata"]["annotations"][USER_INFO])["user"] == "alice"
     assert stored["metadata"].get("labels", {}).get("app") != "yunikorn"
     assert run.web.get("/ws/v1/partition/default/usage/user/bob").status_code == 404
+
+
+def test_while_the_webhook_is_stopped_no_pod_is_admitted(run, tmp_path):
+    """N4's second half: the review SIGSTOPped the webhook and a pod with a forged user.info was
+    created (failurePolicy Ignore). Now kube-apiserver's stand-in waits timeoutSeconds and refuses."""
+    hooks = json.loads(kubectl(run, tmp_path, "get", "mutatingwebhookconfiguration",
+                               "yunikorn-admission-controller-mutations", "-o", "json").stdout)
+    (hook,) = hooks["webhooks"]
+    assert (hook["failurePolicy"], hook["timeoutSeconds"]) == ("Fail", 10)
+    forged = {"apiVersion": "v1", "kind": "Pod",
+              "metadata": {"name": "t5", "labels": {"applicationId": "t5-forged-app"},
+                           "annotations": {USER_INFO: BOB}},
+              "spec": {"schedulerName": "yunikorn", "containers": [{"name": "c", "image": "busybox"}]}}
+    admission = run.roles()["admission"]
+    os.kill(admission, signal.SIGSTOP)
+    try:
+        made = kubectl(run, tmp_path, "--as", "alice", "create", "-f", "-", stdin=json.dumps(forged))
+    finally:
+        os.kill(admission, signal.SIGCONT)
+    assert made.returncode != 0 and "failed calling webhook" in made.stderr, made.stdout
+    assert kubectl(run, tmp_path, "get", "pod", "t5").returncode != 0
+    assert run.web.get("/ws/v1/partition/default/application/t5-forged-app").status_code == 404
+    # answering again, it judges the same pod itself: alice may not write bob's name
+    again = kubectl(run, tmp_path, "--as", "alice", "create", "-f", "-", stdin=json.dumps(forged))
+    assert again.returncode != 0 and "not allowed to set user annotation" in again.stderr
