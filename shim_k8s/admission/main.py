@@ -71,7 +71,7 @@ LIMITS = Limits(max_connections=256, max_per_peer=64, head_timeout=10.0, body_ti
 """kube-apiserver, the one client, keeps a small pool of connections per replica; anyone else who
 reaches the port (the review flooded it from a pod) is capped at 64 connections per address, and
 at 256 in all the connection waiting longest for a request head makes room (common.http1.limits).
-With the body cap and IN_FLIGHT (review.py) and an app queue of 2 messages per connection, a flood
+With the body cap and budget (review.py) and an app queue of 2 messages per connection, a flood
 holds tens of MB, not the 200 MB of the review (N4)."""
 BUSY = (b"text/plain; charset=utf-8", b"too many connections\n")
 

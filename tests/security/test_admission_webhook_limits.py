@@ -5,7 +5,7 @@ The review's reproduction: 12 TLS connections, each sending a 16 MiB body one by
 the deployment's 500Mi, and while it restarts `failurePolicy: Ignore` admits a forged `user.info`
 (that half is replayed against `ykshm run` in test_admission_forgery.py). Here the real webhook
 (`ykshm admission` on 127.0.0.1, TLS from its own CA, registered with a sim-cluster) is flooded from
-127.0.0.2 while kube-apiserver's stand-in (a client on 127.0.0.1) keeps being answered.
+other loopback addresses while kube-apiserver's stand-in (a client on 127.0.0.1) keeps being answered.
 """
 
 from __future__ import annotations
@@ -24,23 +24,27 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "shim"))
 
 from admission_harness import AdmissionWorld, pod, review  # noqa: E402
 
-from shim_k8s.admission.review import MAX_BODY  # noqa: E402
+from tools.harness import wait_for  # noqa: E402
+
+from shim_k8s.admission.review import MAX_BODY, PEER_BUDGET  # noqa: E402
 
 PER_PEER = 8
-ATTACKER = "127.0.0.2"
+ATTACKERS = iter(f"127.0.0.{i}" for i in range(2, 250))
+"""One source address per attack: the server counts a connection for its address until it has
+seen it close, so each test floods from an address of its own."""
 
 
 @pytest.fixture(scope="module")
 def world():
     w = AdmissionWorld(f"t-admlim-{uuid.uuid4().hex[:8]}")
     try:
-        yield w.start("--max-connections-per-peer", str(PER_PEER), "--body-timeout", "3")
+        yield w.start("--max-connections-per-peer", str(PER_PEER), "--body-timeout", "5")
     finally:
         w.close()
 
 
-def _connect(world) -> socket.socket:
-    sock = socket.create_connection(("127.0.0.1", world.port), timeout=10, source_address=(ATTACKER, 0))
+def _connect(world, source: str) -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", world.port), timeout=10, source_address=(source, 0))
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     return sock
 
@@ -57,7 +61,8 @@ def _closed_by_server(sock: socket.socket, deadline: float) -> bool:
 
 
 def test_connections_over_the_cap_are_refused_and_a_good_request_still_works(world):
-    held = [_connect(world) for _ in range(PER_PEER * 4)]
+    attacker = next(ATTACKERS)
+    held = [_connect(world, attacker) for _ in range(PER_PEER * 4)]
     try:
         # the kube-apiserver stand-in (another address) is answered while the flood is held
         assert world.admit(review(pod()))["allowed"] is True
@@ -78,30 +83,31 @@ def _peak_rss(pid: int) -> int:
     raise AssertionError("no VmHWM")
 
 
-def _stalled_body(world, length: int, results: list) -> None:
+def _stalled_body(world, source: str, length: int, results: list) -> None:
     """One TLS request declaring `length` bytes: the answer to its head alone if one comes (a
     server that refuses the size unread), else the answer after all but the last byte was sent
     (the review's attack: the server holds what it read until its deadline)."""
     try:
-        with world.verify().wrap_socket(_connect(world), server_hostname="127.0.0.1") as tls:
+        with world.verify().wrap_socket(_connect(world, source), server_hostname="127.0.0.1") as tls:
             tls.sendall((f"POST /mutate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json"
                          f"\r\nContent-Length: {length}\r\n\r\n").encode())
             tls.settimeout(2)
             try:
-                results.append(tls.recv(64))
+                results.append(tls.recv(64)[:12])
                 return
             except (TimeoutError, socket.timeout):
                 pass
             tls.settimeout(30)
             tls.sendall(b" " * (length - 1))
-            results.append(tls.recv(64))
+            results.append(tls.recv(64)[:12])
     except (OSError, ssl.SSLError) as exc:
         results.append(exc)
 
 
 def _flood(world, length: int, connections: int) -> list:
     results: list = []
-    threads = [threading.Thread(target=_stalled_body, args=(world, length, results))
+    attacker = next(ATTACKERS)
+    threads = [threading.Thread(target=_stalled_body, args=(world, attacker, length, results))
                for _ in range(connections)]
     for t in threads:
         t.start()
@@ -115,7 +121,7 @@ def test_a_body_over_the_cap_is_413_unread_and_memory_stays_bounded(world):
     assert world.proc is not None
     before = _peak_rss(world.proc.pid)
     results = _flood(world, 16 << 20, PER_PEER)
-    assert [r[:12] for r in results] == [b"HTTP/1.1 413"] * PER_PEER, results
+    assert [r[:12] if isinstance(r, bytes) else repr(r) for r in results] == [b"HTTP/1.1 413"] * PER_PEER
     assert _peak_rss(world.proc.pid) - before < 40 * 2**20       # the old server: +8 x 16 MiB
     big = b'{"request": {"uid": "' + b"x" * MAX_BODY + b'"}}'   # no Content-Length: read, then 413
     resp = world.post("/mutate", big)
@@ -123,12 +129,25 @@ def test_a_body_over_the_cap_is_413_unread_and_memory_stays_bounded(world):
     assert world.admit(review(pod()))["allowed"] is True
 
 
-def test_a_stalled_body_under_the_cap_is_let_go_at_its_deadline(world):
-    """A body that never ends holds its reading slot (one of IN_FLIGHT) until the body deadline
-    (--body-timeout), then 408; kube-apiserver's requests go on being answered meanwhile."""
+def test_stalled_bodies_under_the_cap_neither_hold_memory_nor_hold_up_kube_apiserver(world):
+    """Bodies just under the cap that never end: one address gets PEER_BUDGET's worth read at once
+    (the rest a 503 at once), each let go at the body deadline (--body-timeout) with a 408, while
+    kube-apiserver's stand-in (another address) is answered all along."""
+    assert world.proc is not None
+    before = _peak_rss(world.proc.pid)
     results: list = []
-    stalled = threading.Thread(target=_stalled_body, args=(world, MAX_BODY, results))
-    stalled.start()
+    attacker = next(ATTACKERS)
+    threads = [threading.Thread(target=_stalled_body, args=(world, attacker, MAX_BODY, results))
+               for _ in range(PER_PEER)]
+    for t in threads:
+        t.start()
+    held = PEER_BUDGET // MAX_BODY
+    # the budget is taken once the others were refused: then kube-apiserver's stand-in is answered
+    # while the held bodies still stall (none of them has had its 408 yet)
+    wait_for(lambda: results.count(b"HTTP/1.1 503") == PER_PEER - held, 20, "the refusals")
     assert world.admit(review(pod()))["allowed"] is True
-    stalled.join(30)
-    assert [r[:12] for r in results] == [b"HTTP/1.1 408"], results
+    assert not [r for r in results if r != b"HTTP/1.1 503"]
+    for t in threads:
+        t.join(30)
+    assert sorted(r[:12] for r in results) == [b"HTTP/1.1 408"] * held + [b"HTTP/1.1 503"] * (PER_PEER - held)
+    assert _peak_rss(world.proc.pid) - before < PEER_BUDGET + 24 * 2**20
