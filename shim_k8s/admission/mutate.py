@@ -162,7 +162,9 @@ def workload(conf: AdmissionConf, cluster: Cluster, req: Request, namespace: str
     (and whatever) its labels or namespace say; an UPDATE that leaves it as it was passes (it was
     checked when it was set). YuniKorn checks CREATE only, and only a processed template: a
     template edited afterwards, or created with labels that skip the check, ran its pods as
-    anyone (security review 2, N3). A template without it gets the submitter's, as on CREATE."""
+    anyone (security review 2, N3). A template without it gets the submitter's, as on CREATE, so
+    removing it does not make the pods the controller's; but a system user's UPDATE (a controller
+    on a workload older than the webhook) is not stamped, which would start a rollout."""
     if req.kind == "ReplicaSet" and matches(conf.system_users, req.user):
         return Response(req.uid, True)      # the Deployment controller copying a checked template
     labels, annotations, error = _template_meta(req.kind, req.object)
@@ -182,6 +184,8 @@ def workload(conf: AdmissionConf, cluster: Cluster, req: Request, namespace: str
         return Response(req.uid, True)
     if usergroup.ANN_USER_INFO in annotations or conf.bypass_auth:
         return Response(req.uid, True)
+    if req.operation == "UPDATE" and matches(conf.system_users, req.user):
+        return Response(req.uid, True)      # a controller touching a template made before us
     path = "/" + "/".join(TEMPLATES[req.kind]) + "/metadata/annotations"
     value = usergroup.user_info_value(req.user, req.groups)
     return Response(req.uid, True, patch=[{"op": "add", "path": path,
