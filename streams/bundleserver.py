@@ -42,6 +42,7 @@ from hypercorn.trio import serve as hypercorn_serve
 
 from common import logsetup
 from common.http1.lifespan import nothing_to_start
+from common.http1.routing import normalise
 
 from . import fetch, kubecalls as kube, peobjects
 from .errors import StreamsError
@@ -160,10 +161,16 @@ class BundleServer:
         await send({"type": "http.response.body", "body": body})
 
     async def answer(self, scope: dict, receive: Any = None) -> tuple[int, bytes, bytes]:
-        if scope["path"].startswith(STATE_PATH + "/"):
+        """Routing and the token check read one normalised path (common.http1.routing.normalise):
+        `//api/state/...` is `/api/state/...`, a `.` or `..` segment is a 400."""
+        path = normalise(scope["path"])
+        if path is None:
+            return 400, status_body(400, "BadRequest", "a '.' or '..' path segment is not allowed"), JSON
+        scope = {**scope, "path": path}
+        if path.startswith(STATE_PATH + "/"):
             return await self.state(scope, receive)
-        parts = scope["path"].removeprefix(peobjects.BUNDLE_PATH + "/").split("/")
-        if not scope["path"].startswith(peobjects.BUNDLE_PATH + "/") or len(parts) != 2 or not all(parts):
+        parts = path.removeprefix(peobjects.BUNDLE_PATH + "/").split("/")
+        if not path.startswith(peobjects.BUNDLE_PATH + "/") or len(parts) != 2 or not all(parts):
             return 404, status_body(404, "NotFound", f"no such path {scope['path']!r}"), b"application/json"
         if scope["method"] not in ("GET", "HEAD"):
             return 405, status_body(405, "MethodNotAllowed", f"{scope['method']} is not allowed"), \

@@ -48,8 +48,9 @@ def _kubectl(admin: Path, *args: str) -> None:
 
 def apply(manifests: Path, admin: Path) -> None:
     """`kubectl apply -k DIR` as the admin, then every Deployment Available: the admission
-    controller's readiness follows its webhooks' registration, so no pod a user creates after
-    the banner slips past it (failurePolicy Ignore). A refusal is one line, kubectl's last."""
+    controller's readiness follows its webhooks' registration, so every pod a user creates after
+    the banner is judged by it (and refused while it is down: failurePolicy Fail). A refusal is
+    one line, kubectl's last."""
     _kubectl(admin, "apply", "-k", str(manifests))
     _kubectl(admin, "-n", "yunikorn", "wait", "--for=condition=Available", "deployment", "--all", "--timeout=150s")
 

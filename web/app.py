@@ -33,7 +33,7 @@ from common.http1.body import BodyErrors, declared_length, read_body
 from common.http1.forwarded import TrustedProxies
 from common.http1.tls import TlsFiles
 from common.http1.limits import Limits
-from common.http1.routing import Route, RouteErrors, Router
+from common.http1.routing import Route, RouteErrors, Router, normalise
 from .segment import MetricLayout, WebSegment
 from .settings import SettingsInForce, stream_slots
 from .budget import SendBudget
@@ -123,7 +123,8 @@ ROUTE_ERRORS = RouteErrors(
     not_found=lambda path: NotFound(f"No endpoint at {path}"),
     not_allowed=lambda method, path, allow: MethodNotAllowed(
         f"Method {method} is not allowed for {path}", allow),
-    bad_parameter=lambda key: BadRequest(f"invalid percent-encoding in path parameter {key}"))
+    bad_parameter=lambda key: BadRequest(f"invalid percent-encoding in path parameter {key}"),
+    bad_path=lambda path: BadRequest("a '.' or '..' path segment is not allowed"))
 """How the web answers a path the router has no route for (YuniKorn's texts)."""
 
 BODY_ERRORS = BodyErrors(
@@ -333,7 +334,9 @@ class App:
             if len(raw_path) + len(scope.get("query_string", b"")) > MAX_TARGET:
                 raise URITooLong(f"Request target longer than {MAX_TARGET} bytes")
             path = raw_path.decode("latin-1")
-            if self.ui is not None and is_ui_path(scope["path"]):
+            if normalise(path) is None:
+                raise ROUTE_ERRORS.bad_path(path)
+            if self.ui is not None and is_ui_path(normalise(path)):
                 route_name = "ui"
                 _check_body(scope, MAX_BODY)
                 await self._ui(scope, tracked_send)

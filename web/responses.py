@@ -10,7 +10,9 @@ router's default answer: 200 with an `Allow` header and no CORS headers (httprou
 and closes what `*` leaves open: a page in a local browser may send a "simple" POST (text/plain,
 no preflight) to 127.0.0.1 and the browser delivers it. A request other than GET/HEAD/OPTIONS
 that carries an `Origin` other than the server's own runs only when that origin is listed by name
-(the wildcard does not count); otherwise it is a 403 with the error body. Clients that are not
+(the wildcard does not count); otherwise it is a 403 with the error body. "The server's own" is
+`Origin == scheme://Host` for a Host that is an IP literal or `localhost` only: a DNS name in Host
+may be an attacker's rebound to 127.0.0.1 (security review 2, N14). Clients that are not
 browsers (YuniKorn's admission controller, curl) send no Origin and are not affected. A listed
 origin gets its own name back (with `Vary: Origin`) and CORS headers on its preflight too.
 
@@ -28,6 +30,7 @@ blocks, the cached blocks and a CRC combined from the two (`gzip_parts`).
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import struct
 
 from isal import igzip, isal_zlib
@@ -89,10 +92,31 @@ class Cors:
         if origin is None or self._listed(origin):
             return None
         host = _header(scope, b"host")
-        if host is not None and origin.lower() in (b"http://" + host.lower(), b"https://" + host.lower()):
+        if host is not None and _rebind_proof(host) and origin.lower() in (
+                b"http://" + host.lower(), b"https://" + host.lower()):
             return None
         return (f"Cross-origin {scope.get('method')} from {origin.decode('latin-1')!r} refused: "
                 "the origin is not listed in service.cors.allowedOrigins")
+
+
+def _rebind_proof(host: bytes) -> bool:
+    """Whether `Origin == scheme://Host` proves a same-origin page: only when Host names no DNS
+    name an attacker may own, i.e. an IP literal or `localhost` (which browsers never resolve
+    through DNS). With DNS rebinding, a page from `http://evil.example` whose name now resolves
+    to 127.0.0.1 sends `Host: evil.example` and `Origin: http://evil.example`: equal, and not
+    ours. A UI served under a DNS name lists that origin in service.cors.allowedOrigins."""
+    name = host.decode("latin-1").lower()
+    if name.startswith("["):
+        name = name[1:name.find("]")] if "]" in name else name
+    else:
+        name = name.rpartition(":")[0] if ":" in name else name
+    if name == "localhost" or name.endswith(".localhost"):
+        return True
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return True
 
 
 def accepts_gzip(scope: dict) -> bool:

@@ -1,4 +1,5 @@
-"""The command-line flags of the connection limits, one set for `ykshm web` and `ykshm cr-operator`.
+"""The command-line flags of the connection limits, one set for `ykshm web`, `ykshm cr-operator`
+and `ykshm admission`.
 
     --max-connections N  --max-connections-per-peer N  --idle-timeout S  --head-timeout S
     --body-timeout S
@@ -18,9 +19,11 @@ _FLAG = {"max_connections": "--max-connections", "max_per_peer": "--max-connecti
          "head_timeout": "--head-timeout", "body_timeout": "--body-timeout"}
 
 
-def add_limit_flags(parser: argparse.ArgumentParser, idle_timeout: float) -> None:
-    """The five flags, with Limits' defaults and the role's idle keep-alive timeout."""
-    d = Limits()
+def add_limit_flags(parser: argparse.ArgumentParser, idle_timeout: float,
+                    defaults: Limits = Limits()) -> None:
+    """The five flags, with the role's defaults (Limits' own unless given) and its idle
+    keep-alive timeout."""
+    d = defaults
     parser.add_argument("--max-connections", type=int, default=d.max_connections,
                         help=f"open connections per worker (default {d.max_connections})")
     parser.add_argument("--max-connections-per-peer", type=int, default=d.max_per_peer,

@@ -6,11 +6,20 @@ a `%2F` inside a user name stays inside that segment; each parameter is percent-
 A path that matches a route but not its method is a PARTIAL match: if no later route matches fully,
 the answer is 405 with the methods allowed (starlette `routing.py`); no match at all is 404. Each
 app says how those refusals look (`RouteErrors`): the router raises the app's own errors.
+
+One path, for routing and for every check (`normalise`): a run of slashes counts as one and a
+trailing slash is dropped, so `//api/x/`, `/api//x` and `/api/x` are the same route, and a `.` or
+`..` segment, plain or percent-encoded (`%2E`, `.%2e`), is a 400: we never resolve one, and a
+client that sends one is either broken or probing. Authorization is a property of the resolved
+route (the handler), never a prefix test of the path the client sent: a prefix test and a router
+that read the same bytes differently is how `//api/consistentregion/...` once skipped the
+cr-operator's token (security review 2, N1).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import unquote
@@ -26,6 +35,8 @@ class RouteErrors:
     """(method, path, allowed methods) -> the 405."""
     bad_parameter: Callable[[str], Exception]
     """(parameter name) -> the 400 for a parameter whose percent-encoding is not UTF-8."""
+    bad_path: Callable[[str], Exception]
+    """(path) -> the 400 for a path with a `.` or `..` segment (`normalise`)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -82,15 +93,23 @@ class Router:
 
     def allowed(self, raw_path: str) -> list[str]:
         """Every method some route answers at this path (for OPTIONS); empty when none matches."""
-        segments = _segments(raw_path)
+        segments = self.segments(raw_path)
         methods: list[str] = []
         for route in self.routes:
             if route.match_path(segments, self.errors) is not None:
                 methods.extend(m for m in route.methods if m not in methods)
         return methods
 
+    def segments(self, raw_path: str) -> list[str]:
+        """The normalised path's segments (`normalise`), or the app's 400."""
+        path = normalise(raw_path)
+        if path is None:
+            raise self.errors.bad_path(raw_path)
+        return path.strip("/").split("/")
+
     def resolve(self, method: str, raw_path: str) -> tuple[Route, dict[str, Any]]:
-        segments = _segments(raw_path)
+        """The route and its parameters, decided on the normalised path; 400 / 404 / 405."""
+        segments = self.segments(raw_path)
         allowed: list[str] = []
         for route in self.routes:
             params = route.match_path(segments, self.errors)
@@ -100,13 +119,21 @@ class Router:
                 return route, params
             allowed.extend(m for m in route.methods if m not in allowed)
         if allowed:
-            raise self.errors.not_allowed(method, _trimmed(raw_path), allowed)
-        raise self.errors.not_found(_trimmed(raw_path))
+            raise self.errors.not_allowed(method, "/" + "/".join(segments), allowed)
+        raise self.errors.not_found("/" + "/".join(segments))
 
 
-def _trimmed(raw_path: str) -> str:
-    return raw_path.rstrip("/") if raw_path != "/" else raw_path
+_SLASHES = re.compile(r"/{2,}")
+_DOT_SEGMENT = re.compile(r"(?:\.|%2e){1,2}", re.IGNORECASE)
 
 
-def _segments(raw_path: str) -> list[str]:
-    return _trimmed(raw_path).strip("/").split("/")
+def normalise(raw_path: str) -> str | None:
+    """The one form of a (still percent-encoded) request path that routing and every check read:
+    slash runs collapsed, no trailing slash (but `/` itself); None when a segment is `.` or `..`
+    in any spelling (plain or `%2E`-encoded), which the caller answers 400."""
+    path = _SLASHES.sub("/", raw_path)
+    if len(path) > 1:
+        path = path.rstrip("/")
+    if any(_DOT_SEGMENT.fullmatch(segment) for segment in path.split("/")):
+        return None
+    return path

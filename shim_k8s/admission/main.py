@@ -2,6 +2,8 @@
 
     ykshm admission [--api-server URL | --kubeconfig FILE] [--namespace NS] [--bind HOST:PORT]
                     [--webhook-url URL] [--key-bits N] [--rotation-grace S] [--log-level LEVEL]
+                    [--max-connections N] [--max-connections-per-peer N] [--idle-timeout S]
+                    [--head-timeout S] [--body-timeout S]
 
 YuniKorn's binary takes no flags; these have its defaults: the namespace is $NAMESPACE (else
 `default`, shim_k8s.configmaps.default_namespace), the listener `0.0.0.0:9089` (`fd://N` too), RSA 4096 keys. The webhook
@@ -10,7 +12,8 @@ or at `--webhook-url` when kube-apiserver reaches the controller by URL (beside 
 sim-cluster); the URL's host is added to the serving certificate. At start-up it lists ConfigMaps
 (its namespace), PriorityClasses and Namespaces, then puts the certificates and webhooks in place
 (a failure there is exit 1 with the reason, as YuniKorn's is fatal), then serves. SIGUSR1
-regenerates the certificates; SIGTERM/SIGINT stop it (exit 0).
+regenerates the certificates; SIGTERM/SIGINT stop it (exit 0). The connection limits are
+common.http1's (`LIMITS` has this server's defaults: security review 2, N4).
 """
 
 from __future__ import annotations
@@ -20,11 +23,16 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+import logging
+
 from common import logsetup
 from common.cliutil import Failure, Parser, UsageError, run_main
+from common.http1.flags import add_limit_flags, limits_of
+from common.http1.limits import Limits
 from kube import args as kubeargs
 
 PROG = "ykshm admission"
+log = logging.getLogger("ykshm.admission")
 
 
 def _parse(argv: Sequence[str]) -> Any:
@@ -46,7 +54,9 @@ def _parse(argv: Sequence[str]) -> Any:
                         help="the scheduler beside this controller reads its queues from PATH, not "
                              "from the ConfigMaps (`ykshm run`): a change to their queues document "
                              "is denied naming PATH, instead of being accepted and ignored")
+    add_limit_flags(parser, idle_timeout=30.0, defaults=LIMITS)
     args = parser.parse_args(argv)
+    args.limits = limits_of(args)
     if args.webhook_url and not args.webhook_url.startswith("https://"):
         raise UsageError(f"--webhook-url {args.webhook_url!r}: must be an https:// URL")
     if not args.rotation_grace >= 0:
@@ -62,15 +72,47 @@ def _namespace(args: Any) -> str:
     return args.namespace or default_namespace()
 
 
+LIMITS = Limits(max_connections=256, max_per_peer=64, head_timeout=10.0, body_timeout=10.0)
+"""kube-apiserver, the one client, keeps a small pool of connections per replica; anyone else who
+reaches the port (the review flooded it from a pod) is capped at 64 connections per address, and
+at 256 in all the connection waiting longest for a request head makes room (common.http1.limits).
+With the body cap and budget (review.py) and an app queue of 2 messages per connection, a flood
+holds tens of MB, not the 200 MB of the review (N4)."""
+BUSY = (b"text/plain; charset=utf-8", b"too many connections\n")
+
+
+async def _first_head(conn: Any) -> bytes | None:
+    """The direct path: wait for the first request head under the head deadline (evictable
+    meanwhile), then hand everything to hypercorn."""
+    return None if await conn.next_head() is None else conn.buf
+
+
+def _config(args: Any) -> Any:
+    from hypercorn.config import Config
+
+    config = Config()
+    config.bind = [args.bind]
+    config.read_timeout = 10
+    config.keep_alive_timeout = args.idle_timeout
+    config.accesslog = None
+    config.include_server_header = False
+    config.max_app_queue_size = 2          # body messages buffered per request before read
+    config.h11_max_incomplete_size = 64 * 1024
+    return config
+
+
 async def serve(kube: Any, args: Any, namespace: str) -> None:
+    """Serve HTTPS through common.http1's listener: the connection Gate, the TLS handshake under
+    the head deadline, hypercorn for the requests (SECURITY.md, "admission webhook")."""
     import httpx
     import trio
-    from hypercorn.trio import serve as hypercorn_serve
+
+    from common.http1 import listener as http1
 
     from .caches import ClusterCache
     from .informers import start_informers
     from .review import Webhook
-    from .tls import CertManager, ServingTLS, SwappableTLSConfig
+    from .tls import CertManager, ServingTLS
 
     cache = ClusterCache(namespace)
     tls = ServingTLS()
@@ -84,13 +126,17 @@ async def serve(kube: Any, args: Any, namespace: str) -> None:
             await manager.refresh()
             nursery.start_soon(manager.run)
             nursery.start_soon(manager.on_sigusr1)
-            config = SwappableTLSConfig(tls)
-            config.bind = [args.bind]
-            config.read_timeout = 10
+            config = _config(args)
             logsetup.hypercorn_loggers(config)
+            listener = http1.Listener(Webhook(cache, scheduler, args.queues_file, args.limits.body_timeout), config,
+                                      _first_head, limits=args.limits, busy=BUSY, log=log,
+                                      tls=tls.context)
+            sockets = config.create_sockets()
+            for sock in sockets.insecure_sockets:
+                sock.listen(config.backlog)
             stop = trio.Event()
             nursery.start_soon(_stop_on_signal, stop)
-            await hypercorn_serve(Webhook(cache, scheduler, args.queues_file), config, shutdown_trigger=stop.wait)
+            await http1.serve(listener, sockets, shutdown_trigger=stop.wait)
             nursery.cancel_scope.cancel()
 
 

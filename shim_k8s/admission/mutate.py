@@ -8,7 +8,12 @@ namespace not processed is let through untouched (the user.info patch is dropped
 `allow-preemption` from the pod's PriorityClass. Workload CREATE (Deployment, ReplicaSet,
 StatefulSet, DaemonSet, Job, CronJob): only `user.info` in the pod template, so the pods the
 controller creates carry the workload's creator; a ReplicaSet created by a system user (the
-Deployment controller) is skipped. Pod UPDATE: a changed `user.info` is denied. Other UPDATEs pass.
+Deployment controller) is skipped. Pod UPDATE: a changed `user.info` is denied.
+
+Where we depart from YuniKorn (README, "Decisions a YuniKorn user should know"): `user.info` is
+checked before any label or namespace decides whether a pod or template is processed, and on
+UPDATE of the workload kinds too, so neither a label (`app=yunikorn`, the app-id labels) nor a
+later template edit switches the check off.
 """
 
 from __future__ import annotations
@@ -127,13 +132,13 @@ def pod_create(conf: AdmissionConf, cluster: Cluster, req: Request, namespace: s
     return Response(req.uid, True, patch=patch)
 
 
-def _template(req: Request) -> tuple[Any, str | None]:
-    """The pod template of a workload, or Go's error for a spec that does not decode."""
-    obj, type_name = req.object, GO_TYPES[req.kind]
+def _template(kind: str, obj: Any) -> tuple[Any, str | None]:
+    """The pod template of a workload object, or Go's error for a spec that does not decode."""
+    type_name = GO_TYPES[kind]
     _, _, error = object_meta(obj, type_name)
     if error:
         return None, error
-    path = TEMPLATES[req.kind]
+    path = TEMPLATES[kind]
     for depth, key in enumerate(path):
         child = obj.get(key) if isinstance(obj, dict) else None
         if child is not None and not isinstance(child, dict):
@@ -144,24 +149,43 @@ def _template(req: Request) -> tuple[Any, str | None]:
     return obj, None
 
 
-def workload_create(conf: AdmissionConf, cluster: Cluster, req: Request, namespace: str) -> Response:
+def _template_meta(kind: str, obj: Any) -> tuple[dict[str, str], dict[str, str], str | None]:
+    """The labels and annotations of a workload's pod template (Go's error when it does not decode)."""
+    template, error = _template(kind, obj)
+    if error:
+        return {}, {}, error
+    return object_meta(template, "v1.PodTemplateSpec")
+
+
+def workload(conf: AdmissionConf, cluster: Cluster, req: Request, namespace: str) -> Response:
+    """A workload's CREATE or UPDATE: the template's `user.info` is checked like a pod's, before
+    (and whatever) its labels or namespace say; an UPDATE that leaves it as it was passes (it was
+    checked when it was set). YuniKorn checks CREATE only, and only a processed template: a
+    template edited afterwards, or created with labels that skip the check, ran its pods as
+    anyone (security review 2, N3). A template without it gets the submitter's, as on CREATE, so
+    removing it does not make the pods the controller's; but a system user's UPDATE (a controller
+    on a workload older than the webhook) is not stamped, which would start a rollout."""
     if req.kind == "ReplicaSet" and matches(conf.system_users, req.user):
-        return Response(req.uid, True)
-    if req.kind not in TEMPLATES:
-        return Response(req.uid, True)
-    template, error = _template(req)
+        return Response(req.uid, True)      # the Deployment controller copying a checked template
+    labels, annotations, error = _template_meta(req.kind, req.object)
     if error:
         return Response(req.uid, False, error)
-    labels, annotations, error = object_meta(template, "v1.PodTemplateSpec")
-    if error:
-        return Response(req.uid, False, error)
-    if not _processes(conf, cluster, namespace, labels):
-        return Response(req.uid, True)
+    if req.operation == "UPDATE":
+        _, old_annotations, error = _template_meta(req.kind, req.old_object)
+        if error:
+            return Response(req.uid, False, error)
+        if (usergroup.ANN_USER_INFO in annotations
+                and annotations[usergroup.ANN_USER_INFO] == old_annotations.get(usergroup.ANN_USER_INFO)):
+            return Response(req.uid, True)
     denied = _check_user_info(conf, req, annotations)
     if denied:
         return denied
+    if not _processes(conf, cluster, namespace, labels):
+        return Response(req.uid, True)
     if usergroup.ANN_USER_INFO in annotations or conf.bypass_auth:
         return Response(req.uid, True)
+    if req.operation == "UPDATE" and matches(conf.system_users, req.user):
+        return Response(req.uid, True)      # a controller touching a template made before us
     path = "/" + "/".join(TEMPLATES[req.kind]) + "/metadata/annotations"
     value = usergroup.user_info_value(req.user, req.groups)
     return Response(req.uid, True, patch=[{"op": "add", "path": path,
@@ -169,14 +193,15 @@ def workload_create(conf: AdmissionConf, cluster: Cluster, req: Request, namespa
 
 
 def pod_update(conf: AdmissionConf, cluster: Cluster, req: Request, namespace: str) -> Response:
-    labels, new_ann, error = object_meta(req.object, "v1.Pod")
+    """A changed `user.info` is denied, first and whatever the labels and namespace: YuniKorn
+    skips a pod labelled `app=yunikorn` or not processed before comparing, so adding that label
+    in the same update let a forged value in (security review 2, N3)."""
+    _, new_ann, error = object_meta(req.object, "v1.Pod")
     if error:
         return Response(req.uid, False, error)
     _, old_ann, error = object_meta(req.old_object, "v1.Pod")
     if error:
         return Response(req.uid, False, error)
-    if labels.get(LABEL_APP) == YUNIKORN_POD or not _processes(conf, cluster, namespace, labels):
-        return Response(req.uid, True)
     if old_ann.get(usergroup.ANN_USER_INFO, "") != new_ann.get(usergroup.ANN_USER_INFO, ""):
         return Response(req.uid, False, "user info annotation change is not allowed")
     return Response(req.uid, True)
@@ -184,11 +209,12 @@ def pod_update(conf: AdmissionConf, cluster: Cluster, req: Request, namespace: s
 
 def mutate(conf: AdmissionConf, cluster: Cluster, req: Request) -> Response:
     namespace = req.namespace or "default"
-    if req.operation == "UPDATE":
-        return pod_update(conf, cluster, req, namespace) if req.kind == "Pod" else Response(req.uid, True)
     if req.kind == "Pod":
-        return pod_create(conf, cluster, req, namespace)
-    return workload_create(conf, cluster, req, namespace)
+        update = req.operation == "UPDATE"
+        return (pod_update if update else pod_create)(conf, cluster, req, namespace)
+    if req.kind not in TEMPLATES:
+        return Response(req.uid, True)
+    return workload(conf, cluster, req, namespace)
 
 
 __all__ = ["Cluster", "app_id", "mutate"]

@@ -1,6 +1,6 @@
 """The serving certificate: made, installed and rotated while the server keeps answering.
 
-hypercorn builds its SSL context once per listener; `SwappableTLSConfig` hands it ours, and
+The listener (common.http1, main.py) handshakes with `ServingTLS.context`, and
 `ServingTLS.swap` loads a new chain into that same context: handshakes from then on present the
 new certificate, connections already open finish on the old one, no request is dropped and no
 listener restarted. `CertManager.refresh` is YuniKorn's UpdateWebhookConfiguration: the CA pair
@@ -28,7 +28,6 @@ from collections.abc import Callable
 
 import httpx
 import trio
-from hypercorn.config import Config
 
 from kube.credentials import load_pem_chain
 from kube.errors import ApiStatusError
@@ -51,21 +50,6 @@ class ServingTLS:
     def swap(self, server: certs.KeyPair, ca: certs.KeyPair) -> None:
         """Serve [server cert, CA] from the next handshake on."""
         load_pem_chain(self.context, server.cert_pem + ca.cert_pem, server.key_pem)
-
-
-class SwappableTLSConfig(Config):
-    """hypercorn's Config serving `tls.context` instead of building one from files."""
-
-    def __init__(self, tls: ServingTLS) -> None:
-        super().__init__()
-        self.tls = tls
-
-    @property
-    def ssl_enabled(self) -> bool:  # type: ignore[override]
-        return True
-
-    def create_ssl_context(self) -> ssl.SSLContext:
-        return self.tls.context
 
 
 class CertManager:
@@ -135,4 +119,4 @@ class CertManager:
                 self.wake.set()
 
 
-__all__ = ["CertManager", "ServingTLS", "SwappableTLSConfig"]
+__all__ = ["CertManager", "ServingTLS"]

@@ -104,7 +104,12 @@ def _client_config(conf: AdmissionConf, path: str, bundle: bytes, url: str) -> d
 
 
 def webhook(conf: AdmissionConf, bundle: bytes, url: str, mutating: bool) -> dict[str, Any]:
-    """The one webhook of each configuration, as YuniKorn writes it."""
+    """The one webhook of each configuration, as YuniKorn writes it but for the mutating one's
+    `failurePolicy: Fail` (YuniKorn: Ignore). That webhook is the identity check: with Ignore, a
+    pod created while it is down (restarting, OOM-killed, stopped) keeps the `user.info` its author
+    wrote (security review 2, N4). With Fail kube-apiserver refuses pods and workloads until it
+    answers again, except in the namespaces `namespaceSelector` leaves out (`_unwatched`). The
+    ConfigMap validation keeps Ignore: a config edit while it is down is checked by the scheduler."""
     if mutating:
         rule = {"operations": ["CREATE", "UPDATE"], "apiGroups": ["", "apps", "batch"],
                 "apiVersions": ["v1"], "resources": ["pods", "deployments", "replicasets",
@@ -115,8 +120,19 @@ def webhook(conf: AdmissionConf, bundle: bytes, url: str, mutating: bool) -> dic
     return {"name": MUTATE_HOOK if mutating else VALIDATE_HOOK,
             "clientConfig": _client_config(conf, "/mutate" if mutating else "/validate-conf",
                                            bundle, url),
-            "rules": [rule], "failurePolicy": "Ignore", "sideEffects": "None",
-            "admissionReviewVersions": ["v1"]}
+            "rules": [rule], "failurePolicy": "Fail" if mutating else "Ignore", "sideEffects": "None",
+            "admissionReviewVersions": ["v1"], "timeoutSeconds": 10,
+            "namespaceSelector": _unwatched(conf) if mutating else {}}
+
+
+def _unwatched(conf: AdmissionConf) -> dict[str, Any]:
+    """The namespaces whose pods never wait for the webhook: `kube-system` (the control plane must
+    start without it, as Kubernetes advises for a Fail webhook) and the controller's own
+    namespace (its pod must restart while its webhook is down), but never `default`, where users
+    work: when the controller runs there (`ykshm run`'s process) nothing waits on its pod."""
+    names = sorted({"kube-system", conf.namespace} - {"default"})
+    return {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn",
+                                  "values": names}]}
 
 
 def _same(have: Any, want: Mapping[str, Any]) -> bool:
@@ -131,7 +147,9 @@ def _same(have: Any, want: Mapping[str, Any]) -> bool:
         client_config["service"] = {k: v for k, v in client_config["service"].items() if k != "port"}
     return (hook.get("name") == want["name"] and client_config == want["clientConfig"]
             and rules == want["rules"] and hook.get("failurePolicy") == want["failurePolicy"]
-            and hook.get("sideEffects") == want["sideEffects"])
+            and hook.get("sideEffects") == want["sideEffects"]
+            and (hook.get("namespaceSelector") or {}) == want["namespaceSelector"]
+            and hook.get("timeoutSeconds", 10) == want["timeoutSeconds"])
 
 
 async def _install_one(client: httpx.AsyncClient, resource: str, name: str, hook: dict[str, Any]) -> None:

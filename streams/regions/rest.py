@@ -252,7 +252,8 @@ ROUTE_ERRORS = RouteErrors(
     not_found=lambda path: NotFound(f"no endpoint at {path}"),
     not_allowed=lambda method, path, allow: MethodNotAllowed(
         f"method {method} is not allowed for {path}", allow=allow),
-    bad_parameter=lambda key: InvalidRequest(f"invalid percent-encoding in {key}", field=key))
+    bad_parameter=lambda key: InvalidRequest(f"invalid percent-encoding in {key}", field=key),
+    bad_path=lambda path: InvalidRequest("a '.' or '..' path segment is not allowed", field="path"))
 
 BODY_ERRORS = BodyErrors(
     too_large=lambda limit: PayloadTooLarge(f"request body larger than {limit} bytes"),
@@ -278,6 +279,9 @@ ROUTER = Router([
     _route("GET", "/metrics", _metrics),
 ], ROUTE_ERRORS)
 """The first route whose template and method match wins (common.http1.routing)."""
+
+OPEN = frozenset({_metrics})
+"""The routes answered without the job's token (RegionApi.authorized): metrics only."""
 
 HOT = frozenset({_checkpoint, _blocking_checkpoint, _pe_reset, _pe_notifications,
                  _pe_region_notification})
@@ -313,10 +317,11 @@ class RegionApi:
         self.body_timeout = body_timeout
         self.token = token
 
-    def authorized(self, path: str, headers) -> bool:
-        """With a job token set, every request under the API's base needs `Authorization: Bearer
-        TOKEN` (the PEs' Secret); /metrics stays open for scrapers."""
-        if self.token is None or not path.startswith(BASE):
+    def authorized(self, handler: Handler, headers) -> bool:
+        """With a job token set, every route but /metrics (open for scrapers) needs `Authorization:
+        Bearer TOKEN` (the PEs' Secret). Decided by the route the router resolved, never by the
+        path's text: `//api/...` once resolved to a handler while a prefix test let it through."""
+        if self.token is None or handler in OPEN:
             return True
         for name, value in headers:
             if name.lower() == b"authorization":
@@ -352,7 +357,7 @@ class RegionApi:
         """A resolved request's answer: 401 without the job's token, else the handler's, its
         refusal's, or a 500 for a bug (the one place both the ASGI app and the listener's direct
         path answer through)."""
-        if not self.authorized(path, headers):
+        if not self.authorized(handler, headers):
             return UNAUTHORIZED
         try:
             return await handler(self, params, body)

@@ -81,10 +81,13 @@ def test_a_replicaset_made_by_a_user_is_stamped_not_skipped(world):
 
 
 def test_an_oversized_body_is_refused_without_taking_the_webhook_down(world):
-    """Check: bodies are read up to 16 MiB, then 400; the webhook keeps answering."""
-    huge = b'{"request": {"uid": "' + b"x" * (17 << 20) + b'"}}'
+    """Check: bodies are read up to MAX_BODY (3 MiB and 64 KiB: the largest review kube-apiserver
+    can send), then 413; the webhook keeps answering."""
+    from shim_k8s.admission.review import MAX_BODY
+
+    huge = b'{"request": {"uid": "' + b"x" * MAX_BODY + b'"}}'
     resp = world.post("/mutate", huge)
-    assert (resp.status_code, resp.text) == (400, "empty or invalid body\n")
+    assert (resp.status_code, resp.text) == (413, f"request body larger than {MAX_BODY} bytes\n")
     assert world.admit(review(pod()))["allowed"] is True
 
 

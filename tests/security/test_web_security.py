@@ -141,6 +141,19 @@ def test_a_cross_origin_post_is_refused(web):
     assert read.status_code == 200 and read.headers["access-control-allow-origin"] == "*"
 
 
+def test_a_dns_rebinding_post_is_refused(web):
+    """A page of http://evil.example whose name was rebound to 127.0.0.1: Host and Origin agree,
+    and the POST is still cross-origin (N14); the IP literal and localhost stay the server's own."""
+    port = web.url.rsplit(":", 1)[1]
+    for host in ("evil.example", f"evil.example:{port}", "127.0.0.1.nip.io"):
+        rebound = {"host": host, "origin": f"http://{host}", "content-type": "text/plain"}
+        refused = httpx.post(web.url + VALIDATE, content=b"partitions: []\n", headers=rebound, timeout=10)
+        assert "service.cors.allowedOrigins" in _error(refused, 403), host
+    for host in (f"127.0.0.1:{port}", f"localhost:{port}"):
+        own = {"host": host, "origin": f"http://{host}", "content-type": "text/plain"}
+        assert httpx.post(web.url + VALIDATE, content=b"{}", headers=own, timeout=10).status_code == 200
+
+
 def test_only_a_listed_origin_may_post(listed_web):
     listed = {"origin": "http://ui.example:8080", "content-type": "text/plain"}
     ok = httpx.post(listed_web.url + VALIDATE, content=b"{}", headers=listed, timeout=10)

@@ -186,15 +186,16 @@ def test_the_webhook_accepts_what_the_scheduler_accepts(world):
 
 def test_the_webhook_configurations_carry_the_ca_bundle(world):
     bundle = world.ca_bundle()
-    for resource, name, path in (
-            ("mutatingwebhookconfigurations", "yunikorn-admission-controller-mutations", "/mutate"),
-            ("validatingwebhookconfigurations", "yunikorn-admission-controller-validations", "/validate-conf")):
+    for resource, name, path, policy in (
+            ("mutatingwebhookconfigurations", "yunikorn-admission-controller-mutations", "/mutate", "Fail"),
+            ("validatingwebhookconfigurations", "yunikorn-admission-controller-validations", "/validate-conf",
+             "Ignore")):
         doc = world.api.get(f"/apis/admissionregistration.k8s.io/v1/{resource}/{name}").json()
         assert doc["metadata"]["labels"] == {"app": "yunikorn"}
         (hook,) = doc["webhooks"]
         assert base64.b64decode(hook["clientConfig"]["caBundle"]) == bundle
         assert hook["clientConfig"]["url"] == world.url + path
-        assert (hook["failurePolicy"], hook["sideEffects"]) == ("Ignore", "None")
+        assert (hook["failurePolicy"], hook["sideEffects"], hook["timeoutSeconds"]) == (policy, "None", 10)
 
 
 def test_http2_as_kube_apiserver_may_negotiate_it(world):
