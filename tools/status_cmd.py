@@ -256,15 +256,18 @@ def ring_name(name: str, processes: list[dict[str, Any]]) -> str:
     return (_flag(engine["argv"], "--name") or "ykshm") if engine is not None else name
 
 
-def engine_shm_dir(processes: list[dict[str, Any]]) -> str | None:
-    """Where the instance's engine keeps its segments when not in /dev/shm: its $YKSHM_SHM_DIR (a
-    pod's in-memory emptyDir under `ykshm run --manifests`, where the shim's status file is too)."""
+def engine_shm_dir(processes: list[dict[str, Any]]) -> tuple[str, int] | None:
+    """Where the instance's engine keeps its segments when not in /dev/shm, and the uid it runs
+    as: its $YKSHM_SHM_DIR (a pod's in-memory emptyDir under `ykshm run --manifests`, where the
+    shim's status file is too; the pod runs under a uid of its own, simcluster.sandbox)."""
     from shm.segment import SHM_DIR_ENV
 
     for p in processes:
         if p["role"] == "engine" and p["alive"]:
             try:
-                return psutil.Process(p["pid"]).environ().get(SHM_DIR_ENV) or None
+                proc = psutil.Process(p["pid"])
+                shared = proc.environ().get(SHM_DIR_ENV)
+                return (shared, proc.uids().effective) if shared else None
             except psutil.Error:
                 return None
     return None
@@ -273,10 +276,11 @@ def engine_shm_dir(processes: list[dict[str, Any]]) -> str | None:
 def collect(name: str) -> dict[str, Any]:
     processes = find_processes(name)
     shared = engine_shm_dir(processes)
-    if shared:      # read the segments where the engine writes them (this CLI's own environment)
-        from shm.segment import SHM_DIR_ENV
+    if shared:      # read the segments where the engine writes them (this CLI's own environment),
+        from shm.segment import OWNER_ENV, SHM_DIR_ENV
 
-        os.environ[SHM_DIR_ENV] = shared
+        os.environ[SHM_DIR_ENV] = shared[0]
+        os.environ[OWNER_ENV] = str(shared[1])  # owned by the engine this run started (found by pid)
     ring = ring_summary(ring_name(name, processes))
     snapshot = snapshot_summary(ring_name(name, processes))
     hb = ring.get("heartbeatAgeSeconds") if ring else None

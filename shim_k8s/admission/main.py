@@ -134,6 +134,7 @@ async def serve(kube: Any, args: Any, namespace: str) -> None:
             sockets = config.create_sockets()
             for sock in sockets.insecure_sockets:
                 sock.listen(config.backlog)
+            log.info("Running on https://%s (CTRL + C to quit)", args.bind)
             stop = trio.Event()
             nursery.start_soon(_stop_on_signal, stop)
             await http1.serve(listener, sockets, shutdown_trigger=stop.wait)
