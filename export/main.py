@@ -44,7 +44,10 @@ def _parser() -> Parser:
     p = Parser(prog=PROG, description="Append the event ring and the state snapshot to Redis Streams.")
     p.add_argument("--redis", metavar="URL",
                    help="redis[s]://[user@]host[:port][/db] (a Cluster node works too); no password "
-                        "here (ps shows it): see --redis-password-file. Default $YKSHM_REDIS_URL")
+                        "here (ps shows it): see --redis-password-file. Default: --redis-url-file, "
+                        "else $CREDENTIALS_DIRECTORY/redis-url, else $YKSHM_REDIS_URL")
+    p.add_argument("--redis-url-file", metavar="FILE",
+                   help="read the whole Redis URL (which may carry the password) from FILE")
     p.add_argument("--redis-password-file", metavar="FILE",
                    help="read the Redis password from FILE (else $CREDENTIALS_DIRECTORY/"
                         "redis-password, else $REDISCLI_AUTH)")
@@ -84,7 +87,8 @@ def options_from(argv: Sequence[str]):
     except ValueError:
         raise UsageError(f"--name {args.name!r}: not a valid instance name") from None
     try:
-        url, auth = resolve(args.redis, args.redis_password_file, args.redis_ca)
+        url, auth = resolve(args.redis, args.redis_password_file, args.redis_ca,
+                            url_file=args.redis_url_file)
         check_url(url)
     except (AuthProblem, RedisProblem) as exc:
         raise UsageError(str(exc)) from None

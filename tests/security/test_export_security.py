@@ -50,7 +50,7 @@ def test_password_in_a_command_line_url_is_refused(locked_redis, ring_name):
     url = f"redis://:{SECRET}@127.0.0.1:{locked_redis.port}/0"
     line = _one_line_exit_2(run_export("--redis", url, "--name", ring_name))
     assert SECRET not in line
-    for alternative in ("REDISCLI_AUTH", "--redis-password-file", "LoadCredential", "YKSHM_REDIS_URL"):
+    for alternative in ("REDISCLI_AUTH", "--redis-password-file", "LoadCredential", "--redis-url-file"):
         assert alternative in line
     line = _one_line_exit_2(subprocess.run(
         [sys.executable, "-m", "tools.cli", "run", "--export", url, "--name", ring_name],
@@ -112,6 +112,31 @@ def test_password_from_the_environment_or_a_systemd_credential(locked_redis, rin
         env = {"YKSHM_REDIS_URL": f"redis://:{SECRET}@127.0.0.1:{locked_redis.port}/0"}
     writer = _publish_one(ring_name)
     exporter = ExportProcess(ring_name, None if source == "YKSHM_REDIS_URL" else url, env=env)
+    try:
+        _no_secret_anywhere(exporter, locked_redis, ring_name)
+    finally:
+        assert exporter.stop() == 0
+        writer.close()
+
+
+def test_the_shipped_unit_has_no_secret_on_its_command_line():
+    """N13: ExecStart neither names a URL nor expands a variable into one (argv is public)."""
+    lines = (ROOT / "deploy/systemd/ykshm-export.service").read_text().splitlines()
+    exec_start = next(line for line in lines if line.startswith("ExecStart="))
+    assert "--redis" not in exec_start and "$" not in exec_start and "redis://" not in exec_start
+    assert "LoadCredential=redis-url:/etc/ykshm/redis-url" in lines
+
+
+@pytest.mark.parametrize("how", ["credential", "--redis-url-file"])
+def test_url_with_its_password_from_a_credential_or_file(locked_redis, ring_name, tmp_path, how):
+    """The unit's way: the whole URL, password included, in $CREDENTIALS_DIRECTORY/redis-url."""
+    (tmp_path / "redis-url").write_text(f"redis://:{SECRET}@127.0.0.1:{locked_redis.port}/0\n")
+    (tmp_path / "redis-url").chmod(0o600)
+    writer = _publish_one(ring_name)
+    if how == "credential":
+        exporter = ExportProcess(ring_name, None, env={"CREDENTIALS_DIRECTORY": str(tmp_path)})
+    else:
+        exporter = ExportProcess(ring_name, None, "--redis-url-file", str(tmp_path / "redis-url"))
     try:
         _no_secret_anywhere(exporter, locked_redis, ring_name)
     finally:
