@@ -146,7 +146,7 @@ def preflight(url: str, name: str, auth=None):
 def _body(argv: Sequence[str]) -> int:
     options, nice, cpu_idle = options_from(argv)
     link = preflight(options.url, options.name, options.auth)
-    from .exporter import Exporter
+    from .exporter import CorruptGeneration, Exporter
 
     log_to_stderr("export")
     if nice:
@@ -170,6 +170,8 @@ def _body(argv: Sequence[str]) -> int:
     log.info("exporting instance %r to %s", options.name, link.where)
     try:
         Exporter(options, link).run(lambda: bool(stopping))
+    except CorruptGeneration as exc:
+        raise Failure(str(exc)) from None
     except Exception as exc:  # a bug: its traceback goes to the log, the user gets one line
         log.exception("export stopped by a bug")
         raise Failure(f"internal error: {exc}") from None
