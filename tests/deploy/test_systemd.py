@@ -121,6 +121,15 @@ def test_export_unit():
                                            "redis-password:/etc/ykshm/redis-password"]
 
 
+@pytest.mark.parametrize("name", ["ykshm-engine.service", "ykshm-web.service", "ykshm-export.service"])
+def test_segments_live_in_the_private_runtime_directory(name):
+    """N16: a local user cannot plant /run/ykshm/NAME.* (0750, the ykshm user's) as /dev/shm/NAME.*."""
+    u = unit(name)
+    assert "YKSHM_SHM_DIR=/run/ykshm" in u["Service.Environment"]
+    assert u["Service.RuntimeDirectory"] == ["ykshm"] and u["Service.RuntimeDirectoryMode"] == ["0750"]
+    assert u["Service.RuntimeDirectoryPreserve"] == ["yes"]  # one unit's stop keeps the others' files
+
+
 def test_sysusers(tmp_path):
     (tmp_path / "etc").mkdir()
     r = subprocess.run(["systemd-sysusers", f"--root={tmp_path}",
