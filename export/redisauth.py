@@ -68,8 +68,7 @@ def resolve(url_arg: str | None, password_file: str | None, ca_file: str | None,
             raise AuthProblem(
                 f"{flag}: a password in the URL is visible to every local user (ps, "
                 f"/proc/PID/cmdline); give it in ${ENV_PASSWORD}, {flag}-password-file FILE, "
-                f"systemd's LoadCredential={CREDENTIAL}:FILE, or the whole URL in {flag}-url-file "
-                f"FILE or LoadCredential={URL_CREDENTIAL}:FILE")
+                f"systemd's LoadCredential={CREDENTIAL}:FILE" + _url_places(flag))
         url = url_arg
     else:
         url = _url_elsewhere(url_file, env, flag)
@@ -80,6 +79,13 @@ def resolve(url_arg: str | None, password_file: str | None, ca_file: str | None,
             raise AuthProblem(f"{flag}-ca {ca_file}: only for a rediss:// (TLS) URL")
         _readable(ca_file, f"{flag}-ca")
     return _without_password(url), RedisAuth(password, ca_file)
+
+
+def _url_places(flag: str) -> str:
+    """The refusal's last alternative: where a whole URL may go (`ykshm export` only)."""
+    if flag != "--redis":
+        return ""
+    return f", or the whole URL in {flag}-url-file FILE or LoadCredential={URL_CREDENTIAL}:FILE"
 
 
 def _url_elsewhere(url_file: str | None, env: dict[str, str], flag: str) -> str:
