@@ -15,6 +15,7 @@ import orjson
 from sortedcontainers import SortedList
 
 from engine.app_state import ApplicationFSM, AppState
+from engine.daotags import dao_tags
 from engine.predicates import Placement, Taint, admits
 from engine.ugm import UserGroup
 from si import resources
@@ -108,10 +109,15 @@ class Ask:
             self.tags[PLACEMENT_TAG] = tag
 
     def dao(self) -> dict[str, Any]:
+        """AllocationAskDAOInfo; `tags_cut` of it is what `dao_tags` left out."""
+        return self.dao_and_cut()[0]
+
+    def dao_and_cut(self) -> tuple[dict[str, Any], int]:
+        tags, cut = dao_tags(self.tags)
         return {"allocationKey": self.key, "applicationId": self.app_id,
                 "resource": dict(self.resource), "priority": str(self.priority),
                 "requestTime": self.create_time, "placeholder": self.placeholder,
-                "taskGroupName": self.task_group, "allocationTags": self.tags}
+                "taskGroupName": self.task_group, "allocationTags": tags}, cut
 
 
 class Allocation:
@@ -119,7 +125,7 @@ class Allocation:
 
     __slots__ = ("key", "app_id", "partition", "node_id", "resource", "placeholder",
                  "task_group", "priority", "create_time", "recovered", "replacing", "tags",
-                 "placement", "meta", "_dao", "allow_preempt_self", "preempted")
+                 "placement", "meta", "_dao", "allow_preempt_self", "preempted", "tags_cut")
 
     def __init__(self, key: str, app_id: str, partition: str, node_id: str,
                  resource: dict[str, int], placeholder: bool = False, task_group: str = "",
@@ -143,6 +149,8 @@ class Allocation:
         """The ask's placement: its anti-affinity terms keep other pods away while it runs."""
         self.meta: tuple[str, dict[str, str]] | None = None  # namespace, labels (interpod)
         self._dao: dict[str, Any] | None = None
+        self.tags_cut = 0
+        """Tags its DAO leaves out (engine.daotags), known once the DAO is built."""
         self.allow_preempt_self = True
         """False: the pod asked not to be a preemption victim (considered last)."""
         self.preempted = False
@@ -161,7 +169,7 @@ class Allocation:
                "partition": self.partition, "placeholder": self.placeholder,
                "taskGroupName": self.task_group, "allocationTime": self.create_time}
         if self.tags:
-            dao["allocationTags"] = dict(self.tags)
+            dao["allocationTags"], self.tags_cut = dao_tags(self.tags)
         return dao
 
 
@@ -289,7 +297,7 @@ class Application(VersionedDao):
                  "submit_time", "asks", "pending", "allocations", "allocated", "placeholder_ask",
                  "gang_style", "ph_timeout_ms", "finished_time", "state_log", "rejected_message",
                  "counted_running", "share", "pending_res", "max_used", "ph_timer_started",
-                 "start_time", "seq", "placeholder_data", "ver", "_dao", "_frag")
+                 "start_time", "seq", "placeholder_data", "ver", "_dao", "_frag", "tags_cut")
 
     def __init__(self, app_id: str, partition: str, queue_name: str, ugi: UserGroup, tags: dict,
                  rm_id: str, placeholder_ask: dict[str, int], gang_style: str,
@@ -326,6 +334,8 @@ class Application(VersionedDao):
         self.ver = 0
         self._dao: tuple[int, dict[str, Any]] | None = None
         self._frag: tuple[int, Any] | None = None
+        self.tags_cut = 0
+        """Tags its DAO (its own, its requests' and allocations') leaves out (engine.daotags)."""
 
     # --- placeholder counters (the REST placeholderData) ---------------------------------------
 
@@ -352,6 +362,11 @@ class Application(VersionedDao):
         return self.fsm.state
 
     def _build_dao(self) -> dict[str, Any]:
+        requests = [a.dao_and_cut() for a in self.pending]
+        allocations = [a.dao() for a in self.allocations.values()]
+        tags, cut = dao_tags(self.tags)
+        self.tags_cut = cut + sum(c for _, c in requests) + \
+            sum(a.tags_cut for a in self.allocations.values())
         return {"applicationID": self.app_id,
                 "usedResource": dict(self.allocated),
                 "maxUsedResource": dict(self.max_used),
@@ -361,8 +376,8 @@ class Application(VersionedDao):
                 "submissionTime": self.submit_time,
                 "startTime": self.start_time,
                 "finishedTime": self.finished_time or None,
-                "requests": [a.dao() for a in self.pending],
-                "allocations": [a.dao() for a in self.allocations.values()],
+                "requests": [dao for dao, _ in requests],
+                "allocations": allocations,
                 "applicationState": self.fsm.state.value,
                 "user": self.ugi.user, "groups": list(self.ugi.groups),
                 "rejectedMessage": self.rejected_message,
@@ -375,4 +390,4 @@ class Application(VersionedDao):
                 "reservations": [f"{a.reserved_node}|{a.key}" for a in self.asks.values()
                                  if a.reserved_node],
                 "maxRequestPriority": max((a.priority for a in self.pending), default=0),
-                "tags": dict(self.tags)}
+                "tags": tags}

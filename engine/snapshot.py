@@ -193,6 +193,9 @@ def build(scheduler: Any, *, pid: int | None = None, fragments: bool = False) ->
             doc["applications"][name] = [a.dao() for a in part.all_apps()]
             doc["nodes"][name] = [n.dao() for n in part.nodes.values()]
         doc["usage"][name] = {"users": part.ugm.users_json(), "groups": part.ugm.groups_json()}
+    # after the DAOs above were built (a DAO counts what it leaves out when it is built)
+    doc["engine"]["daoTagsTruncated"] = sum(a.tags_cut for part in scheduler.partitions.values()
+                                            for a in part.all_apps())
     return doc
 
 

@@ -39,7 +39,8 @@ from .redisauth import RedisAuth
 from .redisconn import BulkPipe, Link, RedisProblem, bulk, describe, redact, wait_command
 from .retention import Retention, xadd_head
 from .state import StateExporter
-from .status import STATUS_SECONDS, ExportStatus, read_file, write_file
+from .status import (STATUS_SECONDS, ExportStatus, StatusFileRefused, read_file, valid_generation,
+                     write_file)
 
 log = logging.getLogger("ykshm.export")
 
@@ -106,10 +107,21 @@ class _Batch:
 
 
 def _previous_generations(name: str) -> dict[str, int]:
-    """{instance uuid: generation} from the status file an earlier exporter of NAME left."""
-    doc = read_file(name) or {}
-    uuid, generation = doc.get("instance_uuid"), doc.get("generation")
-    return {uuid: int(generation)} if uuid and generation else {}
+    """{instance uuid: generation} from the status file an earlier exporter of NAME left (none
+    from a file that is refused: it would be written into Redis as this instance's generation)."""
+    try:
+        doc = read_file(name) or {}
+    except StatusFileRefused as exc:
+        log.warning("%s: not adopting a generation from it", exc)
+        return {}
+    uuid, generation = doc.get("instance_uuid"), valid_generation(doc.get("generation"))
+    return {uuid: generation} if isinstance(uuid, str) and uuid and generation else {}
+
+
+class CorruptGeneration(Exception):
+    """Redis holds, for this instance, a generation that is not an integer 1..2^53; `str()` says
+    which field and how to clear it (the exporter never guesses over what consumers' cursors
+    may name)."""
 
 
 class StaleRing(Exception):
@@ -286,7 +298,13 @@ class Exporter:
         - a new instance: the next generation after any this host or Redis has seen."""
         known = node.hget(self.keys.instances, f"uuid:{uuid}")
         if known is not None:
-            return int(known)
+            generation = valid_generation(known)
+            if generation is None:
+                raise CorruptGeneration(
+                    f"Redis {self.keys.instances} field uuid:{uuid} holds {known[:40]!r}, not a "
+                    f"generation (an integer 1..2^53); remove it (HDEL {self.keys.instances} "
+                    f"uuid:{uuid}) and the exporter picks the next generation")
+            return generation
         adopt = None
         if last_gen and self._stream_holds_ring(node, last_gen, last_seq):
             adopt = last_gen

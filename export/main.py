@@ -45,7 +45,10 @@ def _parser() -> Parser:
     p = Parser(prog=PROG, description="Append the event ring and the state snapshot to Redis Streams.")
     p.add_argument("--redis", metavar="URL",
                    help="redis[s]://[user@]host[:port][/db] (a Cluster node works too); no password "
-                        "here (ps shows it): see --redis-password-file. Default $YKSHM_REDIS_URL")
+                        "here (ps shows it): see --redis-password-file. Default: --redis-url-file, "
+                        "else $CREDENTIALS_DIRECTORY/redis-url, else $YKSHM_REDIS_URL")
+    p.add_argument("--redis-url-file", metavar="FILE",
+                   help="read the whole Redis URL (which may carry the password) from FILE")
     p.add_argument("--redis-password-file", metavar="FILE",
                    help="read the Redis password from FILE (else $CREDENTIALS_DIRECTORY/"
                         "redis-password, else $REDISCLI_AUTH)")
@@ -86,7 +89,8 @@ def options_from(argv: Sequence[str]):
     except ValueError:
         raise UsageError(f"--name {args.name!r}: not a valid instance name") from None
     try:
-        url, auth = resolve(args.redis, args.redis_password_file, args.redis_ca)
+        url, auth = resolve(args.redis, args.redis_password_file, args.redis_ca,
+                            url_file=args.redis_url_file)
         check_url(url)
     except (AuthProblem, RedisProblem) as exc:
         raise UsageError(str(exc)) from None
@@ -145,7 +149,7 @@ def _body(argv: Sequence[str]) -> int:
     options, args = options_from(argv)
     nice, cpu_idle = args.nice, args.cpu_idle
     link = preflight(options.url, options.name, options.auth)
-    from .exporter import Exporter
+    from .exporter import CorruptGeneration, Exporter
 
     logsetup.configure_from(args)
     if nice:
@@ -169,6 +173,8 @@ def _body(argv: Sequence[str]) -> int:
     log.info("exporting instance %r to %s", options.name, link.where)
     try:
         Exporter(options, link).run(lambda: bool(stopping))
+    except CorruptGeneration as exc:
+        raise Failure(str(exc)) from None
     except Exception as exc:  # a bug: its traceback goes to the log, the user gets one line
         log.exception("export stopped by a bug")
         raise Failure(f"internal error: {exc}") from None

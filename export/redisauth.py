@@ -6,7 +6,13 @@ Anything in argv is readable by every local user (`ps`, /proc/PID/cmdline), so a
     --redis-password-file FILE            a file only the ykshm user reads
     $CREDENTIALS_DIRECTORY/redis-password systemd `LoadCredential=redis-password:/etc/ykshm/...`
     $REDISCLI_AUTH                        the variable redis-cli itself reads
-    $YKSHM_REDIS_URL (used when --redis is not given) may carry `user:password@` as it is
+The URL itself, when it is not given with --redis, comes from (first found wins):
+
+    --redis-url-file FILE                 one line, may carry `user:password@`
+    $CREDENTIALS_DIRECTORY/redis-url      systemd `LoadCredential=redis-url:/etc/ykshm/redis-url`
+                                          (the shipped unit: nothing secret in ExecStart)
+    $YKSHM_REDIS_URL                      may carry `user:password@` as it is; never expand it
+                                          into `--redis ${YKSHM_REDIS_URL}` (argv again)
 
 `--redis-ca FILE` verifies a `rediss://` server against that CA (TLS verification is always on).
 The user name may stay in the URL: it is not a secret. `redact` keeps passwords out of logs and
@@ -24,6 +30,7 @@ from typing import Any
 ENV_URL = "YKSHM_REDIS_URL"
 ENV_PASSWORD = "REDISCLI_AUTH"
 CREDENTIAL = "redis-password"
+URL_CREDENTIAL = "redis-url"
 
 
 class AuthProblem(ValueError):
@@ -50,7 +57,8 @@ class RedisAuth:
 
 
 def resolve(url_arg: str | None, password_file: str | None, ca_file: str | None,
-            environ: dict[str, str] | None = None, flag: str = "--redis") -> tuple[str, RedisAuth]:
+            environ: dict[str, str] | None = None, flag: str = "--redis",
+            url_file: str | None = None) -> tuple[str, RedisAuth]:
     """(URL without any password, RedisAuth) from the command line and the environment.
     `flag` names the URL's option in messages (`ykshm web` reads `--source`, with
     `--source-password-file` and `--source-ca`)."""
@@ -60,12 +68,10 @@ def resolve(url_arg: str | None, password_file: str | None, ca_file: str | None,
             raise AuthProblem(
                 f"{flag}: a password in the URL is visible to every local user (ps, "
                 f"/proc/PID/cmdline); give it in ${ENV_PASSWORD}, {flag}-password-file FILE, "
-                f"systemd's LoadCredential={CREDENTIAL}:FILE, or the whole URL in ${ENV_URL}")
+                f"systemd's LoadCredential={CREDENTIAL}:FILE" + _url_places(flag))
         url = url_arg
-    elif env.get(ENV_URL):
-        url = env[ENV_URL]
     else:
-        raise AuthProblem(f"{flag} URL (or ${ENV_URL}) is required")
+        url = _url_elsewhere(url_file, env, flag)
     in_url = _password_of(url)
     password = _password(password_file, env, flag) or (urllib.parse.unquote(in_url) if in_url else None)
     if ca_file is not None:
@@ -73,6 +79,26 @@ def resolve(url_arg: str | None, password_file: str | None, ca_file: str | None,
             raise AuthProblem(f"{flag}-ca {ca_file}: only for a rediss:// (TLS) URL")
         _readable(ca_file, f"{flag}-ca")
     return _without_password(url), RedisAuth(password, ca_file)
+
+
+def _url_places(flag: str) -> str:
+    """The refusal's last alternative: where a whole URL may go (`ykshm export` only)."""
+    if flag != "--redis":
+        return ""
+    return f", or the whole URL in {flag}-url-file FILE or LoadCredential={URL_CREDENTIAL}:FILE"
+
+
+def _url_elsewhere(url_file: str | None, env: dict[str, str], flag: str) -> str:
+    """The URL of a file, a systemd credential or the environment: places `ps` does not show."""
+    if url_file is not None:
+        return _read_secret(url_file, f"{flag}-url-file", "the URL")
+    creds = env.get("CREDENTIALS_DIRECTORY")
+    if creds and (Path(creds) / URL_CREDENTIAL).exists():
+        return _read_secret(str(Path(creds) / URL_CREDENTIAL), f"credential {URL_CREDENTIAL}", "the URL")
+    if env.get(ENV_URL):
+        return env[ENV_URL]
+    raise AuthProblem(f"{flag} URL (or {flag}-url-file, the credential {URL_CREDENTIAL}, "
+                      f"${ENV_URL}) is required")
 
 
 def _password(password_file: str | None, env: dict[str, str], flag: str) -> str | None:
@@ -84,10 +110,10 @@ def _password(password_file: str | None, env: dict[str, str], flag: str) -> str 
     return env.get(ENV_PASSWORD) or None
 
 
-def _read_secret(path: str, what: str) -> str:
+def _read_secret(path: str, what: str, holding: str = "the password") -> str:
     text = _readable(path, what).rstrip("\r\n")
     if not text or "\n" in text:
-        raise AuthProblem(f"{what} {path}: expected one line holding the password")
+        raise AuthProblem(f"{what} {path}: expected one line holding {holding}")
     return text
 
 

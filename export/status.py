@@ -20,9 +20,12 @@ from typing import Any
 import orjson
 
 from common.runtimedir import write_private
-from shm.segment import pid_exists, shm_dir
+from shm.errors import RingNotFoundError, ShmError
+from shm.segment import open_checked, pid_exists, shm_dir
 
 STATUS_SECONDS = 0.5
+MAX_GENERATION = 2 ** 53        # a generation is the ms part of stream IDs; Lua numbers are exact to here
+MAX_STATUS_BYTES = 1 << 16      # the document is about 1 KB: anything larger was not written by us
 LAG_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0, 30.0)
 
 
@@ -90,19 +93,67 @@ class ExportStatus:
         return {k: (int(v) if isinstance(v, bool) else v) for k, v in doc.items()}
 
 
+class StatusFileRefused(ShmError):
+    """NAME.export exists but must not be believed: planted by another user, a symlink, or not a
+    document an exporter writes; `str()` names the file and the reason."""
+
+
 def write_file(name: str, status: ExportStatus) -> None:
     """Replace /dev/shm/NAME.export through a tempfile of our own (no predictable name another
-    user could plant a symlink at); 0644: it holds no secret (the URL is redacted)."""
-    write_private(status_path(name), status.to_json(), 0o644)
+    user could plant a symlink at); 0640 like the other segments, so readers can apply the same
+    owner and mode checks (`shm.segment.trust_problem`) to it."""
+    write_private(status_path(name), status.to_json(), 0o640)
 
 
 def read_file(name: str) -> dict[str, Any] | None:
-    """The last status an exporter of instance NAME wrote, or None (no exporter ever ran)."""
+    """The last status an exporter of instance NAME wrote, or None (no exporter ever ran).
+
+    Opened as the segments are (`open_checked`: O_NOFOLLOW, a regular file of a trusted owner,
+    mode no wider than 0640) and checked field by field, because `ykshm status`, the metrics
+    and the next exporter's generation all believe it: StatusFileRefused otherwise."""
+    path = status_path(name)
     try:
-        with open(status_path(name), "rb") as fh:
-            return orjson.loads(fh.read())
-    except (OSError, ValueError):
+        fd = open_checked(path)
+    except RingNotFoundError:
         return None
+    except ShmError as exc:  # a symlink, another owner, a wide mode, unreadable
+        raise StatusFileRefused(str(exc)) from None
+    with os.fdopen(fd, "rb") as fh:
+        raw = fh.read(MAX_STATUS_BYTES + 1)
+    problem = "larger than an exporter writes" if len(raw) > MAX_STATUS_BYTES else None
+    try:
+        doc = orjson.loads(raw) if problem is None else None
+    except ValueError:
+        problem = "not JSON"
+    problem = problem or document_problem(doc)
+    if problem is not None:
+        raise StatusFileRefused(f"refusing {path}: {problem}; remove it if it is not ykshm's")
+    return doc
+
+
+_INT_RANGES = {"pid": (0, 2 ** 22), "generation": (0, MAX_GENERATION),
+               "last_event_id": (-1, 2 ** 63 - 1), "exported": (0, 2 ** 63 - 1)}
+
+
+def document_problem(doc: Any) -> str | None:
+    """Why a parsed status document is not one an exporter writes, or None."""
+    if not isinstance(doc, dict):
+        return "not a JSON object"
+    for key, (low, high) in _INT_RANGES.items():
+        value = doc.get(key, 0)
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            return f"{key} {value!r} is not an integer in {low}..{high}"
+    return None
+
+
+def valid_generation(value: Any) -> int | None:
+    """`value` (an int, or Redis's bytes) as a generation 1..2^53, or None if it is not one."""
+    if isinstance(value, bytes | str):
+        text = value.decode("ascii", "replace") if isinstance(value, bytes) else value
+        value = int(text) if text.isdigit() and len(text) <= 16 else None
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return value if 1 <= value <= MAX_GENERATION else None
 
 
 def exporter_alive(doc: dict[str, Any]) -> bool:
@@ -126,8 +177,12 @@ def summary_line(doc: dict[str, Any]) -> str:
 
 
 def metric_families_for(name: str) -> list:
-    """The `ykshm_export_*` families of instance NAME's exporter; [] if none ever ran here."""
-    doc = read_file(name)
+    """The `ykshm_export_*` families of instance NAME's exporter; [] if none ever ran here, or
+    if its status file is refused (a planted file never reports `ykshm_export_up 1`)."""
+    try:
+        doc = read_file(name)
+    except StatusFileRefused:
+        return []
     return [] if doc is None else metric_families(doc)
 
 

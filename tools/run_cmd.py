@@ -27,8 +27,9 @@ The admission controller (`ykshm admission`, YuniKorn's) runs too, as its own su
 with its own identity, registered by URL (`--webhook-url https://127.0.0.1:ADMISSION_PORT`): every
 pod a user creates gets `user.info` from the identity sim-cluster authenticated, so
 `kubectl --kubeconfig F --as alice create -f pod.yaml` shows alice's usage at once. Its namespace
-is `default`: once sim-cluster answers, its Secret `admission-controller-secrets` is created
-there, and `yunikorn-configs` with the two keys that differ from YuniKorn's defaults: the admin
+is `yunikorn`, as in deploy/kubernetes, out of reach of the demo users (who may edit only
+`default`): once sim-cluster answers, the namespace and its Secret `admission-controller-secrets`
+are created, and `yunikorn-configs` with the two keys that differ from YuniKorn's defaults: the admin
 (group `system:masters`) is trusted to set `user.info` (`accessControl.externalGroups`: the demo
 and the tests act for users through the annotation), and the ConfigMap webhook asks this web
 (`webHook.schedulerServiceAddress`). sim-cluster also runs `--default-scheduler`, so `kubectl apply -k deploy/kubernetes`
@@ -323,7 +324,10 @@ def children_for(args, runtime: Path, config: Path, creds: Credentials, pods: Pa
     return children
 
 
-ADMISSION_NAMESPACE = "default"
+ADMISSION_NAMESPACE = "yunikorn"
+"""The admission controller's namespace, as in deploy/kubernetes (and YuniKorn's chart): its
+ConfigMaps (who may set `user.info`, the scheduler's address) and its CA Secret are out of reach of
+the demo users, who may `edit` only `default` (security review 2, N5)."""
 
 
 def admission_objects(args) -> dict[str, dict]:
@@ -343,9 +347,13 @@ def create_admission_objects(args, creds: Credentials) -> None:
     """Create them as the admin; an existing one (409) is kept."""
     import json
 
-    for collection, obj in admission_objects(args).items():
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ADMISSION_NAMESPACE}}
+    made = [(f"https://127.0.0.1:{args.api_port}/api/v1/namespaces", namespace)]
+    made += [(f"https://127.0.0.1:{args.api_port}/api/v1/namespaces/{ADMISSION_NAMESPACE}/{collection}", obj)
+             for collection, obj in admission_objects(args).items()]
+    for url, obj in made:
         request = urllib.request.Request(
-            f"https://127.0.0.1:{args.api_port}/api/v1/namespaces/{ADMISSION_NAMESPACE}/{collection}",
+            url,
             data=json.dumps(obj).encode(), method="POST", headers={"Content-Type": "application/json"})
         try:
             urllib.request.urlopen(request, timeout=5, context=creds.admin_context()).close()

@@ -7,8 +7,11 @@ authenticate in a kubeadm cluster), its own kubeconfig, and a least-privilege Cl
 restarts a crashed sim-cluster, whose ServiceAccounts (and so their tokens' uids) would not
 survive; the CA and the `--policy-file` objects do. `export` talks to Redis only and gets nothing.
 The cr-operators run as pods (`ykshm streams --operators pod`): their ServiceAccount
-`default/streams-cr-operator` is bound to `ykshm:cr-operator` (the demo's namespace; a job in
-another namespace needs the same binding there). PE pods (`ykshm pe-sim` as the runtime image) use
+`default/streams-cr-operator` is bound to `ykshm:cr-operator` by a RoleBinding in `default`, the
+demo's namespace, never cluster-wide: a `default` editor may mint that ServiceAccount's token
+(`edit` may), and with a ClusterRoleBinding its `secrets get` read every Secret of the cluster
+(security review 2, N5). In `default` it reads nothing an editor there cannot; a job in another
+namespace needs the same RoleBinding there. PE pods (`ykshm pe-sim` as the runtime image) use
 no API: they talk to the controller's bundle endpoint and the operator with their job's token.
 
 The demo's users (alice, bob, carol, dave, erin) may `edit` the `default` namespace, so the admin
@@ -96,19 +99,23 @@ def policy_documents() -> list[dict]:
         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": u} for u in DEMO_USERS]}]
     for role, (namespace, account, rules) in SA_ROLES.items():
         docs += _bound_cluster_role(f"{USER_PREFIX}{role}", rules,
-                                    {"kind": "ServiceAccount", "name": account, "namespace": namespace})
+                                    {"kind": "ServiceAccount", "name": account, "namespace": namespace},
+                                    namespace=namespace)
     for role, rules in ROLE_RULES.items():
         name = f"{USER_PREFIX}{role}"
         docs += _bound_cluster_role(name, rules, {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": name})
     return docs
 
 
-def _bound_cluster_role(name: str, rules: Any, subject: dict[str, str]) -> list[dict[str, Any]]:
-    """A ClusterRole NAME with `rules` and the ClusterRoleBinding of the same name to `subject`."""
+def _bound_cluster_role(name: str, rules: Any, subject: dict[str, str],
+                        namespace: str | None = None) -> list[dict[str, Any]]:
+    """A ClusterRole NAME with `rules` and the binding of the same name to `subject`: cluster-wide
+    (ClusterRoleBinding), or with `namespace` a RoleBinding granting the rules there only."""
+    binding = ({"kind": "RoleBinding", "metadata": {"name": name, "namespace": namespace}}
+               if namespace else {"kind": "ClusterRoleBinding", "metadata": {"name": name}})
     return [{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
              "metadata": {"name": name}, "rules": [rule(r) for r in rules]},
-            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-             "metadata": {"name": name},
+            {"apiVersion": "rbac.authorization.k8s.io/v1", **binding,
              "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
              "subjects": [subject]}]
 

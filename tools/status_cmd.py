@@ -291,10 +291,13 @@ def collect(name: str) -> dict[str, Any]:
                 p["heartbeatAgeSeconds"] = hb
                 if hb is None or hb > HEARTBEAT_STALE_SECONDS:
                     p["health"] = "stale"
-    from export.status import exporter_alive, read_file
+    from export.status import StatusFileRefused, exporter_alive, read_file
 
-    export = read_file(name)
-    if export is not None:
+    try:
+        export = read_file(name)
+    except StatusFileRefused as exc:  # planted: say so, never show what it claims
+        export = {"refused": str(exc)}
+    if export is not None and "refused" not in export:
         export["alive"] = exporter_alive(export)
     doc = {"name": name, "processes": processes, "ring": ring, "engine": snapshot, "export": export,
            "shim": _shim_status(ring_name(name, processes))}
@@ -418,7 +421,8 @@ def render(doc: dict[str, Any]) -> str:
     if doc.get("export") is not None:
         from export.status import summary_line
 
-        out.append("export: " + summary_line(doc["export"]) + "\n")
+        refused = doc["export"].get("refused")
+        out.append("export: " + (refused or summary_line(doc["export"])) + "\n")
     out.append("problems: " + ("; ".join(doc["problems"]) if doc["problems"] else "none") + "\n")
     return "".join(out)
 

@@ -204,6 +204,8 @@ class App:
         self.proxies = options.proxies
         self.parse_limiter = trio.CapacityLimiter(1)
         """One configuration parse at a time per worker (web.cluster.validate_conf)."""
+        self.validate_slots = trio.CapacityLimiter(cluster.VALIDATE_IN_FLIGHT)
+        """validate-conf bodies in flight per worker: taken before a body is read (N11)."""
         self._settings = SettingsInForce(options.settings, self.snapshot)
 
     @property

@@ -157,6 +157,11 @@ VALIDATE_LIMITS = YamlLimits(max_bytes=512 << 10, max_nodes=50_000, max_depth=64
 QUEUE_WAIT_SECONDS = 5.0
 """How long a validate-conf waits for its worker's parse slot before a 503."""
 
+VALIDATE_IN_FLIGHT = 8
+"""validate-conf requests a worker reads a body for at once (one parsing, the rest queued): at
+most 8 x 512 KiB of bodies per worker, whatever the number of connections. A 9th gets 503 before
+its body is read, and its connection is closed with it, so a stalled body holds no memory."""
+
 
 def _validate(body: bytes) -> dict[str, Any]:
     try:
@@ -171,20 +176,35 @@ def _validate(body: bytes) -> dict[str, Any]:
 async def validate_conf(app: "App", req: "Request", send) -> None:
     """YuniKorn answers 200 either way; `reason` names the key and value the engine refuses.
     Parsing runs off the event loop (streams and other requests keep being served); the parser
-    stops itself at the deadline, so an abandoned thread does not run on."""
-    body = await app.read_body(req)
+    stops itself at the deadline, so an abandoned thread does not run on. A body is read only
+    once one of the worker's VALIDATE_IN_FLIGHT slots is free (503 otherwise): bodies of stalled
+    connections cannot add up past that."""
+    try:
+        app.validate_slots.acquire_nowait()
+    except trio.WouldBlock:
+        raise Unavailable(f"validate-conf: this worker is already reading or validating "
+                          f"{VALIDATE_IN_FLIGHT} configurations; retry later") from None
+    try:
+        body = await app.read_body(req)
+        result = await _parse_in_turn(app, body)
+    finally:
+        app.validate_slots.release()
+    await app.send_json(send, 200, orjson.dumps(result))
+
+
+async def _parse_in_turn(app: "App", body: bytes) -> dict[str, Any]:
+    """`_validate` in a thread once the worker's one parse slot is free (503 after a wait)."""
     with trio.move_on_after(QUEUE_WAIT_SECONDS) as waited:
         await app.parse_limiter.acquire()
     if waited.cancelled_caught:
         raise Unavailable(f"validate-conf: this worker is busy validating another configuration "
                           f"(waited {QUEUE_WAIT_SECONDS:g} s)")
     try:
-        result = await trio.to_thread.run_sync(_validate, body, abandon_on_cancel=True)
+        return await trio.to_thread.run_sync(_validate, body, abandon_on_cancel=True)
     except ConfigLimitError as exc:
         raise BadRequest(f"validate-conf: {exc.reason}") from None
     finally:
         app.parse_limiter.release()
-    await app.send_json(send, 200, orjson.dumps(result))
 
 
 def state_dump_of(doc: dict, streams: list[dict]) -> dict[str, Any]:

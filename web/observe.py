@@ -280,11 +280,24 @@ class _Collector:
         if reader is not None:
             yield from _ring_stats(reader)
         yield from metric_families_for(app.options.name)  # `ykshm export` on this machine, if any
+        yield from _state_stats(app)
         try:
             doc = app.snapshot.doc()
         except Exception:  # no engine state (yet): YuniKorn's families are absent, not zero
             return
         yield from yunikorn_metrics.families(doc)
+
+
+def _state_stats(app: "App") -> list[GaugeMetricFamily]:
+    """What the state snapshot leaves out (engine.daotags): tags cut from its DAOs."""
+    try:
+        engine = app.snapshot.doc().get("engine") or {}
+    except Exception:  # Unavailable: no snapshot (yet), or one that did not fit
+        return []
+    return [GaugeMetricFamily("ykshm_state_tags_truncated",
+                              "Tags (pod labels) left out of the REST views of applications, "
+                              "requests and allocations to keep each object small",
+                              value=engine.get("daoTagsTruncated", 0))]
 
 
 def _ring_stats(reader) -> list[GaugeMetricFamily]:

@@ -114,12 +114,20 @@ def test_export_unit():
     assert u["Unit.PartOf"] == ["ykshm.target"] and u["Install.WantedBy"] == ["ykshm.target"]
     assert "ykshm-engine.service" in u["Unit.After"][0]
     exec_start = u["Service.ExecStart"][0].split()
-    assert exec_start[:6] == ["/usr/local/bin/ykshm", "export", "--redis", "${YKSHM_REDIS_URL}",
-                              "--name", "ykshm"]
-    # the URL comes from a root-installed file, never from the unit itself; the password from a
-    # systemd credential, never through argv
-    assert u["Service.EnvironmentFile"] == ["/etc/ykshm/export.env"]
-    assert u["Service.LoadCredential"] == ["redis-password:/etc/ykshm/redis-password"]
+    assert exec_start[:4] == ["/usr/local/bin/ykshm", "export", "--name", "ykshm"]
+    # the URL and the password come from root-installed files as systemd credentials, never
+    # through argv (tests/security/test_export_security.py starts export that way)
+    assert u["Service.LoadCredential"] == ["redis-url:/etc/ykshm/redis-url",
+                                           "redis-password:/etc/ykshm/redis-password"]
+
+
+@pytest.mark.parametrize("name", ["ykshm-engine.service", "ykshm-web.service", "ykshm-export.service"])
+def test_segments_live_in_the_private_runtime_directory(name):
+    """N16: a local user cannot plant /run/ykshm/NAME.* (0750, the ykshm user's) as /dev/shm/NAME.*."""
+    u = unit(name)
+    assert "YKSHM_SHM_DIR=/run/ykshm" in u["Service.Environment"]
+    assert u["Service.RuntimeDirectory"] == ["ykshm"] and u["Service.RuntimeDirectoryMode"] == ["0750"]
+    assert u["Service.RuntimeDirectoryPreserve"] == ["yes"]  # one unit's stop keeps the others' files
 
 
 def test_sysusers(tmp_path):

@@ -8,6 +8,7 @@ browser could send it as a preflight-less text/plain POST.
 
 from __future__ import annotations
 
+import socket
 import sys
 import threading
 import time
@@ -165,3 +166,65 @@ def test_only_a_listed_origin_may_post(listed_web):
     assert read.status_code == 200 and "access-control-allow-origin" not in read.headers
     preflight = httpx.options(listed_web.url + VALIDATE, headers=listed, timeout=10)
     assert preflight.headers["access-control-allow-origin"] == "http://ui.example:8080"
+
+
+def _rss_bytes(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as fh:
+        for line in fh:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError(f"no VmRSS for {pid}")
+
+
+def _stalled_body(url_port: int, body_bytes: int) -> socket.socket:
+    """A validate-conf whose body stops one byte short of its Content-Length (N11)."""
+    sock = socket.create_connection(("127.0.0.1", url_port), timeout=5)
+    head = (f"POST {VALIDATE} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-yaml\r\n"
+            f"Content-Length: {body_bytes + 1}\r\n\r\n").encode()
+    try:
+        sock.sendall(head + b"#" * body_bytes)
+    except OSError:
+        pass  # answered 503 and closed before the body was all sent: what the fix does
+    return sock
+
+
+def _answer_status(sock: socket.socket) -> int | None:
+    """The status of what the server answered on `sock`, None if it answered nothing yet."""
+    sock.setblocking(False)
+    try:
+        data = sock.recv(64)
+    except (BlockingIOError, ConnectionResetError):
+        return None
+    return int(data.split()[1]) if data.startswith(b"HTTP/1.1 ") else None
+
+
+def test_stalled_validate_bodies_hold_bounded_memory(tmp_path):
+    """N11: 150 connections each stalling 512 KiB - 1 of validate-conf body. A worker reads at
+    most VALIDATE_IN_FLIGHT (8) bodies, the rest get 503 before theirs is read; its RSS stays
+    within a few MB of that (it grew ~0.6 MB per connection, 90 MB here, without the fix), and
+    other requests and, once the stalls end, validate-conf itself are answered."""
+    name = unique_name()
+    server = WebServer(name, workers=1)
+    sockets: list[socket.socket] = []
+    try:
+        (worker,) = server.worker_pids()
+        before = _rss_bytes(worker)
+        for _ in range(150):
+            sockets.append(_stalled_body(server.port, (512 << 10) - 1))
+        with httpx.Client(timeout=10) as client:
+            assert client.get(server.url + HEALTH).status_code == 200
+        grown = _rss_bytes(worker) - before
+        statuses = [_answer_status(s) for s in sockets]
+        assert statuses.count(503) >= 150 - 8, statuses
+        assert grown < 30 << 20, f"worker RSS grew {grown >> 20} MiB"
+        for sock in sockets:
+            sock.close()
+        sockets.clear()
+        with httpx.Client(timeout=40) as client:
+            r = client.post(server.url + VALIDATE, content=b"partitions:\n- name: default\n  queues:\n  - name: root\n")
+        assert r.status_code == 200 and r.json()["allowed"] is True, r.text
+    finally:
+        for sock in sockets:
+            sock.close()
+        server.stop()
+        cleanup(name)
