@@ -18,6 +18,7 @@
     si_server    the SI socket server under trio: connections, Ack/Error, routing by rmID
     events_out   where events go: `EventSink`, the ring sink, the in-memory sink of tests
     snapshot     the state snapshot document readers serve (YuniKorn DAO shapes)
+    daotags      the tags a DAO keeps (8 KiB each, named tags first): pod labels cannot overflow the snapshot
     history      YuniKorn's metrics history: running apps and containers, one sample a minute
     metrics      YuniKorn's scheduler counters and latency histograms (snapshot `metrics`)
     sdnotify     sd_notify(3) for systemd readiness and watchdog
