@@ -53,13 +53,13 @@ def test_queues_yaml_in_yunikorn_configs_is_refused_naming_the_file_that_is_used
     inst = make_run(nodes=1)
     queues = "partitions:\n  - name: default\n    queues:\n      - name: root\n        queues:\n          - name: teamx\n"
     patch = json.dumps({"data": {"queues.yaml": queues}})
-    res = kubectl(inst, tmp_path, "-n", "default", "patch", "configmap", "yunikorn-configs", "--type", "merge",
+    res = kubectl(inst, tmp_path, "-n", "yunikorn", "patch", "configmap", "yunikorn-configs", "--type", "merge",
                   "-p", patch)
     assert res.returncode == 1
     config = re.search(r"--config (\S+)", " ".join(open(f"/proc/{inst.roles()['engine']}/cmdline").read()
                                                  .split("\0"))).group(1)
     assert f"queues.yaml in ConfigMap yunikorn-configs would not be applied: this scheduler (ykshm run) " \
            f"takes its queues from {config}" in res.stderr, res.stderr
-    ok = kubectl(inst, tmp_path, "-n", "default", "patch", "configmap", "yunikorn-configs", "--type", "merge",
+    ok = kubectl(inst, tmp_path, "-n", "yunikorn", "patch", "configmap", "yunikorn-configs", "--type", "merge",
                  "-p", json.dumps({"data": {"admissionController.filtering.bypassNamespaces": "^kube-system$"}}))
     assert ok.returncode == 0, ok.stderr
