@@ -70,6 +70,8 @@ import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 
+import yaml
+
 from streams.peobjects import DEFAULT_IMAGE as PE_IMAGE
 from tools import run_identities, run_manifests, shmscan
 from tools.run_supervisor import Child, StartInterrupted, Supervisor
@@ -308,7 +310,7 @@ def children_for(args, runtime: Path, config: Path, creds: Credentials, pods: Pa
         Child("sim-cluster", sim),
         Child("engine", [*ykshm, "engine", "--config", str(config), "--name", args.name, "--socket", str(sock)]),
         Child("shim", [*ykshm, "shim", "--kubeconfig", str(creds.roles["shim"]), "--socket", str(sock),
-                       "--name", args.name]),
+                       "--name", args.name, "--configmaps", "--namespace", ADMISSION_NAMESPACE]),
     ]
     children.append(Child("streams", [*ykshm, "streams", "--kubeconfig", str(creds.roles["streams"]), "--install-crds",
                                       "--operators", "pod", "--bundle-dir", str(runtime / "bundles"),
@@ -324,33 +326,53 @@ def children_for(args, runtime: Path, config: Path, creds: Credentials, pods: Pa
     return children
 
 
-ADMISSION_NAMESPACE = "yunikorn"
-"""The admission controller's namespace, as in deploy/kubernetes (and YuniKorn's chart): its
-ConfigMaps (who may set `user.info`, the scheduler's address) and its CA Secret are out of reach of
-the demo users, who may `edit` only `default` (security review 2, N5)."""
+ADMISSION_NAMESPACE = run_identities.SCHEDULER_NAMESPACE
+"""The scheduler's and admission controller's namespace, as in deploy/kubernetes (and YuniKorn's
+chart): `yunikorn-configs` (the queues the shim hot-reloads, who may set `user.info`, the
+scheduler's address) and the CA Secret are out of reach of the demo users, who may `edit` only
+`default` (security review 2, N5)."""
 
 
-def admission_objects(args) -> dict[str, dict]:
+def queues_document(config: Path) -> str | None:
+    """The `queues.yaml` that seeds `yunikorn-configs`: the partitions of the `--config` file (or
+    the embedded default), None when it names none (YuniKorn's default configuration then)."""
+    data = yaml.safe_load(config.read_text(encoding="utf-8")) or {}
+    partitions = data.get("partitions") if isinstance(data, dict) else None
+    return yaml.safe_dump({"partitions": partitions}, sort_keys=False) if partitions else None
+
+
+def admission_objects(args, config: Path) -> dict[str, dict]:
     """collection -> object: the empty Secret the controller keeps its CAs in (it must exist, as
-    YuniKorn's chart creates it) and its configuration (see the module docstring)."""
+    YuniKorn's chart creates it) and `yunikorn-configs`: the controller's settings and the queues,
+    seeded from `config`; from then on `kubectl edit cm -n yunikorn yunikorn-configs` is how the
+    queues change (hot-reloaded by the shim, as YuniKorn), and the engine's file gives only what
+    is fixed at its start."""
     meta = {"namespace": ADMISSION_NAMESPACE}
+    data = {"admissionController.accessControl.externalGroups": "^system:masters$",
+            "admissionController.webHook.schedulerServiceAddress": f"127.0.0.1:{args.port}"}
+    queues = queues_document(config)
+    if queues:
+        data["queues.yaml"] = queues
     return {
         "secrets": {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
                     "metadata": {**meta, "name": "admission-controller-secrets"}},
         "configmaps": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {**meta, "name": "yunikorn-configs"},
-                       "data": {"admissionController.accessControl.externalGroups": "^system:masters$",
-                                "admissionController.webHook.schedulerServiceAddress": f"127.0.0.1:{args.port}"}},
+                       "data": data},
     }
 
 
-def create_admission_objects(args, creds: Credentials) -> None:
-    """Create them as the admin; an existing one (409) is kept."""
+def create_admission_objects(args, creds: Credentials, config: Path) -> None:
+    """Create them, and the roles' grants in that namespace (run_identities.NAMESPACED_RULES), as
+    the admin; an existing one (409) is kept."""
     import json
 
     namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ADMISSION_NAMESPACE}}
     made = [(f"https://127.0.0.1:{args.api_port}/api/v1/namespaces", namespace)]
     made += [(f"https://127.0.0.1:{args.api_port}/api/v1/namespaces/{ADMISSION_NAMESPACE}/{collection}", obj)
-             for collection, obj in admission_objects(args).items()]
+             for collection, obj in admission_objects(args, config).items()]
+    rbac = f"https://127.0.0.1:{args.api_port}/apis/rbac.authorization.k8s.io/v1"
+    made += [(f"{rbac}/namespaces/{doc['metadata']['namespace']}/rolebindings" if doc["kind"] == "RoleBinding"
+              else f"{rbac}/clusterroles", doc) for doc in run_identities.namespaced_documents()]
     for url, obj in made:
         request = urllib.request.Request(
             url,
@@ -584,13 +606,11 @@ def _run(argv: Sequence[str]) -> int:
             child.argv += child_log_flags(args)
             if child.role == "web" and args.ui_dir:
                 child.argv += ["--ui-dir", args.ui_dir]
-            if child.role == "admission":   # yunikorn-configs' queues.yaml would be ignored: say so
-                child.argv += ["--queues-file", str(config)]
         if manifests is not None and pods is not None:
             print(deploy(args, supervisor, manifests, pods, log_path, creds), end="", flush=True)
             supervise(supervisor, None)
             return 0
-        supervisor.start_all(lambda: (api_up(args, supervisor), create_admission_objects(args, creds)))
+        supervisor.start_all(lambda: (api_up(args, supervisor), create_admission_objects(args, creds, config)))
         wait_ready(args, supervisor)
         write_demo_bundle(runtime / "bundles")
         if args.demo:

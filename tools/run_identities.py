@@ -87,6 +87,16 @@ SA_ROLES: dict[str, tuple[str, str, list[tuple]]] = {
 
 DEMO_USERS = ("alice", "bob", "carol", "dave", "erin")
 
+SCHEDULER_NAMESPACE = "yunikorn"
+"""Where `ykshm run` keeps YuniKorn's ConfigMaps and the admission controller's CA Secret, as
+deploy/kubernetes and YuniKorn's chart do: out of reach of the demo users (`edit` in `default`)."""
+
+# role -> (namespace, rules): what a user role may do in one namespace only (a RoleBinding)
+NAMESPACED_RULES: dict[str, tuple[str, list[tuple]]] = {
+    # the shim reads yunikorn-defaults/yunikorn-configs (its queues, hot-reloaded) there only
+    "shim": (SCHEDULER_NAMESPACE, [([""], ["configmaps"], RO)]),
+}
+
 
 def policy_documents() -> list[dict]:
     """A ClusterRole `ykshm:ROLE` and its ClusterRoleBinding to the user `ykshm:ROLE`, per role;
@@ -104,6 +114,17 @@ def policy_documents() -> list[dict]:
     for role, rules in ROLE_RULES.items():
         name = f"{USER_PREFIX}{role}"
         docs += _bound_cluster_role(name, rules, {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": name})
+    return docs
+
+
+def namespaced_documents() -> list[dict]:
+    """NAMESPACED_RULES as ClusterRoles and RoleBindings; created through the API once their
+    namespace exists (kube-apiserver, and so sim-cluster's --policy-file, refuses a RoleBinding
+    in a namespace that does not)."""
+    docs: list[dict] = []
+    for role, (namespace, rules) in NAMESPACED_RULES.items():
+        user = {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": f"{USER_PREFIX}{role}"}
+        docs += _bound_cluster_role(f"{USER_PREFIX}{role}:{namespace}", rules, user, namespace=namespace)
     return docs
 
 

@@ -46,20 +46,39 @@ def test_a_pod_created_as_alice_is_alices_at_once(make_run, tmp_path):
     wait_for(lambda: inst.web.get("/ws/v1/partition/default/usage/user/bob").status_code == 200, 10, "bob's usage")
 
 
-def test_queues_yaml_in_yunikorn_configs_is_refused_naming_the_file_that_is_used(make_run, tmp_path):
-    """newcomer-2: under `ykshm run` a queues.yaml put into yunikorn-configs was validated, accepted
-    and then ignored (the run's --config file stays the configuration). It is refused with the
-    file's name; the controller's own keys can still be changed."""
+def test_kubectl_edit_of_yunikorn_configs_hot_reloads_the_queues_and_a_refused_edit_says_why(make_run, tmp_path):
+    """Issue 34.2: under `ykshm run` the queues come from `yunikorn-configs` (namespace yunikorn),
+    seeded from the run's configuration, as YuniKorn is configured: an edit is live within seconds;
+    an edit the scheduler refuses is denied by the webhook with the reason, and changes nothing."""
     inst = make_run(nodes=1)
-    queues = "partitions:\n  - name: default\n    queues:\n      - name: root\n        queues:\n          - name: teamx\n"
-    patch = json.dumps({"data": {"queues.yaml": queues}})
+
+    def queue_names() -> set[str]:
+        resp = inst.web.get("/ws/v1/partition/default/queues")
+        if resp.status_code != 200:
+            return set()
+        todo, names = [resp.json()], set()
+        while todo:
+            q = todo.pop()
+            names.add(q["queuename"])
+            todo += q.get("children") or []
+        return names
+
+    seeded = kubectl(inst, tmp_path, "-n", "yunikorn", "get", "configmap", "yunikorn-configs", "-o", "json")
+    assert seeded.returncode == 0, seeded.stderr
+    assert "name: dev" in json.loads(seeded.stdout)["data"]["queues.yaml"]   # the embedded default's
+    wait_for(lambda: "root.dev" in queue_names(), 15, "the seeded queues")
+    queues = ("partitions:\n  - name: default\n    queues:\n      - name: root\n        submitacl: '*'\n"
+              "        queues:\n          - name: default\n          - name: teamx\n")
     res = kubectl(inst, tmp_path, "-n", "yunikorn", "patch", "configmap", "yunikorn-configs", "--type", "merge",
-                  "-p", patch)
-    assert res.returncode == 1
-    config = re.search(r"--config (\S+)", " ".join(open(f"/proc/{inst.roles()['engine']}/cmdline").read()
-                                                 .split("\0"))).group(1)
-    assert f"queues.yaml in ConfigMap yunikorn-configs would not be applied: this scheduler (ykshm run) " \
-           f"takes its queues from {config}" in res.stderr, res.stderr
-    ok = kubectl(inst, tmp_path, "-n", "yunikorn", "patch", "configmap", "yunikorn-configs", "--type", "merge",
-                 "-p", json.dumps({"data": {"admissionController.filtering.bypassNamespaces": "^kube-system$"}}))
-    assert ok.returncode == 0, ok.stderr
+                  "-p", json.dumps({"data": {"queues.yaml": queues}}))
+    assert res.returncode == 0, res.stderr
+    wait_for(lambda: "root.teamx" in queue_names(), 15, "root.teamx after the edit")
+    bad = queues.replace("teamx", "teamx\n            resources: {max: {memory: lots}}")
+    res = kubectl(inst, tmp_path, "-n", "yunikorn", "patch", "configmap", "yunikorn-configs", "--type", "merge",
+                  "-p", json.dumps({"data": {"queues.yaml": bad}}))
+    assert res.returncode == 1 and "lots" in res.stderr, res.stderr
+    assert "root.teamx" in queue_names()
+    # the demo users cannot touch it (N5): it is the scheduler's configuration
+    alice = kubectl(inst, tmp_path, "--as", "alice", "-n", "yunikorn", "patch", "configmap", "yunikorn-configs",
+                    "--type", "merge", "-p", json.dumps({"data": {"queues.yaml": queues}}))
+    assert alice.returncode == 1 and "forbidden" in alice.stderr.lower(), alice.stderr
