@@ -1,0 +1,695 @@
+"""`ykshm bench vs-yunikorn`: Apache YuniKorn and ykshm side by side on one real control plane and
+the same KWOK nodes (issue 32).
+
+The bench re-runs itself as the CMD of `ykshm realk8s run` (so the whole run is in a network
+namespace of its own, and the control plane is stopped with it), creates N KWOK nodes (Node
+objects annotated `kwok.x-k8s.io/node=fake`, which the `kwok` controller manages: Ready, and every
+pod bound to them Running, without processes), starts `kwok`, and then alternates rounds, YuniKorn
+first, on a fresh namespace each: the same `queues.yaml` (QUEUES, also `yunikorn-configs` in the
+scheduler's namespace), the same pods. One scheduler runs at a time (both answer to
+`schedulerName: yunikorn`); a round starts its scheduler, runs the workload, asks the REST
+questions, stops the scheduler by pid and force-deletes the namespace's pods.
+
+Figures, per workload and scheduler: pods/s (first create to last bind, from a watch), p50/p99
+create -> bound (the POST's answer to the watch event carrying spec.nodeName), CPU-seconds per
+1,000 pods (the scheduler's processes: YuniKorn's one; ykshm's engine + shim) and peak RSS
+(sampled every 0.2 s), `/ws/v1/events/batch?count=10000` p50, and for `recovery` the time from a
+SIGKILL-and-restart to the next new pod bound. Parity: the REST answers of both, normalised
+(ids, timestamps and unordered lists dropped or sorted), diffed; each difference printed.
+
+YuniKorn runs under its own client-certificate identity `yunikorn:scheduler` bound to the Helm
+chart's RBAC (its ClusterRole `yunikorn-scheduler` + `system:kube-scheduler` +
+`system:volume-scheduler` + the Role on configmaps; yunikorn-deploy.md 3.1), a User subject
+instead of the chart's ServiceAccount: the run's PKI signs client certificates, and what is
+measured is the scheduler, not the token path. ykshm runs under `ykshm run`'s shim identity.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import re
+import signal
+import ssl
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from urllib.parse import urlparse
+
+import psutil
+
+from simcluster import pki
+from tools import harness, peers_build, realk8s_build, run_identities
+
+NS = "yunikorn"
+YK_WEB = "127.0.0.1:19080"
+YUNIKORN_WEB = "127.0.0.1:9080"
+QUEUES = """\
+partitions:
+  - name: default
+    placementrules:
+      - name: provided
+        create: false
+    queues:
+      - name: root
+        submitacl: "*"
+        queues:
+          - name: bench
+          - name: limited
+            limits:
+              - limit: user cap
+                users: [alice]
+                maxresources: {vcore: 1000m}
+              - limit: group cap
+                groups: [devs]
+                maxresources: {vcore: 1500m}
+"""
+RBAC = """\
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: yunikorn-scheduler}
+rules:
+- {apiGroups: [""], resources: [namespaces], verbs: [get, watch, list]}
+- {apiGroups: [scheduling.k8s.io], resources: [priorityclasses], verbs: [get, watch, list]}
+- {apiGroups: [storage.k8s.io], resources: [volumeattachments], verbs: [get, watch, list]}
+- {apiGroups: [""], resources: [pods], verbs: [get, watch, list, create, patch, update, delete]}
+- {apiGroups: [""], resources: [configmaps], verbs: [get, watch, list]}
+""" + "".join(f"""---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {{name: {name}}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: {role}}}
+subjects: [{{apiGroup: rbac.authorization.k8s.io, kind: User, name: "yunikorn:scheduler"}}]
+""" for name, role in (("yunikorn-rbac", "yunikorn-scheduler"), ("yunikorn-rbac-kube-scheduler", "system:kube-scheduler"),
+                       ("yunikorn-rbac-volume-scheduler", "system:volume-scheduler")))
+SHOWN = 200  # differences printed per workload; --json has every one
+VOLATILE = ("id", "time", "uuid", "uid", "version", "timestamp", "lastupdate", "resourceversion", "heartbeat")
+
+
+# ------------------------------------------------------------------------------ the API client
+class Api:
+    """kube-apiserver as the admin (client certificate), one keep-alive connection per thread."""
+
+    def __init__(self, server: str, made: pki.Pki) -> None:
+        self.url = urlparse(server)
+        self.ctx = ssl.create_default_context(cafile=str(made.ca_crt))
+        self.ctx.load_cert_chain(str(made.admin_crt), str(made.admin_key))
+        self.local = threading.local()
+
+    def conn(self) -> http.client.HTTPSConnection:
+        if getattr(self.local, "conn", None) is None:
+            self.local.conn = http.client.HTTPSConnection(self.url.hostname, self.url.port, context=self.ctx, timeout=60)
+        return self.local.conn
+
+    def call(self, method: str, path: str, body: object = None, ok=(200, 201, 202, 404, 409),
+             content_type: str = "application/json") -> dict:
+        data = json.dumps(body).encode() if body is not None else None
+        for attempt in (0, 1):
+            try:
+                c = self.conn()
+                c.request(method, path, body=data, headers={"Content-Type": content_type})
+                resp = c.getresponse()
+                text = resp.read()
+                break
+            except (OSError, http.client.HTTPException):
+                self.local.conn = None
+                if attempt:
+                    raise
+        if resp.status not in ok:
+            raise RuntimeError(f"{method} {path}: {resp.status} {text[:200]!r}")
+        return json.loads(text or b"{}")
+
+    def watch(self, path: str):
+        """Yield (monotonic time, event) from a watch stream until it ends."""
+        c = http.client.HTTPSConnection(self.url.hostname, self.url.port, context=self.ctx, timeout=3600)
+        c.request("GET", path)
+        resp = c.getresponse()
+        try:
+            for line in resp:
+                yield time.monotonic(), json.loads(line)
+        finally:
+            c.close()
+
+
+# ------------------------------------------------------------------------------ workloads
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    apps: int
+    pods: int           # per app
+    queue: str = "root.bench"
+    users: tuple[tuple[str, str], ...] = ()  # (user, group) per app, round robin
+
+
+def workloads(scale: float, shapes: list[str]) -> list[Workload]:
+    """YuniKorn's performance shapes (YUNIKORN-1715), scaled; `shapes` (AxP) replaces them."""
+    def n(x: int) -> int:
+        return max(1, round(x * scale))
+    sized = [(int(a), int(p)) for a, p in (s.split("x") for s in shapes)] or \
+        [(n(10), 1000 if scale >= 1 else n(1000)), (n(100), n(100)), (n(1000), 10)]
+    throughput = [Workload(f"{a}x{p}", a, p) for a, p in sized]
+    apps, pods = sized[0]
+    return [*throughput,
+            Workload("limits", 4, 10, "root.limited", (("alice", "devs"), ("bob", "devs"), ("carol", "ops"), ("dave", "ops"))),
+            Workload("recovery", apps, pods)]
+
+
+def pod(ns: str, app: str, i: int, w: Workload, user: tuple[str, str] | None) -> dict:
+    annotations = {"yunikorn.apache.org/user.info": json.dumps({"user": user[0], "groups": [user[1]]})} if user else {}
+    return harness.pod_body(f"{app}-{i}", namespace=ns, app=app, queue=w.queue, annotations=annotations,
+                            spec_extra={"tolerations": [{"key": "kwok.x-k8s.io/node", "operator": "Exists"}]})
+
+
+# ------------------------------------------------------------------------------ one scheduler
+@dataclass
+class Scheduler:
+    """A scheduler's processes, its REST address, its log(s) and how it starts."""
+
+    name: str
+    web: str
+    start: object
+    procs: list = field(default_factory=list)   # harness.Proc or Popen
+    logs: list = field(default_factory=list)
+    cluster: harness.Cluster | None = None      # ykshm's: closing it unlinks its /dev/shm segments
+
+    def pids(self) -> list[int]:
+        return [p.pid for p in self.procs
+                if (p.poll() is None if isinstance(p, subprocess.Popen) else p.alive())]
+
+    def tail(self, n: int = 8) -> str:
+        out = []
+        for log in self.logs:
+            try:
+                out += Path(log).read_text(errors="replace").splitlines()[-n:]
+            except OSError:
+                pass
+        return "\n".join(out[-n:])
+
+
+def rest(web: str, path: str, timeout: float = 30) -> object:
+    with urllib.request.urlopen(f"http://{web}{path}", timeout=timeout) as resp:
+        return json.loads(resp.read())
+
+
+def ready(web: str, timeout: float) -> None:
+    harness.wait_for(lambda: _try(lambda: rest(web, "/ws/v1/partitions", 2)), timeout, f"REST on {web}", 0.2)
+
+
+def _try(fn):
+    try:
+        return fn() or True
+    except Exception:  # noqa: BLE001 - a probe: not up yet
+        return False
+
+
+class Procs:
+    """psutil view of a scheduler's processes and their children: CPU seconds, RSS."""
+
+    def __init__(self, pids: list[int]) -> None:
+        self.procs = [psutil.Process(p) for p in pids]
+
+    def _all(self):
+        for p in self.procs:
+            yield p
+            try:
+                yield from p.children(recursive=True)
+            except psutil.Error:
+                pass
+
+    def cpu(self) -> float:
+        total = 0.0
+        for p in self._all():
+            try:
+                t = p.cpu_times()
+                total += t.user + t.system
+            except psutil.Error:
+                pass
+        return total
+
+    def rss(self) -> int:
+        total = 0
+        for p in self._all():
+            try:
+                total += p.memory_info().rss
+            except psutil.Error:
+                pass
+        return total
+
+
+# ------------------------------------------------------------------------------ a round
+@dataclass
+class Result:
+    workload: str
+    scheduler: str
+    ok: bool = True
+    pods: int = 0
+    pods_per_s: float = 0.0
+    p50_ms: float = 0.0
+    p99_ms: float = 0.0
+    cpu_per_1000: float = 0.0
+    peak_rss_mb: float = 0.0
+    events_p50_ms: float = 0.0
+    recovery_s: float | None = None
+    error: str = ""
+    rest: dict = field(default_factory=dict, repr=False)
+
+
+class Round:
+    """One workload under one scheduler on a fresh namespace."""
+
+    def __init__(self, api: Api, sched: Scheduler, w: Workload, ns: str, timeout: float) -> None:
+        self.api, self.sched, self.w, self.ns, self.timeout = api, sched, w, ns, timeout
+        self.created: dict[str, float] = {}
+        self.bound: dict[str, float] = {}
+        self.cond = threading.Condition()
+
+    def _watch(self) -> None:
+        path = f"/api/v1/namespaces/{self.ns}/pods?watch=1&allowWatchBookmarks=false"
+        try:
+            for t, ev in self.api.watch(path):
+                obj = ev.get("object", {})
+                if obj.get("spec", {}).get("nodeName"):
+                    with self.cond:
+                        self.bound.setdefault(obj["metadata"]["name"], t)
+                        self.cond.notify_all()
+        except (OSError, http.client.HTTPException, ValueError):
+            pass
+
+    def _create(self, body: dict) -> None:
+        self.api.call("POST", f"/api/v1/namespaces/{self.ns}/pods", body, ok=(201,))
+        self.created[body["metadata"]["name"]] = time.monotonic()
+
+    def create(self, bodies: list[dict]) -> None:
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(self._create, bodies))
+
+    def wait_bound(self, names: list[str], timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while not all(n in self.bound for n in names):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"{sum(n in self.bound for n in names)}/{len(names)} pods bound "
+                                       f"after {timeout:.0f}s")
+                self.cond.wait(min(left, 1.0))
+
+    def bodies(self, start: int = 0, apps: int | None = None) -> list[dict]:
+        out = []
+        for a in range(apps or self.w.apps):
+            user = self.w.users[a % len(self.w.users)] if self.w.users else None
+            out += [pod(self.ns, f"{self.w.name}-app{a}", start + i, self.w, user) for i in range(self.w.pods)]
+        return out
+
+    def delete_pods(self, names: list[str]) -> None:
+        def rm(n):
+            self.api.call("DELETE", f"/api/v1/namespaces/{self.ns}/pods/{n}", {"gracePeriodSeconds": 0})
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(rm, names))
+
+
+def run_round(api: Api, sched: Scheduler, w: Workload, ns: str, timeout: float) -> Result:
+    res = Result(w.name, sched.name)
+    api.call("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    r = Round(api, sched, w, ns, timeout)
+    watcher = threading.Thread(target=r._watch, daemon=True)
+    watcher.start()
+    time.sleep(0.3)  # the watch is open before the first create (a missed bind would hang the round)
+    sched.start(sched)
+    procs = Procs(sched.pids())
+    peak = [procs.rss()]
+    sampling = threading.Event()
+
+    def sample():
+        while not sampling.wait(0.2):
+            peak[0] = max(peak[0], procs.rss())
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    cpu0 = procs.cpu()
+    bodies = r.bodies()
+    names = [b["metadata"]["name"] for b in bodies]
+    try:
+        if w.name == "limits":
+            limits_round(r, bodies, names, timeout)
+        else:
+            r.create(bodies)
+            r.wait_bound(names, timeout)
+        lat = sorted(r.bound[n] - r.created[n] for n in names)
+        span = max(r.bound[n] for n in names) - min(r.created.values())
+        res.pods = len(names)
+        res.pods_per_s = len(names) / span if span > 0 else 0.0
+        res.p50_ms = 1000 * lat[len(lat) // 2]
+        res.p99_ms = 1000 * lat[min(len(lat) - 1, int(len(lat) * 0.99))]
+        res.cpu_per_1000 = (procs.cpu() - cpu0) * 1000 / len(names)
+        res.events_p50_ms = events_p50(sched.web)
+        res.rest = questions(sched.web)
+        if w.name == "recovery":
+            res.recovery_s = recovery(r, sched)
+        res.peak_rss_mb = max(peak[0], procs.rss()) / 2**20
+    except Exception as exc:  # noqa: BLE001 - a failed round is reported; the run goes on
+        res.ok = False
+        res.error = f"{type(exc).__name__}: {exc}\n{sched.tail()}"
+    finally:
+        sampling.set()
+        stop(sched)
+        api.call("DELETE", f"/api/v1/namespaces/{ns}/pods", {"gracePeriodSeconds": 0})
+        api.call("DELETE", f"/api/v1/namespaces/{ns}", {})
+    return res
+
+
+def limits_round(r: Round, bodies: list[dict], names: list[str], timeout: float) -> None:
+    """Limits hit: pods wait; the bound ones are deleted (they "finish") until all have run."""
+    r.create(bodies)
+    done: set[str] = set()
+    deadline = time.monotonic() + timeout
+    while len(done) < len(names):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{len(done)}/{len(names)} pods ran under the limits after {timeout:.0f}s")
+        with r.cond:
+            r.cond.wait(0.5)
+            running = [n for n in names if n in r.bound and n not in done]
+        time.sleep(0.5)  # let the scheduler fill up to its limit before the finished ones go
+        if running:
+            r.delete_pods(running)
+            done.update(running)
+
+
+def recovery(r: Round, sched: Scheduler) -> float:
+    """SIGKILL the scheduler, restart it, create one pod: the time until it is bound."""
+    for pid in sched.pids():
+        os.kill(pid, signal.SIGKILL)
+    began = time.monotonic()
+    stop(sched)
+    sched.start(sched)
+    body = pod(r.ns, "recovery-probe", 0, r.w, None)
+    r.create([body])
+    r.wait_bound([body["metadata"]["name"]], r.timeout)
+    return r.bound[body["metadata"]["name"]] - began
+
+
+def events_p50(web: str, n: int = 10) -> float:
+    took = []
+    for _ in range(n):
+        began = time.monotonic()
+        rest(web, "/ws/v1/events/batch?count=10000", 60)
+        took.append(time.monotonic() - began)
+    return 1000 * statistics.median(took)
+
+
+QUESTIONS = {
+    "partitions": "/ws/v1/partitions",
+    "queues": "/ws/v1/partition/default/queues",
+    "applications": "/ws/v1/partition/default/applications/active",
+    "completed": "/ws/v1/partition/default/applications/completed",
+    "nodes": "/ws/v1/partition/default/nodes",
+    "users": "/ws/v1/partition/default/usage/users",
+    "groups": "/ws/v1/partition/default/usage/groups",
+    "events": "/ws/v1/events/batch?count=10000",
+}
+
+
+def questions(web: str) -> dict:
+    out = {}
+    for key, path in QUESTIONS.items():
+        try:
+            out[key] = rest(web, path)
+        except Exception as exc:  # noqa: BLE001 - an unanswered question is a difference
+            out[key] = f"error: {exc}"
+    return out
+
+
+# ------------------------------------------------------------------------------ parity
+def normalise(obj, key: str = ""):
+    """Drop volatile fields; lists sorted (their order is not defined); events counted by type."""
+    if key == "events" and isinstance(obj, dict):
+        counts: dict[str, int] = {}
+        for e in obj.get("EventRecords") or []:
+            k = f"{e.get('type')}/{e.get('changeType')}/{e.get('changeDetail')}"
+            counts[k] = counts.get(k, 0) + 1
+        return counts
+    if isinstance(obj, dict):
+        return {k: normalise(v) for k, v in obj.items() if not any(x in k.lower() for x in VOLATILE)}
+    if isinstance(obj, list):
+        return sorted((normalise(v) for v in obj), key=lambda v: json.dumps(v, sort_keys=True))
+    return obj
+
+
+def flatten(obj, prefix: str = "") -> dict[str, object]:
+    if isinstance(obj, dict):
+        out = {}
+        for k, v in obj.items():
+            out.update(flatten(v, f"{prefix}.{k}" if prefix else k))
+        return out
+    if isinstance(obj, list):
+        out = {}
+        for i, v in enumerate(obj):
+            name = v.get("name") or v.get("queuename") or v.get("nodeID") or v.get("userName") or v.get("groupName") \
+                if isinstance(v, dict) else None
+            out.update(flatten(v, f"{prefix}[{name if name else i}]"))
+        return out
+    return {prefix: obj}
+
+
+def differences(yk: dict, ours: dict) -> list[str]:
+    diffs = []
+    for key in QUESTIONS:
+        a = flatten(normalise(yk.get(key), key), key)
+        b = flatten(normalise(ours.get(key), key), key)
+        for path in sorted(set(a) | set(b)):
+            if a.get(path, "<absent>") != b.get(path, "<absent>"):
+                diffs.append(f"{path}: yunikorn={a.get(path, '<absent>')!r} ykshm={b.get(path, '<absent>')!r}")
+    return diffs
+
+
+# ------------------------------------------------------------------------------ the schedulers
+def stop(sched: Scheduler) -> None:
+    """Every process of the scheduler, by pid; ykshm's shared memory unlinked."""
+    for p in sched.procs:
+        if hasattr(p, "stop"):
+            p.stop()
+        elif p.poll() is None:
+            p.terminate()
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+    sched.procs = []
+    if sched.cluster is not None:
+        sched.cluster.close()
+        sched.cluster = None
+
+
+def yunikorn(bins: Path, config: Path, tmp: Path, timeout: float) -> Scheduler:
+    def start(s: Scheduler) -> None:
+        log = tmp / f"yunikorn-{len(s.logs)}.log"
+        s.logs.append(str(log))
+        env = dict(os.environ, KUBECONFIG=str(config), NAMESPACE=NS)
+        with open(log, "ab") as out:
+            s.procs = [subprocess.Popen([str(bins / "yunikorn-scheduler")], env=env, stdout=out, stderr=out,
+                                        stdin=subprocess.DEVNULL)]
+        ready(s.web, timeout)
+    return Scheduler("yunikorn", YUNIKORN_WEB, start)
+
+
+def ykshm(api: Api, server: str, made: pki.Pki, tmp: Path, timeout: float) -> Scheduler:
+    policy = run_identities.write_policy(tmp / "ykshm-policy.yaml")
+    kubectl_apply(policy)
+    config = pki.client_kubeconfig(made, "ykshm-shim", f"{run_identities.USER_PREFIX}shim",
+                                   (run_identities.GROUP,), server)
+
+    def start(s: Scheduler) -> None:
+        c = harness.Cluster(f"vsyk{os.getpid()}x{len(s.logs)}", engine_config=QUEUES, log_dir=str(tmp))
+        c.start_engine(timeout)
+        web = harness.Proc("web", ["web", "--name", c.name, "--bind", s.web, "--workers", "1", "--nice", "0",
+                                   "--config", c.config], str(tmp))
+        s.cluster = c
+        c.shim = harness.Proc("shim", ["shim", "--kubeconfig", str(config), "--name", c.name, "--socket", c.socket],
+                              str(tmp))
+        s.procs = [c.engine, c.shim, web]
+        s.logs += [c.engine.log_path, c.shim.log_path, web.log_path]
+        c.wait_shim("Running", timeout)
+        ready(s.web, timeout)
+    return Scheduler("ykshm", YK_WEB, start)
+
+
+def kubectl_apply(path: Path) -> None:
+    done = subprocess.run(["kubectl", "apply", "-f", str(path)], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"kubectl apply {path}: {done.stderr.strip()}")
+
+
+# ------------------------------------------------------------------------------ KWOK
+KWOK_TAINT = {"key": "kwok.x-k8s.io/node", "value": "fake", "effect": "NoSchedule"}
+
+
+def create_nodes(api: Api, n: int) -> None:
+    """N KWOK nodes; the `not-ready` taint the TaintNodesByCondition admission plugin adds at
+    create is replaced by KWOK's own (no node lifecycle controller runs to lift it)."""
+    def one(i: int) -> None:
+        res = {"cpu": "32", "memory": "256Gi", "pods": "110"}
+        name = f"kwok-node-{i}"
+        api.call("POST", "/api/v1/nodes", {
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "annotations": {"kwok.x-k8s.io/node": "fake"},
+                         "labels": {"type": "kwok", "kubernetes.io/hostname": name}},
+            "spec": {"taints": [KWOK_TAINT]},
+            "status": {"capacity": res, "allocatable": res}})
+        api.call("PATCH", f"/api/v1/nodes/{name}", {"spec": {"taints": [KWOK_TAINT]}}, ok=(200,),
+                 content_type="application/merge-patch+json")
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(one, range(n)))
+
+
+def start_kwok(bins: Path, tmp: Path) -> subprocess.Popen:
+    log = open(tmp / "kwok.log", "wb")
+    return subprocess.Popen([str(bins / "kwok"), f"--kubeconfig={os.environ['KUBECONFIG']}",
+                             "--manage-all-nodes=false", f"--config={bins / peers_build.KWOK_STAGES}",
+                             "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+                             "--cidr=10.244.128.0/17", "--node-ip=10.244.0.1", "--server-address=127.0.0.1:0"],
+                            stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+
+
+def nodes_ready(api: Api, n: int) -> bool:
+    items = api.call("GET", "/api/v1/nodes")["items"]
+    return sum(any(c["type"] == "Ready" and c["status"] == "True" for c in (i.get("status", {}).get("conditions") or []))
+               for i in items) >= n
+
+
+# ------------------------------------------------------------------------------ the run
+def fmt(r: Result) -> str:
+    if not r.ok:
+        return f"{r.workload:<9} {r.scheduler:<9} FAILED"
+    rec = f"{r.recovery_s:.2f}" if r.recovery_s is not None else "-"
+    return (f"{r.workload:<9} {r.scheduler:<9} {r.pods:>6} {r.pods_per_s:>8.1f} {r.p50_ms:>9.0f} {r.p99_ms:>9.0f} "
+            f"{r.cpu_per_1000:>9.2f} {r.peak_rss_mb:>8.0f} {r.events_p50_ms:>9.1f} {rec:>9}")
+
+
+HEADER = (f"{'workload':<9} {'scheduler':<9} {'pods':>6} {'pods/s':>8} {'p50 ms':>9} {'p99 ms':>9} "
+          f"{'cpu/1000':>9} {'rss MB':>8} {'ev p50ms':>9} {'recov s':>9}")
+
+
+def ratio(a: float | None, b: float | None) -> str:
+    return f"{a / b:.2f}" if a is not None and b else "-"
+
+
+def inside(args: argparse.Namespace) -> int:
+    made = pki.Pki(Path(os.environ["YKSHM_REALK8S_DIR"]) / "pki")
+    import yaml
+    server = yaml.safe_load(Path(os.environ["KUBECONFIG"]).read_text())["clusters"][0]["cluster"]["server"]
+    api = Api(server, made)
+    bins = peers_build.require_built()
+    tmp = Path(tempfile.mkdtemp(prefix="ykshm-vsyk-"))
+    out = sys.stdout if not args.json else sys.stderr
+    kwok = None
+    try:
+        print(f"host: {os.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.0f} GiB; "
+              f"{args.nodes} KWOK nodes; scale {args.scale}", file=out, flush=True)
+        api.call("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+        api.call("POST", f"/api/v1/namespaces/{NS}/configmaps", {"apiVersion": "v1", "kind": "ConfigMap",
+                 "metadata": {"name": "yunikorn-configs", "namespace": NS}, "data": {"queues.yaml": QUEUES}})
+        (tmp / "rbac.yaml").write_text(RBAC + f"""---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {{name: yunikorn-scheduler, namespace: {NS}}}
+rules:
+- {{apiGroups: [""], resources: [configmaps], verbs: [get, watch, list]}}
+- {{apiGroups: [""], resources: [secrets], verbs: [get, watch, list, update]}}
+""")
+        kubectl_apply(tmp / "rbac.yaml")
+        yk_config = pki.client_kubeconfig(made, "yunikorn", "yunikorn:scheduler", (), server)
+        create_nodes(api, args.nodes)
+        kwok = start_kwok(bins, tmp)
+        harness.wait_for(lambda: nodes_ready(api, args.nodes), args.timeout, f"{args.nodes} KWOK nodes Ready", 0.5)
+        schedulers = [yunikorn(bins, yk_config, tmp, args.timeout), ykshm(api, server, made, tmp, args.timeout)]
+        results: list[Result] = []
+        parity: dict[str, list[str]] = {}
+        chosen = [w for w in workloads(args.scale, args.shape) if not args.workload or w.name in args.workload]
+        for w in chosen:
+            pair = []
+            for i, sched in enumerate(schedulers):
+                ns = f"bench-{w.name}-{sched.name}".lower()
+                began = time.monotonic()
+                res = run_round(api, sched, w, ns, args.timeout)
+                pair.append(res)
+                results.append(res)
+                state = "ok" if res.ok else "FAILED"
+                print(f"round {len(results)}: {w.name} {sched.name} {state} in {time.monotonic() - began:.0f}s",
+                      file=out, flush=True)
+                if not res.ok:
+                    print("  " + res.error.replace("\n", "\n  "), file=out, flush=True)
+            if all(p.ok for p in pair):
+                parity[w.name] = differences(pair[0].rest, pair[1].rest)
+        report(results, parity, args.json)
+        return 0 if all(r.ok for r in results) else 1
+    finally:
+        if kwok is not None:
+            kwok.terminate()
+            kwok.wait(10)
+
+
+def report(results: list[Result], parity: dict[str, list[str]], as_json: bool) -> None:
+    if as_json:
+        print(json.dumps({"results": [{k: v for k, v in asdict(r).items() if k != "rest"} for r in results],
+                          "parity": parity}, indent=1))
+        return
+    print(HEADER)
+    for r in results:
+        print(fmt(r))
+    by = {(r.workload, r.scheduler): r for r in results if r.ok}
+    print("ratio ykshm/yunikorn:")
+    for w in dict.fromkeys(r.workload for r in results):
+        a, b = by.get((w, "ykshm")), by.get((w, "yunikorn"))
+        if a and b:
+            print(f"  {w:<9} pods/s {ratio(a.pods_per_s, b.pods_per_s)}  p99 {ratio(a.p99_ms, b.p99_ms)}  "
+                  f"cpu {ratio(a.cpu_per_1000, b.cpu_per_1000)}  rss {ratio(a.peak_rss_mb, b.peak_rss_mb)}  "
+                  f"events {ratio(a.events_p50_ms, b.events_p50_ms)}  recovery {ratio(a.recovery_s, b.recovery_s)}")
+    for w, diffs in parity.items():
+        print(f"parity {w}: {len(diffs)} differences")
+        for d in diffs[:SHOWN]:
+            print(f"  {d}")
+        if len(diffs) > SHOWN:
+            print(f"  ... {len(diffs) - SHOWN} more (all of them: --json)")
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="ykshm bench vs-yunikorn", description=__doc__.split("\n")[0])
+    p.add_argument("--scale", type=float, default=1.0, help="shrink the workloads (0.1: a tenth of the pods)")
+    p.add_argument("--nodes", type=int, default=1000, help="KWOK nodes (default 1000)")
+    p.add_argument("--shape", action="append", default=[], metavar="AxP",
+                   help="APPS x PODS per app instead of 10x1000, 100x100, 1000x10 (repeatable)")
+    p.add_argument("--workload", action="append", default=[], help="only this workload (repeatable)")
+    p.add_argument("--timeout", type=float, default=600.0, help="seconds a round may take")
+    p.add_argument("--json", action="store_true", help="the figures as JSON on stdout")
+    p.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)
+    return p
+
+
+def main(argv) -> int:
+    args = parser().parse_args(list(argv))
+    if args.scale <= 0 or args.nodes <= 0:
+        print("ykshm bench vs-yunikorn: error: --scale and --nodes must be > 0", file=sys.stderr)
+        return 2
+    bad = [s for s in args.shape if not re.fullmatch(r"[1-9][0-9]*x[1-9][0-9]*", s)]
+    if bad:
+        print(f"ykshm bench vs-yunikorn: error: --shape {bad[0]!r} is not APPSxPODS (e.g. 2x5)", file=sys.stderr)
+        return 2
+    if args.inside:
+        return inside(args)
+    for check in (realk8s_build.require_built, peers_build.require_built):
+        try:
+            check()
+        except Exception as exc:  # noqa: BLE001 - UsageError: one line, exit 2
+            print(f"ykshm bench vs-yunikorn: error: {exc}", file=sys.stderr)
+            return 2
+    cmd = [sys.executable, "-m", "tools.cli", "realk8s", "run", "--", sys.executable, "-m", "tools.cli",
+           "bench", "vs-yunikorn", "--inside", *argv]
+    return subprocess.run(cmd, cwd=harness.ROOT).returncode
