@@ -1,0 +1,64 @@
+"""`ykshm bench vs-yunikorn`'s parity diff and its bad input (issue 32), without a cluster: what
+the two schedulers answer differs only where a user would see a difference (ids, timestamps and
+the order of unordered lists do not count); a bad flag is one line and exit 2."""
+
+from __future__ import annotations
+
+import subprocess
+
+from bench import vs_yunikorn
+from tests.tools.ykcli import env, ykshm_argv
+from tools import harness
+
+YUNIKORN = {
+    "applications": [
+        {"applicationID": "a-1", "applicationState": "Running", "submissionTime": 17, "queueName": "root.bench",
+         "allocations": [{"allocationKey": "k2", "nodeId": "n1"}, {"allocationKey": "k1", "nodeId": "n2"}]},
+        {"applicationID": "a-2", "applicationState": "Accepted", "queueName": "root.bench"},
+    ],
+    "events": {"EventRecords": [{"type": "APP", "changeType": "ADD", "changeDetail": "DETAILS_NONE", "timestampNano": 1},
+                                {"type": "APP", "changeType": "ADD", "changeDetail": "DETAILS_NONE", "timestampNano": 2}]},
+}
+
+
+def test_ids_timestamps_and_order_are_not_differences():
+    ours = {
+        "applications": [
+            {"applicationID": "a-2", "applicationState": "Accepted", "queueName": "root.bench"},
+            {"applicationID": "a-1", "applicationState": "Running", "submissionTime": 99, "queueName": "root.bench",
+             "allocations": [{"allocationKey": "k1", "nodeId": "n2"}, {"allocationKey": "k2", "nodeId": "n1"}]},
+        ],
+        "events": {"EventRecords": [{"type": "APP", "changeType": "ADD", "changeDetail": "DETAILS_NONE",
+                                     "timestampNano": 5}] * 2},
+    }
+    assert vs_yunikorn.differences(YUNIKORN, ours) == []
+
+
+def test_a_state_and_an_event_count_that_differ_are_each_named():
+    ours = {
+        "applications": [
+            {"applicationID": "a-1", "applicationState": "Running", "queueName": "root.bench",
+             "allocations": [{"allocationKey": "k1", "nodeId": "n2"}, {"allocationKey": "k2", "nodeId": "n1"}]},
+            {"applicationID": "a-2", "applicationState": "Running", "queueName": "root.bench"},
+        ],
+        "events": {"EventRecords": [{"type": "APP", "changeType": "ADD", "changeDetail": "DETAILS_NONE"}]},
+    }
+    diffs = vs_yunikorn.differences(YUNIKORN, ours)
+    assert any("applicationState" in d and "'Accepted'" in d and "'Running'" in d for d in diffs), diffs
+    assert any(d.startswith("events.APP/ADD/DETAILS_NONE: yunikorn=2 ykshm=1") for d in diffs), diffs
+    assert not any("Time" in d or "ID" in d for d in diffs), diffs
+
+
+def test_a_bad_shape_is_one_line_and_exit_2():
+    done = subprocess.run([*ykshm_argv("bench", "vs-yunikorn"), "--shape", "2y5"], capture_output=True, text=True,
+                          env=env(), cwd=harness.ROOT, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == ["ykshm bench vs-yunikorn: error: --shape '2y5' is not APPSxPODS (e.g. 2x5)"]
+
+
+def test_an_unbuilt_peer_pin_names_the_build_command(tmp_path):
+    done = subprocess.run([*ykshm_argv("bench", "vs-yunikorn")], capture_output=True, text=True,
+                          env=dict(env(), XDG_CACHE_HOME=str(tmp_path)), cwd=harness.ROOT, timeout=60)
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "ykshm realk8s build" in lines[0], lines
