@@ -92,7 +92,7 @@ subjects: [{{apiGroup: rbac.authorization.k8s.io, kind: User, name: "yunikorn:sc
 """ for name, role in (("yunikorn-rbac", "yunikorn-scheduler"), ("yunikorn-rbac-kube-scheduler", "system:kube-scheduler"),
                        ("yunikorn-rbac-volume-scheduler", "system:volume-scheduler")))
 SHOWN = 200  # differences printed per workload; --json has every one
-VOLATILE = ("id", "time", "uuid", "uid", "version", "timestamp", "lastupdate", "resourceversion", "heartbeat")
+VOLATILE = ("id", "allocationkey", "time", "uuid", "uid", "version", "timestamp", "lastupdate", "resourceversion", "heartbeat")
 
 
 # ------------------------------------------------------------------------------ the API client
@@ -427,8 +427,19 @@ def questions(web: str) -> dict:
 
 
 # ------------------------------------------------------------------------------ parity
+IDENTITY = ("nodeID", "applicationID", "queuename", "userName", "groupName", "name")
+
+
+def identity(v) -> str | None:
+    """The stable name of a list item (a node's, an application's, ...), before ids are dropped."""
+    if isinstance(v, dict):
+        return next((str(v[k]) for k in IDENTITY if isinstance(v.get(k), (str, int))), None)
+    return None
+
+
 def normalise(obj, key: str = ""):
-    """Drop volatile fields; lists sorted (their order is not defined); events counted by type."""
+    """Drop volatile fields; list items keyed by their name, other lists sorted (their order is
+    not defined); events counted by type."""
     if key == "events" and isinstance(obj, dict):
         counts: dict[str, int] = {}
         for e in obj.get("EventRecords") or []:
@@ -438,6 +449,9 @@ def normalise(obj, key: str = ""):
     if isinstance(obj, dict):
         return {k: normalise(v) for k, v in obj.items() if not any(x in k.lower() for x in VOLATILE)}
     if isinstance(obj, list):
+        names = [identity(v) for v in obj]
+        if names and all(names) and len(set(names)) == len(names):
+            return {f"[{n}]": normalise(v) for n, v in zip(names, obj)}
         return sorted((normalise(v) for v in obj), key=lambda v: json.dumps(v, sort_keys=True))
     return obj
 
@@ -446,27 +460,38 @@ def flatten(obj, prefix: str = "") -> dict[str, object]:
     if isinstance(obj, dict):
         out = {}
         for k, v in obj.items():
-            out.update(flatten(v, f"{prefix}.{k}" if prefix else k))
+            out.update(flatten(v, f"{prefix}{k}" if k.startswith("[") else f"{prefix}.{k}" if prefix else k))
         return out
     if isinstance(obj, list):
         out = {}
         for i, v in enumerate(obj):
-            name = v.get("name") or v.get("queuename") or v.get("nodeID") or v.get("userName") or v.get("groupName") \
-                if isinstance(v, dict) else None
-            out.update(flatten(v, f"{prefix}[{name if name else i}]"))
+            out.update(flatten(v, f"{prefix}[{i}]"))
         return out
     return {prefix: obj}
 
 
+GENERIC = (re.compile(r"kwok-node-\d+"), re.compile(r"(app\d+|-\d+)\b"))
+
+
+def same_namespace(answers: dict, namespace: str) -> dict:
+    """The round's namespace named `<namespace>`: each round has its own, the pods are the same."""
+    return json.loads(json.dumps(answers).replace(f'"{namespace}"', '"<namespace>"')
+                      .replace(f"{namespace}/", "<namespace>/"))
+
+
 def differences(yk: dict, ours: dict) -> list[str]:
-    diffs = []
+    """Each difference once: a path that differs the same way on many nodes or applications is
+    one line with its count (nodes[kwok-node-*]... x1000)."""
+    counted: dict[str, int] = {}
     for key in QUESTIONS:
         a = flatten(normalise(yk.get(key), key), key)
         b = flatten(normalise(ours.get(key), key), key)
         for path in sorted(set(a) | set(b)):
             if a.get(path, "<absent>") != b.get(path, "<absent>"):
-                diffs.append(f"{path}: yunikorn={a.get(path, '<absent>')!r} ykshm={b.get(path, '<absent>')!r}")
-    return diffs
+                line = f"{path}: yunikorn={a.get(path, '<absent>')!r} ykshm={b.get(path, '<absent>')!r}"
+                line = GENERIC[1].sub("*", GENERIC[0].sub("kwok-node-*", line))
+                counted[line] = counted.get(line, 0) + 1
+    return [f"{line} (x{n})" if n > 1 else line for line, n in counted.items()]
 
 
 # ------------------------------------------------------------------------------ the schedulers
@@ -616,7 +641,7 @@ rules:
         for w in chosen:
             pair = []
             for i, sched in enumerate(schedulers):
-                ns = f"bench-{w.name}-{sched.name}".lower()
+                ns = namespace(w, sched.name)
                 began = time.monotonic()
                 res = run_round(api, sched, w, ns, args.timeout)
                 pair.append(res)
@@ -627,13 +652,17 @@ rules:
                 if not res.ok:
                     print("  " + res.error.replace("\n", "\n  "), file=out, flush=True)
             if all(p.ok for p in pair):
-                parity[w.name] = differences(pair[0].rest, pair[1].rest)
+                parity[w.name] = differences(*(same_namespace(p.rest, namespace(w, p.scheduler)) for p in pair))
         report(results, parity, args.json)
         return 0 if all(r.ok for r in results) else 1
     finally:
         if kwok is not None:
             kwok.terminate()
             kwok.wait(10)
+
+
+def namespace(w: Workload, scheduler: str) -> str:
+    return f"bench-{w.name}-{scheduler}".lower()
 
 
 def report(results: list[Result], parity: dict[str, list[str]], as_json: bool) -> None:
