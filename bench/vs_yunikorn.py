@@ -31,6 +31,7 @@ import http.client
 import json
 import os
 import re
+import shutil
 import signal
 import ssl
 import statistics
@@ -49,6 +50,7 @@ import psutil
 
 from simcluster import pki
 from tools import harness, peers_build, realk8s_build, run_identities
+from tools.realk8s_plane import _die_with_parent
 
 NS = "yunikorn"
 YK_WEB = "127.0.0.1:19080"
@@ -128,14 +130,16 @@ class Api:
             raise RuntimeError(f"{method} {path}: {resp.status} {text[:200]!r}")
         return json.loads(text or b"{}")
 
-    def watch(self, path: str):
-        """Yield (monotonic time, event) from a watch stream until it ends."""
+    def watch(self, path: str, opened: list):
+        """Yield (monotonic time, raw line) from a watch stream until it ends; `opened` gets the
+        connection, so the round can close it."""
         c = http.client.HTTPSConnection(self.url.hostname, self.url.port, context=self.ctx, timeout=3600)
+        opened.append(c)
         c.request("GET", path)
         resp = c.getresponse()
         try:
             for line in resp:
-                yield time.monotonic(), json.loads(line)
+                yield time.monotonic(), line
         finally:
             c.close()
 
@@ -270,19 +274,53 @@ class Round:
         self.api, self.sched, self.w, self.ns, self.timeout = api, sched, w, ns, timeout
         self.created: dict[str, float] = {}
         self.bound: dict[str, float] = {}
-        self.cond = threading.Condition()
+        self.closed = False
+        self.conns: list[http.client.HTTPSConnection] = []
 
     def _watch(self) -> None:
-        path = f"/api/v1/namespaces/{self.ns}/pods?watch=1&allowWatchBookmarks=false"
+        """Bind times from a watch, resumed from its last resourceVersion when kube-apiserver
+        closes it (it drops a watcher that falls behind, as under 10,000 pods); after a 410 or
+        an error, a list catches up (those pods count as bound when seen: an upper bound)."""
+        rv = ""
+        while not self.closed:
+            path = f"/api/v1/namespaces/{self.ns}/pods?watch=1&allowWatchBookmarks=true"
+            try:
+                for t, line in self.api.watch(path + (f"&resourceVersion={rv}" if rv else ""), self.conns):
+                    ev = json.loads(line)
+                    if ev.get("type") == "ERROR":
+                        rv = ""
+                        break
+                    meta = ev["object"]["metadata"]
+                    rv = meta.get("resourceVersion", rv)
+                    if b'"nodeName"' in line and ev["object"].get("spec", {}).get("nodeName"):
+                        self._bound(meta["name"], t)
+            except (OSError, http.client.HTTPException, ValueError, KeyError):
+                rv = ""
+            if not rv and not self.closed:
+                rv = self._catch_up()
+
+    def _bound(self, name: str, t: float) -> None:
+        self.bound.setdefault(name, t)  # one writer: this thread
+
+    def _catch_up(self) -> str:
         try:
-            for t, ev in self.api.watch(path):
-                obj = ev.get("object", {})
-                if obj.get("spec", {}).get("nodeName"):
-                    with self.cond:
-                        self.bound.setdefault(obj["metadata"]["name"], t)
-                        self.cond.notify_all()
-        except (OSError, http.client.HTTPException, ValueError):
-            pass
+            listed = self.api.call("GET", f"/api/v1/namespaces/{self.ns}/pods")
+        except (OSError, http.client.HTTPException, RuntimeError):
+            return ""
+        now = time.monotonic()
+        for item in listed.get("items", []):
+            if item["spec"].get("nodeName"):
+                self._bound(item["metadata"]["name"], now)
+        return listed["metadata"].get("resourceVersion", "")
+
+    def close(self) -> None:
+        self.closed = True
+        for c in self.conns:
+            try:
+                if c.sock is not None:
+                    c.sock.shutdown(2)
+            except OSError:
+                pass
 
     def _create(self, body: dict) -> None:
         self.api.call("POST", f"/api/v1/namespaces/{self.ns}/pods", body, ok=(201,))
@@ -293,14 +331,15 @@ class Round:
             list(pool.map(self._create, bodies))
 
     def wait_bound(self, names: list[str], timeout: float) -> None:
+        """Poll (0.1 s) what the watch recorded: the bind times are the watch's, so the poll's
+        period delays only the return, not a figure."""
         deadline = time.monotonic() + timeout
-        with self.cond:
-            while not all(n in self.bound for n in names):
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise TimeoutError(f"{sum(n in self.bound for n in names)}/{len(names)} pods bound "
-                                       f"after {timeout:.0f}s")
-                self.cond.wait(min(left, 1.0))
+        missing = list(names)
+        while missing:
+            missing = [n for n in missing if n not in self.bound]
+            if missing and time.monotonic() > deadline:
+                raise TimeoutError(f"{len(names) - len(missing)}/{len(names)} pods bound after {timeout:.0f}s")
+            time.sleep(0.1)
 
     def bodies(self, start: int = 0, apps: int | None = None) -> list[dict]:
         out = []
@@ -359,6 +398,7 @@ def run_round(api: Api, sched: Scheduler, w: Workload, ns: str, timeout: float) 
         res.error = f"{type(exc).__name__}: {exc}\n{sched.tail()}"
     finally:
         sampling.set()
+        r.close()
         stop(sched)
         api.call("DELETE", f"/api/v1/namespaces/{ns}/pods", {"gracePeriodSeconds": 0})
         api.call("DELETE", f"/api/v1/namespaces/{ns}", {})
@@ -373,9 +413,8 @@ def limits_round(r: Round, bodies: list[dict], names: list[str], timeout: float)
     while len(done) < len(names):
         if time.monotonic() > deadline:
             raise TimeoutError(f"{len(done)}/{len(names)} pods ran under the limits after {timeout:.0f}s")
-        with r.cond:
-            r.cond.wait(0.5)
-            running = [n for n in names if n in r.bound and n not in done]
+        time.sleep(0.5)
+        running = [n for n in names if n in r.bound and n not in done]
         time.sleep(0.5)  # let the scheduler fill up to its limit before the finished ones go
         if running:
             r.delete_pods(running)
@@ -520,7 +559,7 @@ def yunikorn(bins: Path, config: Path, tmp: Path, timeout: float) -> Scheduler:
         env = dict(os.environ, KUBECONFIG=str(config), NAMESPACE=NS)
         with open(log, "ab") as out:
             s.procs = [subprocess.Popen([str(bins / "yunikorn-scheduler")], env=env, stdout=out, stderr=out,
-                                        stdin=subprocess.DEVNULL)]
+                                        stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)]
         ready(s.web, timeout)
     return Scheduler("yunikorn", YUNIKORN_WEB, start)
 
@@ -580,7 +619,7 @@ def start_kwok(bins: Path, tmp: Path) -> subprocess.Popen:
                              "--manage-all-nodes=false", f"--config={bins / peers_build.KWOK_STAGES}",
                              "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
                              "--cidr=10.244.128.0/17", "--node-ip=10.244.0.1", "--server-address=127.0.0.1:0"],
-                            stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+                            stdout=log, stderr=log, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
 
 
 def nodes_ready(api: Api, n: int) -> bool:
@@ -606,7 +645,12 @@ def ratio(a: float | None, b: float | None) -> str:
     return f"{a / b:.2f}" if a is not None and b else "-"
 
 
+def _stop_on_sigterm(signum, frame):  # noqa: ARG001 - signal handler signature
+    raise KeyboardInterrupt  # `ykshm realk8s run` passes SIGTERM on: unwind, so `finally` stops every process
+
+
 def inside(args: argparse.Namespace) -> int:
+    signal.signal(signal.SIGTERM, _stop_on_sigterm)
     made = pki.Pki(Path(os.environ["YKSHM_REALK8S_DIR"]) / "pki")
     import yaml
     server = yaml.safe_load(Path(os.environ["KUBECONFIG"]).read_text())["clusters"][0]["cluster"]["server"]
@@ -654,7 +698,12 @@ rules:
             if all(p.ok for p in pair):
                 parity[w.name] = differences(*(same_namespace(p.rest, namespace(w, p.scheduler)) for p in pair))
         report(results, parity, args.json)
-        return 0 if all(r.ok for r in results) else 1
+        ok = all(r.ok for r in results)
+        if ok:  # a failed round's logs stay (its last lines were printed; the rest is here)
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            print(f"logs: {tmp}", file=out)
+        return 0 if ok else 1
     finally:
         if kwok is not None:
             kwok.terminate()
