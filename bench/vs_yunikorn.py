@@ -691,8 +691,8 @@ rules:
                 pair.append(res)
                 results.append(res)
                 state = "ok" if res.ok else "FAILED"
-                print(f"round {len(results)}: {w.name} {sched.name} {state} in {time.monotonic() - began:.0f}s",
-                      file=out, flush=True)
+                print(f"round {len(results)}: {w.name} {sched.name} {state} in {time.monotonic() - began:.0f}s"
+                      f" | {fmt(res)}", file=out, flush=True)
                 if not res.ok:
                     print("  " + res.error.replace("\n", "\n  "), file=out, flush=True)
             if all(p.ok for p in pair):
