@@ -466,6 +466,7 @@ def questions(web: str) -> dict:
 
 
 # ------------------------------------------------------------------------------ parity
+ORDERED = ("stateLog",)  # lists whose order YuniKorn defines (an application's states, oldest first)
 IDENTITY = ("nodeID", "applicationID", "queuename", "userName", "groupName", "name")
 
 
@@ -482,11 +483,13 @@ def normalise(obj, key: str = ""):
     if key == "events" and isinstance(obj, dict):
         counts: dict[str, int] = {}
         for e in obj.get("EventRecords") or []:
-            k = f"{e.get('type')}/{e.get('changeType')}/{e.get('changeDetail')}"
+            k = f"{e.get('type')}/{e.get('eventChangeType')}/{e.get('eventChangeDetail')}"
             counts[k] = counts.get(k, 0) + 1
         return counts
     if isinstance(obj, dict):
-        return {k: normalise(v) for k, v in obj.items() if not any(x in k.lower() for x in VOLATILE)}
+        return {k: normalise(v, k) for k, v in obj.items() if not any(x in k.lower() for x in VOLATILE)}
+    if isinstance(obj, list) and key in ORDERED:
+        return [normalise(v) for v in obj]
     if isinstance(obj, list):
         names = [identity(v) for v in obj]
         if names and all(names) and len(set(names)) == len(names):

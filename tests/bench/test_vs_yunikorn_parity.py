@@ -14,21 +14,23 @@ YUNIKORN = {
     "applications": [
         {"applicationID": "a-1", "applicationState": "Running", "submissionTime": 17, "queueName": "root.bench",
          "allocations": [{"allocationKey": "k2", "nodeId": "n1"}, {"allocationKey": "k1", "nodeId": "n2"}]},
-        {"applicationID": "a-2", "applicationState": "Accepted", "queueName": "root.bench"},
+        {"applicationID": "a-2", "applicationState": "Accepted", "queueName": "root.bench",
+         "stateLog": [{"time": 1, "applicationState": "New"}, {"time": 2, "applicationState": "Accepted"}]},
     ],
-    "events": {"EventRecords": [{"type": "APP", "changeType": "ADD", "changeDetail": "DETAILS_NONE", "timestampNano": 1},
-                                {"type": "APP", "changeType": "ADD", "changeDetail": "DETAILS_NONE", "timestampNano": 2}]},
+    "events": {"EventRecords": [{"type": "APP", "eventChangeType": "ADD", "eventChangeDetail": "DETAILS_NONE", "timestampNano": 1},
+                                {"type": "APP", "eventChangeType": "ADD", "eventChangeDetail": "DETAILS_NONE", "timestampNano": 2}]},
 }
 
 
 def test_ids_timestamps_and_order_are_not_differences():
     ours = {
         "applications": [
-            {"applicationID": "a-2", "applicationState": "Accepted", "queueName": "root.bench"},
+            {"applicationID": "a-2", "applicationState": "Accepted", "queueName": "root.bench",
+             "stateLog": [{"time": 7, "applicationState": "New"}, {"time": 8, "applicationState": "Accepted"}]},
             {"applicationID": "a-1", "applicationState": "Running", "submissionTime": 99, "queueName": "root.bench",
              "allocations": [{"allocationKey": "k1", "nodeId": "n2"}, {"allocationKey": "k2", "nodeId": "n1"}]},
         ],
-        "events": {"EventRecords": [{"type": "APP", "changeType": "ADD", "changeDetail": "DETAILS_NONE",
+        "events": {"EventRecords": [{"type": "APP", "eventChangeType": "ADD", "eventChangeDetail": "DETAILS_NONE",
                                      "timestampNano": 5}] * 2},
     }
     assert vs_yunikorn.differences(YUNIKORN, ours) == []
@@ -41,12 +43,20 @@ def test_a_state_and_an_event_count_that_differ_are_each_named():
              "allocations": [{"allocationKey": "k1", "nodeId": "n2"}, {"allocationKey": "k2", "nodeId": "n1"}]},
             {"applicationID": "a-2", "applicationState": "Running", "queueName": "root.bench"},
         ],
-        "events": {"EventRecords": [{"type": "APP", "changeType": "ADD", "changeDetail": "DETAILS_NONE"}]},
+        "events": {"EventRecords": [{"type": "APP", "eventChangeType": "ADD", "eventChangeDetail": "DETAILS_NONE"}]},
     }
     diffs = vs_yunikorn.differences(YUNIKORN, ours)
     assert any("applicationState" in d and "'Accepted'" in d and "'Running'" in d for d in diffs), diffs
     assert any(d.startswith("events.APP/ADD/DETAILS_NONE: yunikorn=2 ykshm=1") for d in diffs), diffs
     assert not any("Time" in d or "ID" in d for d in diffs), diffs
+
+
+def test_the_order_of_an_applications_states_counts():
+    ours = {"applications": [dict(YUNIKORN["applications"][1], stateLog=[{"time": 5, "applicationState": "Accepted"},
+                                                                        {"time": 6, "applicationState": "New"}])]}
+    diffs = [d for d in vs_yunikorn.differences(YUNIKORN, ours) if "stateLog" in d]
+    assert diffs == ["applications[a*].stateLog[0].applicationState: yunikorn='New' ykshm='Accepted'",
+                     "applications[a*].stateLog[1].applicationState: yunikorn='Accepted' ykshm='New'"], diffs
 
 
 def test_a_bad_shape_is_one_line_and_exit_2():
