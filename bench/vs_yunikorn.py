@@ -713,14 +713,41 @@ rules:
             kwok.wait(10)
 
 
+RATIOS = {"pods_per_s": "pods_per_s", "p99": "p99_ms", "cpu": "cpu_per_1000", "rss": "peak_rss_mb",
+          "events": "events_p50_ms", "recovery": "recovery_s"}
+
+
+def ratios(results: list[Result]) -> dict[str, dict[str, float]]:
+    """ykshm/YuniKorn per workload and figure, where both rounds succeeded."""
+    by = {(r.workload, r.scheduler): r for r in results if r.ok}
+    out: dict[str, dict[str, float]] = {}
+    for w in dict.fromkeys(r.workload for r in results):
+        a, b = by.get((w, "ykshm")), by.get((w, "yunikorn"))
+        if a and b:
+            out[w] = {name: getattr(a, f) / getattr(b, f) for name, f in RATIOS.items()
+                      if getattr(a, f) is not None and getattr(b, f)}
+    return out
+
+
+def worst(per: dict[str, dict[str, float]]) -> dict[str, float]:
+    """The ratio furthest from its target over the workloads (pods/s: the lowest; others: the highest)."""
+    out: dict[str, float] = {}
+    for name in RATIOS:
+        values = [r[name] for r in per.values() if name in r]
+        if values:
+            out[name] = min(values) if name == "pods_per_s" else max(values)
+    return out
+
+
 def namespace(w: Workload, scheduler: str) -> str:
     return f"bench-{w.name}-{scheduler}".lower()
 
 
 def report(results: list[Result], parity: dict[str, list[str]], as_json: bool) -> None:
     if as_json:
+        per = ratios(results)
         print(json.dumps({"results": [{k: v for k, v in asdict(r).items() if k != "rest"} for r in results],
-                          "parity": parity}, indent=1))
+                          "ratios": per, "worst": worst(per), "parity": parity}, indent=1))
         return
     print(HEADER)
     for r in results:

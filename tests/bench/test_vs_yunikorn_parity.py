@@ -72,3 +72,19 @@ def test_an_unbuilt_peer_pin_names_the_build_command(tmp_path):
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "ykshm realk8s build" in lines[0], lines
+
+
+def test_bench_report_reads_the_ratios_and_judges_them():
+    from bench import report
+    rounds = [vs_yunikorn.Result("10x1000", "yunikorn", pods_per_s=100, p99_ms=900, cpu_per_1000=4, peak_rss_mb=200,
+                                 events_p50_ms=40, recovery_s=None),
+              vs_yunikorn.Result("10x1000", "ykshm", pods_per_s=50, p99_ms=300, cpu_per_1000=2, peak_rss_mb=300,
+                                 events_p50_ms=10, recovery_s=None)]
+    per = vs_yunikorn.ratios(rounds)
+    run = next(r for r in report.RUNS if r.name == "vs-yunikorn")
+    rows = {r["figure"]: r for r in report.rows_of(run, {"worst": vs_yunikorn.worst(per)}, "")}
+    assert rows["vs YuniKorn: pods/s ratio, worst workload"]["value"] == 0.5
+    assert rows["vs YuniKorn: pods/s ratio, worst workload"]["verdict"] == "short"
+    assert rows["vs YuniKorn: peak RSS ratio"]["verdict"] == "short"
+    assert rows["vs YuniKorn: events batch p50 ratio"]["verdict"] == "ok"
+    assert rows["vs YuniKorn: recovery ratio"]["verdict"] == "error"  # no recovery workload ran
