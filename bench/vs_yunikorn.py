@@ -98,6 +98,9 @@ VOLATILE = ("id", "allocationkey", "time", "uuid", "uid", "version", "timestamp"
 
 
 # ------------------------------------------------------------------------------ the API client
+RETRIES = 5
+
+
 class Api:
     """kube-apiserver as the admin (client certificate), one keep-alive connection per thread."""
 
@@ -113,19 +116,31 @@ class Api:
         return self.local.conn
 
     def call(self, method: str, path: str, body: object = None, ok=(200, 201, 202, 404, 409),
-             content_type: str = "application/json") -> dict:
+             content_type: str = "application/json", timeout: float = 60) -> dict:
+        """One request; a dropped connection, 429 or 5xx (kube-apiserver shedding load under
+        10,000 pods) is retried a few times with a pause, as client-go does."""
         data = json.dumps(body).encode() if body is not None else None
-        for attempt in (0, 1):
+        for attempt in range(RETRIES):
             try:
                 c = self.conn()
+                c.timeout = timeout
+                if c.sock is not None:
+                    c.sock.settimeout(timeout)
                 c.request(method, path, body=data, headers={"Content-Type": content_type})
                 resp = c.getresponse()
                 text = resp.read()
-                break
             except (OSError, http.client.HTTPException):
                 self.local.conn = None
-                if attempt:
+                if attempt == RETRIES - 1:
                     raise
+                time.sleep(0.5 * (attempt + 1))
+                continue
+            if resp.status == 429 or resp.status >= 500:
+                if attempt == RETRIES - 1:
+                    break
+                time.sleep(0.5 * (attempt + 1))
+                continue
+            break
         if resp.status not in ok:
             raise RuntimeError(f"{method} {path}: {resp.status} {text[:200]!r}")
         return json.loads(text or b"{}")
@@ -323,7 +338,8 @@ class Round:
                 pass
 
     def _create(self, body: dict) -> None:
-        self.api.call("POST", f"/api/v1/namespaces/{self.ns}/pods", body, ok=(201,))
+        # 409: a retried POST whose first try was stored (its answer lost): the pod exists
+        self.api.call("POST", f"/api/v1/namespaces/{self.ns}/pods", body, ok=(201, 409))
         self.created[body["metadata"]["name"]] = time.monotonic()
 
     def create(self, bodies: list[dict]) -> None:
@@ -400,7 +416,7 @@ def run_round(api: Api, sched: Scheduler, w: Workload, ns: str, timeout: float) 
         sampling.set()
         r.close()
         stop(sched)
-        api.call("DELETE", f"/api/v1/namespaces/{ns}/pods", {"gracePeriodSeconds": 0})
+        api.call("DELETE", f"/api/v1/namespaces/{ns}/pods", {"gracePeriodSeconds": 0}, timeout=900)
         api.call("DELETE", f"/api/v1/namespaces/{ns}", {})
     return res
 
