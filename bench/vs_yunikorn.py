@@ -135,7 +135,7 @@ class Api:
                     raise
                 time.sleep(0.5 * (attempt + 1))
                 continue
-            if resp.status == 429 or resp.status >= 500:
+            if (resp.status == 429 or resp.status >= 500) and resp.status not in ok:
                 if attempt == RETRIES - 1:
                     break
                 time.sleep(0.5 * (attempt + 1))
@@ -373,25 +373,23 @@ class Round:
 
 def run_round(api: Api, sched: Scheduler, w: Workload, ns: str, timeout: float) -> Result:
     res = Result(w.name, sched.name)
-    api.call("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
     r = Round(api, sched, w, ns, timeout)
-    watcher = threading.Thread(target=r._watch, daemon=True)
-    watcher.start()
-    time.sleep(0.3)  # the watch is open before the first create (a missed bind would hang the round)
-    sched.start(sched)
-    procs = Procs(sched.pids())
-    peak = [procs.rss()]
     sampling = threading.Event()
+    try:  # a scheduler that never becomes ready fails this round only
+        api.call("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+        threading.Thread(target=r._watch, daemon=True).start()
+        time.sleep(0.3)  # the watch is open before the first create (a missed bind would hang the round)
+        sched.start(sched)
+        procs = Procs(sched.pids())
+        peak = [procs.rss()]
 
-    def sample():
-        while not sampling.wait(0.2):
-            peak[0] = max(peak[0], procs.rss())
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    cpu0 = procs.cpu()
-    bodies = r.bodies()
-    names = [b["metadata"]["name"] for b in bodies]
-    try:
+        def sample():
+            while not sampling.wait(0.2):
+                peak[0] = max(peak[0], procs.rss())
+        threading.Thread(target=sample, daemon=True).start()
+        cpu0 = procs.cpu()
+        bodies = r.bodies()
+        names = [b["metadata"]["name"] for b in bodies]
         if w.name == "limits":
             limits_round(r, bodies, names, timeout)
         else:
@@ -416,9 +414,26 @@ def run_round(api: Api, sched: Scheduler, w: Workload, ns: str, timeout: float) 
         sampling.set()
         r.close()
         stop(sched)
-        api.call("DELETE", f"/api/v1/namespaces/{ns}/pods", {"gracePeriodSeconds": 0}, timeout=900)
-        api.call("DELETE", f"/api/v1/namespaces/{ns}", {})
+        cleanup = clean_namespace(api, ns, timeout)
+        if cleanup and res.ok:
+            res.ok, res.error = False, cleanup
     return res
+
+
+def clean_namespace(api: Api, ns: str, timeout: float) -> str:
+    """Force-delete the round's pods and its namespace, and wait until it is gone, so the next
+    round starts on empty nodes; a failure is the round's error, never the run's end.
+    kube-apiserver answers a delete of 10,000 pods with 504 after its request timeout while
+    it goes on deleting: that is waited for too."""
+    try:
+        api.call("DELETE", f"/api/v1/namespaces/{ns}/pods", {"gracePeriodSeconds": 0}, ok=(200, 404, 504),
+                 timeout=900)
+        api.call("DELETE", f"/api/v1/namespaces/{ns}", {})
+        harness.wait_for(lambda: api.call("GET", f"/api/v1/namespaces/{ns}", ok=(200, 404)).get("kind") != "Namespace",
+                         timeout, f"namespace {ns} deleted", 1.0)
+        return ""
+    except Exception as exc:  # noqa: BLE001 - reported with the round; the run goes on
+        return f"clean-up of {ns}: {type(exc).__name__}: {exc}"
 
 
 def limits_round(r: Round, bodies: list[dict], names: list[str], timeout: float) -> None:
