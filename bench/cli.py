@@ -21,6 +21,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "preempt": ("bench.preempt_bench", "one preemption decision in a full cluster (5,000 nodes, 50,000 pods)"),
     "e2e": ("bench.e2e_bench", "end-to-end pods/s and recovery with sim-cluster, shim and engine"),
     "regions": ("bench.regions_bench", "consistent-region drain round trip of a 100-PE region"),
+    "vs-yunikorn": ("bench.vs_yunikorn", "Apache YuniKorn and ykshm side by side on a real control plane + KWOK"),
     "report": ("bench.report", "the quick form of every benchmark, one table: figure, target, ok/short"),
 }
 

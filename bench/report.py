@@ -96,6 +96,14 @@ RUNS: tuple[Run, ...] = (
         Figure("end-to-end pods/s, 1,000 nodes", _key("pods_per_s"), 833, 1500, "/s", True),
         Figure("recovery of 10,000 pods", _key("recovery_s"), 5, 1, "s"),
     )),
+    Run("vs-yunikorn", ("vs-yunikorn", "--scale", "0.05", "--nodes", "100", "--json"), (
+        Figure("vs YuniKorn: pods/s ratio, worst workload", _key("worst", "pods_per_s"), 1, None, "x", True),
+        Figure("vs YuniKorn: p99 create->bound ratio", _key("worst", "p99"), 1, None, "x"),
+        Figure("vs YuniKorn: CPU-s per 1,000 pods ratio", _key("worst", "cpu"), 1, None, "x"),
+        Figure("vs YuniKorn: peak RSS ratio", _key("worst", "rss"), 0.5, None, "x"),
+        Figure("vs YuniKorn: events batch p50 ratio", _key("worst", "events"), 0.5, None, "x"),
+        Figure("vs YuniKorn: recovery ratio", _key("worst", "recovery"), 0.5, None, "x"),
+    )),
     Run("streams", ("streams",), (
         Figure("Streams job 100 PEs -> Running", _key("submission_ms"), 3000, None, "ms"),
         Figure("PE restart p50", _key("restart_p50_ms"), 1000, None, "ms"),

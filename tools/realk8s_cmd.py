@@ -29,12 +29,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from common.cliutil import Failure, Parser, UsageError, run_main
-from tools import realk8s_build, realk8s_netns
+from tools import peers_build, realk8s_build, realk8s_netns
 from tools.realk8s_plane import ControlPlane, Layout
 
 GRACE_SECONDS = 10.0
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager")
-USAGE = "usage: ykshm realk8s {build | run [--nodes N] [--COMPONENT-arg ARG]... -- CMD...}"
+USAGE = "usage: ykshm realk8s {build | build-peers [--git-mirror DIR] | run [--nodes N] [--COMPONENT-arg ARG]... -- CMD...}"
 
 
 def run_parser() -> Parser:
@@ -131,5 +131,7 @@ def main(argv: Sequence[str]) -> int:
         return run_main("ykshm realk8s build", realk8s_build.main, args[1:])
     if args[0] == "run":
         return run_main("ykshm realk8s run", run, args[1:])
+    if args[0] == "build-peers":
+        return run_main(peers_build.BUILD_COMMAND, peers_build.main, args[1:])
     print(f"ykshm realk8s: error: unknown subcommand {args[0]!r} ({USAGE})", file=sys.stderr)
     return 2

@@ -1,0 +1,90 @@
+"""`ykshm bench vs-yunikorn`'s parity diff and its bad input (issue 32), without a cluster: what
+the two schedulers answer differs only where a user would see a difference (ids, timestamps and
+the order of unordered lists do not count); a bad flag is one line and exit 2."""
+
+from __future__ import annotations
+
+import subprocess
+
+from bench import vs_yunikorn
+from tests.tools.ykcli import env, ykshm_argv
+from tools import harness
+
+YUNIKORN = {
+    "applications": [
+        {"applicationID": "a-1", "applicationState": "Running", "submissionTime": 17, "queueName": "root.bench",
+         "allocations": [{"allocationKey": "k2", "nodeId": "n1"}, {"allocationKey": "k1", "nodeId": "n2"}]},
+        {"applicationID": "a-2", "applicationState": "Accepted", "queueName": "root.bench",
+         "stateLog": [{"time": 1, "applicationState": "New"}, {"time": 2, "applicationState": "Accepted"}]},
+    ],
+    "events": {"EventRecords": [{"type": "APP", "eventChangeType": "ADD", "eventChangeDetail": "DETAILS_NONE", "timestampNano": 1},
+                                {"type": "APP", "eventChangeType": "ADD", "eventChangeDetail": "DETAILS_NONE", "timestampNano": 2}]},
+}
+
+
+def test_ids_timestamps_and_order_are_not_differences():
+    ours = {
+        "applications": [
+            {"applicationID": "a-2", "applicationState": "Accepted", "queueName": "root.bench",
+             "stateLog": [{"time": 7, "applicationState": "New"}, {"time": 8, "applicationState": "Accepted"}]},
+            {"applicationID": "a-1", "applicationState": "Running", "submissionTime": 99, "queueName": "root.bench",
+             "allocations": [{"allocationKey": "k1", "nodeId": "n2"}, {"allocationKey": "k2", "nodeId": "n1"}]},
+        ],
+        "events": {"EventRecords": [{"type": "APP", "eventChangeType": "ADD", "eventChangeDetail": "DETAILS_NONE",
+                                     "timestampNano": 5}] * 2},
+    }
+    assert vs_yunikorn.differences(YUNIKORN, ours) == []
+
+
+def test_a_state_and_an_event_count_that_differ_are_each_named():
+    ours = {
+        "applications": [
+            {"applicationID": "a-1", "applicationState": "Running", "queueName": "root.bench",
+             "allocations": [{"allocationKey": "k1", "nodeId": "n2"}, {"allocationKey": "k2", "nodeId": "n1"}]},
+            {"applicationID": "a-2", "applicationState": "Running", "queueName": "root.bench"},
+        ],
+        "events": {"EventRecords": [{"type": "APP", "eventChangeType": "ADD", "eventChangeDetail": "DETAILS_NONE"}]},
+    }
+    diffs = vs_yunikorn.differences(YUNIKORN, ours)
+    assert any("applicationState" in d and "'Accepted'" in d and "'Running'" in d for d in diffs), diffs
+    assert any(d.startswith("events.APP/ADD/DETAILS_NONE: yunikorn=2 ykshm=1") for d in diffs), diffs
+    assert not any("Time" in d or "ID" in d for d in diffs), diffs
+
+
+def test_the_order_of_an_applications_states_counts():
+    ours = {"applications": [dict(YUNIKORN["applications"][1], stateLog=[{"time": 5, "applicationState": "Accepted"},
+                                                                        {"time": 6, "applicationState": "New"}])]}
+    diffs = [d for d in vs_yunikorn.differences(YUNIKORN, ours) if "stateLog" in d]
+    assert diffs == ["applications[a*].stateLog[0].applicationState: yunikorn='New' ykshm='Accepted'",
+                     "applications[a*].stateLog[1].applicationState: yunikorn='Accepted' ykshm='New'"], diffs
+
+
+def test_a_bad_shape_is_one_line_and_exit_2():
+    done = subprocess.run([*ykshm_argv("bench", "vs-yunikorn"), "--shape", "2y5"], capture_output=True, text=True,
+                          env=env(), cwd=harness.ROOT, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == ["ykshm bench vs-yunikorn: error: --shape '2y5' is not APPSxPODS (e.g. 2x5)"]
+
+
+def test_an_unbuilt_peer_pin_names_the_build_command(tmp_path):
+    done = subprocess.run([*ykshm_argv("bench", "vs-yunikorn")], capture_output=True, text=True,
+                          env=dict(env(), XDG_CACHE_HOME=str(tmp_path)), cwd=harness.ROOT, timeout=60)
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "ykshm realk8s build" in lines[0], lines
+
+
+def test_bench_report_reads_the_ratios_and_judges_them():
+    from bench import report
+    rounds = [vs_yunikorn.Result("10x1000", "yunikorn", pods_per_s=100, p99_ms=900, cpu_per_1000=4, peak_rss_mb=200,
+                                 events_p50_ms=40, recovery_s=None),
+              vs_yunikorn.Result("10x1000", "ykshm", pods_per_s=50, p99_ms=300, cpu_per_1000=2, peak_rss_mb=300,
+                                 events_p50_ms=10, recovery_s=None)]
+    per = vs_yunikorn.ratios(rounds)
+    run = next(r for r in report.RUNS if r.name == "vs-yunikorn")
+    rows = {r["figure"]: r for r in report.rows_of(run, {"worst": vs_yunikorn.worst(per)}, "")}
+    assert rows["vs YuniKorn: pods/s ratio, worst workload"]["value"] == 0.5
+    assert rows["vs YuniKorn: pods/s ratio, worst workload"]["verdict"] == "short"
+    assert rows["vs YuniKorn: peak RSS ratio"]["verdict"] == "short"
+    assert rows["vs YuniKorn: events batch p50 ratio"]["verdict"] == "ok"
+    assert rows["vs YuniKorn: recovery ratio"]["verdict"] == "error"  # no recovery workload ran
