@@ -16,5 +16,6 @@
     streams_fusion  Streams backend: parse + fuse + AADLs of a 10,000-operator ADL, re-fusion for /scale
     regions_bench `bench regions`: drain round trip of a 100-PE consistent region (cr-operator + PE sim)
     regions_fleet `bench regions --jobs 50`: 50 jobs x 4 regions at once, a failure, CPU per drain
+    vs_yunikorn   `bench vs-yunikorn`: Apache YuniKorn and ykshm on one real control plane and KWOK nodes
     report        `bench report`: the quick form of every benchmark, one table of figures and targets
 """

@@ -16,6 +16,8 @@
     realk8s_build  the Go build of etcd, kube-apiserver, kube-controller-manager into a cache keyed by the pin
     realk8s_netns  the run's own network namespace and the addresses on its lo
     realk8s_plane  etcd, kube-apiserver, kube-controller-manager as processes: flags, readiness, stop by pid
+    peers_build  `ykshm realk8s build-peers`: Apache YuniKorn's scheduler and KWOK built from their Go modules
+    peers_goproxy  a local file:// Go proxy from git mirrors, for modules the Go proxy refuses (YuniKorn)
     k8s_schema_vendor  regenerates sim-cluster's vendored Kubernetes 1.32 schemas (run by hand)
 
 What every subcommand shares (one-line errors, exit codes) is `common.cliutil`.
