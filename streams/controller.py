@@ -501,8 +501,10 @@ class Controller:
                                                    cache_dir=self.settings.cache_dir,
                                                    policy=self.settings.fetch_policy, slots=self.fetch_slots)
             except submission.SUBMISSION_ERRORS as exc:
+                if exc.public != str(exc):
+                    log.warning("job %s/%s: %s", key[0], key[1], exc)     # the detail, for the operator only
                 await self._fail(job, type(exc).__name__.removesuffix("Error") or "Error",
-                                 str(exc), clean=True)
+                                 exc.public, clean=True)
                 return
         if deadline.cancelled_caught:
             await self._fail(job, "SubmissionTimeout",

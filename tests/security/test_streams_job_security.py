@@ -1,11 +1,16 @@
-"""A Job's author plays the attacker against the Streams controller (review N7): the controller
-creates PE pods with its own rights, so a Job must not get hostPath volumes, added capabilities or
-another Secret of its namespace mounted through `spec.processingElement`.
+"""A Job's author plays the attacker against the Streams controller:
+- N7: the controller creates PE pods with its own rights, so a Job must not get hostPath volumes,
+  added capabilities or another Secret of its namespace mounted through `spec.processingElement`;
+- N17: a bundle URL naming an internal address must not turn the Job status into an oracle of
+  what that address answered (127.0.0.1, allowed with --allow-fetch-host, stands in for it).
 
 Real processes (tools.harness): sim-cluster, engine, shim and `ykshm streams`; kubectl as the user.
 """
 
 from __future__ import annotations
+
+import http.server
+import threading
 
 import pytest
 
@@ -35,8 +40,8 @@ def streams_cluster(ring_name, tmp_path):
     c = Cluster(ring_name, nodes=2, log_dir=str(tmp_path))
     try:
         c.start_all()
-        c.start_streams(str(bundles), extra=["--no-operators"])
-        yield Kubectl(c.url, str(tmp_path))
+        c.start_streams(str(bundles), extra=["--no-operators", "--allow-fetch-host", "127.0.0.1"])
+        yield c, Kubectl(c.url, str(tmp_path))
     finally:
         c.close()
 
@@ -47,7 +52,7 @@ def failed(k: Kubectl, name: str) -> dict:
 
 
 def test_a_job_cannot_get_hostpath_ptrace_or_a_foreign_secret_into_pe_pods(streams_cluster):
-    k = streams_cluster
+    _, k = streams_cluster
     k("create", "secret", "generic", "admission-controller-secrets", "--from-literal=key=s3cret")
     k("create", "-f", "-", stdin=JOB.format(name="hp", pe=ATTACK))
     status = wait_for(lambda: failed(k, "hp"), 60, "the Job decided")
@@ -66,7 +71,7 @@ def test_a_job_cannot_get_hostpath_ptrace_or_a_foreign_secret_into_pe_pods(strea
 
 def test_an_allowed_override_still_runs(streams_cluster):
     """A PVC for data and a Secret that opted in are what OpenStreams lets a Job set: they run."""
-    k = streams_cluster
+    _, k = streams_cluster
     k("create", "secret", "generic", "app-props", "--from-literal=app=1")
     k("label", "secret", "app-props", "streams.ibm.com/pe-mountable=true")
     k("create", "-f", "-", stdin=JOB.format(
@@ -78,3 +83,50 @@ def test_an_allowed_override_still_runs(streams_cluster):
     assert volumes["app-properties-secret-volume"]["secret"]["secretName"] == "app-props"
     assert not any("hostPath" in v for v in volumes.values())
     assert "securityContext" not in pods[0]["spec"]["containers"][0]
+
+
+INTERNAL_BODY = b"internal-admin-console v9.3: db=10.0.0.7 secret-build-id 4f1c"
+
+
+class Internal(http.server.BaseHTTPRequestHandler):
+    """An internal service's answer the Job's author must not learn."""
+
+    def log_message(self, *args) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        self.send_response(418, "Internal Teapot")
+        self.send_header("Content-Length", str(len(INTERNAL_BODY)))
+        self.end_headers()
+        self.wfile.write(INTERNAL_BODY)
+
+
+def test_a_fetch_failure_does_not_tell_the_job_what_an_internal_address_answered(streams_cluster):
+    c, k = streams_cluster
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Internal)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/x.sab"
+        k("create", "-f", "-", stdin=f"""\
+apiVersion: streams.ibm.com/v1
+kind: Job
+metadata: {{name: probe}}
+spec:
+  bundle: {{name: x.sab, http: {{url: "{url}"}}}}
+  fusion: {{manual: 1}}
+""")
+        status = wait_for(lambda: failed(k, "probe"), 60, "the probing Job decided")
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+    assert status["phase"] == "Failed", status
+    said = [status["message"], *(c["message"] for c in status["conditions"]),
+            *(e["message"] for e in k.json("get", "events", "--field-selector",
+                                           "involvedObject.name=probe")["items"])]
+    for text in said:
+        assert "418" not in text and "Teapot" not in text and "internal-admin" not in text, text
+    assert "the bundle could not be fetched" in status["message"]
+    log = open(c.streams.log_path).read()
+    assert "HTTP 418 Internal Teapot" in log         # the operator still sees why
