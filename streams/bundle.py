@@ -11,13 +11,22 @@ Bundles come from Job authors, whom the controller does not trust: a zip or tar 
 while it is read, not after. `Limits`: at most `entries` zip entries and tar members, at most
 `total_bytes` decompressed from the tar, and, past the first 16 MiB, at most `ratio` times the
 tar's compressed size (a real bundle's binaries and toolkits compress a few times; a bomb a
-thousand times). Reading runs in a worker thread (submission.load), so these also bound its time.
+thousand times), and at most `seconds` of reading. Reading runs in a worker thread
+(submission.load), so these also bound its time.
+
+A `tar/bundle.tar` that is itself compressed (gzip, bzip2, xz: a stored zip entry then has a 1:1
+ratio) is decompressed here, not inside tarfile, so the same byte, ratio and time budget counts the
+inflated bytes, against the compressed tar's own size, as they are read; the tar is then read as a
+plain stream (`r|`) and reading stops at the ADL.
 """
 
 from __future__ import annotations
 
+import bz2
+import gzip
 import io
 import lzma
+import time
 import tarfile
 import zipfile
 import zlib
@@ -47,6 +56,7 @@ class Limits:
     entries: int = 100_000
     total_bytes: int = 4 << 30
     ratio: int = 200
+    seconds: float = 120.0
 
 
 class _Budget(io.RawIOBase):
@@ -54,6 +64,7 @@ class _Budget(io.RawIOBase):
 
     def __init__(self, raw: io.BufferedIOBase, compressed: int, limits: Limits) -> None:
         self.raw, self.compressed, self.limits, self.given = raw, max(compressed, 1), limits, 0
+        self.deadline = time.monotonic() + limits.seconds
 
     def readable(self) -> bool:
         return True
@@ -66,7 +77,25 @@ class _Budget(io.RawIOBase):
         if self.given > RATIO_FREE_BYTES and self.given > self.limits.ratio * self.compressed:
             raise BundleError(f"{TAR} decompresses more than {self.limits.ratio} times its "
                               f"{self.compressed} compressed bytes (a zip bomb?)")
+        if time.monotonic() > self.deadline:
+            raise BundleError(f"{TAR} took more than {self.limits.seconds:g} s to read (a zip bomb?)")
         return n
+
+
+# the compressed tar formats tarfile's `r|*` would open, by magic number -> a streaming decompressor
+_COMPRESSED = ((b"\x1f\x8b", lambda f: gzip.GzipFile(fileobj=f, mode="rb")), (b"BZh", bz2.BZ2File), (b"\xfd7zXZ\x00", lzma.LZMAFile))
+
+
+def _tar_stream(raw: io.BufferedIOBase, entry: zipfile.ZipInfo, limits: Limits) -> io.BufferedReader:
+    """The plain tar bytes of `entry`, each layer under a budget: the zip member's inflation
+    against its compressed size and, when the tar is itself compressed, the tar's inflation
+    against the tar's compressed size (module docstring)."""
+    outer = io.BufferedReader(_Budget(raw, entry.compress_size, limits))
+    head = outer.peek(6)[:6]
+    for magic, opener in _COMPRESSED:
+        if head.startswith(magic):
+            return io.BufferedReader(_Budget(opener(outer), entry.file_size, limits))
+    return outer
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,9 +157,8 @@ def _adl_from_tar(archive: zipfile.ZipFile, adl_file: str, out_dir: str | None, 
     wanted = f"{out_dir}/{adl_file}" if out_dir else adl_file
     entry = _member(archive, TAR)
     try:
-        with archive.open(entry) as raw, \
-                tarfile.open(fileobj=io.BufferedReader(_Budget(raw, entry.compress_size, limits)), mode="r|*") as tar:
-            inside = 0                  # a compressed tar (r|*) decompresses past _Budget: count members
+        with archive.open(entry) as raw, tarfile.open(fileobj=_tar_stream(raw, entry, limits), mode="r|") as tar:
+            inside = 0                  # declared member sizes, refused before any is read
             for count, member in enumerate(tar, 1):
                 inside += member.size
                 if count > limits.entries:

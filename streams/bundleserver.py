@@ -27,6 +27,7 @@ makes it the PE's status connectivity (`reconcile.connectivity_of`).
 from __future__ import annotations
 
 import base64
+import dataclasses
 import collections
 import hmac
 import logging
@@ -43,6 +44,7 @@ from hypercorn.trio import serve as hypercorn_serve
 from common import logsetup
 from common.http1.lifespan import nothing_to_start
 from common.http1.routing import normalise
+from kube import names
 
 from . import fetch, kubecalls as kube, peobjects
 from .errors import StreamsError
@@ -52,6 +54,7 @@ log = logging.getLogger("ykshm.streams.bundles")
 
 CACHE_JOBS = 64
 TOKEN_TTL = 5.0
+TOKEN_CACHE_MAX = 1024          # (namespace, job) tokens kept; the least recently used goes first
 
 
 def status_body(code: int, reason: str, message: str) -> bytes:
@@ -67,7 +70,7 @@ class BundleServer:
                  on_report: Callable[[tuple[str, str]], None] = lambda _key: None) -> None:
         self.client, self.bundle_dir, self.cache_dir = client, bundle_dir, cache_dir
         self.bundles: collections.OrderedDict[str, bytes] = collections.OrderedDict()
-        self.tokens: dict[tuple[str, str], tuple[float, bytes | None]] = {}
+        self.tokens: collections.OrderedDict[tuple[str, str], tuple[float, bytes]] = collections.OrderedDict()
         self.connectivity: dict[tuple[str, str], dict[str, dict]] = {}
         self.pe_launch = pe_launch
         """(namespace, job, PE index) -> the PE's current launch, None if the job has no such PE
@@ -82,14 +85,23 @@ class BundleServer:
                 for pe, got in self.connectivity.get((namespace, job), {}).items() if got.get("launch")}
 
     async def token(self, namespace: str, job: str) -> bytes | None:
+        """The job's token, from a cache bounded in size (TOKEN_CACHE_MAX, least recently used
+        evicted) and age (TOKEN_TTL, so a rotated token takes over). A miss is not cached: made-up
+        jobs cannot fill the memory, and a Secret made later is found at once."""
         now = trio.current_time()
         found = self.tokens.get((namespace, job))
         if found is not None and now - found[0] < TOKEN_TTL:
+            self.tokens.move_to_end((namespace, job))
             return found[1]
+        self.tokens.pop((namespace, job), None)
         secret = await kube.get(self.client, "Secret", namespace, peobjects.token_secret_name(job))
         raw = ((secret or {}).get("data") or {}).get(peobjects.TOKEN_KEY)
-        value = base64.b64decode(raw) if raw else None
+        if not raw:
+            return None
+        value = base64.b64decode(raw)
         self.tokens[(namespace, job)] = (now, value)
+        while len(self.tokens) > TOKEN_CACHE_MAX:
+            self.tokens.popitem(last=False)
         return value
 
     async def authorized(self, namespace: str, job: str, headers: Mapping[bytes, bytes]) -> bool:
@@ -118,19 +130,17 @@ class BundleServer:
         self.bundles.move_to_end(key)
         return data
 
-    async def state(self, scope: dict, receive: Any) -> tuple[int, bytes, bytes]:
-        parts = scope["path"].removeprefix(STATE_PATH + "/").split("/")
-        if len(parts) == 3 and parts[2] == "connectivity" and scope["method"] == "GET":
-            namespace, job = parts[0], parts[1]
-            if not await self.authorized(namespace, job, {k.lower(): v for k, v in scope["headers"]}):
+    async def state(self, route: Route, scope: dict, receive: Any) -> tuple[int, bytes, bytes]:
+        namespace, job = route.namespace, route.job
+        if route.pe is None:
+            if scope["method"] != "GET":
+                return 405, status_body(405, "MethodNotAllowed", f"{scope['method']} is not allowed"), JSON
+            if not await self.authorized(namespace, job, _headers(scope)):
                 return 401, status_body(401, "Unauthorized", "a job's PE token is required"), JSON
             return 200, orjson.dumps(self.connectivity.get((namespace, job), {})), JSON
-        if len(parts) != 5 or parts[2] != "pe" or parts[4] != "connectivity" or not parts[3].isdigit():
-            return 404, status_body(404, "NotFound", f"no such path {scope['path']!r}"), JSON
         if scope["method"] != "PUT":
             return 405, status_body(405, "MethodNotAllowed", f"{scope['method']} is not allowed"), JSON
-        namespace, job, pe = parts[0], parts[1], parts[3]
-        if not await self.authorized(namespace, job, {k.lower(): v for k, v in scope["headers"]}):
+        if not await self.authorized(namespace, job, _headers(scope)):
             return 401, status_body(401, "Unauthorized", "a job's PE token is required"), JSON
         body = await _body(receive)
         try:
@@ -140,14 +150,13 @@ class BundleServer:
         if state not in STATES:
             return 400, status_body(400, "BadRequest", f"connectivity must be one of {', '.join(STATES)} "
                                                        "as a JSON string"), JSON
-        launch = None if self.pe_launch is None else self.pe_launch(namespace, job, int(pe))
+        launch = None if self.pe_launch is None else self.pe_launch(namespace, job, route.pe)
         if self.pe_launch is not None and launch is None:
-            return 404, status_body(404, "NotFound", f"job {namespace}/{job} has no PE {int(pe)}"), JSON
-        self.connectivity.setdefault((namespace, job), {})[pe] = {
+            return 404, status_body(404, "NotFound", f"job {namespace}/{job} has no PE {route.pe}"), JSON
+        self.connectivity.setdefault((namespace, job), {})[str(route.pe)] = {
             "connectivity": state, "at": time.time(), "launch": launch}
         self.on_report((namespace, job))
         return 204, b"", JSON
-
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
@@ -161,32 +170,67 @@ class BundleServer:
         await send({"type": "http.response.body", "body": body})
 
     async def answer(self, scope: dict, receive: Any = None) -> tuple[int, bytes, bytes]:
-        """Routing and the token check read one normalised path (common.http1.routing.normalise):
-        `//api/state/...` is `/api/state/...`, a `.` or `..` segment is a 400."""
+        """Routing and the token check read one normalised path (common.http1.routing.normalise:
+        `//api/state/...` is `/api/state/...`, a `.` or `..` segment is a 400), parsed once
+        (parse_path)."""
         path = normalise(scope["path"])
         if path is None:
             return 400, status_body(400, "BadRequest", "a '.' or '..' path segment is not allowed"), JSON
         scope = {**scope, "path": path}
-        if path.startswith(STATE_PATH + "/"):
-            return await self.state(scope, receive)
-        parts = path.removeprefix(peobjects.BUNDLE_PATH + "/").split("/")
-        if not path.startswith(peobjects.BUNDLE_PATH + "/") or len(parts) != 2 or not all(parts):
-            return 404, status_body(404, "NotFound", f"no such path {scope['path']!r}"), b"application/json"
+        route = parse_path(path)
+        if isinstance(route, tuple):
+            return route[0], status_body(route[0], route[1], route[2]), JSON
+        if route.kind == "state":
+            return await self.state(route, scope, receive)
         if scope["method"] not in ("GET", "HEAD"):
-            return 405, status_body(405, "MethodNotAllowed", f"{scope['method']} is not allowed"), \
-                b"application/json"
-        namespace, job = parts
-        headers = {k.lower(): v for k, v in scope["headers"]}
-        if not await self.authorized(namespace, job, headers):
+            return 405, status_body(405, "MethodNotAllowed", f"{scope['method']} is not allowed"), JSON
+        namespace, job = route.namespace, route.job
+        if not await self.authorized(namespace, job, _headers(scope)):
             return 401, status_body(401, "Unauthorized", "a job's PE token is required (Authorization: "
-                                                          "Bearer, from /etc/config/token/token)"), b"application/json"
+                                                          "Bearer, from /etc/config/token/token)"), JSON
         try:
             data = await self.bundle(namespace, job)
         except StreamsError as exc:
-            return 502, status_body(502, "BundleUnavailable", str(exc)), b"application/json"
+            return 502, status_body(502, "BundleUnavailable", str(exc)), JSON
         if data is None:
-            return 404, status_body(404, "NotFound", f"job {namespace}/{job} is gone"), b"application/json"
+            return 404, status_body(404, "NotFound", f"job {namespace}/{job} is gone"), JSON
         return 200, data, b"application/octet-stream"
+
+
+@dataclasses.dataclass(frozen=True)
+class Route:
+    """A request path, parsed once: what every later step (token, bundle, report) acts on."""
+
+    kind: str                   # "bundle" or "state"
+    namespace: str
+    job: str
+    pe: int | None = None       # state: a PE's report (PUT); None: the job's reports (GET)
+
+
+def parse_path(path: str) -> Route | tuple[int, str, str]:
+    """The route of a (decoded) request path, or (code, reason, message) refusing it. Namespace
+    and job must be DNS-1123 names (label, subdomain): only such names go into an API path, so a
+    `?`, `#`, `/`, `%` or `..` smuggled into a segment never reaches one (review N12)."""
+    head, _, rest = path.removeprefix("/").partition("/")
+    second, _, rest = rest.partition("/")
+    parts, prefix = rest.split("/"), f"/{head}/{second}"
+    if prefix == peobjects.BUNDLE_PATH and len(parts) == 2:
+        kind, pe = "bundle", None
+    elif prefix == STATE_PATH and len(parts) == 3 and parts[2] == "connectivity":
+        kind, pe = "state", None
+    elif (prefix == STATE_PATH and len(parts) == 5 and parts[2] == "pe"
+          and parts[4] == "connectivity" and parts[3].isascii() and parts[3].isdigit()):
+        kind, pe = "state", int(parts[3])
+    else:
+        return 404, "NotFound", f"no such path {path!r}"
+    namespace, job = parts[0], parts[1]
+    if not names.is_label(namespace) or not names.is_subdomain(job):
+        return 400, "BadRequest", "the namespace must be a DNS-1123 label and the job a DNS-1123 subdomain"
+    return Route(kind, namespace, job, pe)
+
+
+def _headers(scope: dict) -> dict[bytes, bytes]:
+    return {k.lower(): v for k, v in scope["headers"]}
 
 
 STATE_PATH = "/api/state"

@@ -50,6 +50,7 @@ from .errors import LogicalError
 from .jobspec import JobSpec, read_job
 from .objects import LABEL_JOB, LABEL_KIND, LABEL_PE, pe_name
 from .peobjects import PeRuntime
+from .pepolicy import PePolicy, secret_refusal, secrets_named, static_refusals
 
 log = logging.getLogger("ykshm.streams")
 
@@ -101,6 +102,7 @@ class Settings:
     pe_runtime: PeRuntime = dataclasses.field(default_factory=PeRuntime)   # the PE pods' image
     api_bind: str | None = None               # the bundle endpoint's HOST:PORT (None: not served)
     operator_pod: tuple[str, list[str]] | None = None   # (image, API flags): cr-operators as Deployments
+    pe_policy: PePolicy = dataclasses.field(default_factory=PePolicy)   # what a Job may ask of PE pods
 
 
 def _now() -> str:
@@ -333,6 +335,11 @@ class Controller:
         except LogicalError as exc:
             await self._fail(job, "InvalidSpec", str(exc))
             return
+        refused = await self._pod_refusals(key[0], spec)
+        if refused:
+            await self._fail(job, "ForbiddenPodOverride", "the PE pods would get what a Job may not ask for: "
+                             + "; ".join(refused), clean=True)
+            return
         if self.api_address is not None and key[0] not in self.api_namespaces:
             from .bundleserver import ensure_api_service
             await ensure_api_service(self.client, key[0], self.api_address)
@@ -345,6 +352,15 @@ class Controller:
             return
         await self._reconcile_running(key, job, spec)
         await self._succeeded(key)
+
+    async def _pod_refusals(self, namespace: str, spec: JobSpec) -> list[str]:
+        """The Job's PE pod overrides outside the allow-list (pepolicy), one line per field."""
+        refused = static_refusals(spec.pe_options, self.settings.pe_policy)
+        for field, name in secrets_named(spec.pe_options):
+            why = secret_refusal(field, name, await kube.get(self.client, "Secret", namespace, name))
+            if why:
+                refused.append(why)
+        return refused
 
     async def _report_orphans(self, key: JobKey) -> None:
         """A PE whose Job does not exist (made by hand, or left by an orphaning delete): one
@@ -488,8 +504,10 @@ class Controller:
                                                    cache_dir=self.settings.cache_dir,
                                                    policy=self.settings.fetch_policy, slots=self.fetch_slots)
             except submission.SUBMISSION_ERRORS as exc:
+                if exc.public != str(exc):
+                    log.warning("job %s/%s: %s", key[0], key[1], exc)     # the detail, for the operator only
                 await self._fail(job, type(exc).__name__.removesuffix("Error") or "Error",
-                                 str(exc), clean=True)
+                                 exc.public, clean=True)
                 return
         if deadline.cancelled_caught:
             await self._fail(job, "SubmissionTimeout",

@@ -14,7 +14,12 @@ from __future__ import annotations
 
 
 class StreamsError(Exception):
-    """Base of the submission errors; `str(err)` is the message a user reads."""
+    """Base of the submission errors; `public` is the message a Job's author reads, `str(err)`
+    the detail the controller logs (the same, except for a remote answer: FetchError)."""
+
+    @property
+    def public(self) -> str:
+        return str(self)
 
 
 class BundleError(StreamsError):
@@ -34,4 +39,16 @@ class LogicalError(StreamsError):
 
 
 class FetchError(StreamsError):
-    """Raised by `fetch.fetch_bundle` when the bundle cannot be obtained from its source."""
+    """Raised by `fetch.fetch_bundle` when the bundle cannot be obtained from its source.
+
+    What a remote host answered (status, TLS, connection error, size, body) is the detail only:
+    a Job author who names a private address must not learn its answer from the Job status
+    (review N17), so `public` is then one generic line and the detail goes to the controller's log."""
+
+    def __init__(self, message: str, public: str | None = None) -> None:
+        super().__init__(message)
+        self._public = public
+
+    @property
+    def public(self) -> str:
+        return self._public or str(self)

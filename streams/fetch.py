@@ -213,7 +213,8 @@ async def fetch_bundle(bundle: Mapping | BundleSpec, *, namespace: str, bundle_d
                 return data
     data = await _download(spec.url or "", headers, context, timeout, max_bytes, policy)
     if not _is_zip(data):
-        raise FetchError(f"bundle {spec.name!r} from {spec.url} is not a zip archive (a .sab is one)")
+        raise FetchError(f"bundle {spec.name!r} from {spec.url} is not a zip archive (a .sab is one)",
+                         public=f"GET {spec.url}: {FETCH_FAILED}")
     try:
         await trio.to_thread.run_sync(_write_atomically, Path(cache_dir), Path(str(cached)), data)
     except OSError as exc:
@@ -326,26 +327,35 @@ async def _download(url: str, headers: dict[str, str], context: ssl.SSLContext |
                         return await _body(url, response, max_bytes)
                 except AddressRefused as exc:
                     raise FetchError(f"GET {url}: {exc}") from None
-            raise FetchError(f"GET {url}: more than {MAX_REDIRECTS} redirects")
+            raise _remote(url, f"more than {MAX_REDIRECTS} redirects")
     except httpx.HTTPError as exc:
         tls = _tls_failure(exc)
         if isinstance(tls, ssl.SSLCertVerificationError):
-            raise FetchError(f"GET {url}: TLS failure: certificate verify failed "
-                             f"({tls.verify_message or tls})") from None
+            raise _remote(url, f"TLS failure: certificate verify failed "
+                                  f"({tls.verify_message or tls})") from None
         if tls is not None:
-            raise FetchError(f"GET {url}: TLS failure: {tls}") from None
-        raise FetchError(f"GET {url}: {type(exc).__name__}: {exc}") from None
+            raise _remote(url, f"TLS failure: {tls}") from None
+        raise _remote(url, f"{type(exc).__name__}: {exc}") from None
+
+
+FETCH_FAILED = "the bundle could not be fetched (the Streams controller's log says why)"
+
+
+def _remote(url: str, detail: str) -> FetchError:
+    """A failure that reflects what the remote host answered: the detail for the log, a generic
+    line for the Job (errors.FetchError)."""
+    return FetchError(f"GET {url}: {detail}", public=f"GET {url}: {FETCH_FAILED}")
 
 
 async def _body(url: str, response: httpx.Response, max_bytes: int) -> bytes:
     """The answer's body, at most `max_bytes` (a 200 only)."""
     if response.status_code != 200:
-        raise FetchError(f"GET {url}: HTTP {response.status_code} {response.reason_phrase or ''}".rstrip())
+        raise _remote(url, f"HTTP {response.status_code} {response.reason_phrase or ''}".rstrip())
     chunks, size = [], 0
     async for chunk in response.aiter_bytes():
         size += len(chunk)
         if size > max_bytes:
-            raise FetchError(f"GET {url}: the bundle is over the {max_bytes} byte limit")
+            raise _remote(url, f"the bundle is over the {max_bytes} byte limit")
         chunks.append(chunk)
     return b"".join(chunks)
 

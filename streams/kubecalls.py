@@ -41,6 +41,11 @@ class Kind:
         return f"{self.prefix}/namespaces/{namespace}/{self.plural}"
 
     def path(self, namespace: str, name: str) -> str:
+        """The object's API path; a namespace or name that is no object name (a `/`, `?`, `#`,
+        `%`, `..`) is refused rather than let change the path (no valid name holds one)."""
+        for part in (namespace, name):
+            if not part or part in (".", "..") or any(c in part for c in "/?#%"):
+                raise ValueError(f"{part!r} is not a Kubernetes object name")
         return f"{self.collection(namespace)}/{name}"
 
 

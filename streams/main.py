@@ -69,7 +69,14 @@ def _run(argv: Sequence[str]) -> int:
                         help="a bundle host allowed though it is loopback/link-local (e.g. a test server); repeat")
     parser.add_argument("--max-submissions", type=int, default=4, metavar="N",
                         help="jobs fetching and parsing bundles at once (default 4)")
+    parser.add_argument("--allow-host-path", action="append", default=[], metavar="PREFIX",
+                        help="let Jobs mount hostPath volumes under this absolute path (default: none); repeat")
+    parser.add_argument("--allow-ptrace", action="store_true",
+                        help="let Jobs ask for SYS_PTRACE (allowPtrace, runWithValgrind; default: refused)")
     args = parser.parse_args(argv)
+    for prefix in args.allow_host_path:
+        if not prefix.startswith("/") or "\0" in prefix:
+            raise UsageError(f"--allow-host-path {prefix!r}: an absolute path")
     if not args.pe_image.strip() or any(c.isspace() for c in args.pe_image):
         raise UsageError(f"--pe-image {args.pe_image!r}: not an image name")
     if args.max_submissions < 1:
@@ -97,13 +104,15 @@ def _run(argv: Sequence[str]) -> int:
         source = ["--api-server", args.api_server] if args.api_server else []
         operator_pod = (args.operator_image or default_image(), source + logsetup.argv_of(args))
     from .fetchpolicy import FetchPolicy
+    from .pepolicy import PePolicy
 
     policy = FetchPolicy(github_hosts=frozenset({"api.github.com", *(h.lower() for h in args.github_host)}),
                          allow_hosts=frozenset(h.lower() for h in args.allow_fetch_host))
     settings = Settings(bundle_dir=os.path.abspath(args.bundle_dir), cache_dir=args.cache_dir,
                         namespace=args.namespace, operator_argv=operator_argv, fetch_policy=policy,
                         max_submissions=args.max_submissions, operator_pod=operator_pod,
-                        pe_runtime=PeRuntime(image=args.pe_image), api_bind=args.api_bind)
+                        pe_runtime=PeRuntime(image=args.pe_image), api_bind=args.api_bind,
+                        pe_policy=PePolicy(tuple(args.allow_host_path), args.allow_ptrace))
 
     async def serve() -> None:
         async with kube.client() as client:

@@ -12,13 +12,14 @@ import subprocess
 import sys
 import tarfile
 import threading
+import tracemalloc
 import zipfile
 
 import pytest
 import trustme
 
 from streams import appgen
-from streams.bundle import read_bundle
+from streams.bundle import Limits, read_bundle
 from streams.errors import BundleError, FetchError
 from streams.fetch import fetch_bundle
 from streams.fetchpolicy import FetchPolicy
@@ -195,13 +196,16 @@ async def test_the_cache_does_not_give_one_namespace_another_namespaces_private_
         await fetch(spec, tmp_path, objects, namespace="team-b", policy=policy, ssl_context=ctx)
 
 
-def bomb(size: int) -> bytes:
-    """A .sab whose tar holds `size` zero bytes before the ADL (deflated ~1000:1)."""
+def bomb(size: int, inner: str = "") -> bytes:
+    """A .sab whose tar holds `size` zero bytes before the ADL (deflated ~1000:1). With `inner`
+    ("gz", "bz2", "xz") the tar is itself compressed and stored in the zip (review N9's bomb2.sab)."""
     adl = appgen.pipeline_adl(operators=3)
     out = io.BytesIO()
+    entry = zipfile.ZipInfo("tar/bundle.tar")
+    entry.compress_type = zipfile.ZIP_STORED if inner else zipfile.ZIP_DEFLATED
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
         z.writestr("bundleInfo.xml", '<bundleInfoModel adlFile="t.adl" outputDirectory="out"/>')
-        with z.open("tar/bundle.tar", "w") as raw, tarfile.open(fileobj=raw, mode="w|") as tar:
+        with z.open(entry, "w") as raw, tarfile.open(fileobj=raw, mode=f"w|{inner}") as tar:
             zeros = tarfile.TarInfo("out/zeros.bin")
             zeros.size = size
             tar.addfile(zeros, _Zeros(size))
@@ -231,6 +235,28 @@ def test_a_zip_bomb_is_refused_while_it_is_read():
     with pytest.raises(BundleError, match="zip bomb"):
         read_bundle(data)
     assert read_bundle(bomb(1 << 20)).adl       # a small padding member is no bomb
+
+
+@pytest.mark.parametrize("inner", ["gz", "bz2", "xz"])
+def test_a_compressed_inner_tar_bomb_is_refused_while_it_is_read(inner):
+    """bomb2.sab: a stored `tar/bundle.tar` that is a compressed tar of zeros. The budget counts
+    its inflated bytes (without it the whole member is inflated, then "has no out/t.adl")."""
+    data = bomb(256 << 20, inner)              # 256 MiB of zeros in at most ~256 KiB
+    assert len(data) < 1 << 20
+    tracemalloc.start()
+    try:
+        with pytest.raises(BundleError, match=r"tar/bundle.tar decompresses more than 200 times"):
+            read_bundle(data)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 << 20, peak               # streamed: memory stays far below the 256 MiB
+    assert read_bundle(bomb(1 << 20, inner)).adl    # a small padding member is no bomb
+
+
+def test_reading_a_bundle_is_bounded_in_time():
+    with pytest.raises(BundleError, match=r"took more than 0 s to read"):
+        read_bundle(bomb(1 << 20, "gz"), Limits(seconds=0.0))
 
 
 async def test_a_rebinding_dns_answer_cannot_redirect_the_connection(servers, tmp_path):
