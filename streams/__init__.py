@@ -24,6 +24,7 @@ The instance controller (`ykshm streams`):
     reconcile   the pure plan: PEs, pods by launch count, restarts, connectivity, PE status
     restart     the seed's restart policy table, as data
     objects     the job's Kubernetes objects with deterministic names (PE pods: gang, placement)
+    pepolicy    what a Job may put into its PE pods (hostPath, SYS_PTRACE, Secrets): the rest refused, named
     peobjects   what a PE runtime needs around its pod, as OpenStreams makes it: image, bootstrap,
                 STREAMS_* env, volumes, probe; the PE Services, job ConfigMap, token Secret
     bundleserver the bundle endpoint PEs fetch from (`streams-api`, per-job token), in the controller
