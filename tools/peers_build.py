@@ -125,15 +125,8 @@ def build(mirror: Path | None, peers_dir: Path = PEERS_DIR, out=sys.stdout) -> P
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="ykshm-goproxy-") as proxy_dir:
         env = go_env(mirror, Path(proxy_dir))
-        for peer in PEERS:
-            target = directory / peer.name
-            if target.is_file():
-                print(f"{peer.name}: cached", file=out, flush=True)
-                continue
-            print(f"{peer.name}: building {peer.package} ...", file=out, flush=True)
-            began = time.monotonic()
-            build_one(go, peer, target, peers_dir, env)
-            print(f"{peer.name}: built in {time.monotonic() - began:.0f}s", file=out, flush=True)
+        realk8s_build.build_missing(PEERS, directory,
+                                    lambda peer, target: build_one(go, peer, target, peers_dir, env), out)
         write_kwok_stages(go, directory, peers_dir, env)
     print(f"done in {time.monotonic() - start:.0f}s", file=out)
     for name in [p.name for p in PEERS] + [KWOK_STAGES]:

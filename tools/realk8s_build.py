@@ -120,6 +120,20 @@ def build_one(go: str, binary: Binary, target: Path, module_dir: Path, flags: st
     partial.replace(target)
 
 
+def build_missing(items, directory: Path, build_item, out) -> None:
+    """Build each item (a `name` and a Go `package`) whose binary is not in `directory` yet, with
+    `build_item(item, target)`, printing which and how long (the peers' build shares this)."""
+    for item in items:
+        target = directory / item.name
+        if target.is_file():
+            print(f"{item.name}: cached", file=out, flush=True)
+            continue
+        print(f"{item.name}: building {item.package} ...", file=out, flush=True)
+        began = time.monotonic()
+        build_item(item, target)
+        print(f"{item.name}: built in {time.monotonic() - began:.0f}s", file=out, flush=True)
+
+
 def build(module_dir: Path = MODULE_DIR, out=sys.stdout) -> Path:
     """Build the missing binaries into the pin's bin directory; print progress and the paths."""
     go = go_tool()
@@ -127,15 +141,7 @@ def build(module_dir: Path = MODULE_DIR, out=sys.stdout) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     flags = ldflags(kubernetes_version(module_dir))
     start = time.monotonic()
-    for binary in BINARIES:
-        target = directory / binary.name
-        if target.is_file():
-            print(f"{binary.name}: cached", file=out, flush=True)
-            continue
-        print(f"{binary.name}: building {binary.package} ...", file=out, flush=True)
-        began = time.monotonic()
-        build_one(go, binary, target, module_dir, flags)
-        print(f"{binary.name}: built in {time.monotonic() - began:.0f}s", file=out, flush=True)
+    build_missing(BINARIES, directory, lambda binary, target: build_one(go, binary, target, module_dir, flags), out)
     print(f"done in {time.monotonic() - start:.0f}s", file=out)
     for binary in BINARIES:
         print(f"  {directory / binary.name}", file=out)
