@@ -4,7 +4,7 @@
 
 const API = "/ws/v1";
 const LABEL = "kubernetes.io/label/";
-const feed = { events: [], lastId: null, instance: null, state: "connecting" };
+const feed = { events: [], lastId: null, skipTo: null, instance: null, state: "connecting" };
 let partition = "default";
 
 const esc = (v) => String(v ?? "").replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
@@ -130,12 +130,16 @@ function setFeed(state) {
 function take(line) {
   const e = JSON.parse(line);
   if ("InstanceUUID" in e) {
-    if (feed.instance && feed.instance !== e.InstanceUUID) feed.lastId = null; // a new engine: ids restart
+    if (feed.instance && feed.instance !== e.InstanceUUID) { // a new engine: ids restart at 0
+      feed.instance = e.InstanceUUID;
+      Object.assign(feed, { events: [], lastId: null, skipTo: null });
+      throw new Error("new engine instance");
+    }
     feed.instance = e.InstanceUUID;
   } else if ("status_code" in e) {
-    if (e.status_code === 410 || e.status_code === 503) feed.lastId = null; // fell behind / new instance
-    throw new Error(e.message);
-  } else {
+    if (e.status_code === 410) Object.assign(feed, { skipTo: feed.lastId, lastId: null }); // fell a ring behind
+    throw new Error(e.message);                 // 503 (web or engine going away): resume where we were
+  } else if (feed.skipTo === null || e.id > feed.skipTo) {
     feed.lastId = e.id;
     feed.events.push(e);
     if (feed.events.length > 200) feed.events.shift();
