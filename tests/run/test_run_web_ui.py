@@ -76,7 +76,8 @@ def test_every_view_shows_the_demo_and_live_events_resume(make_run, browser, tmp
     show(browser, tmp_path, "apps", "demo-", "Running", "node-")
     show(browser, tmp_path, "nodes", "node-0000", "node-0003")
     show(browser, tmp_path, "usage", "Usage per user", "root.")
-    show(browser, tmp_path, "streams", "Streams job default/demo", "demo-0-1", "demo-2-1")
+    streams = show(browser, tmp_path, "streams", "Streams job default/demo", "demo-0-1", "demo-2-1")
+    assert "consistent-region-operator" not in streams      # the region operator runs no PE
     kubectl_create(inst, tmp_path, "ui-live", "ui-live-app")
     show(browser, tmp_path, "events", "ui-live-app")
     assert browser.find_element(By.ID, "feed-state").text == "events: live"

@@ -20,7 +20,7 @@ const table = (head, rows) => rows.length
   ? `<table><tr>${head.map((h) => `<th>${esc(h)}</th>`).join("")}</tr>${rows.map((r) => `<tr>${r.map((c) => `<td>${c}</td>`).join("")}</tr>`).join("")}</table>`
   : `<p class="muted">none</p>`;
 const bar = (used, max) => {
-  if (!max) return `${esc(used ?? 0)} <span class="muted">(no limit)</span>`;
+  if (!max) return `<span class="muted">no limit</span>`;
   const pct = Math.min(100, Math.round((100 * (used || 0)) / max));
   return `<meter min="0" max="100" high="85" value="${pct}"></meter> ${pct}%`;
 };
@@ -87,7 +87,7 @@ const views = {
     for (const a of apps) for (const x of a.allocations || []) {
       const t = x.allocationTags || {};
       const job = t[LABEL + "streams.ibm.com/job"];
-      if (!job) continue;
+      if (!job || !((LABEL + "streams.ibm.com/pe") in t)) continue; // the region operator's pod is no PE
       const key = `${t["kubernetes.io/meta/namespace"]}/${job}`;
       if (!jobs.has(key)) jobs.set(key, { app: a, pes: [] });
       jobs.get(key).pes.push([Number(t[LABEL + "streams.ibm.com/pe"]), t, x]);
