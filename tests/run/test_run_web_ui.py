@@ -34,10 +34,18 @@ def browser(monkeypatch):
     driver.quit()
 
 
-def kubectl_create(inst, tmp_path, name: str, app: str) -> None:
-    body = dict(POD, metadata={"name": name, "labels": {"applicationId": app}})
+XSS = "<img src=x onerror=\"document.title='owned'\">"
+"""A user name as an attacker would choose it: the page must show it as text, never run it."""
+
+
+def kubectl_create(inst, tmp_path, name: str, app: str, user: str = "") -> None:
+    meta = {"name": name, "labels": {"applicationId": app}}
+    if user:   # the admin may set user.info (the run trusts system:masters, as the demo does)
+        meta["annotations"] = {"yunikorn.apache.org/user.info": json.dumps({"user": user, "groups": []})}
+    body = dict(POD, metadata=meta)
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path)}
-    made = subprocess.run(["kubectl", "--kubeconfig", inst.kubeconfig, "--as", "alice", "create", "-f", "-"],
+    made = subprocess.run(["kubectl", "--kubeconfig", inst.kubeconfig, *([] if user else ["--as", "alice"]),
+                           "create", "-f", "-"],
                           input=json.dumps(body), env=env, capture_output=True, text=True, timeout=30)
     assert made.returncode == 0, made.stderr
 
@@ -75,7 +83,9 @@ def test_every_view_shows_the_demo_and_live_events_resume(make_run, browser, tmp
     show(browser, tmp_path, "queues", "root.prod", "root.default", "default")
     show(browser, tmp_path, "apps", "demo-", "Running", "node-")
     show(browser, tmp_path, "nodes", "node-0000", "node-0003")
-    show(browser, tmp_path, "usage", "Usage per user", "root.")
+    kubectl_create(inst, tmp_path, "ui-xss", "ui-xss-app", user=XSS)
+    show(browser, tmp_path, "usage", "Usage per user", "root.", XSS)   # shown as text
+    assert browser.title == "ykshm" and not browser.find_elements(By.CSS_SELECTOR, "#view img")
     streams = show(browser, tmp_path, "streams", "Streams job default/demo", "demo-0-1", "demo-2-1")
     assert "consistent-region-operator" not in streams      # the region operator runs no PE
     kubectl_create(inst, tmp_path, "ui-live", "ui-live-app")
