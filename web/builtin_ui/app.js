@@ -75,8 +75,9 @@ const views = {
   async events() {
     return `<h2>Live events <span class="muted">(${esc(feed.state)}; last id ${esc(feed.lastId ?? "-")})</span></h2>` +
       table(["id", "time", "type", "object", "change", "message"], feed.events.slice().reverse().map((e) => [esc(e.id),
-        esc(when(e.timestampNano)), esc(["", "request", "app", "node", "queue", "user"][e.type] || e.type),
-        `<span class="mono">${esc(e.objectID)}</span>`, esc(e.eventChangeType), esc(e.message)]));
+        esc(when(e.timestampNano)), esc(["unknown", "request", "app", "node", "queue", "user/group"][e.type] ?? e.type),
+        `<span class="mono">${esc(e.objectID)}</span>`, esc(["none", "set", "add", "remove"][e.eventChangeType] ?? e.eventChangeType),
+        esc(e.message)]));
   },
   async streams() {
     // What the web can read of Streams: PE pods are allocations labelled streams.ibm.com/job|pe
