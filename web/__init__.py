@@ -19,6 +19,7 @@ No request ever reaches the engine: workers map the event ring and the state sna
     cluster    clusters, node-utilizations, history, config, validate-conf, fullstatedump
     responses  CORS headers and gzip as YuniKorn's core sets them
     ui         a single-page UI build served at / beside /ws (--ui-dir)
+    builtin    ykshm's own web UI at / and /ui/* when no --ui-dir (static files in builtin_ui/, strict CSP)
     observe    /ws/v1/scheduler/healthcheck and /ws/v1/metrics (Prometheus text)
     yunikorn_metrics  YuniKorn's metric families (yunikorn_scheduler_*, yunikorn_queue_*) from
                the snapshot

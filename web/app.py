@@ -25,7 +25,7 @@ import trio
 
 from engine.config import EventSettings
 
-from . import applications, cluster, events, observe, views
+from . import applications, builtin, cluster, events, observe, views
 from .errors import (JSON_CONTENT_TYPE, BadRequest, Forbidden, HTTPError, MethodNotAllowed,
                      NotFound, PayloadTooLarge, RequestTimeout, URITooLong, error_body)
 from .responses import GZIP_MIN_BYTES, Cors, GzipCache, GzipStream, accepts_gzip
@@ -168,8 +168,10 @@ ROUTES = [
     Route("/ws/v1/metrics", observe.metrics, name="metrics", cors=False),
     Route("/ws/v1/openapi.yaml", _openapi_yaml, name="openapi", cors=False),
     Route("/ws/v1/openapi.json", _openapi_json, name="openapi", cors=False),
+    Route("/", builtin.index, name="ui", cors=False),   # ykshm's own UI when no --ui-dir (web.builtin)
+    Route("/ui/{asset}", builtin.asset, name="ui", cors=False),
 ]
-ROUTE_NAMES = tuple(dict.fromkeys([r.name for r in ROUTES] + ["ui", "unmatched"]))
+ROUTE_NAMES = tuple(dict.fromkeys([r.name for r in ROUTES] + ["unmatched"]))
 
 
 class App:
@@ -200,6 +202,8 @@ class App:
         self._openapi_json: bytes | None = None
         self.gzip = GzipCache()
         self.ui = StaticUI(options.ui_dir) if options.ui_dir else None
+        self.builtin_ui = builtin.Assets()
+        """ykshm's own UI at / and /ui/* (web.builtin); a --ui-dir build is served in its place."""
         self.cors = Cors(options.cors_origins)
         self.proxies = options.proxies
         self.parse_limiter = trio.CapacityLimiter(1)
