@@ -67,10 +67,12 @@ class Listener:
     """One worker's connection handler: the Gate, the direct path, the hand-over to hypercorn."""
 
     def __init__(self, asgi: Any, config: Config, direct: DirectPath, *, limits: Limits,
-                 busy: tuple[bytes, bytes], log: logging.Logger, tls: ssl.SSLContext | None = None,
+                 busy: tuple[bytes, bytes], log: logging.Logger,
+                 tls: ssl.SSLContext | Callable[[], ssl.SSLContext] | None = None,
                  proxies: TrustedProxies = TrustedProxies()) -> None:
         """`busy`: (content type, body) of the 503 a connection over a cap is answered; `tls`:
-        serve TLS with this context; `proxies`: whose X-Forwarded-For names the client."""
+        serve TLS with this context, or with the one this callable gives at each connection (a
+        certificate rotated by swapping contexts); `proxies`: whose X-Forwarded-For names the client."""
         if config.include_server_header or config.alt_svc_headers or not config.include_date_header:
             raise ValueError("the direct path writes hypercorn's response headers as configured "
                              "here: date, no server, no alt-svc")
@@ -114,7 +116,8 @@ class Listener:
 
         try:
             if self.tls is not None:
-                conn.stream = await accept(stream, self.tls, self.gate)
+                context = self.tls() if callable(self.tls) else self.tls
+                conn.stream = await accept(stream, context, self.gate)
                 if conn.stream is None:
                     return
             rest = await self.direct(conn)

@@ -130,7 +130,7 @@ async def serve(kube: Any, args: Any, namespace: str) -> None:
             logsetup.hypercorn_loggers(config)
             listener = http1.Listener(Webhook(cache, scheduler, args.queues_file, args.limits.body_timeout), config,
                                       _first_head, limits=args.limits, busy=BUSY, log=log,
-                                      tls=tls.context)
+                                      tls=tls.current)
             sockets = config.create_sockets()
             for sock in sockets.insecure_sockets:
                 sock.listen(config.backlog)

@@ -1,8 +1,8 @@
 """The serving certificate: made, installed and rotated while the server keeps answering.
 
-The listener (common.http1, main.py) handshakes with `ServingTLS.context`, and
-`ServingTLS.swap` loads a new chain into that same context: handshakes from then on present the
-new certificate, connections already open finish on the old one, no request is dropped and no
+The listener (common.http1, main.py) handshakes with `ServingTLS.current()`, and
+`ServingTLS.swap` replaces it with a context holding the new chain: handshakes from then on present
+the new certificate, connections already open finish on the old one, no request is dropped and no
 listener restarted. `CertManager.refresh` is YuniKorn's UpdateWebhookConfiguration: the CA pair
 from the Secret (kept or renewed), a new serving certificate signed by the CA that expires last,
 the caBundle written into the webhook configurations first, then, after `grace` seconds (kube-
@@ -40,16 +40,30 @@ RETRY = 60.0
 
 
 class ServingTLS:
-    """One server SSL context (TLS 1.2+, h2 and http/1.1) whose certificate is replaced in place."""
+    """The server SSL context (TLS 1.2+, h2 and http/1.1) new handshakes use: `swap` makes a new
+    one rather than loading the new chain into the context in use, because a chain loaded in place
+    reached handshakes already under way (clients saw `SSL: UNEXPECTED_MESSAGE` at a rotation);
+    a connection keeps the context it started with."""
 
     def __init__(self) -> None:
-        self.context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        self.context.minimum_version = ssl.TLSVersion.TLSv1_2
-        self.context.set_alpn_protocols(["h2", "http/1.1"])
+        self.context = self._new()
+
+    @staticmethod
+    def _new() -> ssl.SSLContext:
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        context.set_alpn_protocols(["h2", "http/1.1"])
+        return context
+
+    def current(self) -> ssl.SSLContext:
+        """The context of the next handshake (the listener asks at each connection)."""
+        return self.context
 
     def swap(self, server: certs.KeyPair, ca: certs.KeyPair) -> None:
         """Serve [server cert, CA] from the next handshake on."""
-        load_pem_chain(self.context, server.cert_pem + ca.cert_pem, server.key_pem)
+        context = self._new()
+        load_pem_chain(context, server.cert_pem + ca.cert_pem, server.key_pem)
+        self.context = context
 
 
 class CertManager:
