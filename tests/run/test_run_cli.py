@@ -56,9 +56,12 @@ def test_banner_events_roles_then_sigint_leaves_nothing(make_run, ring_name, tmp
 
     doc = wait_for(batch, 10, "events at the banner's URL")
     assert doc["EventRecords"][0]["id"] == doc["LowestID"]
-    # every command works pasted as printed into a shell whose PATH has no venv (README's set-up
-    # installs `ykshm` into .venv/bin without activating it)
-    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(tmp_path)}
+    # every command works pasted as printed into the shell that started the run: the banner names
+    # `ykshm` bare only when that shell's PATH finds it, else by its full path (README's set-up
+    # installs it into .venv/bin without activating it; CI puts .venv/bin on PATH)
+    run_path = dict(line.split("=", 1) for line in
+                    open(f"/proc/{inst.pid}/environ").read().split("\0") if "=" in line)["PATH"]
+    env = {"PATH": run_path, "HOME": str(tmp_path)}
 
     def paste(*lines: str) -> subprocess.CompletedProcess:
         return subprocess.run(["bash", "-c", "\n".join(lines)], capture_output=True, text=True,
