@@ -108,7 +108,10 @@ class RunInstance:
              "--admission-port", str(self.admission_port),
              "--name", name, "--nodes", str(nodes), "--no-demo", *extra],
             cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self._stderr,
-            start_new_session=True)
+            start_new_session=True,
+            # a fatal signal dumps the Python frames to stderr (one SIGSEGV seen on a SIGINT 0.1 s
+            # after start, 2026-11-28: the next one names its frame in the assertion message)
+            env={**os.environ, "PYTHONFAULTHANDLER": "1"})
         self.pid = self.proc.pid
         self.banner = ""
         self.api = httpx.Client(base_url=self.api_url, timeout=10)  # as the admin once the banner names it
