@@ -183,6 +183,19 @@ def http_get(url: str, timeout: float = 1.0, context: ssl.SSLContext | None = No
         return None
 
 
+def http_create(url: str, obj: dict, context: ssl.SSLContext) -> None:
+    """POST `obj` to a collection as the admin; an existing one (409) is kept, and any other
+    refusal is left for the role that needs the object to report (its log names what is missing)."""
+    import json
+
+    request = urllib.request.Request(url, data=json.dumps(obj).encode(), method="POST",
+                                     headers={"Content-Type": "application/json"})
+    try:
+        urllib.request.urlopen(request, timeout=5, context=context).close()
+    except OSError:
+        pass
+
+
 class StatusLine:
     """One live line on a terminal: events/s, pods running, open streams.
 
@@ -336,8 +349,9 @@ scheduler's address) and the CA Secret are out of reach of the demo users, who m
 def queues_document(config: Path) -> str | None:
     """The `queues.yaml` that seeds `yunikorn-configs`: the partitions of the `--config` file (or
     the embedded default), None when it names none (YuniKorn's default configuration then)."""
-    data = yaml.safe_load(config.read_text(encoding="utf-8")) or {}
-    partitions = data.get("partitions") if isinstance(data, dict) else None
+    from engine.config import read_yaml
+
+    partitions = read_yaml(config).get("partitions")   # as the engine reads it (check_config did)
     return yaml.safe_dump({"partitions": partitions}, sort_keys=False) if partitions else None
 
 
@@ -364,8 +378,6 @@ def admission_objects(args, config: Path) -> dict[str, dict]:
 def create_admission_objects(args, creds: Credentials, config: Path) -> None:
     """Create them, and the roles' grants in that namespace (run_identities.NAMESPACED_RULES), as
     the admin; an existing one (409) is kept."""
-    import json
-
     namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ADMISSION_NAMESPACE}}
     made = [(f"https://127.0.0.1:{args.api_port}/api/v1/namespaces", namespace)]
     made += [(f"https://127.0.0.1:{args.api_port}/api/v1/namespaces/{ADMISSION_NAMESPACE}/{collection}", obj)
@@ -373,14 +385,9 @@ def create_admission_objects(args, creds: Credentials, config: Path) -> None:
     rbac = f"https://127.0.0.1:{args.api_port}/apis/rbac.authorization.k8s.io/v1"
     made += [(f"{rbac}/namespaces/{doc['metadata']['namespace']}/rolebindings" if doc["kind"] == "RoleBinding"
               else f"{rbac}/clusterroles", doc) for doc in run_identities.namespaced_documents()]
+    context = creds.admin_context()
     for url, obj in made:
-        request = urllib.request.Request(
-            url,
-            data=json.dumps(obj).encode(), method="POST", headers={"Content-Type": "application/json"})
-        try:
-            urllib.request.urlopen(request, timeout=5, context=creds.admin_context()).close()
-        except OSError:
-            pass    # 409 already there; anything else: the controller's own log says what is missing
+        http_create(url, obj, context)
 
 
 DEMO_JOB = {"apiVersion": "streams.ibm.com/v1", "kind": "Job",
@@ -404,8 +411,6 @@ def streams_demo(args, creds: Credentials, supervisor: Supervisor) -> None:
     pods running `ykshm pe-sim` (sim-cluster maps the Streams runtime image to it) and its
     consistent-region operator is its Deployment's pod, so nothing more is started here (the rest
     of the demo runs whether or not the Streams API came up)."""
-    import json
-
     api = f"https://127.0.0.1:{args.api_port}"
     tls = creds.admin_context()
     deadline = time.monotonic() + 30
@@ -413,13 +418,7 @@ def streams_demo(args, creds: Credentials, supervisor: Supervisor) -> None:
         if time.monotonic() > deadline:
             return
         supervisor.sleep(0.2)
-    request = urllib.request.Request(f"{api}/apis/streams.ibm.com/v1/namespaces/default/streamsjobs",
-                                     data=json.dumps(DEMO_JOB).encode(), method="POST",
-                                     headers={"Content-Type": "application/json"})
-    try:
-        urllib.request.urlopen(request, timeout=5, context=tls).close()
-    except OSError:
-        pass
+    http_create(f"{api}/apis/streams.ibm.com/v1/namespaces/default/streamsjobs", DEMO_JOB, tls)
 
 
 def check_export(url: str | None, name: str) -> None:
