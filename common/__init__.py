@@ -14,6 +14,7 @@
     safeyaml YAML at a bounded cost (aliases, nodes, depth, bytes, time): validate-conf, config files
     gcfreeze full garbage collections that skip what survived the last one (gc.freeze), for the
              processes caching Kubernetes objects (sim-cluster, the kube roles, bench e2e)
+    k8snames Kubernetes object names (DNS-1123 label, subdomain): what may go into an API path
     podsandbox  what ykshm refuses inside a sim-cluster process pod (exec plugins, paths outside it)
 
 every package but `shm` may import it; it imports none of them.

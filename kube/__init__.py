@@ -11,7 +11,6 @@ cr-operator, pe-sim, admission): the one place they meet.
     execplugin  exec credential plugins (client.authentication.k8s.io v1/v1beta1), cached
     config      KubeConfig: one API server's URL, TLS context, credentials; the httpx client
     errors      KubeError and its kinds (config, credentials, API status, 410 Gone)
-    names       Kubernetes object names (DNS-1123 label and subdomain) checked before they go into an API path
     client      the API calls on httpx (trio): paged list, list/watch informers (410
                 relist), bind, events, RawConnection for fast POSTs
     store       one resource kind's local cache (an informer's store) and the relist diff

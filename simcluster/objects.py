@@ -23,6 +23,7 @@ import uuid
 from typing import Any
 
 from common.quantity import QuantityError, parse_milli, parse_quantity
+from common import k8snames
 
 from . import crd, structural
 from .errors import BadRequest, Conflict, Invalid
@@ -31,8 +32,6 @@ from .resources import CRDS, Resource
 Obj = dict[str, Any]
 Cause = tuple[str, str, str]  # (reason, field, message)
 
-_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 _GENERATE_CHARS = "bcdfghjklmnpqrstvwxz2456789"
@@ -103,13 +102,13 @@ def _validate_meta(resource: Resource, meta: Obj, causes: list[Cause]) -> None:
     elif not isinstance(name, str):
         causes.append(invalid("metadata.name", name, "must be a string"))
     else:
-        pattern, limit = (_DNS1123_LABEL, 63) if resource.name == "namespaces" else (_DNS1123_SUBDOMAIN, 253)
+        valid, limit = (k8snames.is_label, 63) if resource.name == "namespaces" else (k8snames.is_subdomain, 253)
         if resource.name == "events":  # a ConfigMap's name is a DNS subdomain (measured: tests/realk8s)
             ok = len(name) <= 253 and "/" not in name and name not in (".", "..")
         elif resource.group == "rbac.authorization.k8s.io":  # a path segment: `system:kube-scheduler`
             ok = "/" not in name and "%" not in name and name not in (".", "..")
         else:
-            ok = len(name) <= limit and bool(pattern.match(name))
+            ok = valid(name)
         if not ok:
             causes.append(invalid("metadata.name", name, _name_message(name, resource.name == "namespaces", limit)))
     _validate_owner_refs(meta.get("ownerReferences"), causes)
@@ -127,7 +126,7 @@ def _validate_meta(resource: Resource, meta: Obj, causes: list[Cause]) -> None:
         for key, value in values.items():
             field = f"metadata.{which}"
             prefix, _, short = key.rpartition("/")
-            if (prefix and not _DNS1123_SUBDOMAIN.match(prefix)) or not _QUALIFIED_NAME.match(short) or len(short) > 63:
+            if (prefix and not k8snames.is_subdomain(prefix)) or not _QUALIFIED_NAME.match(short) or len(short) > 63:
                 causes.append(invalid(field, key, "name part must consist of alphanumeric characters, '-', '_' or '.'"))
             if not isinstance(value, str):
                 causes.append(invalid(f"{field}[{key}]", value, "must be a string"))
@@ -193,7 +192,7 @@ def _validate_container(c: Any, field: str, names: set[str], causes: list[Cause]
     name = c.get("name")
     if not name:
         causes.append(required(f"{field}.name"))
-    elif not isinstance(name, str) or not _DNS1123_LABEL.match(name) or len(name) > 63:
+    elif not isinstance(name, str) or not k8snames.is_label(name):
         causes.append(invalid(f"{field}.name", name, "must be a lowercase RFC 1123 label"))
     elif name in names:
         causes.append(("FieldValueDuplicate", f"{field}.name", f'Duplicate value: "{name}"'))

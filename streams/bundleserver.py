@@ -44,7 +44,7 @@ from hypercorn.trio import serve as hypercorn_serve
 from common import logsetup
 from common.http1.lifespan import nothing_to_start
 from common.http1.routing import normalise
-from kube import names
+from common import k8snames as names
 
 from . import fetch, kubecalls as kube, peobjects
 from .errors import StreamsError
