@@ -45,17 +45,14 @@ class Histogram:
 class EngineMetrics:
     """One engine's counters and histograms (all partitions)."""
 
-    containers: Counter[str] = dataclasses.field(default_factory=Counter)
+    allocated: Counter[str] = dataclasses.field(default_factory=Counter)
+    """Allocations made per queue path; the total is their sum (derived in `document`)."""
+    released: Counter[str] = dataclasses.field(default_factory=Counter)
+    """Allocations given back per queue path."""
     submissions: Counter[str] = dataclasses.field(default_factory=Counter)
-    queue_containers: dict[str, Counter[str]] = dataclasses.field(default_factory=dict)
     queue_terminal: dict[str, Counter[str]] = dataclasses.field(default_factory=dict)
     scheduling: Histogram = dataclasses.field(default_factory=Histogram)
     preemption: Histogram = dataclasses.field(default_factory=Histogram)
-
-    def container(self, queue: str, state: str) -> None:
-        """An allocation made ("allocated") or given back ("released") in `queue`."""
-        self.containers[state] += 1
-        self.queue_containers.setdefault(queue, Counter())[state] += 1
 
     def submitted(self, result: str) -> None:
         """An application submission: "new", then "accepted" or "rejected"."""
@@ -66,8 +63,13 @@ class EngineMetrics:
         self.queue_terminal.setdefault(queue, Counter())[state] += 1
 
     def document(self) -> dict[str, Any]:
-        return {"containers": dict(self.containers), "submissions": dict(self.submissions),
-                "queueContainers": {q: dict(c) for q, c in self.queue_containers.items()},
+        queues = {q: {"allocated": n} for q, n in self.allocated.items()}
+        for q, n in self.released.items():
+            queues.setdefault(q, {})["released"] = n
+        containers = {"allocated": sum(self.allocated.values()), "released": sum(self.released.values())}
+        return {"containers": {k: v for k, v in containers.items() if v},
+                "submissions": dict(self.submissions),
+                "queueContainers": queues,
                 "queueTerminal": {q: dict(c) for q, c in self.queue_terminal.items()},
                 "schedulingLatency": self.scheduling.document(),
                 "preemptionLatency": self.preemption.document(),

@@ -84,7 +84,7 @@ def book(part: PartitionState, app: Application, key: str, res: dict[str, int], 
         part.out.alloc_new(app.rm_id, alloc)
     part.allocations_made += 1
     if not recovered:
-        part.metrics.container(app.queue.path, "allocated")
+        part.metrics.allocated[app.queue.path] += 1    # YuniKorn's container allocation counters
     part.version += 1
     return alloc
 
@@ -138,7 +138,7 @@ def remove(part: PartitionState, app: Application, alloc: Allocation, detail: in
         app.counted_running = False
     _app_share(part, app)
     part.emit(APP, REMOVE, detail, app.app_id, alloc.key, message, res)
-    part.metrics.container(app.queue.path, "released")
+    part.metrics.released[app.queue.path] += 1
     part.ugm.decrease(app.queue.path, app.app_id, res, app.ugi, last)
     if termination:
         part.out.alloc_released(app.rm_id, alloc, termination, message)
