@@ -50,10 +50,6 @@ def _parse(argv: Sequence[str]) -> Any:
                              "certificate (default 15: kube-apiserver's watch catches up)")
     parser.add_argument("--key-bits", type=int, default=4096, choices=[2048, 3072, 4096],
                         help="RSA key size of the CAs and serving certificate (4096, as YuniKorn)")
-    parser.add_argument("--queues-file", metavar="PATH", default=None,
-                        help="the scheduler beside this controller reads its queues from PATH, not "
-                             "from the ConfigMaps (`ykshm run`): a change to their queues document "
-                             "is denied naming PATH, instead of being accepted and ignored")
     add_limit_flags(parser, idle_timeout=30.0, defaults=LIMITS)
     args = parser.parse_args(argv)
     args.limits = limits_of(args)
@@ -128,7 +124,7 @@ async def serve(kube: Any, args: Any, namespace: str) -> None:
             nursery.start_soon(manager.on_sigusr1)
             config = _config(args)
             logsetup.hypercorn_loggers(config)
-            listener = http1.Listener(Webhook(cache, scheduler, args.queues_file, args.limits.body_timeout), config,
+            listener = http1.Listener(Webhook(cache, scheduler, args.limits.body_timeout), config,
                                       _first_head, limits=args.limits, busy=BUSY, log=log,
                                       tls=tls.current)
             sockets = config.create_sockets()

@@ -96,10 +96,9 @@ class Webhook:
     """The ASGI app: `cache` holds the configuration and the informers' view, `client` calls the
     scheduler for /validate-conf."""
 
-    def __init__(self, cache: ClusterCache, client: httpx.AsyncClient, queues_file: str | None = None,
+    def __init__(self, cache: ClusterCache, client: httpx.AsyncClient,
                  body_timeout: float = BODY_TIMEOUT) -> None:
-        self.cache, self.client, self.queues_file = cache, client, queues_file
-        self.body_timeout = body_timeout
+        self.cache, self.client, self.body_timeout = cache, client, body_timeout
         self.budget = BodyBudget()
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
@@ -150,7 +149,7 @@ class Webhook:
         try:
             if path == "/mutate":
                 return mutate.mutate(conf, self.cache, req)
-            return await validate.validate_conf(conf, self.cache.configmaps, self.client, req, self.queues_file)
+            return await validate.validate_conf(conf, self.cache.configmaps, self.client, req)
         except Exception as exc:  # noqa: BLE001 - a bug costs one request, never the webhook
             log.exception("admission request %s failed", req.uid)
             return Response(req.uid, False, f"admission controller error: {type(exc).__name__}")

@@ -14,11 +14,6 @@ Before the scheduler is asked, the merged keys go through the shim's own check
 (`configmaps.parse`), so the webhook denies a value the shim would refuse (naming the key and
 value) instead of letting `kubectl` succeed and the shim refuse the map afterwards. An unknown key
 passes both, with a warning from the shim, as YuniKorn's shim ignores keys it does not know.
-
-Under `ykshm run` the scheduler takes its queues from its `--config` file, not from these maps
-(`--queues-file PATH`): a write that changes the queues document (`<policyGroup>.yaml`) would be
-accepted and then do nothing, so it is denied naming the file and what to do instead. A write
-that leaves the document as it was (the controller's own `admissionController.*` keys) passes.
 """
 
 from __future__ import annotations
@@ -95,22 +90,8 @@ async def ask_scheduler(client: httpx.AsyncClient, address: str, content: str) -
     return str(answer.get("reason") or "")
 
 
-def ignored_queues(maps: Mapping[str, Mapping[str, Any] | None], req: Request, name: str,
-                   queues_file: str) -> str | None:
-    """Why a change to the queues document is refused when the scheduler reads `queues_file`
-    instead (see the module docstring), or None when the write leaves the document alone."""
-    key = f"{merged(maps, req.object).get('service.policyGroup') or 'queues'}.yaml"
-    new = flatten([req.object]).get(key)
-    old = flatten([req.old_object]).get(key) if isinstance(req.old_object, dict) else None
-    if new is None or new == old:
-        return None
-    return (f"{key} in ConfigMap {name} would not be applied: this scheduler (ykshm run) takes its "
-            f"queues from {queues_file}; edit that file and send the engine SIGHUP (its pid: ykshm "
-            "status), or run `ykshm run --manifests deploy/kubernetes` to configure it from ConfigMaps")
-
-
 async def validate_conf(conf: AdmissionConf, maps: Mapping[str, Mapping[str, Any] | None],
-                        client: httpx.AsyncClient, req: Request, queues_file: str | None = None) -> Response:
+                        client: httpx.AsyncClient, req: Request) -> Response:
     if req.kind != "ConfigMap":
         return Response(req.uid, True)
     name, error = _configmap(req.object)
@@ -121,13 +102,10 @@ async def validate_conf(conf: AdmissionConf, maps: Mapping[str, Mapping[str, Any
         return Response(req.uid, True)
     try:
         document = queues_yaml(maps, req.object)
-        ignored = ignored_queues(maps, req, name, queues_file) if queues_file else None
     except ConfigError as exc:
         return Response(req.uid, False, str(exc))
-    if ignored:
-        return Response(req.uid, False, ignored)
     reason = await ask_scheduler(client, conf.scheduler_address, document)
     return Response(req.uid, reason is None, reason or "")
 
 
-__all__ = ["ask_scheduler", "ignored_queues", "merged", "queues_yaml", "validate_conf"]
+__all__ = ["ask_scheduler", "merged", "queues_yaml", "validate_conf"]
