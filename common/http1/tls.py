@@ -18,6 +18,7 @@ and the file (one line, exit 2); a failed handshake costs that connection only.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import os
 import ssl
 from collections.abc import Mapping
@@ -92,7 +93,6 @@ class TlsStream(trio.abc.HalfCloseableStream):
     def __init__(self, transport: trio.SocketStream, ctx: ssl.SSLContext) -> None:
         self.transport_stream = transport
         self.socket = transport.socket
-        self._fd = transport.socket.fileno()
         self._incoming = ssl.MemoryBIO()
         self._outgoing = ssl.MemoryBIO()
         self._tls = ctx.wrap_bio(self._incoming, self._outgoing, server_side=True)
@@ -101,6 +101,16 @@ class TlsStream(trio.abc.HalfCloseableStream):
         self._eof = False
 
     # --- the TLS engine ---------------------------------------------------------------------
+
+    def _write(self) -> int:
+        """Write the backlog's head; the fd is asked of the socket each time, never kept: once the
+        socket is closed its number is the next accepted connection's, and a late flush (a second
+        `aclose` after a failed one, as the listener's `finally` makes) wrote this connection's
+        ciphertext into that stranger's handshake (it failed with UNEXPECTED_MESSAGE)."""
+        fd = self.socket.fileno()
+        if fd < 0:
+            raise OSError(errno.EBADF, "TLS stream closed")
+        return os.write(fd, self.backlog)
 
     def _queue(self) -> None:
         """Move what the TLS engine wrote to the end of the backlog."""
@@ -114,7 +124,7 @@ class TlsStream(trio.abc.HalfCloseableStream):
         waited = False
         while self.backlog:
             try:
-                n = os.write(self._fd, self.backlog)
+                n = self._write()
             except BlockingIOError:
                 waited = True
                 await trio.lowlevel.wait_writable(self.socket)
@@ -190,7 +200,7 @@ class TlsStream(trio.abc.HalfCloseableStream):
             self._queue()
         if self.backlog:
             try:
-                n = os.write(self._fd, self.backlog)
+                n = self._write()
             except BlockingIOError:
                 n = 0
             del self.backlog[:n]
@@ -226,6 +236,7 @@ class TlsStream(trio.abc.HalfCloseableStream):
         except (trio.BrokenResourceError, OSError):
             pass
         finally:
+            self.backlog.clear()  # what did not leave in the grace never will
             await self.transport_stream.aclose()
 
 
