@@ -8,9 +8,16 @@ creates, owned by it so they go with the job:
   (`ykshm:VERSION`), `ykshm cr-operator --job NS/JOB` binding the pod's IP on 10000 (the API) and
   9696 (metrics), advertising the Service's URL, notifying PEs by UDP at their Service's address;
   OpenStreams' env (`STREAMS_JOB_NAME`, `STREAMS_LOG_LEVEL`, `MY_POD_NAMESPACE`,
-  `NUM_CONSISTENT_REGIONS`, `STREAMS_JOB_ID`); ServiceAccount `streams-cr-operator` (OpenStreams
-  uses `default` and a ClusterRoleBinding to every ServiceAccount; ours can be granted alone);
-  scheduled by ykshm (`schedulerName: yunikorn`, application `NS-JOB-cr-operator`).
+  `NUM_CONSISTENT_REGIONS`, `STREAMS_JOB_ID`); scheduled by ykshm (`schedulerName: yunikorn`,
+  application `NS-JOB-cr-operator`).
+- ServiceAccount, Role and RoleBinding `JOB-consistent-region-operator`: the pod's identity is
+  its job's alone, and the Role grants what one operator reads in its job's namespace (its
+  regions and their status, the PEs and pods it watches) and one Secret, `resourceNames:
+  [JOB-token]`. OpenStreams runs every operator as `default` with a ClusterRoleBinding; one
+  shared ServiceAccount with `secrets get` let whoever may mint its token (an editor of its
+  namespace) read every job's token, or with a cluster-wide grant every Secret of the cluster
+  (security review 2, N5). The controller may create the Role because it holds every rule in it
+  (kube-apiserver's escalation check).
 - Service `streams-JOB-consistentregion-api` (headless, `sys-api` 10000/TCP, `sys-metrics`
   9696/TCP, same labels and selector): the address OpenStreams' runtime hard-codes,
   `streams-JOB-consistentregion-api.NS:10000/api/consistentregion`.
@@ -21,10 +28,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .peobjects import GROUP   # not .objects: a PE pod imports this module, and .objects costs it ~50 ms
+from .peobjects import GROUP, token_secret_name   # not .objects: a PE pod imports this module, and .objects costs it ~50 ms
 
 API_PORT, METRICS_PORT = 10000, 9696
-SERVICE_ACCOUNT = "streams-cr-operator"
 BASE_PATH = "/api/consistentregion"
 WAITING_FOR_SECRET = "WaitingForSecret"
 """The ConsistentRegionOperator's `status.phase` while its job's token Secret is missing: the
@@ -44,6 +50,11 @@ def default_image() -> str:
 
 def deployment_name(job: str) -> str:
     return f"{job}-consistent-region-operator"
+
+
+def account_name(job: str) -> str:
+    """The operator's ServiceAccount, Role and RoleBinding: one per job."""
+    return deployment_name(job)
 
 
 def service_name(job: str) -> str:
@@ -89,7 +100,7 @@ def deployment(cro: Mapping[str, Any], image: str, source_argv: Sequence[str],
                          "ownerReferences": [_owner(cro)]},
             "spec": {"replicas": 1, "selector": {"matchLabels": labels(job)},
                      "template": {"metadata": {"labels": template_labels},
-                                  "spec": {"schedulerName": "yunikorn", "serviceAccountName": SERVICE_ACCOUNT,
+                                  "spec": {"schedulerName": "yunikorn", "serviceAccountName": account_name(job),
                                            "containers": [{"name": "consistent-region-operator",
                                                            "image": image, "command": ["ykshm"], "args": args,
                                                            "env": env}]}}}}
@@ -106,6 +117,35 @@ def service(cro: Mapping[str, Any]) -> dict[str, Any]:
                                {"name": "sys-metrics", "port": METRICS_PORT, "protocol": "TCP"}]}}
 
 
-def service_account(namespace: str) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "ServiceAccount",
-            "metadata": {"name": SERVICE_ACCOUNT, "namespace": namespace, "labels": {"app": "streams"}}}
+def _metadata(cro: Mapping[str, Any]) -> dict[str, Any]:
+    namespace, job = _job_of(cro)
+    return {"name": account_name(job), "namespace": namespace, "labels": labels(job),
+            "ownerReferences": [_owner(cro)]}
+
+
+def service_account(cro: Mapping[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _metadata(cro)}
+
+
+def role_rules(job: str) -> list[dict[str, Any]]:
+    """What one job's operator may do in its namespace (see the module docstring)."""
+    read = ["get", "list", "watch"]
+    return [{"apiGroups": [GROUP], "resources": ["streamscrs", "streamscrs/status", "streamscros",
+                                                 "streamscros/status"], "verbs": [*read, "patch", "update"]},
+            {"apiGroups": [GROUP], "resources": ["streamspes"], "verbs": read},
+            {"apiGroups": [""], "resources": ["pods"], "verbs": read},
+            {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"],
+             "resourceNames": [token_secret_name(job)]}]
+
+
+def role(cro: Mapping[str, Any]) -> dict[str, Any]:
+    _, job = _job_of(cro)
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": _metadata(cro),
+            "rules": role_rules(job)}
+
+
+def role_binding(cro: Mapping[str, Any]) -> dict[str, Any]:
+    namespace, job = _job_of(cro)
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": _metadata(cro),
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": account_name(job)},
+            "subjects": [{"kind": "ServiceAccount", "name": account_name(job), "namespace": namespace}]}

@@ -63,6 +63,8 @@ KINDS: dict[str, Kind] = {k.kind: k for k in (
     Kind("Endpoints", "/api/v1", "endpoints"),
     Kind("ServiceAccount", "/api/v1", "serviceaccounts"),
     Kind("Deployment", "/apis/apps/v1", "deployments"),
+    Kind("Role", "/apis/rbac.authorization.k8s.io/v1", "roles"),
+    Kind("RoleBinding", "/apis/rbac.authorization.k8s.io/v1", "rolebindings"),
     Kind("Event", "/api/v1", "events"),
 )}
 

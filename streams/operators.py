@@ -1,8 +1,8 @@
 """The consistent-region operators: a Deployment per job (`PodOperators`, `--operators pod`), or one
 supervised local process per job (`Supervisor`, `--operators process`, e.g. under systemd).
 
-PodOperators: for every ConsistentRegionOperator, the Deployment and Service of `croobjects` (and the
-ServiceAccount they run as, once per namespace), created idempotently, owned by the CRO; a failed
+PodOperators: for every ConsistentRegionOperator, the Deployment and Service of `croobjects` and
+the job's own ServiceAccount, Role and RoleBinding, created idempotently, owned by the CRO; a failed
 write is retried after a second. Kubernetes restarts the pod; the garbage collector removes them.
 
 Supervisor:
@@ -89,7 +89,6 @@ class PodOperators:
         self.client, self.image, self.source_argv = client, image, list(source_argv)
         self._pending: dict[str, Mapping[str, Any]] = {}
         self._made: set[str] = set()
-        self._accounts: set[str] = set()
         self._changed = trio.Event()
 
     def update(self, operators: Iterable[Mapping[str, Any]]) -> None:
@@ -118,9 +117,9 @@ class PodOperators:
                 await trio.sleep(1.0)
 
     async def _make(self, cro: Mapping[str, Any]) -> None:
-        namespace = cro["metadata"].get("namespace") or "default"
-        if namespace not in self._accounts:
-            await kube.create(self.client, croobjects.service_account(namespace))
-            self._accounts.add(namespace)
+        """The job's own identity first (kube-apiserver refuses a pod whose ServiceAccount does not
+        exist yet), then the Service, then the Deployment; a repeat finds each made."""
+        for obj in (croobjects.service_account(cro), croobjects.role(cro), croobjects.role_binding(cro)):
+            await kube.create(self.client, obj)
         await kube.create(self.client, croobjects.service(cro))
         await kube.create(self.client, croobjects.deployment(cro, self.image, self.source_argv))

@@ -6,13 +6,13 @@ authenticate in a kubeadm cluster), its own kubeconfig, and a least-privilege Cl
 `ykshm:ROLE` bound to that user. Why certificates and not ServiceAccount tokens: the supervisor
 restarts a crashed sim-cluster, whose ServiceAccounts (and so their tokens' uids) would not
 survive; the CA and the `--policy-file` objects do. `export` talks to Redis only and gets nothing.
-The cr-operators run as pods (`ykshm streams --operators pod`): their ServiceAccount
-`default/streams-cr-operator` is bound to `ykshm:cr-operator` by a RoleBinding in `default`, the
-demo's namespace, never cluster-wide: a `default` editor may mint that ServiceAccount's token
-(`edit` may), and with a ClusterRoleBinding its `secrets get` read every Secret of the cluster
-(security review 2, N5). In `default` it reads nothing an editor there cannot; a job in another
-namespace needs the same RoleBinding there. PE pods (`ykshm pe-sim` as the runtime image) use
-no API: they talk to the controller's bundle endpoint and the operator with their job's token.
+The cr-operators run as pods (`ykshm streams --operators pod`), each under its job's own
+ServiceAccount, Role and RoleBinding, made by the Streams controller (streams.croobjects): one
+Secret, `resourceNames: [JOB-token]`, and its job's regions in its job's namespace. Nothing here
+grants them anything; a shared ServiceAccount with `secrets get`, whose token a `default` editor
+may mint, read every Secret of the cluster (security review 2, N5). PE pods (`ykshm pe-sim` as the
+runtime image) use no API: they talk to the controller's bundle endpoint and the operator with
+their job's token.
 
 The demo's users (alice, bob, carol, dave, erin) may `edit` the `default` namespace, so the admin
 can act as one (`kubectl --as alice create -f pod.yaml`) and the admission controller stamps that
@@ -47,7 +47,8 @@ ROLE_RULES: dict[str, list[tuple]] = {
              _EVENTS],
     # the Streams controller: the CRDs, the Streams kinds, the pods, ConfigMaps, PE Services and
     # job token Secrets of a job, the streams-api Service/Endpoints, the cr-operators' Deployments
-    # and ServiceAccount, bundle Secrets (read), nodes (host pools)
+    # and their per-job ServiceAccount, Role and RoleBinding (it holds every rule it grants them),
+    # bundle Secrets (read), nodes (host pools)
     "streams": [([""], ["nodes"], RO),
                 (["apiextensions.k8s.io"], ["customresourcedefinitions"], ["create", "get", "list", "update"]),
                 (["streams.ibm.com"], ["*"], _WRITE),
@@ -55,6 +56,7 @@ ROLE_RULES: dict[str, list[tuple]] = {
                 ([""], ["secrets"], ["get", "create"]),
                 ([""], ["serviceaccounts"], ["get", "create"]),
                 (["apps"], ["deployments"], ["get", "create"]),
+                (["rbac.authorization.k8s.io"], ["roles", "rolebindings"], ["get", "create"]),
                 _EVENTS],
     # the admission controller (shim_k8s/admission): its webhook configurations (create; get and
     # update only its own two), the namespace and PriorityClass informers, its ConfigMaps, and
@@ -74,17 +76,6 @@ ROLE_RULES: dict[str, list[tuple]] = {
 }
 
 
-# ServiceAccounts of ykshm's own pods: role -> (namespace, ServiceAccount, rules)
-SA_ROLES: dict[str, tuple[str, str, list[tuple]]] = {
-    # a job's consistent-region operator: its regions' status, the PEs and pods it watches, the token
-    "cr-operator": ("default", "streams-cr-operator", [
-        (["streams.ibm.com"], ["streamscrs", "streamscrs/status", "streamscros", "streamscros/status"],
-         ["get", "list", "watch", "patch", "update"]),
-        (["streams.ibm.com"], ["streamspes"], RO),
-        ([""], ["pods"], RO),
-        ([""], ["secrets"], ["get"])]),
-}
-
 DEMO_USERS = ("alice", "bob", "carol", "dave", "erin")
 
 SCHEDULER_NAMESPACE = "yunikorn"
@@ -100,17 +91,12 @@ NAMESPACED_RULES: dict[str, tuple[str, list[tuple]]] = {
 
 def policy_documents() -> list[dict]:
     """A ClusterRole `ykshm:ROLE` and its ClusterRoleBinding to the user `ykshm:ROLE`, per role;
-    the same per ServiceAccount role, bound to that ServiceAccount; the demo users' RoleBinding to
-    `edit` in `default`."""
+    the demo users' RoleBinding to `edit` in `default`."""
     docs: list[dict] = [{
         "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
         "metadata": {"name": "ykshm:demo-users", "namespace": "default"},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": u} for u in DEMO_USERS]}]
-    for role, (namespace, account, rules) in SA_ROLES.items():
-        docs += _bound_cluster_role(f"{USER_PREFIX}{role}", rules,
-                                    {"kind": "ServiceAccount", "name": account, "namespace": namespace},
-                                    namespace=namespace)
     for role, rules in ROLE_RULES.items():
         name = f"{USER_PREFIX}{role}"
         docs += _bound_cluster_role(name, rules, {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": name})

@@ -21,13 +21,18 @@ JOB = {"apiVersion": "streams.ibm.com/v1", "kind": "Job", "metadata": {"name": "
 
 
 @pytest.fixture
-def streams(plane, tmp_path, ring_name):
+def streams(plane, tmp_path, ring_name, request):
+    """The controller with `request.param` as its operators flags (none by default)."""
+    operators = getattr(request, "param", ("--no-operators",))
     for name in ("pe-node-1", "pe-node-2"):
-        plane.register_node(name, {"cpu": "8", "memory": "16Gi", "pods": "110"})
+        if plane.kubectl("get", "node", name, check=False).returncode != 0:   # the plane is shared
+            plane.register_node(name, {"cpu": "8", "memory": "16Gi", "pods": "110"})
     real = RealScheduler(plane, ring_name, shim_kubeconfig(plane, tmp_path))
     bundles = tmp_path / "bundles"
     bundles.mkdir()
     (bundles / "pipe.sab").write_bytes(appgen.make_sab(appgen.pipeline_adl(operators=6)))
+    (bundles / "cr.sab").write_bytes(appgen.make_sab(appgen.pipeline_adl(
+        "apps.demo::Checkpointed", operators=6, regions=(appgen.Region(0, 5, period=5.0),)), "apps.demo.Checkpointed"))
     config = pki.client_kubeconfig(plane.pki, "ykshm-streams", f"{run_identities.USER_PREFIX}streams",
                                    (run_identities.GROUP,), plane.server)
     controller = None
@@ -35,7 +40,7 @@ def streams(plane, tmp_path, ring_name):
         real.cluster.start_engine()
         real.start_shim()
         controller = harness.Proc("streams", ["streams", "--kubeconfig", str(config), "--install-crds",
-                                              "--no-operators", "--bundle-dir", str(bundles), "--cache-dir",
+                                              *operators, "--bundle-dir", str(bundles), "--cache-dir",
                                               str(tmp_path / "cache"), "--api-bind", "10.244.1.6:0"],
                                   str(tmp_path), prefix=plane.enter())
         harness.wait_for(lambda: "accepted by the API server" in open(controller.log_path).read()
@@ -65,3 +70,34 @@ def test_a_sab_job_becomes_pes_services_and_gang_placed_pods_on_the_real_apiserv
     log = open(controller.log_path).read()
     assert not [line for line in log.splitlines() if " 422 " in line or " 403 " in line or "failed" in line], log
     print(plane.kubectl("get", "stj,stp,pods,svc", "-o", "wide").stdout, file=sys.stderr)
+
+
+@pytest.mark.parametrize("streams", [("--operators", "pod")], indirect=True)
+def test_a_jobs_operator_gets_an_identity_of_its_own_that_reads_its_token_only(plane, streams):
+    """`--operators pod` (what `ykshm run` uses): the controller makes each job's operator a
+    ServiceAccount, Role and RoleBinding of its own, and the real apiserver's escalation check lets
+    it (it holds every rule it grants); the real authorizer then gives that identity its job's token
+    Secret and no other (security review 2, N5: one shared account read every Secret)."""
+    _, controller = streams
+    plane.apply_json({**JOB, "metadata": {"name": "crjob", "namespace": "default"},
+                      "spec": {"bundle": {"name": "cr.sab", "file": {"path": "cr.sab"}}, "fusion": {"manual": 3}}})
+    account = "crjob-consistent-region-operator"
+    deployment = harness.wait_for(
+        lambda: plane.kubectl("get", "deployment", account, "-o", "json").returncode == 0
+        and plane.kubectl_json("get", "deployment", account), 90, "the operator's Deployment")
+    assert deployment["spec"]["template"]["spec"]["serviceAccountName"] == account
+    role = plane.kubectl_json("get", "role", account)
+    assert {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"],
+            "resourceNames": ["crjob-token"]} in role["rules"]
+    who = f"system:serviceaccount:default:{account}"
+
+    def can(*what: str) -> str:
+        return plane.kubectl("auth", "can-i", "--as", who, *what, check=False).stdout.strip()
+
+    assert can("get", "secret/crjob-token") == "yes"
+    assert can("get", "secret/other-db") == "no"
+    assert can("list", "secrets") == "no"
+    assert can("get", "secret/crjob-token", "-n", "kube-system") == "no"
+    assert can("patch", "streamscrs.streams.ibm.com/crjob-0") == "yes"
+    log = open(controller.log_path).read()
+    assert not [line for line in log.splitlines() if " 403 " in line or "forbidden" in line.lower()], log

@@ -4,7 +4,10 @@ The demo users (alice..erin) may `edit` the `default` namespace. Before the fix 
 controller's trust settings and CA keys lived there too, so alice made herself a trusted
 `user.info` submitter, and the cr-operator's ServiceAccount (whose token a `default` editor may
 mint) read every Secret of the cluster. Each request below is the review's, made through the
-admin kubeconfig with impersonation, which is how `ykshm run` reaches its demo users.
+admin kubeconfig with impersonation, which is how `ykshm run` reaches its demo users. Now each
+job's operator runs under its job's own ServiceAccount, which reads one Secret (`JOB-token`): the
+demo job's operator drains its region with that alone, and reads no other Secret, even in its own
+namespace.
 """
 
 from __future__ import annotations
@@ -16,8 +19,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "run"))
 from tests.run.conftest import make_run  # noqa: E402,F401 - the fixture
 from tests.run.test_run_admission import kubectl  # noqa: E402
+from tools.harness import wait_for  # noqa: E402
 
-OPERATOR = "system:serviceaccount:default:streams-cr-operator"
+OPERATOR = "system:serviceaccount:default:demo-consistent-region-operator"
 
 
 def _forbidden(result) -> None:
@@ -25,7 +29,7 @@ def _forbidden(result) -> None:
 
 
 def test_demo_users_cannot_touch_the_trust_settings_nor_the_operator_read_other_secrets(make_run, tmp_path):
-    inst = make_run(nodes=1)
+    inst = make_run(nodes=1, extra=("--demo",))
     trust = json.dumps({"data": {"admissionController.accessControl.externalUsers": "^alice$"}})
     # the settings and the CA Secret exist, in the admission controller's own namespace
     assert kubectl(inst, tmp_path, "-n", "yunikorn", "get", "cm", "yunikorn-configs").returncode == 0
@@ -42,6 +46,18 @@ def test_demo_users_cannot_touch_the_trust_settings_nor_the_operator_read_other_
     assert made.returncode == 0, made.stderr
     _forbidden(kubectl(inst, tmp_path, "--as", "alice", "-n", "team", "get", "secret", "team-db"))
     _forbidden(kubectl(inst, tmp_path, "--as", OPERATOR, "-n", "team", "get", "secret", "team-db"))
-    # the operator keeps what it needs in its job's namespace
-    assert kubectl(inst, tmp_path, "--as", OPERATOR, "-n", "default", "auth", "can-i", "get",
-                   "secrets").stdout.strip() == "yes"
+    # nor another Secret of the operator's own namespace
+    made = kubectl(inst, tmp_path, "-n", "default", "create", "secret", "generic", "app-db",
+                   "--from-literal=password=app-secret-pw")
+    assert made.returncode == 0, made.stderr
+    _forbidden(kubectl(inst, tmp_path, "--as", OPERATOR, "-n", "default", "get", "secret", "app-db"))
+    _forbidden(kubectl(inst, tmp_path, "--as", OPERATOR, "-n", "default", "get", "secrets"))
+    # it keeps its job's token, and with it the demo's region drains through the operator's pod
+    assert kubectl(inst, tmp_path, "--as", OPERATOR, "-n", "default", "get", "secret",
+                   "demo-token").returncode == 0
+
+    def drains() -> bool:
+        r = inst.api.get("/apis/streams.ibm.com/v1/namespaces/default/streamscrs/demo-0")
+        return r.status_code == 200 and (r.json().get("status") or {}).get("lastCompletedSeqID", 0) >= 2
+
+    wait_for(drains, 90, "the demo job's region completing two drains")
