@@ -7,10 +7,14 @@ directory, in this order:
     $RUNTIME_DIRECTORY      systemd's `RuntimeDirectory=ykshm` (/run/ykshm; first entry if several)
     $XDG_RUNTIME_DIR/ykshm  a login session's private /run/user/UID
     /tmp/ykshm-UID          made here, 0700
+    ~/.cache/ykshm/run      made here, 0700, when /tmp/ykshm-UID is another user's or a symlink
 
 and refuses one that is a symlink, is not owned by an allowed user (`allowed_uids`: ours, root,
 and `YKSHM_ALLOWED_UIDS`), or that others may write to; the two directories we create ourselves
-must be exactly 0700. `peer_uid` and `check_peer` are SO_PEERCRED on a connected UNIX socket:
+must be exactly 0700. The last line: /tmp is world-writable, so any local user could make
+`/tmp/ykshm-UID` first and stop every role (security review 2, N16); a random `mkdtemp` name
+would be safe but the roles could not find each other, so the fallback is a fixed place only we
+can write, and every role that starts after the plant agrees on it. `peer_uid` and `check_peer` are SO_PEERCRED on a connected UNIX socket:
 the engine checks the shim's uid and the shim the engine's. `check_socket_file` is what a client
 checks before it connects. `write_private` replaces a file atomically through a tempfile of our
 own (O_EXCL, no symlink followed), never a predictable `.tmp` name.
@@ -64,7 +68,15 @@ def _candidates(environ: dict[str, str]) -> tuple[Path, bool]:
     xdg = environ.get("XDG_RUNTIME_DIR", "")
     if xdg:
         return Path(xdg) / SUBDIR, True
-    return Path(tempfile.gettempdir()) / f"ykshm-{os.geteuid()}", True
+    tmp = Path(tempfile.gettempdir()) / f"ykshm-{os.geteuid()}"
+    try:
+        st = os.lstat(tmp)
+    except FileNotFoundError:
+        return tmp, True
+    if stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid():
+        return tmp, True
+    home = environ.get("HOME") or os.path.expanduser("~")
+    return Path(home) / ".cache" / SUBDIR / "run", True
 
 
 def runtime_dir_candidate(environ: dict[str, str] | None = None) -> Path:
@@ -87,6 +99,8 @@ def runtime_dir(create: bool = True, environ: dict[str, str] | None = None) -> P
     path, ours = _candidates(env)
     if ours and create:
         try:
+            if path.name == "run":   # the fallback in the home directory: its parents may be new
+                path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             os.mkdir(path, 0o700)
         except FileExistsError:
             pass

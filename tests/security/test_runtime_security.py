@@ -163,6 +163,51 @@ def test_engine_refuses_a_runtime_dir_of_another_user(tmp_path, ring_name):
     assert len(err.strip().splitlines()) == 1
 
 
+def _plant_tmp(tmp_path: Path) -> Path:
+    """The review's N16: another local user makes /tmp/ykshm-UID first."""
+    planted = tmp_path / "tmp" / f"ykshm-{os.geteuid()}"
+    planted.mkdir(parents=True, mode=0o700)
+    os.chown(planted, NOBODY, NOBODY)
+    return planted
+
+
+def test_a_planted_tmp_dir_does_not_stop_us_every_role_agrees_on_a_private_one(tmp_path, monkeypatch):
+    planted = _plant_tmp(tmp_path)
+    monkeypatch.setattr(tempfile, "tempdir", str(planted.parent))
+    env = {"HOME": str(tmp_path / "home")}
+    first = runtimedir.runtime_dir(environ=env)
+    assert first == tmp_path / "home" / ".cache" / "ykshm" / "run"
+    assert (first.stat().st_mode & 0o777) == 0o700 and first.stat().st_uid == os.geteuid()
+    assert runtimedir.runtime_dir(environ=env) == first == runtimedir.runtime_dir_candidate(env)
+    planted.rmdir()
+    planted.symlink_to(first)              # a symlink there is not ours either
+    assert runtimedir.runtime_dir(environ=env) == first
+    planted.unlink()                       # nothing planted: /tmp/ykshm-UID as before
+    assert runtimedir.runtime_dir(environ=env) == planted
+
+
+def test_the_engine_starts_despite_a_planted_tmp_dir(tmp_path, ring_name):
+    """`ykshm engine` with no systemd or session runtime directory: before, one line "owned by
+    uid 65534" and exit 1; now it serves its SI socket from the home fallback."""
+    planted = _plant_tmp(tmp_path)
+    env = {**os.environ, "TMPDIR": str(planted.parent), "HOME": str(tmp_path / "home")}
+    env.pop("RUNTIME_DIRECTORY", None)
+    env.pop("XDG_RUNTIME_DIR", None)
+    fallback = tmp_path / "home" / ".cache" / "ykshm" / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "tools.cli", "engine", "--name", ring_name],
+                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 30
+        while not list(fallback.glob("*.sock")):
+            assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+            assert time.monotonic() < deadline, "no SI socket in the fallback directory"
+            time.sleep(0.05)
+        assert not list(planted.iterdir())
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
+
+
 # -- the socket --------------------------------------------------------------------------------
 
 
