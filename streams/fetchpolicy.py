@@ -9,8 +9,12 @@ network position and, for `github`, with a namespace Secret's `token`. So:
 - every URL, and every redirect (followed by hand, at most MAX_REDIRECTS), must resolve only to
   addresses outside loopback, link-local (the cloud metadata service 169.254.169.254 among
   them), unspecified, multicast and reserved ranges, unless its host (or `host:port`) is in
-  `allow_hosts` (`--allow-fetch-host`, e.g. a test server on 127.0.0.1). Private (RFC 1918)
-  addresses stay allowed: in-cluster artifact servers live there.
+  `allow_hosts` (`--allow-fetch-host`, e.g. a test server on 127.0.0.1);
+- nor into the cluster's own Service and pod networks (`cluster_networks`, `--cluster-cidr`,
+  default kube-apiserver's Service range 10.96.0.0/12 and the usual pod range 10.244.0.0/16):
+  a Job author would otherwise learn what an internal Service answers (security review 2, N17).
+  An in-cluster artifact server is named with `--allow-fetch-host`. Other private (RFC 1918)
+  addresses stay allowed: artifact servers outside the cluster live there.
 
 Each connection resolves its host once and connects to an address that resolution checked
 (`PinnedBackend`, httpcore's network backend under the fetch's client): a DNS answer that changes
@@ -34,6 +38,7 @@ import trio
 from .errors import FetchError
 
 MAX_REDIRECTS = 5
+CLUSTER_NETWORKS = (ipaddress.ip_network("10.96.0.0/12"), ipaddress.ip_network("10.244.0.0/16"))
 METADATA = frozenset({ipaddress.ip_address("169.254.169.254"), ipaddress.ip_address("fd00:ec2::254")})
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -79,6 +84,15 @@ class FetchPolicy:
     forbidden: Callable[[Address], str | None] = dataclasses.field(default=refused, compare=False)
     """Why an address is off limits, or None (default `refused`; a test narrows it to loopback
     aliases so that no connection leaves 127.0.0.0/8)."""
+    cluster_networks: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = CLUSTER_NETWORKS
+    """The cluster's Service and pod networks: refused unless the host is allowed."""
+
+    def why_refused(self, address: Address) -> str | None:
+        why = self.forbidden(address)
+        if why is None and any(address in net for net in self.cluster_networks
+                               if net.version == address.version):
+            why = "cluster-internal"
+        return why
 
     def token_allowed(self, url: str) -> bool:
         parts = urlsplit(url)
@@ -107,7 +121,7 @@ class FetchPolicy:
             raise AddressRefused(f"{host} has no address")
         if not self._allowed(host, port):
             for address in addresses:
-                why = self.forbidden(address)
+                why = self.why_refused(address)
                 if why:
                     raise AddressRefused(f"{host} is {address}, a {why} address; bundles are not "
                                      "fetched from there (the controller's --allow-fetch-host allows a host)")

@@ -4,7 +4,8 @@
                   [--bundle-dir DIR] [--cache-dir DIR] [--install-crds]
                   [--operators process|pod|none] [--no-operators] [--operator-image IMAGE]
                   [--pe-image IMAGE] [--api-bind HOST:PORT]
-                  [--github-host HOST]... [--allow-fetch-host HOST[:PORT]]... [--max-submissions N]
+                  [--github-host HOST]... [--allow-fetch-host HOST[:PORT]]... [--cluster-cidr CIDR]...
+                  [--max-submissions N]
                   [--log-level LEVEL]
 
 `--bundle-dir` is where `bundle.file.path` is resolved (a path may not leave it); `--cache-dir`
@@ -19,7 +20,9 @@ that Service's Endpoints: a real kube-apiserver refuses loopback, link-local and
 which would fail every Job, so that is one line naming `--api-bind` and exit 2 instead.
 Bundle fetching (`streams/fetchpolicy.py`): a `github` source's Secret token goes only over
 https to api.github.com and the `--github-host` hosts; no URL or redirect may lead to loopback,
-link-local (cloud metadata) or other special addresses unless its host is an `--allow-fetch-host`;
+link-local (cloud metadata) or other special addresses, nor into the cluster's Service and pod
+networks (`--cluster-cidr`, default 10.96.0.0/12 and 10.244.0.0/16), unless its host is an
+`--allow-fetch-host`;
 at most `--max-submissions` (default 4) jobs fetch and parse at once.
 The CRDs must be installed (`kubectl apply -f deploy/crds/`), or `--install-crds` creates or
 updates them first (what `ykshm run` does).
@@ -39,6 +42,21 @@ from kube import args as kubeargs
 from .peobjects import DEFAULT_IMAGE
 
 PROG = "ykshm streams"
+
+
+def _networks(cidrs: Sequence[str]) -> tuple:
+    """--cluster-cidr's networks (the defaults when none is given); a bad one is a UsageError."""
+    import ipaddress
+
+    from .fetchpolicy import CLUSTER_NETWORKS
+
+    networks = []
+    for cidr in cidrs:
+        try:
+            networks.append(ipaddress.ip_network(cidr, strict=False))
+        except ValueError:
+            raise UsageError(f"--cluster-cidr {cidr!r}: not a network (e.g. 10.96.0.0/12)") from None
+    return tuple(networks) or CLUSTER_NETWORKS
 
 
 def _run(argv: Sequence[str]) -> int:
@@ -67,6 +85,9 @@ def _run(argv: Sequence[str]) -> int:
                         help="a GitHub API host (GitHub Enterprise) that may get a Job's github token; repeat")
     parser.add_argument("--allow-fetch-host", action="append", default=[], metavar="HOST[:PORT]",
                         help="a bundle host allowed though it is loopback/link-local (e.g. a test server); repeat")
+    parser.add_argument("--cluster-cidr", action="append", default=[], metavar="CIDR",
+                        help="the cluster's Service or pod network, where bundles are not fetched from "
+                             "(default 10.96.0.0/12 and 10.244.0.0/16; giving one replaces both); repeat")
     parser.add_argument("--max-submissions", type=int, default=4, metavar="N",
                         help="jobs fetching and parsing bundles at once (default 4)")
     parser.add_argument("--allow-host-path", action="append", default=[], metavar="PREFIX",
@@ -87,6 +108,7 @@ def _run(argv: Sequence[str]) -> int:
                 raise UsageError(f"{flag} {host!r}: a host name or address, optionally :PORT")
     if not os.path.isdir(args.bundle_dir):
         raise UsageError(f"--bundle-dir {args.bundle_dir!r}: not a directory")
+    args.cluster_networks = _networks(args.cluster_cidr)
 
 
     from .controller import Controller, Settings
@@ -107,7 +129,8 @@ def _run(argv: Sequence[str]) -> int:
     from .pepolicy import PePolicy
 
     policy = FetchPolicy(github_hosts=frozenset({"api.github.com", *(h.lower() for h in args.github_host)}),
-                         allow_hosts=frozenset(h.lower() for h in args.allow_fetch_host))
+                         allow_hosts=frozenset(h.lower() for h in args.allow_fetch_host),
+                         cluster_networks=args.cluster_networks)
     settings = Settings(bundle_dir=os.path.abspath(args.bundle_dir), cache_dir=args.cache_dir,
                         namespace=args.namespace, operator_argv=operator_argv, fetch_policy=policy,
                         max_submissions=args.max_submissions, operator_pod=operator_pod,

@@ -154,6 +154,44 @@ async def test_loopback_is_refused_unless_allowed(servers, tmp_path):
     assert await fetch(spec, tmp_path, policy=FetchPolicy(allow_hosts=frozenset({f"localhost:{port}"}))) == SAB
 
 
+async def test_the_clusters_own_networks_are_refused_unless_the_host_is_allowed(servers, tmp_path):
+    """N17's oracle: a Job naming an internal Service learned what it answered. Asked of the
+    policy alone for the default ranges (no connection may leave loopback), then end to end with a
+    loopback alias standing in for the Service network."""
+    import ipaddress
+
+    async def cluster_dns(host, port):
+        return [ipaddress.ip_address({"artifacts.ns.svc": "10.96.0.10", "pod.ns": "10.244.3.7"}
+                                     .get(host, "192.168.1.5"))]
+
+    policy = FetchPolicy(resolve=cluster_dns)
+    for host in ("artifacts.ns.svc", "pod.ns"):
+        with pytest.raises(FetchError, match="a cluster-internal address"):
+            await policy.connectable(host, 80)
+    assert str(await policy.connectable("outside.example", 80)) == "192.168.1.5"   # RFC 1918 outside
+    allowed = FetchPolicy(resolve=cluster_dns, allow_hosts=frozenset({"artifacts.ns.svc"}))
+    assert str(await allowed.connectable("artifacts.ns.svc", 80)) == "10.96.0.10"
+
+    port, internal = servers("127.0.0.4", (200, {}, SAB))
+    spec = {"name": "x.sab", "pullPolicy": "Always", "http": {"url": f"http://127.0.0.4:{port}/x.sab"}}
+    services = (ipaddress.ip_network("127.0.0.4/32"),)
+    loopback_ok = FetchPolicy(forbidden=lambda a: None, cluster_networks=services)
+    with pytest.raises(FetchError, match="127.0.0.4 is 127.0.0.4, a cluster-internal address"):
+        await fetch(spec, tmp_path, policy=loopback_ok)
+    assert internal.seen == []
+    named = FetchPolicy(forbidden=lambda a: None, cluster_networks=services,
+                        allow_hosts=frozenset({"127.0.0.4"}))
+    assert await fetch(spec, tmp_path, policy=named) == SAB
+
+
+def test_a_bad_cluster_cidr_is_one_line_exit_2(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "tools.cli", "streams", "--api-server", "http://127.0.0.1:1",
+                        "--bundle-dir", str(tmp_path), "--cluster-cidr", "10.96.0.0/33"],
+                       capture_output=True, text=True, timeout=60, cwd=pathlib.Path(__file__).resolve().parents[2])
+    assert r.returncode == 2 and r.stderr.strip().splitlines() == [
+        "ykshm streams: error: --cluster-cidr '10.96.0.0/33': not a network (e.g. 10.96.0.0/12)"], r.stderr
+
+
 @pytest.fixture
 def github_server(tmp_path):
     """The real HTTPS GitHub stand-in (a subprocess, stopped by pid) with a token."""
