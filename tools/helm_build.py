@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from common.cliutil import Failure, UsageError
+from common.cliutil import Failure
 from tools import realk8s_build
 
 HELM_DIR = realk8s_build.MODULE_DIR / "helm"
@@ -34,15 +34,6 @@ def built(module_dir: Path = HELM_DIR) -> Path | None:
     """The helm binary when it is built for this pin, else None."""
     path = bin_dir(module_dir) / BINARY.name
     return path if path.is_file() else None
-
-
-def require_built(module_dir: Path = HELM_DIR) -> Path:
-    """The helm binary, or the one-line usage error (exit 2) that names the build command."""
-    path = built(module_dir)
-    if path is None:
-        raise UsageError(f"helm is not built for this pin ({bin_dir(module_dir)}): "
-                         f"run `{realk8s_build.BUILD_COMMAND}` first")
-    return path
 
 
 def required_version(module: str, module_dir: Path = HELM_DIR) -> str:

@@ -9,8 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.deploy import helmcli
 from tests.realk8s import realplane
-from tools import realk8s_build
+from tools import helm_build, realk8s_build
 
 
 def build(env: dict[str, str]) -> subprocess.CompletedProcess:
@@ -24,7 +25,10 @@ def test_a_built_pin_is_reused_and_its_paths_printed():
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[:3] == ["etcd: cached", "kube-apiserver: cached", "kube-controller-manager: cached"]
-    assert lines[4:] == [f"  {directory / name}" for name in ("etcd", "kube-apiserver", "kube-controller-manager")]
+    assert lines[4:7] == [f"  {directory / name}" for name in ("etcd", "kube-apiserver", "kube-controller-manager")]
+    helm = helmcli.binary()                  # then helm, from its own module and cache directory
+    assert lines[7] == "helm: cached" and lines[8].startswith("done in ") and lines[9:] == [f"  {helm}"]
+    assert helm.parent.parent.name == f"helm-{realk8s_build.pin_hash(helm_build.HELM_DIR)}"
 
 
 def test_without_go_the_build_is_one_line_naming_it(tmp_path):
