@@ -1,19 +1,22 @@
 """Issue 35 item 7: the Helm chart deploy/helm/ykshm, rendered by the real `helm` (v3.22.0, built by
 `ykshm realk8s build`). By default it renders exactly the objects of the kustomization
 deploy/kubernetes (the Namespace excepted: `helm install --create-namespace` makes it, as YuniKorn's
-documentation installs); YuniKorn's chart values land where a YuniKorn user would look for them;
-a YuniKorn value ykshm cannot honour is one line and a failed render, never a silently different
-deployment; `helm lint --strict` passes."""
+documentation installs); YuniKorn's chart values land where a YuniKorn user would look for them,
+and YuniKorn's own values.yaml is accepted; a YuniKorn value ykshm cannot honour is one line and a
+failed render, never a silently different deployment; a mistyped key or an out-of-range value is
+refused by the chart's schema; `helm lint --strict` passes."""
 
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 
 import pytest
 import yaml
 
 from tests.deploy import helmcli
 
+YUNIKORN_VALUES_FILE = Path(__file__).parent / "data" / "yunikorn-values.yaml"   # YuniKorn's own, unchanged
 HELM_LABELS = ("chart", "release", "heritage")   # YuniKorn's chart labels, beside app/component
 
 # A YuniKorn user's values file: the names are YuniKorn's chart values.
@@ -154,6 +157,39 @@ def test_without_the_admission_controller_or_streams_their_objects_are_not_rende
     assert {kind for kind, name in everything - left if name == "ykshm-streams"} == {
         "Deployment", "ServiceAccount", "ClusterRole", "ClusterRoleBinding"}
     assert ("Deployment", "yunikorn-scheduler") in left and ("ConfigMap", "yunikorn-defaults") in left
+
+
+def test_yunikorns_own_values_file_is_accepted_and_means_the_same(tmp_path):
+    """A YuniKorn user's values file carries over: YuniKorn's chart defaults render (its Go runtime
+    settings and UI port ignored) with its images, pull policy and host-network admission pod."""
+    objects = helmcli.by_name(helmcli.template(tmp_path, "-f", str(YUNIKORN_VALUES_FILE)))
+    roles = containers(objects, "yunikorn-scheduler")
+    assert {name: c["image"] for name, c in roles.items()} == {
+        "yunikorn-scheduler-engine": "apache/yunikorn:scheduler-latest",
+        "yunikorn-scheduler-k8s": "apache/yunikorn:scheduler-latest",
+        "yunikorn-scheduler-web": "apache/yunikorn:web-latest"}
+    assert {c["imagePullPolicy"] for c in roles.values()} == {"Always"}
+    admission = objects[("Deployment", "yunikorn-admission-controller")]["spec"]
+    assert admission["strategy"] == {"type": "Recreate"}
+    assert (admission["template"]["spec"]["hostNetwork"], admission["template"]["spec"]["dnsPolicy"]) == (
+        True, "ClusterFirstWithHostNet")
+    assert admission["template"]["spec"]["containers"][0]["image"] == "apache/yunikorn:admission-latest"
+    assert objects[("ConfigMap", "yunikorn-defaults")]["data"] == {}
+    done = helmcli.run(tmp_path, "lint", "--strict", str(helmcli.CHART), "-f", str(YUNIKORN_VALUES_FILE))
+    assert "0 chart(s) failed" in done.stdout
+
+
+@pytest.mark.parametrize("setting, message", [
+    ("imagee.tag=1", "- at '': additional properties 'imagee' not allowed"),
+    ("yunikornDefault.log\\.level=-1", "- at '': additional properties 'yunikornDefault' not allowed"),
+    ("service.port=99999", "- at '/service/port': maximum: got 99,999, want 65,535"),
+    ("admissionController.replicaCount=0", "- at '/admissionController/replicaCount': minimum: got 0, want 1"),
+])
+def test_a_mistyped_or_out_of_range_value_is_refused_by_the_schema(tmp_path, setting, message):
+    done = helmcli.run(tmp_path, "template", "ykshm", str(helmcli.CHART), "--set", setting, check=False)
+    assert done.returncode == 1 and done.stdout == ""
+    assert [line for line in done.stderr.splitlines() if line] == [
+        "Error: values don't meet the specifications of the schema(s) in the following chart(s):", "ykshm:", message]
 
 
 @pytest.mark.parametrize("setting, message", [
