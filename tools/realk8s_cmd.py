@@ -1,5 +1,6 @@
 """`ykshm realk8s build` and `ykshm realk8s run [--nodes N] -- CMD...`: the real Kubernetes control
-plane (issue 31) built from the Go module in `realk8s/`, and a command run against it.
+plane (issue 31) built from the Go module in `realk8s/`, and a command run against it. `build`
+also builds `helm` from its own module `realk8s/helm/` (helm_build), for the chart's tests.
 
 `run` moves itself into a network namespace of its own (realk8s_netns), makes a private directory
 (0700) with the PKI, starts etcd, kube-apiserver and kube-controller-manager (realk8s_plane),
