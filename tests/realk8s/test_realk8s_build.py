@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.deploy import helmcli
 from tests.realk8s import realplane
 from tools import helm_build, realk8s_build
@@ -56,3 +58,18 @@ def test_the_cache_key_is_the_pin_and_a_missing_binary_is_not_built(tmp_path, mo
     (directory / ".kube-controller-manager.1.partial").write_bytes(b"")  # a cut build
     assert realk8s_build.built(tmp_path) is None
     assert Path(directory).parent.name == realk8s_build.pin_hash(tmp_path)
+
+
+def test_helm_has_its_own_pin_and_a_missing_build_names_the_command(tmp_path, monkeypatch):
+    for name in ("go.mod", "go.sum"):
+        shutil.copy(helm_build.HELM_DIR / name, tmp_path / name)
+    assert helm_build.bin_dir(tmp_path) == helm_build.bin_dir()
+    with open(tmp_path / "go.sum", "a") as f:
+        f.write("example.com/other v1.0.0 h1:x=\n")
+    assert helm_build.bin_dir(tmp_path) != helm_build.bin_dir()      # a new Helm pin, a new directory
+    assert realk8s_build.pin_hash() not in str(helm_build.bin_dir())  # the control plane's pin is not Helm's
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    assert helm_build.built() is None
+    with pytest.raises(AssertionError, match=f"run `{realk8s_build.BUILD_COMMAND}`"):
+        helmcli.binary()
+    assert "helm.sh/helm/v3/internal/version.version=v3.22.0" in helm_build.ldflags()
