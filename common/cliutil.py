@@ -5,7 +5,8 @@ each printed as one line `ykshm <cmd>: error: <reason>` on stderr.
 
 Ctrl-C always works: a shell without job control starts a background command (`ykshm ... &` in a
 script, a CI runner) with SIGINT ignored, and Python then keeps it ignored, so `kill -INT PID` did
-nothing. `run_main` takes SIGINT back (KeyboardInterrupt -> exit 130); a role that wants another
+nothing. `run_main` takes SIGINT back (KeyboardInterrupt -> exit 130, or `interrupted` for a
+command whose documented way to stop is Ctrl-C: `ykshm run` exits 0); a role that wants another
 behaviour installs its own handler after that.
 """
 
@@ -69,8 +70,13 @@ class Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
-def run_main(prog: str, body: Callable[[Sequence[str]], int | None], argv: Sequence[str]) -> int:
-    """Run a subcommand body and map its errors to exit codes and one stderr line."""
+EXIT_INTERRUPTED = 130   # the shell's code for a command ended by SIGINT
+
+
+def run_main(prog: str, body: Callable[[Sequence[str]], int | None], argv: Sequence[str],
+             interrupted: int = EXIT_INTERRUPTED) -> int:
+    """Run a subcommand body and map its errors to exit codes and one stderr line; Ctrl-C
+    (KeyboardInterrupt) is `interrupted`."""
     take_back_ctrl_c()
     try:
         return body(argv) or EXIT_OK
@@ -78,7 +84,7 @@ def run_main(prog: str, body: Callable[[Sequence[str]], int | None], argv: Seque
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
-        return 130
+        return interrupted
     except BrokenPipeError:
         return EXIT_OK
 

@@ -12,6 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from common import podhosts, podsandbox
+from common.cliutil import EXIT_INTERRUPTED, EXIT_OK
 
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "run": ("tools.run_cmd", "everything in one: sim-cluster, engine, shim, Streams controller and web (the embedded default)"),
@@ -30,6 +31,9 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("bench.cli", "benchmarks: ring, sched, web, export, retention, preempt, e2e, streams, regions, report"),
     "completion": ("tools.completion", "print a bash or zsh completion script (source <(ykshm completion bash))"),
 }
+
+# Commands whose documented stop is Ctrl-C (the banner's "Ctrl-C stops everything."): exit 0 on it
+STOPPED_BY_CTRL_C = frozenset({"run"})
 
 USAGE = "usage: ykshm <command> [options]   (ykshm <command> --help, ykshm --version)\n\ncommands:\n" + "".join(
     f"  {name:<12} {help_}\n" for name, (_, help_) in SUBCOMMANDS.items()
@@ -68,8 +72,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:     # Ctrl-C while the subcommand's modules load: no traceback, the shell's 130
         module = importlib.import_module(module_name)
         return int(getattr(module, function or "main")(rest) or 0)
-    except KeyboardInterrupt:
-        return 130
+    except KeyboardInterrupt:       # `ykshm run`'s Ctrl-C is its normal stop: 0 (tools/run_cmd.py)
+        return EXIT_OK if name in STOPPED_BY_CTRL_C else EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

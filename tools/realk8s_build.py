@@ -151,7 +151,8 @@ def build(module_dir: Path = MODULE_DIR, out=sys.stdout) -> Path:
 def main(argv: Sequence[str]) -> int:
     if argv and argv[0] in ("-h", "--help"):
         print(f"usage: {BUILD_COMMAND}\n\nbuild etcd, kube-apiserver and kube-controller-manager from "
-              f"{MODULE_DIR} into {cache_root()}/<pin>/bin (reused while go.mod and go.sum are unchanged)")
+              f"{MODULE_DIR} into {cache_root()}/<pin>/bin, then helm from {MODULE_DIR / 'helm'} into "
+              f"{cache_root()}/helm-<pin>/bin (each reused while its go.mod and go.sum are unchanged)")
         return 0
     if argv:
         raise UsageError(f"unexpected argument {argv[0]!r}")

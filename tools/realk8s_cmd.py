@@ -1,5 +1,6 @@
 """`ykshm realk8s build` and `ykshm realk8s run [--nodes N] -- CMD...`: the real Kubernetes control
-plane (issue 31) built from the Go module in `realk8s/`, and a command run against it.
+plane (issue 31) built from the Go module in `realk8s/`, and a command run against it. `build`
+also builds `helm` from its own module `realk8s/helm/` (helm_build), for the chart's tests.
 
 `run` moves itself into a network namespace of its own (realk8s_netns), makes a private directory
 (0700) with the PKI, starts etcd, kube-apiserver and kube-controller-manager (realk8s_plane),
@@ -29,7 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from common.cliutil import Failure, Parser, UsageError, run_main
-from tools import peers_build, realk8s_build, realk8s_netns
+from tools import helm_build, peers_build, realk8s_build, realk8s_netns
 from tools.realk8s_plane import ControlPlane, Layout
 
 GRACE_SECONDS = 10.0
@@ -119,6 +120,14 @@ def run(argv: Sequence[str]) -> int:
             shutil.rmtree(layout.dir, ignore_errors=True)
 
 
+def build(argv: Sequence[str]) -> int:
+    """The control plane, then helm (its own module and cache, tools/helm_build.py)."""
+    code = realk8s_build.main(argv)
+    if code == 0 and not argv:   # not --help
+        helm_build.build()
+    return code
+
+
 def main(argv: Sequence[str]) -> int:
     args = list(argv)
     if args[:1] in (["-h"], ["--help"]):
@@ -128,7 +137,7 @@ def main(argv: Sequence[str]) -> int:
         print(f"ykshm realk8s: error: missing subcommand ({USAGE})", file=sys.stderr)
         return 2
     if args[0] == "build":
-        return run_main("ykshm realk8s build", realk8s_build.main, args[1:])
+        return run_main("ykshm realk8s build", build, args[1:])
     if args[0] == "run":
         return run_main("ykshm realk8s run", run, args[1:])
     if args[0] == "build-peers":

@@ -76,7 +76,7 @@ from streams.peobjects import DEFAULT_IMAGE as PE_IMAGE
 from tools import run_identities, run_manifests, shmscan
 from tools.run_supervisor import Child, StartInterrupted, Supervisor
 from common import logsetup
-from common.cliutil import Failure, Parser, UsageError, int_range, run_main
+from common.cliutil import EXIT_OK, Failure, Parser, UsageError, int_range, run_main
 from common.runtimedir import runtime_dir, write_private
 from common.shimstatus import status_path
 
@@ -631,4 +631,6 @@ def _run(argv: Sequence[str]) -> int:
 
 
 def main(argv: Sequence[str]) -> int:
-    return run_main("ykshm run", _run, argv)
+    # Ctrl-C is how a user stops `ykshm run` (the banner says so): a clean stop, exit 0, at every
+    # moment, also before `_run` installs its handler (parsing, preflight), not the shell's 130
+    return run_main("ykshm run", _run, argv, interrupted=EXIT_OK)

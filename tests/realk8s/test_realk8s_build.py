@@ -9,8 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from tests.deploy import helmcli
 from tests.realk8s import realplane
-from tools import realk8s_build
+from tools import helm_build, realk8s_build
 
 
 def build(env: dict[str, str]) -> subprocess.CompletedProcess:
@@ -24,7 +27,10 @@ def test_a_built_pin_is_reused_and_its_paths_printed():
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[:3] == ["etcd: cached", "kube-apiserver: cached", "kube-controller-manager: cached"]
-    assert lines[4:] == [f"  {directory / name}" for name in ("etcd", "kube-apiserver", "kube-controller-manager")]
+    assert lines[4:7] == [f"  {directory / name}" for name in ("etcd", "kube-apiserver", "kube-controller-manager")]
+    helm = helmcli.binary()                  # then helm, from its own module and cache directory
+    assert lines[7] == "helm: cached" and lines[8].startswith("done in ") and lines[9:] == [f"  {helm}"]
+    assert helm.parent.parent.name == f"helm-{realk8s_build.pin_hash(helm_build.HELM_DIR)}"
 
 
 def test_without_go_the_build_is_one_line_naming_it(tmp_path):
@@ -52,3 +58,18 @@ def test_the_cache_key_is_the_pin_and_a_missing_binary_is_not_built(tmp_path, mo
     (directory / ".kube-controller-manager.1.partial").write_bytes(b"")  # a cut build
     assert realk8s_build.built(tmp_path) is None
     assert Path(directory).parent.name == realk8s_build.pin_hash(tmp_path)
+
+
+def test_helm_has_its_own_pin_and_a_missing_build_names_the_command(tmp_path, monkeypatch):
+    for name in ("go.mod", "go.sum"):
+        shutil.copy(helm_build.HELM_DIR / name, tmp_path / name)
+    assert helm_build.bin_dir(tmp_path) == helm_build.bin_dir()
+    with open(tmp_path / "go.sum", "a") as f:
+        f.write("example.com/other v1.0.0 h1:x=\n")
+    assert helm_build.bin_dir(tmp_path) != helm_build.bin_dir()      # a new Helm pin, a new directory
+    assert realk8s_build.pin_hash() not in str(helm_build.bin_dir())  # the control plane's pin is not Helm's
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    assert helm_build.built() is None
+    with pytest.raises(AssertionError, match=f"run `{realk8s_build.BUILD_COMMAND}`"):
+        helmcli.binary()
+    assert "helm.sh/helm/v3/internal/version.version=v3.22.0" in helm_build.ldflags()
