@@ -12,11 +12,15 @@ import glob
 import os
 import signal
 import subprocess
+import sys
 import time
+from pathlib import Path
 
 import psutil
 
 from ykcli import spawn, stop, wait_for
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _sigint_ignored() -> None:
@@ -132,3 +136,18 @@ def test_killed_bench_leaves_no_process_and_no_semaphore(ring_name):
             if psutil.pid_exists(k):
                 os.kill(k, signal.SIGKILL)
         _finish(proc)
+
+
+def test_a_ctrl_c_during_the_subcommands_imports_arrives_after_them(tmp_path):
+    """A Ctrl-C while `ykshm` imports its subcommand waits for the import to finish: raised inside
+    an extension module's initialisation it crashed the interpreter (orjson: SIGSEGV, the CI's
+    `ykshm run` start-up failure). A module that is sent SIGINT while it loads plays the moment:
+    it must load whole, and the interrupt come after, where `ykshm` turns it into its exit code."""
+    (tmp_path / "loading_mod.py").write_text(
+        "import os, signal\nos.kill(os.getpid(), signal.SIGINT)\nfinished = sum(range(100000)) > 0\n")
+    script = ("import sys\nsys.path.insert(0, sys.argv[1])\nfrom tools import cli\n"
+              "try:\n    cli._import_holding_sigint('loading_mod')\n"
+              "except KeyboardInterrupt:\n    print('interrupted after the import:', sys.modules['loading_mod'].finished)\n")
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True,
+                          timeout=60, cwd=ROOT)
+    assert (done.returncode, done.stdout) == (0, "interrupted after the import: True\n"), done.stderr
