@@ -10,12 +10,14 @@ its own (v0.36); each builds against what it was released with, and the control 
 Which YuniKorn: k8shim v1.8.0 (core v1.8.0-1, scheduler-interface v1.8.0-0), the scheduler binary
 `pkg/cmd/shim` (core in-process, YuniKorn's standard deployment). On this machine the Go module
 proxy answers 403 "This module version is not available" for every github.com/apache/yunikorn-*
-module and github.com does not resolve, so `--git-mirror DIR` (DIR/apache+NAME/repo, git
-repositories) makes a local file:// proxy of exactly those releases (tools/peers_goproxy.py),
-checked by go.sum against the hashes the k8shim's own go.sum records. Not v1.9.0, the newest
-tag: its scheduler-interface v1.9.0-0 commit is in no repository reachable here (its go.mod hash
-matches no commit of the interface's history), so v1.9.0 cannot be built with its own pins.
-Without `--git-mirror` the default GOPROXY is used, as on a machine where the proxy serves them.
+module version list, but serves exact versions: k8shim v1.8.0 and core v1.8.0-1; of the
+scheduler-interface it refuses v1.8.0-0 (what the k8shim names) and serves v1.8.0, the same tree
+byte for byte, which realk8s/peers/yunikorn/go.mod's last `replace` takes. So the default GOPROXY
+builds both on a fresh machine (`.ci/run` does). `--git-mirror DIR` (DIR/apache+NAME/repo, git
+repositories) instead makes a local file:// proxy of exactly those releases
+(tools/peers_goproxy.py), checked by go.sum, for a proxy that refuses them. Not v1.9.0, the newest
+tag: the checksum database has no entry for k8shim v1.9.0 and its scheduler-interface v1.9.0-0
+commit is in no repository reachable here.
 """
 
 from __future__ import annotations

@@ -3,6 +3,9 @@
 // versions (v0.34), which conflict with the control plane's v1.37 in realk8s/go.mod. The replace
 // block is the k8shim v1.8.0 go.mod's own (a dependent module ignores the dependency's replaces).
 // v1.8.0, not v1.9.0: see tools/peers_build.py for why.
+// The last replace: the Go module proxy serves yunikorn-scheduler-interface v1.8.0 but refuses
+// v1.8.0-0 (403), the version the k8shim's go.mod names; the two trees are the same 18 files,
+// byte for byte (checked against the git tag), so the proxy's v1.8.0 stands in for it.
 module ykshm/realk8s/peers/yunikorn
 
 go 1.26.0
@@ -140,4 +143,5 @@ replace (
 	k8s.io/pod-security-admission => k8s.io/pod-security-admission v0.34.2
 	k8s.io/sample-apiserver => k8s.io/sample-apiserver v0.34.2
 	k8s.io/utils => k8s.io/utils v0.0.0-20250604170112-4c0f3b243397
+	github.com/apache/yunikorn-scheduler-interface v1.8.0-0 => github.com/apache/yunikorn-scheduler-interface v1.8.0
 )
