@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from tests.podsdir import reachable_pods_dir
-from tests.realk8s.realplane import RealPlane
+from tests.realk8s.realplane import RealPlane, run_dir_processes
 from tests.realk8s.realsched import RealScheduler, shim_kubeconfig
 from tests.simcluster.test_simcluster_procpods import alive, environ, survivors
 from tools import harness
@@ -237,3 +237,25 @@ def harness_env() -> dict[str, str]:
     from tests.tools.ykcli import env
     return env()
 
+
+
+def test_realk8s_run_with_nodes_runs_pods_then_leaves_nothing(tmp_path: Path) -> None:
+    """`ykshm realk8s run --nodes 1 -- CMD`: the agent is up before CMD, a pod CMD creates runs
+    (its log through kubectl), and the run stops agent, process pods and control plane by pid."""
+    script = tmp_path / "cmd.sh"
+    script.write_text("set -e\nkubectl get nodes agent-node-0 --no-headers\n"
+                      "kubectl run demo --image=ykshm:0.1.0 --overrides='{\"spec\":{\"nodeName\":\"agent-node-0\"}}' "
+                      "-- sim-cluster --port 0 --no-process-pods\n"
+                      "kubectl wait --for=condition=Ready pod/demo --timeout=60s\n"
+                      "for i in $(seq 50); do kubectl logs demo | grep -q 'sim-cluster listening' && break; sleep 0.2; done\n"
+                      "kubectl logs demo\n")
+    t0 = time.monotonic()
+    out = subprocess.run([sys.executable, "-m", "tools.cli", "realk8s", "run", "--nodes", "1", "--dir", str(tmp_path),
+                          "--", "bash", str(script)], capture_output=True, text=True, timeout=300, env=harness_env())
+    print(f"realk8s run --nodes 1 with one pod: {time.monotonic() - t0:.1f}s")
+    assert out.returncode == 0, out.stderr
+    assert "agent-node-0" in out.stdout and " Ready " in out.stdout
+    assert "sim-cluster listening on http://127.0.0.1:" in out.stdout
+    assert "1 nodes from the node agent" in out.stderr
+    assert not run_dir_processes(str(tmp_path))            # nothing of the run is left
+    assert [p.name for p in tmp_path.iterdir()] == [script.name]
