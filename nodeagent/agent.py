@@ -12,7 +12,8 @@ What runs (each a task of one nursery):
 - `simcluster.services.ServiceNetwork` on the mirror: each ClusterIP:port a proxy to ready
   endpoints, and the hosts file through which process pods resolve Service names.
 - `Tokens`: a process pod's projected ServiceAccount tokens are the API server's own, asked with
-  TokenRequest (`serviceaccounts/NAME/token`, bound to the pod) before its containers start.
+  TokenRequest (`serviceaccounts/NAME/token`, bound to the pod) before its containers start (a
+  sim-cluster without authentication serves no TokenRequest: then unsigned, as its own pods get).
 - graceful deletion, which sim-cluster does not have: a pod given a `deletionTimestamp` has its
   processes stopped (SIGTERM to each process group, `terminationGracePeriodSeconds`, SIGKILL) and
   is then deleted with grace 0 and its uid as precondition, as the kubelet confirms a deletion.
@@ -76,6 +77,7 @@ class Tokens:
     def __init__(self, client: httpx.AsyncClient) -> None:
         self.client = client
         self.cache: dict[tuple[str, tuple[str, ...]], str] = {}
+        self.unsigned = False  # the server serves no TokenRequest (a sim-cluster without authentication)
 
     @staticmethod
     def wanted(pod: Obj) -> list[tuple[tuple[str, ...], int]]:
@@ -106,12 +108,17 @@ class Tokens:
                                               content=orjson.dumps(body), headers={"Content-Type": "application/json"})
             except httpx.HTTPError as exc:
                 return f"TokenRequest for {sa}: {exc}"
+            if resp.status_code == 404 and not _details(resp):
+                self.unsigned = True  # no such path: tokens as sim-cluster's own pods get them then
+                return ""
             if resp.status_code >= 400:
                 return f"TokenRequest for {sa}: HTTP {resp.status_code} {resp.text[:200]}"
             self.cache[(meta["uid"], aud)] = resp.json()["status"]["token"]
         return ""
 
     def sign(self, claims: Obj) -> str:
+        if self.unsigned:
+            return podtoken.unsigned(claims)
         uid = claims["kubernetes.io"]["pod"]["uid"]
         aud = tuple(claims.get("aud") or ())
         token = self.cache.get((uid, () if aud == (podtoken.ISSUER,) else aud))
@@ -122,6 +129,13 @@ class Tokens:
     def forget(self, uid: str) -> None:
         for key in [k for k in self.cache if k[0] == uid]:
             del self.cache[key]
+
+
+def _details(resp: httpx.Response) -> Obj:
+    try:
+        return (resp.json() or {}).get("details") or {}
+    except ValueError:
+        return {}
 
 
 class AgentPods:
@@ -195,7 +209,7 @@ class Agent:
             extra_env=lambda pod: services.dns_env(pod, self.network.hosts))
         self.pods = AgentPods(self.procpods, self.tokens)
         self.kubelet = Kubelet(self.mirror, start_delay=s.kubelet_delay, events=s.events,  # type: ignore[arg-type]
-                               procpods=self.pods)  # type: ignore[arg-type]
+                               procpods=self.pods, agent=True)  # type: ignore[arg-type]
         self._finishing: set[str] = set()
         self._listeners: list[trio.SocketListener] = []
         self._nursery: trio.Nursery | None = None

@@ -2,7 +2,7 @@
 
     ykshm node-agent [--kubeconfig FILE | --api-server URL] [--nodes N] [--node-prefix agent-node-]
                      [--node-cpu 16] [--node-memory 64Gi] [--node-pods 110]
-                     [--pod-cidr 10.244.1.0/24] [--node-ip IP] [--kubelet-port 0]
+                     [--pod-cidr 10.244.1.0/24 | --loopback-block N] [--node-ip IP] [--kubelet-port 0]
                      [--kubelet-delay 0.2] [--node-lease-interval 10] [--node-status-interval 60]
                      [--pods-dir DIR] [--ykshm-image IMAGE] [--process-image IMAGE=COMMAND] ...
 
@@ -12,7 +12,10 @@ https://IP:PORT` once their pods are watched; SIGTERM or SIGINT stops every proc
 refusing API server, a pod CIDR that cannot serve: one line (exit 2 for usage, 1 otherwise).
 
 `--pod-cidr` must be local to the machine's (or the namespace's) `lo`: `ykshm realk8s run` puts
-10.244.1.0/24 there; `--node-ip` (default: the API server's address, the run's 10.244.0.1) is
+10.244.1.0/24 there. Against an API server on loopback (a sim-cluster: `--api-server
+http://127.0.0.1:P`) the pods get a loopback block 127.N.0.0/16 instead, as sim-cluster's own
+(`--loopback-block N`, default the first free one), and sim-cluster's kubelet leaves the agent's
+nodes (label `ykshm.io/node-agent`) to it; `--node-ip` (default: the API server's address, the run's 10.244.0.1) is
 where kube-apiserver reaches the agent for `kubectl logs`.
 """
 
@@ -34,7 +37,7 @@ import trio
 from common.cliutil import Failure, Parser, UsageError, run_main
 from common.quantity import QuantityError, parse_milli, parse_quantity
 from kube.args import add_source, kube_config, run_role
-from simcluster import procimages, sandbox
+from simcluster import loopback, procimages, sandbox
 
 from .agent import Agent, Settings, api_address
 from .network import NetworkError, PodNetwork
@@ -44,6 +47,7 @@ PROG = "ykshm node-agent"
 log = logging.getLogger("ykshm.node-agent")
 # each process pod's uid: base + index of its address; above every sim-cluster's range (sandbox.py)
 UID_OFFSET = 1 << 23
+DEFAULT_POD_CIDR = "10.244.1.0/24"
 
 
 def _seconds(text: str) -> float:
@@ -65,8 +69,13 @@ def build_parser() -> Parser:
     p.add_argument("--node-cpu", default="16", help="cpu of each node (default 16)")
     p.add_argument("--node-memory", default="64Gi", help="memory of each node (default 64Gi)")
     p.add_argument("--node-pods", type=int, default=110, help="pods capacity of each node (default 110)")
-    p.add_argument("--pod-cidr", default="10.244.1.0/24",
-                   help="process pods' addresses, local on lo (default 10.244.1.0/24, the realk8s run's)")
+    net = p.add_mutually_exclusive_group()
+    net.add_argument("--pod-cidr", default=None,
+                     help="process pods' addresses, local on lo (default 10.244.1.0/24, the realk8s run's, "
+                          "unless the API server is on loopback)")
+    net.add_argument("--loopback-block", type=int, default=None, metavar="N",
+                     help="pods and Services on 127.N.0.0/16 as sim-cluster's own (100..254; the default, "
+                          "first free block, when the API server is on loopback: a sim-cluster)")
     p.add_argument("--node-ip", default=None, help="the nodes' InternalIP and the kubelet endpoint's address "
                                                    "(default: the API server's address)")
     p.add_argument("--kubelet-port", type=int, default=0, help="port of the kubelet endpoint (default 0: free)")
@@ -103,10 +112,13 @@ def _check(args) -> None:
         parse_quantity(args.node_memory)
     except QuantityError as exc:
         raise UsageError(f"--node-cpu/--node-memory: {exc}") from None
-    try:
-        args.network = PodNetwork.parse(args.pod_cidr)
-    except NetworkError as exc:
-        raise UsageError(str(exc)) from None
+    if args.pod_cidr is not None:
+        try:
+            args.network = PodNetwork.parse(args.pod_cidr)
+        except NetworkError as exc:
+            raise UsageError(str(exc)) from None
+    if args.loopback_block is not None and not 100 <= args.loopback_block <= 254:
+        raise UsageError(f"--loopback-block must be 100..254, got {args.loopback_block}")
     if args.node_ip is not None:
         try:
             ipaddress.ip_address(args.node_ip)
@@ -145,9 +157,11 @@ def _body(argv: Sequence[str]) -> int:
     cfg = kube_config(args)
     host, _ = api_address(cfg.server)
     try:
-        host_ip = args.node_ip or str(ipaddress.ip_address(host))
+        api_ip = ipaddress.ip_address("127.0.0.1" if host == "localhost" else host)
     except ValueError:
-        host_ip = "127.0.0.1"  # a host name: the endpoint stays on loopback
+        api_ip = ipaddress.ip_address("127.0.0.1")  # a host name: the endpoint stays on loopback
+    host_ip = args.node_ip or str(api_ip)
+    network = _network(args, api_ip.is_loopback)
     own_dir = None if args.pods_dir else tempfile.mkdtemp(prefix="ykshm-agent-pods-")
     pods_dir = Path(args.pods_dir or own_dir)
     pods_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -160,16 +174,30 @@ def _body(argv: Sequence[str]) -> int:
     width = max(1, len(str(args.nodes - 1)))
     names = [f"{args.node_prefix}{i:0{width}d}" for i in range(args.nodes)]
     resources = {"cpu": args.node_cpu, "memory": args.node_memory, "pods": str(args.node_pods)}
-    settings = Settings(names, resources, pods_dir, args.images, args.network, host_ip, args.kubelet_port,
+    settings = Settings(names, resources, pods_dir, args.images, network, host_ip, args.kubelet_port,
                         args.kubelet_delay, args.node_lease_interval, args.node_status_interval,
                         args.backoff_initial, args.backoff_max, args.fork_server, uid_base,
                         events=not args.no_kubelet_events)
     try:
         run_role(serve, args, cfg, settings)
     finally:
+        network.close()
         if own_dir is not None:
             shutil.rmtree(own_dir, ignore_errors=True)
     return 0
+
+
+def _network(args, api_on_loopback: bool):
+    """The pods' addresses: --pod-cidr, or a loopback block as sim-cluster's (claimed, so no
+    sim-cluster on this machine hands out the same), by default when the API server is on loopback."""
+    if args.pod_cidr is not None:
+        return args.network
+    if args.loopback_block is None and not api_on_loopback:
+        return PodNetwork.parse(DEFAULT_POD_CIDR)
+    try:
+        return loopback.Block.take(args.loopback_block)
+    except loopback.BlockTaken as exc:
+        raise Failure(str(exc)) from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -76,6 +76,9 @@ def build_parser() -> Parser:
     p.add_argument("--port", type=int, default=6443, help="TCP port (0 = pick a free one; default 6443)")
     p.add_argument("--bind", default="127.0.0.1", help="loopback address to bind (default 127.0.0.1)")
     p.add_argument("--nodes", type=int, default=0, help="pre-create nodes node-0000 .. (default 0)")
+    p.add_argument("--node-agent", action="store_true",
+                   help="no API server: only the node half, against any API server (`ykshm node-agent`, whose "
+                        "flags then apply; the CLI hands the command over before this parser)")
     src = p.add_mutually_exclusive_group()
     src.add_argument("--workload", metavar="FILE", help="YAML list of apps whose pods arrive over time")
     src.add_argument("--demo", action="store_true", help="generate apps of 3-10 pods every few seconds, forever")

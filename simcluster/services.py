@@ -16,6 +16,9 @@
   process resolves through them first (`common.podhosts`, installed by the CLI when YKSHM_HOSTS is
   set), so `NAME`, `NAME.NS`, `NAME.NS.svc` and the full name work as with cluster DNS; other names go to
   the system resolver. `{NAME}_SERVICE_HOST` env variables carry the loopback address too.
+- **The node agent** (`nodeagent/`) runs this same network on its store over HTTP, with a block
+  that serves a ClusterIP as itself and whose `endpoint_network` (the realk8s run's 10.244.0.0/16)
+  replaces 127.0.0.0/8 as the addresses a proxy may connect to (`nodeagent.network`).
 """
 
 from __future__ import annotations
