@@ -172,6 +172,10 @@ class AgentPods:
         finally:
             self._starting.discard(uid)
 
+    def busy(self, uid: str) -> bool:
+        """Whether the pod is starting or has processes (or its directory) still."""
+        return uid in self._starting or uid in self.runners
+
     def stop(self, uid: str) -> None:
         self.pods.stop(uid)
         self.tokens.forget(uid)
@@ -231,7 +235,7 @@ class Agent:
             self.pods.stop(uid)
             grace = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
             with trio.move_on_after((30.0 if grace is None else float(grace)) + 10.0):
-                while uid in self.procpods.runners or uid in self.pods._starting:
+                while self.pods.busy(uid):
                     await trio.sleep(0.05)
             body = orjson.dumps({"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0,
                                  "preconditions": {"uid": uid}})

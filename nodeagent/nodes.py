@@ -50,19 +50,20 @@ def _arch() -> str:
     return {"x86_64": "amd64", "aarch64": "arm64"}.get(machine, machine)
 
 
-def node_object(name: str, resources: dict[str, str], host_ip: str, port: int = 0) -> Obj:
+def node_object(name: str, resources: dict[str, str], host_ip: str, port: int = 0, since: str = "") -> Obj:
     return {"apiVersion": "v1", "kind": "Node",
             "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
                                                   "kubernetes.io/arch": _arch(), "ykshm.io/node-agent": "true"}},
-            "status": node_status(name, resources, host_ip, port)}
+            "status": node_status(name, resources, host_ip, port, since)}
 
 
-def node_status(name: str, resources: dict[str, str], host_ip: str, port: int = 0) -> Obj:
+def node_status(name: str, resources: dict[str, str], host_ip: str, port: int = 0, since: str = "") -> Obj:
+    """The node's whole status now; `since`: when the conditions last changed (the agent's start)."""
     now = _now()
 
     def cond(kind: str, status: str, reason: str, message: str) -> Obj:
         return {"type": kind, "status": status, "reason": reason, "message": message,
-                "lastHeartbeatTime": now, "lastTransitionTime": now}
+                "lastHeartbeatTime": now, "lastTransitionTime": since or now}
 
     return {"capacity": dict(resources), "allocatable": dict(resources),
             "conditions": [cond("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
@@ -87,6 +88,7 @@ class NodeKeeper:
         self.lease_interval = lease_interval
         self.status_interval = status_interval
         self.uids: dict[str, str] = {}
+        self.since = _now()   # the conditions' lastTransitionTime: they never change while the agent runs
         self.kubelet_port = 0  # the agent's KubeletApi (kubectl logs), reported in daemonEndpoints
         self.renewed = 0
         self.renew_errors = 0
@@ -103,7 +105,7 @@ class NodeKeeper:
                 raise RegisterError(f"node {name}: cannot reach the API server: {exc}") from None
 
     async def _register(self, name: str) -> None:
-        resp = await self._call("POST", "/api/v1/nodes", node_object(name, self.resources, self.host_ip, self.kubelet_port), JSON)
+        resp = await self._call("POST", "/api/v1/nodes", node_object(name, self.resources, self.host_ip, self.kubelet_port, self.since), JSON)
         if resp.status_code == 409:
             resp = await self.client.get(f"/api/v1/nodes/{name}")
         if resp.status_code >= 400:
@@ -120,7 +122,7 @@ class NodeKeeper:
         await self._lease(name)
 
     async def post_status(self, name: str) -> None:
-        status = node_status(name, self.resources, self.host_ip, self.kubelet_port)
+        status = node_status(name, self.resources, self.host_ip, self.kubelet_port, self.since)
         resp = await self._call("PATCH", f"/api/v1/nodes/{name}/status", {"status": status}, MERGE)
         if resp.status_code >= 400:
             raise RegisterError(f"node {name} status: HTTP {resp.status_code}: {_message(resp)}")

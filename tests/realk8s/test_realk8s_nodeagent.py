@@ -244,6 +244,8 @@ def test_realk8s_run_with_nodes_runs_pods_then_leaves_nothing(tmp_path: Path) ->
     (its log through kubectl), and the run stops agent, process pods and control plane by pid."""
     script = tmp_path / "cmd.sh"
     script.write_text("set -e\nkubectl get nodes agent-node-0 --no-headers\n"
+                      # the ServiceAccount controller makes `default` a moment after the plane is ready
+                      "for i in $(seq 100); do kubectl get sa default >/dev/null 2>&1 && break; sleep 0.2; done\n"
                       "kubectl run demo --image=ykshm:0.1.0 --overrides='{\"spec\":{\"nodeName\":\"agent-node-0\"}}' "
                       "-- sim-cluster --port 0 --no-process-pods\n"
                       "kubectl wait --for=condition=Ready pod/demo --timeout=60s\n"
