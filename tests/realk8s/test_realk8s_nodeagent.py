@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from simcluster import podtoken
 from tests.podsdir import reachable_pods_dir
 from tests.realk8s.realplane import RealPlane, run_dir_processes
 from tests.realk8s.realsched import RealScheduler, shim_kubeconfig
@@ -210,6 +211,15 @@ def test_a_service_name_resolves_from_a_process_pod(plane, scheduler) -> None:
     assert env["API_SERVICE_HOST"] == cluster_ip and env["API_SERVICE_PORT"] == "80"
     assert env["YKSHM_DNS_SEARCH"].split()[0] == "default.svc.cluster.local"
     assert f"{cluster_ip} api.default.svc.cluster.local" in Path(env["YKSHM_HOSTS"]).read_text()
+    # its ServiceAccount token is kube-apiserver's own (TokenRequest, bound to the pod): it authenticates
+    sa_dir = Path(env["YKSHM_ROOT"]) / "var/run/secrets/kubernetes.io/serviceaccount"
+    token = (sa_dir / "token").read_text()
+    claims = podtoken.decode_claims(token)
+    assert claims["sub"] == "system:serviceaccount:default:default"
+    assert claims["kubernetes.io"]["pod"]["name"] == "client"
+    assert plane.request("/api", token=token)[0] == 200
+    assert plane.request("/api", token=token[:-4] + "AAAA")[0] == 401
+    assert "BEGIN CERTIFICATE" in (sa_dir / "ca.crt").read_text()
     for name in ("client", "api"):
         plane.kubectl("delete", "pod", name, timeout=60)
     assert gone(plane, "api") and gone(plane, "client")
