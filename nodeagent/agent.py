@@ -8,7 +8,8 @@ What runs (each a task of one nursery):
 - `simcluster.kubelet.Kubelet` on the mirror: a bound Pending pod starts after `kubelet_delay`;
   a pod of a process image is handed to `simcluster.procpods.ProcPods` (address from
   `PodNetwork`, directory, volumes, env, probes, restarts, logs); any other pod is simulated
-  Running as in sim-cluster (and `ykshm.io/run-seconds` / `exit-code` work on it).
+  Running as in sim-cluster (and `ykshm.io/run-seconds` / `exit-code` work on it), its podIP from
+  10.244.128.0/17 (`SIMULATED_IPS`).
 - `simcluster.services.ServiceNetwork` on the mirror: each ClusterIP:port a proxy to ready
   endpoints, and the hosts file through which process pods resolve Service names.
 - `Tokens`: a process pod's projected ServiceAccount tokens are the API server's own, asked with
@@ -43,6 +44,9 @@ from .nodes import NodeKeeper
 
 log = logging.getLogger("ykshm.node-agent")
 Obj = dict[str, Any]
+# podIPs of simulated (not process) pods: 10.244.128.0/17, apart from the API server's 10.244.0.1 and
+# the process pods' 10.244.1.0/24, and not on lo: nothing answers there, as nothing runs
+SIMULATED_IPS = ("10.244.128.0", 1 << 15)
 
 
 @dataclass(frozen=True)
@@ -213,7 +217,7 @@ class Agent:
             extra_env=lambda pod: services.dns_env(pod, self.network.hosts))
         self.pods = AgentPods(self.procpods, self.tokens)
         self.kubelet = Kubelet(self.mirror, start_delay=s.kubelet_delay, events=s.events,  # type: ignore[arg-type]
-                               procpods=self.pods, agent=True)  # type: ignore[arg-type]
+                               procpods=self.pods, agent=True, sim_ips=SIMULATED_IPS)  # type: ignore[arg-type]
         self._finishing: set[str] = set()
         self._listeners: list[trio.SocketListener] = []
         self._nursery: trio.Nursery | None = None

@@ -55,7 +55,8 @@ START, FINISH, KILL = "start", "finish", "kill"
 
 class Kubelet:
     def __init__(self, store: Store, start_delay: float = 0.2, events: bool = True,
-                 procpods: ProcPods | None = None, agent: bool = False) -> None:
+                 procpods: ProcPods | None = None, agent: bool = False,
+                 sim_ips: tuple[str, int] = ("10.244.0.0", 1 << 16)) -> None:
         self.store = store
         self.agent = agent  # the node agent's kubelet (nodeagent/): runs the agent-labelled nodes
         self.procpods = procpods  # runs the pods whose images are processes (procpods.py)
@@ -67,6 +68,7 @@ class Kubelet:
         self._planned: set[tuple[str, str]] = set()  # (uid, action)
         self._wake = trio.Event()
         self._ips = itertools.count(1)
+        self._ip_base, self._ip_span = ipaddress.IPv4Address(sim_ips[0]), sim_ips[1]  # simulated pods' podIPs
         self.started = 0
         self.finished = 0
         store.listeners.append(self._on_change)
@@ -167,7 +169,7 @@ class Kubelet:
             podevents.post(self.store, pod, str(container.get("name")), reason, message)
 
     def _pod_ip(self) -> str:
-        return str(ipaddress.IPv4Address("10.244.0.0") + next(self._ips) % (1 << 16))
+        return str(self._ip_base + next(self._ips) % self._ip_span)
 
     def _running(self, pod: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
         now = objects.now_rfc3339()

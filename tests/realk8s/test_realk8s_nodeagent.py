@@ -163,6 +163,19 @@ def test_a_pod_bound_by_ykshm_runs_as_a_process_with_logs_and_stops_on_delete(pl
     assert not alive(pid) and gone(plane, "web1")
 
 
+def test_a_pod_of_another_image_is_simulated_running(plane, scheduler) -> None:
+    """Not ykshm's image: simulated as sim-cluster's kubelet does, Running with an address that is
+    neither the API server's nor a process pod's, and deleted at once."""
+    plane.apply_json(harness.pod_body("pause1", app="app-pause"))
+    assert scheduler.wait_bound(["pause1"])["pause1"] in NODES
+    status = plane.wait_for("pause1 Running", lambda: (st := pod_json(plane, "pause1")["status"])
+                            .get("phase") == "Running" and st, timeout=60)
+    assert ipaddress.ip_address(status["podIP"]) in ipaddress.ip_network("10.244.128.0/17")
+    assert status["containerStatuses"][0]["ready"] is True
+    plane.kubectl("delete", "pod", "pause1", timeout=60)
+    assert gone(plane, "pause1")
+
+
 def test_failing_liveness_probe_restarts_the_process(plane, scheduler) -> None:
     probe = {"httpGet": {"path": "/healthz-missing", "port": 8181}, "periodSeconds": 1, "failureThreshold": 2}
     plane.apply_json(server_pod("live", livenessProbe=probe))
