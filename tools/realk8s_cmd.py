@@ -88,6 +88,38 @@ def _stop_on_sigterm(signum, frame):  # noqa: ARG001 - signal handler signature
     raise KeyboardInterrupt  # while starting: unwind, so `finally` stops what was started
 
 
+AGENT_READY = "node agent: "
+AGENT_TIMEOUT = 120.0
+
+
+def start_node_agent(kubeconfig: Path, nodes: int, pods_dir: Path, log_path: Path) -> subprocess.Popen:
+    """`ykshm node-agent` in this namespace, once it printed its ready line; Failure naming its log."""
+    with open(log_path, "wb") as log:   # the child keeps its own copy of the fd
+        proc = subprocess.Popen([sys.executable, "-m", "tools.cli", "node-agent", "--kubeconfig", str(kubeconfig),
+                                 "--nodes", str(nodes), "--pods-dir", str(pods_dir)],
+                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    deadline = time.monotonic() + AGENT_TIMEOUT
+    while AGENT_READY not in log_path.read_text(errors="replace"):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            stop_node_agent(proc)
+            lines = log_path.read_text(errors="replace").strip().splitlines() or ["(no output)"]
+            raise Failure(f"the node agent did not start: {lines[-1]} (its log: {log_path})")
+        time.sleep(0.1)
+    print(f"ykshm realk8s: {nodes} nodes from the node agent (log {log_path})", file=sys.stderr, flush=True)
+    return proc
+
+
+def stop_node_agent(proc: subprocess.Popen) -> None:
+    """SIGTERM by pid (it stops its process pods by pid), SIGKILL after 30 s."""
+    if proc.poll() is None:
+        proc.terminate()
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def run(argv: Sequence[str]) -> int:
     if list(argv[:1]) in (["-h"], ["--help"]):
         run_parser().parse_args(["--help"])  # prints the help, exits 0 (and shows completion the flags)
@@ -131,38 +163,6 @@ def run(argv: Sequence[str]) -> int:
         plane.stop()
         if not keep:
             shutil.rmtree(layout.dir, ignore_errors=True)
-
-
-AGENT_READY = "node agent: "
-AGENT_TIMEOUT = 120.0
-
-
-def start_node_agent(kubeconfig: Path, nodes: int, pods_dir: Path, log_path: Path) -> subprocess.Popen:
-    """`ykshm node-agent` in this namespace, once it printed its ready line; Failure naming its log."""
-    with open(log_path, "wb") as log:   # the child keeps its own copy of the fd
-        proc = subprocess.Popen([sys.executable, "-m", "tools.cli", "node-agent", "--kubeconfig", str(kubeconfig),
-                                 "--nodes", str(nodes), "--pods-dir", str(pods_dir)],
-                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    deadline = time.monotonic() + AGENT_TIMEOUT
-    while AGENT_READY not in log_path.read_text(errors="replace"):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            stop_node_agent(proc)
-            lines = log_path.read_text(errors="replace").strip().splitlines() or ["(no output)"]
-            raise Failure(f"the node agent did not start: {lines[-1]} (its log: {log_path})")
-        time.sleep(0.1)
-    print(f"ykshm realk8s: {nodes} nodes from the node agent (log {log_path})", file=sys.stderr, flush=True)
-    return proc
-
-
-def stop_node_agent(proc: subprocess.Popen) -> None:
-    """SIGTERM by pid (it stops its process pods by pid), SIGKILL after 30 s."""
-    if proc.poll() is None:
-        proc.terminate()
-    try:
-        proc.wait(30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
 
 
 def main(argv: Sequence[str]) -> int:
