@@ -18,6 +18,9 @@ container as `involvedObject.fieldPath`): Pulled, Created and Started for each c
 pod starts, Killing when a running pod is deleted (`events=False`, `--no-kubelet-events`, skips
 them: one write per event; `podevents`).
 
+A node labelled `ykshm.io/node-agent` belongs to an external node agent (`ykshm node-agent
+--api-server URL-of-this-sim-cluster`): its pods and its Lease are left to it.
+
 A pod with a container whose image runs as a process (`procpods`, `procimages`) is handed to
 `ProcPods` when it would start: its status is then what its real processes do. The exit-code
 annotation works on it too: its processes are stopped once (SIGTERM, the pod's grace period) and
@@ -45,14 +48,17 @@ from .store import DELETED, Change, Store
 log = logging.getLogger("ykshm.sim-cluster.kubelet")
 
 RUN_SECONDS = "ykshm.io/run-seconds"
+AGENT_LABEL = "ykshm.io/node-agent"  # a node an external node agent (nodeagent/) runs: not this kubelet's
 EXIT_CODE = "ykshm.io/exit-code"
 START, FINISH, KILL = "start", "finish", "kill"
 
 
 class Kubelet:
     def __init__(self, store: Store, start_delay: float = 0.2, events: bool = True,
-                 procpods: ProcPods | None = None) -> None:
+                 procpods: ProcPods | None = None, agent: bool = False,
+                 sim_ips: tuple[str, int] = ("10.244.0.0", 1 << 16)) -> None:
         self.store = store
+        self.agent = agent  # the node agent's kubelet (nodeagent/): runs the agent-labelled nodes
         self.procpods = procpods  # runs the pods whose images are processes (procpods.py)
         self.start_delay = start_delay
         self.events = events
@@ -62,6 +68,7 @@ class Kubelet:
         self._planned: set[tuple[str, str]] = set()  # (uid, action)
         self._wake = trio.Event()
         self._ips = itertools.count(1)
+        self._ip_base, self._ip_span = ipaddress.IPv4Address(sim_ips[0]), sim_ips[1]  # simulated pods' podIPs
         self.started = 0
         self.finished = 0
         store.listeners.append(self._on_change)
@@ -139,8 +146,8 @@ class Kubelet:
         phase = (pod.get("status") or {}).get("phase")
         if action == START and phase == "Pending":
             node = self.store.get("nodes", "", pod["spec"].get("nodeName", ""))
-            if node is None:
-                return  # no kubelet on a node that does not exist: the pod stays Pending
+            if node is None or external(node) != self.agent:
+                return  # no kubelet on a node that does not exist (or it is another agent's): Pending
             if self.procpods is not None and self.procpods.handles(pod):
                 self.procpods.start(pod, node)
                 return
@@ -162,7 +169,7 @@ class Kubelet:
             podevents.post(self.store, pod, str(container.get("name")), reason, message)
 
     def _pod_ip(self) -> str:
-        return str(ipaddress.IPv4Address("10.244.0.0") + next(self._ips) % (1 << 16))
+        return str(self._ip_base + next(self._ips) % self._ip_span)
 
     def _running(self, pod: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
         now = objects.now_rfc3339()
@@ -200,6 +207,12 @@ class Kubelet:
             for cs in status.get("containerStatuses") or []
         ]
         return _with_status(pod, status)
+
+
+def external(node: dict[str, Any]) -> bool:
+    """A node registered by `ykshm node-agent` (label ykshm.io/node-agent): its agent runs its pods
+    and keeps its Lease, sim-cluster's kubelet leaves it alone."""
+    return AGENT_LABEL in (node["metadata"].get("labels") or {})
 
 
 def _run_seconds(pod: dict[str, Any]) -> float | None:

@@ -3,7 +3,8 @@
 Every node gets a coordination.k8s.io/v1 Lease named after it in `kube-node-lease`
 (`holderIdentity` the node, `leaseDurationSeconds` 40, an ownerReference to the Node so the garbage
 collector removes it with the node) and `spec.renewTime` is renewed every `interval` seconds
-(`--node-lease-interval`, 10 as the kubelet; 0 turns leases off). `kubectl describe node` shows it
+(`--node-lease-interval`, 10 as the kubelet; 0 turns leases off). A node of an external node
+agent (label `ykshm.io/node-agent`, `kubelet.external`) keeps its own Lease. `kubectl describe node` shows it
 under "Lease"; leader-election clients find the same API.
 
 A store listener only marks nodes that appeared (it must not write inside a change); one task
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from . import timestamps
+from . import kubelet, timestamps
 from .errors import ApiError
 from .resources import LEASES, NODES
 from .store import ADDED, Change
@@ -69,7 +70,7 @@ class NodeLeases:
             return
         for name in sorted(new):
             node = store.get(NODES.bucket, "", name)
-            if node is None or store.get(LEASES.bucket, NAMESPACE, name) is not None:
+            if node is None or store.get(LEASES.bucket, NAMESPACE, name) is not None or kubelet.external(node):
                 continue
             try:
                 self.api.create_object(LEASES, NAMESPACE, self.lease_for(node))
@@ -81,7 +82,8 @@ class NodeLeases:
         now = _now_micro()
         for lease in store.list(LEASES.bucket, NAMESPACE)[0]:
             name = lease["metadata"]["name"]
-            if store.get(NODES.bucket, "", name) is None or lease["metadata"].get("deletionTimestamp"):
+            node = store.get(NODES.bucket, "", name)
+            if node is None or lease["metadata"].get("deletionTimestamp") or kubelet.external(node):
                 continue
             spec = dict(lease.get("spec") or {})
             if spec.get("holderIdentity") != name:

@@ -59,12 +59,26 @@ def _seconds(minimum: float) -> Callable[[str], float]:
     return parse
 
 
+def _isolated_namespace() -> bool:
+    """Whether this process's network namespace has no interface but `lo` (a `ykshm realk8s run`'s:
+    its pod addresses are reachable from nothing off the machine, so a process pod may bind one)."""
+    try:
+        with open("/proc/self/net/dev", encoding="ascii") as f:
+            names = {line.split(":", 1)[0].strip() for line in f.readlines()[2:] if ":" in line}
+    except OSError:
+        return False
+    return names == {"lo"}
+
+
 def build_parser() -> Parser:
     p = Parser(prog=PROG, description="A simulated kube-apiserver (nodes and pods are API objects, "
                                       "a simulated kubelet runs bound pods).")
     p.add_argument("--port", type=int, default=6443, help="TCP port (0 = pick a free one; default 6443)")
     p.add_argument("--bind", default="127.0.0.1", help="loopback address to bind (default 127.0.0.1)")
     p.add_argument("--nodes", type=int, default=0, help="pre-create nodes node-0000 .. (default 0)")
+    p.add_argument("--node-agent", action="store_true",
+                   help="no API server: only the node half, against any API server (`ykshm node-agent`, whose "
+                        "flags then apply; the CLI hands the command over before this parser)")
     src = p.add_mutually_exclusive_group()
     src.add_argument("--workload", metavar="FILE", help="YAML list of apps whose pods arrive over time")
     src.add_argument("--demo", action="store_true", help="generate apps of 3-10 pods every few seconds, forever")
@@ -127,8 +141,9 @@ def _check_args(args) -> None:
         raise UsageError(f"--port must be 0..65535, got {args.port}")
     try:
         bind = "127.0.0.1" if args.bind == "localhost" else args.bind
-        if not ipaddress.ip_address(bind).is_loopback:
-            raise UsageError(f"--bind {args.bind}: the sim-cluster binds loopback addresses only")
+        if not ipaddress.ip_address(bind).is_loopback and not _isolated_namespace():
+            raise UsageError(f"--bind {args.bind}: the sim-cluster binds loopback addresses only (or any "
+                             "address inside a network namespace whose only interface is lo)")
         args.bind = bind
     except ValueError:
         raise UsageError(f"--bind {args.bind}: not an IP address") from None

@@ -16,6 +16,9 @@
   process resolves through them first (`common.podhosts`, installed by the CLI when YKSHM_HOSTS is
   set), so `NAME`, `NAME.NS`, `NAME.NS.svc` and the full name work as with cluster DNS; other names go to
   the system resolver. `{NAME}_SERVICE_HOST` env variables carry the loopback address too.
+- **The node agent** (`nodeagent/`) runs this same network on its store over HTTP, with a block
+  that serves a ClusterIP as itself and whose `endpoint_network` (the realk8s run's 10.244.0.0/16)
+  replaces 127.0.0.0/8 as the addresses a proxy may connect to (`nodeagent.network`).
 """
 
 from __future__ import annotations
@@ -47,19 +50,25 @@ def dns_env(pod: Obj, hosts: Path) -> dict[str, str]:
     return {"YKSHM_HOSTS": str(hosts), "YKSHM_DNS_SEARCH": f"{ns}.svc.cluster.local svc.cluster.local cluster.local"}
 
 
-def _ready_addresses(endpoints: Obj | None) -> list[tuple[str, dict[str, int]]]:
-    """(ip, {port name: port}) of each ready address on loopback."""
+def _ready_addresses(endpoints: Obj | None, network: ipaddress.IPv4Network = LOOPBACK
+                     ) -> list[tuple[str, dict[str, int]]]:
+    """(ip, {port name: port}) of each ready address in `network` (loopback; a node agent's pod
+    network in a run's namespace, `nodeagent.network`)."""
     out = []
     for subset in (endpoints or {}).get("subsets") or []:
         ports = {p.get("name") or "": p.get("port") for p in subset.get("ports") or []}
         for addr in subset.get("addresses") or []:
             ip = addr.get("ip", "")
             try:
-                if ipaddress.IPv4Address(ip) in LOOPBACK:
+                if ipaddress.IPv4Address(ip) in network:
                     out.append((ip, ports))
             except ValueError:
                 continue
     return out
+
+
+def _network(block: Block) -> ipaddress.IPv4Network:
+    return getattr(block, "endpoint_network", LOOPBACK)
 
 
 def hosts_lines(store: Store, block: Block) -> list[str]:
@@ -70,7 +79,7 @@ def hosts_lines(store: Store, block: Block) -> list[str]:
         ip = spec.get("clusterIP")
         if ip == "None":
             eps = store.get(ENDPOINTS.bucket, meta["namespace"], meta["name"])
-            lines.extend(f"{addr} {names}" for addr in dict.fromkeys(a for a, _ in _ready_addresses(eps)))
+            lines.extend(f"{addr} {names}" for addr in dict.fromkeys(a for a, _ in _ready_addresses(eps, _network(block))))
         elif ip:
             lines.append(f"{block.service_address(ip)} {names}")
     return lines
@@ -149,7 +158,8 @@ class ServiceNetwork:
     def _pick(self, target: tuple[str, str, str]) -> tuple[str, int] | None:
         ns, name, port_name = target
         ready = [(ip, ports[port_name]) for ip, ports in
-                 _ready_addresses(self.store.get(ENDPOINTS.bucket, ns, name)) if port_name in ports]
+                 _ready_addresses(self.store.get(ENDPOINTS.bucket, ns, name), _network(self.block))
+                 if port_name in ports]
         return ready[next(self._turn) % len(ready)] if ready else None
 
     async def _proxy(self, client: trio.SocketStream, target: tuple[str, str, str]) -> None:

@@ -5,6 +5,7 @@
     run_supervisor  `ykshm run`'s children: start-up that fails at once, restarts, stop
     run_manifests  `ykshm run --manifests DIR`: deploy/kubernetes applied into the embedded cluster
     run_identities  each `ykshm run` role's client certificate, kubeconfig and least-privilege ClusterRole
+    run_realk8s  `ykshm run --real-k8s`: the same demo inside `ykshm realk8s run`, the node agent as its nodes
     status_cmd  `ykshm status`: processes, ring and engine state of a running instance
     ring_cmd    `ykshm ring`: create, inspect and feed an instance's event ring
     ring_input  validation of the events `ykshm ring publish` reads

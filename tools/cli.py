@@ -22,6 +22,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "shim": ("shim_k8s.main", "the Kubernetes shim: list/watch, binding, restart recovery"),
     "admission": ("shim_k8s.admission.main", "YuniKorn's admission controller: HTTPS webhook for user.info, schedulerName, app IDs, ConfigMap validation"),
     "sim-cluster": ("simcluster.main", "a simulated kube-apiserver that kubectl can drive"),
+    "node-agent": ("nodeagent.main", "sim-cluster's nodes and process pods for any API server (also sim-cluster --node-agent)"),
     "streams": ("streams.main", "the Streams instance controller: Jobs -> PEs -> pods, gang-scheduled"),
     "cr-operator": ("streams.region_main:operator_main", "the consistent-region operator of one Streams job"),
     "pe-sim": ("streams.region_main:pesim_main", "play a Streams job's PEs against its cr-operator"),
@@ -60,6 +61,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"ykshm {version()}")
         return 0
     name, rest = args[0], args[1:]
+    if name == "sim-cluster" and "--node-agent" in rest:   # the node half alone, against any API server
+        name, rest = "node-agent", [a for a in rest if a != "--node-agent"]
     if name not in SUBCOMMANDS:
         print(f"ykshm: error: unknown command {name!r} (try ykshm --help)", file=sys.stderr)
         return 2

@@ -13,8 +13,13 @@ Bad input: an unbuilt pin is one line naming `ykshm realk8s build`, exit 2; a co
 does not start is one line naming it and its log, every component started so far is stopped
 and the directory is kept for that log, exit 1.
 
-`--nodes N` is accepted for the node agent (issue 31 item 3) and refused above 0 until it exists:
-a command asking for nodes must not run against a cluster that has none.
+`--nodes N` starts the node agent (`ykshm node-agent`, nodeagent/) inside the namespace once the
+control plane is ready, with the admin kubeconfig: N nodes `agent-node-*` Ready with their Leases,
+bound pods running (ykshm's images as process pods on 10.244.1.0/24), its log `node-agent.log` in
+the run's directory and its pods' directories in a directory of their own in $TMPDIR (the pods'
+own uids must reach it). CMD starts once the agent printed its ready line; the agent is stopped by pid
+(SIGTERM: its process pods stopped by pid) before the control plane. An agent that does not come
+up: one line naming its log, exit 1, nothing left running.
 """
 
 from __future__ import annotations
@@ -42,7 +47,8 @@ def run_parser() -> Parser:
     parser = Parser(prog="ykshm realk8s run", usage="ykshm realk8s run [options] -- CMD...",
                     description="run CMD against a real control plane (etcd, kube-apiserver, "
                                 "kube-controller-manager) in a network namespace of its own")
-    parser.add_argument("--nodes", type=int, default=0, help="nodes from the node agent (not there yet: 0)")
+    parser.add_argument("--nodes", type=int, default=0,
+                        help="nodes from the node agent (ykshm node-agent), running bound pods (default 0: none)")
     parser.add_argument("--dir", default=None, help="parent of the run's private directory (default: $TMPDIR)")
     for name in COMPONENTS:
         parser.add_argument(f"--{name}-arg", action="append", default=[], metavar="ARG",
@@ -83,6 +89,38 @@ def _stop_on_sigterm(signum, frame):  # noqa: ARG001 - signal handler signature
     raise KeyboardInterrupt  # while starting: unwind, so `finally` stops what was started
 
 
+AGENT_READY = "node agent: "
+AGENT_TIMEOUT = 120.0
+
+
+def start_node_agent(kubeconfig: Path, nodes: int, pods_dir: Path, log_path: Path) -> subprocess.Popen:
+    """`ykshm node-agent` in this namespace, once it printed its ready line; Failure naming its log."""
+    with open(log_path, "wb") as log:   # the child keeps its own copy of the fd
+        proc = subprocess.Popen([sys.executable, "-m", "tools.cli", "node-agent", "--kubeconfig", str(kubeconfig),
+                                 "--nodes", str(nodes), "--pods-dir", str(pods_dir)],
+                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    deadline = time.monotonic() + AGENT_TIMEOUT
+    while AGENT_READY not in log_path.read_text(errors="replace"):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            stop_node_agent(proc)
+            lines = log_path.read_text(errors="replace").strip().splitlines() or ["(no output)"]
+            raise Failure(f"the node agent did not start: {lines[-1]} (its log: {log_path})")
+        time.sleep(0.1)
+    print(f"ykshm realk8s: {nodes} nodes from the node agent (log {log_path})", file=sys.stderr, flush=True)
+    return proc
+
+
+def stop_node_agent(proc: subprocess.Popen) -> None:
+    """SIGTERM by pid (it stops its process pods by pid), SIGKILL after 30 s."""
+    if proc.poll() is None:
+        proc.terminate()
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def run(argv: Sequence[str]) -> int:
     if list(argv[:1]) in (["-h"], ["--help"]):
         run_parser().parse_args(["--help"])  # prints the help, exits 0 (and shows completion the flags)
@@ -92,9 +130,8 @@ def run(argv: Sequence[str]) -> int:
         raise UsageError(f"--dir {args.dir!r}: not a directory")
     if args.nodes < 0:
         raise UsageError(f"--nodes must be >= 0, not {args.nodes}")
-    if args.nodes > 0:
-        raise UsageError("--nodes needs the node agent (issue 31 item 3), which is not there yet; "
-                         "create Node objects with kubectl instead")
+    if args.nodes > 1000:
+        raise UsageError(f"--nodes must be 0..1000, not {args.nodes}")
     if shutil.which(command[0]) is None:
         raise UsageError(f"command not found: {command[0]}")
     binaries = realk8s_build.require_built()
@@ -105,16 +142,25 @@ def run(argv: Sequence[str]) -> int:
     extra = {name: getattr(args, f"{name.replace('-', '_')}_arg") for name in COMPONENTS}
     plane = ControlPlane(binaries, layout, network, extra)
     keep = False  # the directory stays only when a component failed: its log is there
+    agent: subprocess.Popen | None = None
+    pods_dir: str | None = None
     try:
         admin = plane.start()
         env = dict(os.environ, KUBECONFIG=str(admin), YKSHM_REALK8S_DIR=str(layout.dir))
         print(f"ykshm realk8s: control plane ready at {plane.server} (KUBECONFIG={admin})",
               file=sys.stderr, flush=True)
+        if args.nodes > 0:
+            pods_dir = tempfile.mkdtemp(prefix="ykshm-realk8s-pods-")   # $TMPDIR: the pods' uids reach it
+            agent = start_node_agent(admin, args.nodes, Path(pods_dir), layout.log("node-agent"))
         return wait_command(subprocess.Popen(command, env=env))
     except Failure:
         keep = True
         raise
     finally:
+        if agent is not None:
+            stop_node_agent(agent)
+        if pods_dir is not None:
+            shutil.rmtree(pods_dir, ignore_errors=True)
         plane.stop()
         if not keep:
             shutil.rmtree(layout.dir, ignore_errors=True)

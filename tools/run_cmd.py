@@ -73,7 +73,7 @@ from pathlib import Path
 import yaml
 
 from streams.peobjects import DEFAULT_IMAGE as PE_IMAGE
-from tools import run_identities, run_manifests, shmscan
+from tools import run_identities, run_manifests, run_realk8s, shmscan
 from tools.run_supervisor import Child, StartInterrupted, Supervisor
 from common import logsetup
 from common.cliutil import EXIT_OK, Failure, Parser, UsageError, int_range, run_main
@@ -274,6 +274,10 @@ def build_parser() -> Parser:
                         "Streams); a password goes in $REDISCLI_AUTH, never in the URL")
     parser.add_argument("--manifests", metavar="DIR", help="deploy ykshm into the embedded cluster with "
                         "`kubectl apply -k DIR` (deploy/kubernetes) instead of running its roles here")
+    parser.add_argument("--real-k8s", action="store_true",
+                        help="the same demo on the real control plane (ykshm realk8s build first): "
+                             "kube-apiserver in a network namespace of its own, the node agent's --nodes "
+                             "nodes (tools/run_realk8s.py)")
     parser.add_argument("--ui-dir", metavar="DIR", help="serve this single-page UI build (YuniKorn's "
                         "web UI, say) at / of the REST port: `ykshm web --ui-dir`")
     logsetup.add_flags(parser)      # passed on to every child
@@ -306,28 +310,41 @@ class Credentials:
         return ctx
 
 
+def api_url(args) -> str:
+    """The API server's URL: sim-cluster's on 127.0.0.1, or the real one's (--real-k8s)."""
+    return getattr(args, "api_url", None) or f"https://127.0.0.1:{args.api_port}"
+
+
 def children_for(args, runtime: Path, config: Path, creds: Credentials, pods: Path | None = None) -> list[Child]:
-    """The roles to supervise; with `pods` (--manifests) sim-cluster only, its pods there."""
+    """The roles to supervise; with `pods` (--manifests) sim-cluster only, its pods there; with
+    --real-k8s (`pods` then the node agent's pods directory) the node agent instead of sim-cluster."""
     ykshm = ykshm_argv()
     sock = runtime / "si.sock"
+    images = [f"{PE_IMAGE.replace('{build}', build)}=ykshm pe-sim" for build in ("debug", "release")]
     sim = [*ykshm, "sim-cluster", "--port", str(args.api_port), "--nodes", str(args.nodes),
            "--pki-dir", str(creds.pki), "--authorization-mode", "RBAC", "--policy-file", str(creds.policy),
            "--default-scheduler"]
     if args.demo:
         sim.append("--demo")
-    for build in ("debug", "release"):       # PE pods run `ykshm pe-sim` (streams/pepod.py)
-        sim += ["--process-image", f"{PE_IMAGE.replace('{build}', build)}=ykshm pe-sim"]
-    if pods is not None:
+    for image in images:       # PE pods run `ykshm pe-sim` (streams/pepod.py)
+        sim += ["--process-image", image]
+    if pods is not None and not getattr(args, "real_k8s", False):
         return [Child("sim-cluster", [*sim, "--pods-dir", str(pods)])]
+    if getattr(args, "real_k8s", False):
+        assert pods is not None
+        cluster = Child("node-agent", run_realk8s.node_agent_argv(ykshm, creds.admin, args.nodes, pods, images))
+    else:
+        cluster = Child("sim-cluster", sim)
     children = [
-        Child("sim-cluster", sim),
+        cluster,
         Child("engine", [*ykshm, "engine", "--config", str(config), "--name", args.name, "--socket", str(sock)]),
         Child("shim", [*ykshm, "shim", "--kubeconfig", str(creds.roles["shim"]), "--socket", str(sock),
                        "--name", args.name, "--configmaps", "--namespace", ADMISSION_NAMESPACE]),
     ]
     children.append(Child("streams", [*ykshm, "streams", "--kubeconfig", str(creds.roles["streams"]), "--install-crds",
                                       "--operators", "pod", "--bundle-dir", str(runtime / "bundles"),
-                                      "--cache-dir", str(runtime / "bundle-cache")]))
+                                      "--cache-dir", str(runtime / "bundle-cache"),
+                                      *run_realk8s.streams_bind(args)]))
     admission = f"127.0.0.1:{args.admission_port}"
     children.append(Child("admission", [*ykshm, "admission", "--kubeconfig", str(creds.roles["admission"]),
                                         "--namespace", ADMISSION_NAMESPACE, "--bind", admission,
@@ -379,10 +396,10 @@ def create_admission_objects(args, creds: Credentials, config: Path) -> None:
     """Create them, and the roles' grants in that namespace (run_identities.NAMESPACED_RULES), as
     the admin; an existing one (409) is kept."""
     namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ADMISSION_NAMESPACE}}
-    made = [(f"https://127.0.0.1:{args.api_port}/api/v1/namespaces", namespace)]
-    made += [(f"https://127.0.0.1:{args.api_port}/api/v1/namespaces/{ADMISSION_NAMESPACE}/{collection}", obj)
+    made = [(f"{api_url(args)}/api/v1/namespaces", namespace)]
+    made += [(f"{api_url(args)}/api/v1/namespaces/{ADMISSION_NAMESPACE}/{collection}", obj)
              for collection, obj in admission_objects(args, config).items()]
-    rbac = f"https://127.0.0.1:{args.api_port}/apis/rbac.authorization.k8s.io/v1"
+    rbac = f"{api_url(args)}/apis/rbac.authorization.k8s.io/v1"
     made += [(f"{rbac}/namespaces/{doc['metadata']['namespace']}/rolebindings" if doc["kind"] == "RoleBinding"
               else f"{rbac}/clusterroles", doc) for doc in run_identities.namespaced_documents()]
     context = creds.admin_context()
@@ -411,7 +428,7 @@ def streams_demo(args, creds: Credentials, supervisor: Supervisor) -> None:
     pods running `ykshm pe-sim` (sim-cluster maps the Streams runtime image to it) and its
     consistent-region operator is its Deployment's pod, so nothing more is started here (the rest
     of the demo runs whether or not the Streams API came up)."""
-    api = f"https://127.0.0.1:{args.api_port}"
+    api = api_url(args)
     tls = creds.admin_context()
     deadline = time.monotonic() + 30
     while http_get(f"{api}/apis/streams.ibm.com/v1/streamsjobs", context=tls) is None:
@@ -459,7 +476,7 @@ def stable_kubeconfig(name: str, admin: Path) -> Path:
 def banner(args, log_path: Path, kubeconfig: Path, bundles: Path) -> str:
     url = f"http://127.0.0.1:{args.port}"
     return (
-        f"ykshm is running: {url}  (kube-apiserver: https://127.0.0.1:{args.api_port}, "
+        f"ykshm is running: {url}  (kube-apiserver: {api_url(args)}, "
         f"admission controller: https://127.0.0.1:{args.admission_port}, logs: {log_path})\n"
         f"  curl -s '{url}/ws/v1/events/batch?count=10'\n"
         f"  curl -sN '{url}/ws/v1/events/stream?count=5'\n"
@@ -505,6 +522,8 @@ def wait_ready(args, supervisor: Supervisor) -> None:
 
 
 def api_up(args, supervisor: Supervisor) -> None:
+    if getattr(args, "real_k8s", False):
+        return  # the real kube-apiserver answered before this command started (ykshm realk8s run)
     supervisor.wait_tcp(args.api_port, time.monotonic() + READY_TIMEOUT, "sim-cluster (kube-apiserver)")
 
 
@@ -567,7 +586,8 @@ def preflight(args) -> Path | None:
     if manifests is None:
         check_port_free(args.port, "REST")
         check_port_free(args.admission_port, "admission controller")
-    check_port_free(args.api_port, "kube-apiserver")
+    if not args.real_k8s:
+        check_port_free(args.api_port, "kube-apiserver")
     check_export(args.export, args.name)
     return manifests
 
@@ -576,6 +596,10 @@ def _run(argv: Sequence[str]) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     args.log_level_given = any(a == "--log-level" or a.startswith("--log-level=") for a in argv)
+    if args.real_k8s and args.manifests:
+        raise UsageError("--real-k8s and --manifests: not together (the manifests go to sim-cluster)")
+    if args.real_k8s and not run_realk8s.is_inside():
+        return run_realk8s.outer(argv, args.nodes)
     manifests = preflight(args)
     private = runtime_dir()   # the SI socket, config, bundles and log: no name in /tmp
     log_path = private / f"{args.name}.log"
@@ -597,9 +621,14 @@ def _run(argv: Sequence[str]) -> int:
             config.write_text(DEFAULT_CONFIG, encoding="utf-8")
         supervisor.open_log(f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} ykshm run "
                             f"(pid {os.getpid()}) {' '.join(argv)}")
-        creds = Credentials.make(runtime, args.api_port)
+        if args.real_k8s:
+            creds, args.api_url = run_realk8s.credentials(runtime)
+            pods = Path(tempfile.mkdtemp(prefix=f"{args.name}-pods-"))   # the pods' uids must reach it
+        else:
+            creds = Credentials.make(runtime, args.api_port)
         supervisor.check()
-        pods = run_manifests.pods_dir() if manifests is not None else None
+        if manifests is not None:
+            pods = run_manifests.pods_dir()
         supervisor.children = children_for(args, runtime, config, creds, pods)
         for child in supervisor.children:
             child.argv += child_log_flags(args)
@@ -616,6 +645,9 @@ def _run(argv: Sequence[str]) -> int:
             streams_demo(args, creds, supervisor)
         kubeconfig = stable_kubeconfig(args.name, creds.admin)
         print(banner(args, log_path, kubeconfig, runtime / "bundles"), end="", flush=True)
+        if args.real_k8s:
+            print(f"Real control plane (kube-apiserver {args.api_url}), nodes from the node agent; every address "
+                  f"is in its network namespace: {run_realk8s.enter_line()} -- CMD", flush=True)
         supervise(supervisor, StatusLine(args.name, args.port) if sys.stdout.isatty() else None)
         return 0
     except StartInterrupted:

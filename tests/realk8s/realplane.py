@@ -123,12 +123,12 @@ class RealPlane:
         """A Node as a kubelet registers it: the object, then Ready through the status
         sub-resource; and the `node.kubernetes.io/not-ready` taint the real TaintNodesByCondition
         admission plugin puts on every new node lifted, as the node lifecycle controller would
-        (the run does not start one: no node agent sends heartbeats yet)."""
+        (the run does not start one; `ykshm node-agent` lifts it for its own nodes)."""
         self.apply_json({"apiVersion": "v1", "kind": "Node",
                          "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
                          "status": {"capacity": resources, "allocatable": resources}})
         ready = {"status": {"conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
-                                            "message": "registered by the test (no node agent yet)"}]}}
+                                            "message": "registered by the test"}]}}
         self.kubectl("patch", "node", name, "--subresource=status", "--type=merge", "-p", json.dumps(ready))
         self.kubectl("taint", "node", name, "node.kubernetes.io/not-ready:NoSchedule-")
 

@@ -5,8 +5,9 @@ scheduler's Event are what `kubectl` shows; a kill -9 of the engine and of the s
 (seed 004: the shim re-registers and replays what is bound), and nothing is bound twice (the real
 apiserver answers a second binding with 409, which the shim would count as a conflict).
 
-There is no node agent yet (item 3): the test registers the nodes as API objects, as a kubelet
-would (capacity, allocatable, a Ready condition through the status sub-resource), and removes the
+The test registers the nodes as API objects itself, as a kubelet would (capacity, allocatable, a
+Ready condition through the status sub-resource; the node agent of item 3 is proven in
+test_realk8s_nodeagent.py), and removes the
 `node.kubernetes.io/not-ready` taint the real TaintNodesByCondition admission plugin puts on every
 new node (the node lifecycle controller would lift it; the run does not start it, see
 tools/realk8s_plane.py). Pods therefore stay Pending after binding: nothing runs them, and the

@@ -1,7 +1,10 @@
 """The packages point one way: the roles sit below the command line (`tools`, `bench`); the
 engine imports no other role; `simcluster` (the simulated control plane) imports no role and no
 role imports it (only tests and `tools` may); `streams` and `shim_k8s` meet only in `kube`, the
-client they share, which itself imports no role. `si`, the scheduler interface, is the contract
+client they share, which itself imports no role. `nodeagent` (sim-cluster's kubelet half against any API server) sits
+beside `simcluster`: it uses sim-cluster's kubelet pieces and `kube`'s client, so it may import
+both, but `simcluster` may not import it (that would import `kube` into sim-cluster) and no role
+does. `si`, the scheduler interface, is the contract
 between the engine and the shim: every role may import it, it imports nothing of ours but
 `common`, and neither the shim nor the Streams controller imports the engine."""
 
@@ -15,18 +18,20 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 ABOVE = {"tools", "bench"}
 ROLES = {"engine", "web", "shim_k8s", "streams", "export"}
-PACKAGES = ABOVE | ROLES | {"si", "kube", "simcluster", "shm", "common"}
+PACKAGES = ABOVE | ROLES | {"si", "kube", "simcluster", "nodeagent", "shm", "common"}
 FORBIDDEN = {
-    "engine": ABOVE | {"web", "shim_k8s", "streams", "simcluster", "kube", "export"},
-    "web": ABOVE | {"shim_k8s", "streams", "simcluster", "kube"},
-    "shim_k8s": ABOVE | {"engine", "web", "streams", "simcluster", "export"},
-    "streams": ABOVE | {"engine", "web", "shim_k8s", "simcluster", "export"},
+    "engine": ABOVE | {"web", "shim_k8s", "streams", "simcluster", "nodeagent", "kube", "export"},
+    "web": ABOVE | {"shim_k8s", "streams", "simcluster", "nodeagent", "kube"},
+    "shim_k8s": ABOVE | {"engine", "web", "streams", "simcluster", "nodeagent", "export"},
+    "streams": ABOVE | {"engine", "web", "shim_k8s", "simcluster", "nodeagent", "export"},
     "si": PACKAGES - {"si", "common"},
-    "kube": ABOVE | ROLES | {"simcluster", "si"},
-    "simcluster": ABOVE | ROLES | {"kube", "shm", "si"},
-    "export": ABOVE | {"shim_k8s", "streams", "simcluster", "kube"},
-    "shm": ABOVE | ROLES | {"simcluster", "kube", "common", "si"},
-    "common": ABOVE | ROLES | {"simcluster", "kube", "shm", "si"},
+    "kube": ABOVE | ROLES | {"simcluster", "nodeagent", "si"},
+    "simcluster": ABOVE | ROLES | {"kube", "nodeagent", "shm", "si"},
+    # the kubelet half: sim-cluster's kubelet pieces over kube's client; never a role
+    "nodeagent": ABOVE | ROLES | {"shm", "si"},
+    "export": ABOVE | {"shim_k8s", "streams", "simcluster", "nodeagent", "kube"},
+    "shm": ABOVE | ROLES | {"simcluster", "nodeagent", "kube", "common", "si"},
+    "common": ABOVE | ROLES | {"simcluster", "nodeagent", "kube", "shm", "si"},
 }
 
 
