@@ -176,7 +176,8 @@ class Invalid(ApiError):
         joined = parts[0] if len(parts) == 1 else "[" + ", ".join(parts) + "]"
         details = _details(kind, name, group)
         details["causes"] = [{"reason": r, "message": m, "field": f} for r, f, m in causes]
-        return cls(f'{kind} "{name}" is invalid: {joined}', details)
+        shown = kind if not group or "." in kind else f"{kind}.{group}"   # kube's GroupKind.String()
+        return cls(f'{shown} "{name}" is invalid: {joined}', details)
 
 
 class TooManyRequests(ApiError):

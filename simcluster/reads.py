@@ -71,6 +71,9 @@ def _bookmark_line(res: Resource, rv: int, initial_end: bool = False) -> bytes:
                          "object": {"kind": res.kind, "apiVersion": res.api_version, "metadata": meta}}) + b"\n"
 
 
+_TYPE_META = ("kind", "apiVersion")
+
+
 @dataclass
 class Reads:
     """The read handlers over one `Store`."""
@@ -128,6 +131,8 @@ class Reads:
             return json_response(200, tables.table(res, items, _table_include(req), meta))
         if res is NEW_EVENTS:
             items = [eventconv.to_new(o) for o in items]
+        if res.custom is None:   # a built-in kind's items come without kind/apiVersion, a CR's with
+            items = [{k: v for k, v in o.items() if k not in _TYPE_META} for o in items]
         return json_response(200, {"kind": f"{res.kind}List", "apiVersion": res.api_version, "metadata": meta,
                                    "items": items})
 

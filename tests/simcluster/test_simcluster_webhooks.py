@@ -323,4 +323,4 @@ def test_bad_configurations_are_422_naming_the_field(cluster: str, hook: Hook) -
         assert r.status_code == 422, r.text
         status = r.json()
         assert [c["field"] for c in status["details"]["causes"]] == [field], status
-        assert status["message"].startswith('ValidatingWebhookConfiguration "bad" is invalid: ' + field)
+        assert status["message"].startswith('ValidatingWebhookConfiguration.admissionregistration.k8s.io "bad" is invalid: ' + field)
