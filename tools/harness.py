@@ -271,6 +271,27 @@ class Replica:
             "--leader-elect-renew-deadline", f"{renew_deadline:g}",
             "--leader-elect-retry-period", f"{retry_period:g}", *extra], cluster.log_dir)
 
+        self.web: Proc | None = None
+        self.web_url = ""
+
+    def start_web(self, timeout: float = 30) -> str:
+        """`ykshm web` of this replica (one worker, a free loopback port); its URL once it answers."""
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        self.web = Proc(f"web-r{self.index}", ["web", "--name", self.name, "--bind",
+                                               f"127.0.0.1:{port}", "--workers", "1"],
+                        self.cluster.log_dir)
+        self.web_url = f"http://127.0.0.1:{port}"
+
+        def up() -> bool:
+            if not self.web.alive():
+                raise HarnessError(f"web exited: {self.web.tail()}")
+            return httpx.get(self.web_url + "/ws/v1/scheduler/healthcheck", timeout=2).status_code == 200
+
+        wait_for(up, timeout, f"the web of replica {self.index}")
+        return self.web_url
+
     def status(self) -> dict[str, Any]:
         return read_status(self.status_file)
 
@@ -291,11 +312,12 @@ class Replica:
         return wait_for(ok, timeout, f"replica {self.index} {role}", interval=0.02)
 
     def close(self) -> None:
-        for proc in (self.shim, self.engine):
+        procs = [p for p in (self.web, self.shim, self.engine) if p is not None]
+        for proc in procs:
             proc.send(signal.SIGCONT)   # a paused process cannot act on SIGTERM
             proc.signalled = None
             proc.send()
-        for proc in (self.shim, self.engine):
+        for proc in procs:
             proc.stop()
         self.proxy.close()
         for path in [self.status_file, *glob.glob(f"/dev/shm/{glob.escape(self.name)}.*")]:

@@ -168,7 +168,9 @@ def problems_of(doc: dict[str, Any]) -> list[str]:
     if "engine" in present and doc["ring"] is None:
         problems.append("the engine runs but its ring was not found")
     shim = doc.get("shim")
-    if "shim" in present and shim is not None and shim.get("state") not in ("Running", "Recovering", "Starting"):
+    standby = ((shim or {}).get("leaderElection") or {}).get("role") == "standby"
+    if "shim" in present and shim is not None and not standby and \
+            shim.get("state") not in ("Running", "Recovering", "Starting"):
         problems.append(f"shim is {shim.get('state')}" + (f": {shim['failure']}" if shim.get("failure") else ""))
     return problems
 
@@ -314,7 +316,7 @@ def _shim_status(name: str) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return {k: doc.get(k) for k in ("state", "failure", "registrations", "recoveries", "stopped", "pid",
-                                     "configMaps")}
+                                     "configMaps", "leaderElection")}
 
 
 def config_line(snap: dict[str, Any] | None, shim: dict[str, Any] | None) -> str:
@@ -418,6 +420,11 @@ def render(doc: dict[str, Any]) -> str:
                    + f", {_count(shim.get('registrations') or 0, 'registration')}, "
                    + _recoveries(shim.get("recoveries") or 0)
                    + (", stopped" if shim.get("stopped") else "") + "\n")
+        lead = shim.get("leaderElection")
+        if lead:
+            out.append(f"leader election: {lead.get('role')} of lease {lead.get('lease')} as "
+                       f"{lead.get('identity')} (holder {lead.get('holder') or 'none'}, "
+                       f"{_count(lead.get('leaseTransitions') or 0, 'transition')})\n")
     if doc.get("export") is not None:
         from export.status import summary_line
 

@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 
+import httpx
 import pytest
 
 from tools.harness import ROOT, BindWatch, Cluster, wait_for
@@ -71,6 +72,33 @@ def test_the_standby_keeps_its_caches_warm_and_binds_nothing(pair):
     assert doc["bindings"]["done"] == 0 and doc["leaderElection"]["firstWriteSent"] == 0
     assert doc["leaderElection"]["holder"] == "replica-0"
     assert leader.status()["bindings"]["done"] == 10
+
+
+def _status_lines(name: str) -> list[str]:
+    out = subprocess.run([sys.executable, "-m", "tools.cli", "status", "--name", name], cwd=ROOT,
+                         capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "PYTHONPATH": ROOT})
+    return [line for line in out.stdout.splitlines() if line.startswith("leader election:")]
+
+
+def test_healthcheck_and_status_say_leader_or_standby(pair):
+    c, leader, standby, watch = pair
+    for replica, role in ((leader, "leader"), (standby, "standby")):
+        url = replica.start_web()
+        doc = httpx.get(url + "/ws/v1/scheduler/healthcheck", timeout=10).json()
+        assert doc["LeaderElection"]["role"] == role
+        assert doc["LeaderElection"]["holder"] == "replica-0"
+        check = next(ch for ch in doc["HealthChecks"] if ch["Name"] == "Leader election")
+        assert check["Succeeded"] and check["DiagnosisMessage"].startswith(
+            f"{role} of lease default/yunikorn-scheduler as {replica.identity}")
+        assert _status_lines(replica.name) == [
+            f"leader election: {role} of lease default/yunikorn-scheduler as {replica.identity} "
+            f"(holder replica-0, 0 transitions)"]
+    leader.shim.stop(signal.SIGKILL)
+    standby.wait_role("leader", timeout=20)
+    doc = httpx.get(standby.web_url + "/ws/v1/scheduler/healthcheck", timeout=10).json()
+    assert doc["LeaderElection"] == {"role": "leader", "identity": "replica-1", "holder": "replica-1",
+                                     "lease": "default/yunikorn-scheduler", "leaseTransitions": 1}
 
 
 def test_leader_killed_during_a_burst(pair):
