@@ -357,12 +357,15 @@ class Cluster:
         self.api: httpx.Client | None = None
         self.engines_started = 0
         self.replicas: list[Replica] = []
+        self.replicas_started = 0
 
     def start_replica(self, lease: str = "yunikorn-scheduler",
                       timings: tuple[float, float, float] = (15.0, 10.0, 2.0),
                       extra: Iterable[str] = ()) -> Replica:
-        """One more scheduler replica on this sim-cluster (see `Replica`); not waited for."""
-        replica = Replica(self, len(self.replicas), lease, timings, extra)
+        """One more scheduler replica on this sim-cluster (see `Replica`); not waited for.
+        Indexes (names, identities) are never reused, even after a replica is removed."""
+        replica = Replica(self, self.replicas_started, lease, timings, extra)
+        self.replicas_started += 1
         self.replicas.append(replica)
         return replica
 
