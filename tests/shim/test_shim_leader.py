@@ -71,7 +71,7 @@ def test_the_standby_keeps_its_caches_warm_and_binds_nothing(pair):
     assert doc["state"] == "New" and not doc["connected"]        # its engine left idle
     assert doc["bindings"]["done"] == 0 and doc["leaderElection"]["firstWriteSent"] == 0
     assert doc["leaderElection"]["holder"] == "replica-0"
-    assert leader.status()["bindings"]["done"] == 10
+    wait_for(lambda: leader.status()["bindings"]["done"] == 10, 10, "the leader's 10 bindings")
 
 
 def _status_lines(name: str) -> list[str]:
