@@ -16,7 +16,9 @@ Without it (systemd, `ykshm run`) the engine's file is the configuration.
 With `--leader-elect` (kube-scheduler's flag names and client-go's defaults) the shim is one
 candidate of the Lease `--leader-elect-resource-namespace`/`--leader-elect-resource-name`: a warm
 standby until elected, the leader after (see shim_k8s.shim, "Active/standby", and
-kube.leaderelection). The identity defaults to HOSTNAME_UUID (the pod's name in a pod).
+kube.leaderelection). The identity defaults to HOSTNAME_UUID (the pod's name in a pod). In a pod
+($POD_NAME, or `--leader-elect-pod`) the shim labels it `ykshm.io/scheduler-role=leader|standby`,
+which the Service selects.
     ykshm shim status [--name NAME | --status-file PATH] [--json] [--nodes]
 
 The shim writes its state to `RUNTIME/NAME.shim.json` (`common.runtimedir`); `status` reads it (exit 1 if there is
@@ -98,6 +100,9 @@ def _run(argv: Sequence[str]) -> int:
                       help="the Lease's namespace (default: --namespace's)")
     lead.add_argument("--leader-elect-identity", default=None, metavar="ID",
                       help="this candidate's holderIdentity (default HOSTNAME_UUID)")
+    lead.add_argument("--leader-elect-pod", default=os.environ.get("POD_NAME", ""), metavar="NAME",
+                      help="label this pod (in the Lease's namespace) ykshm.io/scheduler-role="
+                           "leader|standby, for the Service to select the leader (default $POD_NAME)")
     args = parser.parse_args(argv)
     if args.bind_workers < 1:
         raise UsageError("--bind-workers must be at least 1")
@@ -132,7 +137,8 @@ def _run(argv: Sequence[str]) -> int:
                        bind_workers=args.bind_workers, watch_timeout=args.watch_timeout,
                        recovery_timeout=args.recovery_timeout, configmaps=args.configmaps,
                        namespace=args.namespace or default_namespace(),
-                       rm_id_from_config=args.rm_id is None, leader=leader)
+                       rm_id_from_config=args.rm_id is None, leader=leader,
+                       leader_pod=args.leader_elect_pod if leader is not None else "")
     try:
         kubeargs.run_role(serve, opts)
     except* LeadershipLost as group:

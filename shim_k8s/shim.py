@@ -31,6 +31,14 @@ it as a standby; a leader stopped cleanly (SIGTERM) releases the Lease first. A 
 409 (the pod already has a `nodeName`: bound by the other replica) is reconciled from the watch:
 the pod's nodeName is the arbiter.
 
+With `leader_pod` (in a cluster: $POD_NAME, in the Lease's namespace) the shim labels its own pod
+`ykshm.io/scheduler-role`: `standby` at start (a restarted container clears its predecessor's
+label), `leader` once elected, and the elected leader relabels `standby` any other pod of the
+namespace still labelled `leader` (a leader that died cannot). The Service selects
+`ykshm.io/scheduler-role: leader`, so the REST API and the event streams follow the leader. The
+leader's relabelling passes the fence too; a label that cannot be written is retried every retry
+period (it routes readers; it decides nothing).
+
 Status
 ------
 `ykshm shim status` reads the JSON status file `RUNTIME/NAME.shim.json` (mode 0640,
@@ -173,6 +181,8 @@ class ShimOptions:
     """The RM ID is the ConfigMaps' service.clusterId (no --rm-id given)."""
     leader: LeaseConfig | None = None
     """Active/standby through this Lease (None: always active, no election)."""
+    leader_pod: str = ""
+    """This replica's pod (in the Lease's namespace), labelled with its role ("": no label)."""
 
     def __post_init__(self) -> None:
         if not self.socket_path:
@@ -280,10 +290,40 @@ class Shim:
         ends the shim (the nursery is cancelled by it)."""
         async with trio.open_nursery() as nursery:
             nursery.start_soon(elector.run)
+            if self.opts.leader_pod:
+                await self._label_pods(elector, LABEL_STANDBY)
             await elector.elected.wait()
             log.info("elected leader of lease %s (identity %s): connecting to the engine",
                      f"{elector.config.namespace}/{elector.config.name}", elector.config.identity)
             self._status_dirty.set()
+            if self.opts.leader_pod:
+                await self._label_pods(elector, LABEL_LEADER)
+
+    async def _label_pods(self, elector: LeaderElector, role: str) -> None:
+        """Label our pod `role`; as the leader, also relabel `standby` every other pod of the
+        namespace labelled `leader`. Retried every retry period until it is done (or fenced)."""
+        ns, own = elector.config.namespace, self.opts.leader_pod
+        while True:
+            try:
+                if role == LABEL_LEADER:
+                    self._fence()
+                await _set_role_label(self.client, ns, own, role)
+                if role == LABEL_LEADER:
+                    resp = await self.client.get(f"/api/v1/namespaces/{ns}/pods", params={
+                        "labelSelector": f"{ROLE_LABEL}={LABEL_LEADER}"})
+                    for pod in kubeclient.check(resp).get("items") or []:
+                        name = pod["metadata"]["name"]
+                        if name != own:
+                            self._fence()
+                            await _set_role_label(self.client, ns, name, LABEL_STANDBY)
+                            log.info("pod %s/%s relabelled %s=%s", ns, name, ROLE_LABEL, LABEL_STANDBY)
+                log.info("pod %s/%s labelled %s=%s", ns, own, ROLE_LABEL, role)
+                return
+            except Fenced:
+                return
+            except (ApiStatusError, httpx.HTTPError) as exc:
+                log.warning("cannot label pod %s/%s %s=%s: %s", ns, own, ROLE_LABEL, role, exc)
+            await trio.sleep(elector.config.retry_period)
 
     async def _core_loop(self) -> None:
         core = self.core
@@ -533,6 +573,19 @@ class Shim:
             write_status(path, data)
         except OSError as exc:
             log.warning("cannot write status file %s: %s", path, exc)
+
+
+ROLE_LABEL = "ykshm.io/scheduler-role"
+"""The label on each replica's pod that the Service selects (`leader`)."""
+LABEL_LEADER, LABEL_STANDBY = "leader", "standby"
+
+
+async def _set_role_label(client: httpx.AsyncClient, namespace: str, pod: str, role: str) -> None:
+    """One merge PATCH of the pod's `ykshm.io/scheduler-role` label; ApiStatusError if refused."""
+    resp = await client.patch(f"/api/v1/namespaces/{namespace}/pods/{pod}",
+                              content=orjson.dumps({"metadata": {"labels": {ROLE_LABEL: role}}}),
+                              headers={"Content-Type": "application/merge-patch+json"})
+    kubeclient.check(resp)
 
 
 SOCKET_POLL = 0.01

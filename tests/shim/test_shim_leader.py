@@ -169,3 +169,25 @@ def test_bad_election_flags_are_one_line_and_exit_2(flags, message):
                          env={**os.environ, "PYTHONPATH": ROOT})
     assert out.returncode == 2
     assert out.stderr.strip().splitlines() == [f"ykshm shim: error: {message}"]
+
+
+def test_the_leader_labels_its_pod_for_the_service_and_its_successor_relabels_it(ring_name):
+    """`--leader-elect-pod`: the pod the Service selects is the leader's, and only its."""
+    with Cluster(ring_name, nodes=1) as c:
+        c.start_sim()
+        for i in range(2):     # stand-ins for the replicas' pods (left to another scheduler)
+            c.create_pod(f"sched-{i}", scheduler="default-scheduler")
+
+        def roles() -> dict[str, str]:
+            return {p["metadata"]["name"]: p["metadata"].get("labels", {}).get("ykshm.io/scheduler-role")
+                    for p in c.pods() if p["metadata"]["name"].startswith("sched-")}
+
+        leader = c.start_replica(timings=TIMINGS, extra=["--leader-elect-pod", "sched-0"])
+        leader.wait_role("leader")
+        standby = c.start_replica(timings=TIMINGS, extra=["--leader-elect-pod", "sched-1"])
+        standby.wait_role("standby")
+        wait_for(lambda: roles() == {"sched-0": "leader", "sched-1": "standby"}, 10, "the labels")
+        leader.shim.stop(signal.SIGKILL)        # it cannot take its own label down
+        standby.wait_role("leader", timeout=20)
+        wait_for(lambda: roles() == {"sched-0": "standby", "sched-1": "leader"}, 10,
+                 "the new leader's pod labelled, the old one's relabelled")
