@@ -261,18 +261,34 @@ def ring_name(name: str, processes: list[dict[str, Any]]) -> str:
 def engine_shm_dir(processes: list[dict[str, Any]]) -> tuple[str, int] | None:
     """Where the instance's engine keeps its segments when not in /dev/shm, and the uid it runs
     as: its $YKSHM_SHM_DIR (a pod's in-memory emptyDir under `ykshm run --manifests`, where the
-    shim's status file is too; the pod runs under a uid of its own, simcluster.sandbox)."""
+    shim's status file is too; the pod runs under a uid of its own, simcluster.sandbox). Of two
+    scheduler pods (active/standby), the leader's."""
     from shm.segment import SHM_DIR_ENV
 
+    found: list[tuple[str, int]] = []
     for p in processes:
         if p["role"] == "engine" and p["alive"]:
             try:
                 proc = psutil.Process(p["pid"])
                 shared = proc.environ().get(SHM_DIR_ENV)
-                return (shared, proc.uids().effective) if shared else None
+                if not shared:
+                    return None
+                found.append((shared, proc.uids().effective))
             except psutil.Error:
                 return None
-    return None
+    # active/standby (two scheduler pods): the leader's, whose shim says so in its status file
+    ring = ring_name("ykshm", processes)
+    return next((f for f in found if _role_in(os.path.join(f[0], f"{ring}.shim.json")) == "leader"),
+                found[0] if found else None)
+
+
+def _role_in(path: str) -> str | None:
+    """The leader-election role a shim status file states (None: none, or unreadable)."""
+    try:
+        with open(path, "rb") as fh:
+            return (orjson.loads(fh.read()).get("leaderElection") or {}).get("role")
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 def collect(name: str) -> dict[str, Any]:
