@@ -18,7 +18,9 @@ takeover time (last binding before the new leader's acquireTime -> first binding
 as the API server announced them to a pod watch), the fault -> new leader time, and the writes
 the old leader sent after the new one acquired the lease (must be 0). At the end, once the pod
 stream stopped and the cluster converged: pods bound twice (a pod whose nodeName was set twice:
-must be 0), pods lost (created, schedulable, never bound: must be 0), and the takeover p50/p99.
+must be 0), pods lost (created, schedulable, never bound: must be 0), the takeover p50/p99, and
+whether the user usage the final leader's engine tracks (UGM, summed over users) equals the
+truth recomputed from the API (the bound pods' requests).
 The timings default to client-go's (15 s / 10 s / 2 s): a killed leader is replaced after a lease
 duration; `--lease-duration 2 --renew-deadline 1.5 --retry-period 0.25` shows what short
 timings allow. Every process is stopped by pid when the benchmark ends, however it ends.
@@ -89,6 +91,35 @@ class PodStream:
         self._stop.set()
         self._thread.join(15)
         self._client.close()
+
+
+POD_USAGE = {"vcore": 100, "memory": 64 * 2**20, "pods": 1}
+"""What one pod of the stream asks (tools.harness.pod_body's defaults), in YuniKorn's units."""
+
+
+def ug_usage(name: str) -> dict[str, int]:
+    """The user usage the engine of instance `name` tracks (UGM), summed over its users at root."""
+    from shm.snapshot import SnapshotReader
+
+    reader = SnapshotReader.attach(name)
+    try:
+        doc = reader.read() or {}
+    finally:
+        reader.close()
+    total: dict[str, int] = {}
+    for part in (doc.get("usage") or {}).values():
+        for user in part.get("users") or []:
+            for key, value in ((user.get("queues") or {}).get("resourceUsage") or {}).items():
+                total[key] = total.get(key, 0) + int(value)
+    return {k: v for k, v in total.items() if v}
+
+
+def api_truth(api: httpx.Client) -> dict[str, int]:
+    """The same, recomputed from the API: the stream's pods that are bound and not finished."""
+    pods = api.get("/api/v1/namespaces/default/pods").json()["items"]
+    n = sum(1 for p in pods if p["spec"].get("nodeName") and p["metadata"]["name"].startswith("fo-")
+            and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed"))
+    return {k: v * n for k, v in POD_USAGE.items()} if n else {}
 
 
 def _fault(cluster: Any, watch: Any, old: Any, kind: str, timings: tuple[float, float, float],
@@ -208,6 +239,12 @@ def _body(argv: Sequence[str]) -> int:
         bound = watch.bound()
         twice = watch.bound_twice()
         lost = [name for name in created if name not in bound]
+        truth = api_truth(cluster.api)
+        try:        # the leader's engine converges on what the API says is bound
+            wait_for(lambda: ug_usage(leader.name) == truth, 30, "UG usage equal to the API's")
+        except HarnessError:
+            pass                        # reported below
+        usage = ug_usage(leader.name)
     except HarnessError as exc:
         raise Failure(str(exc)) from None
     finally:
@@ -229,6 +266,7 @@ def _body(argv: Sequence[str]) -> int:
                       for f in faults],
            "pods": len(created), "bound_twice": len(twice), "lost": len(lost),
            "late_writes": sum(f["late_writes"] for f in faults),
+           "ug_usage": usage, "api_truth": truth, "ug_usage_equal": usage == truth,
            "takeover_p50_s": round(percentile(takeovers, 50), 3),
            "takeover_p99_s": round(percentile(takeovers, 99), 3),
            "stream_errors": stream.errors}
@@ -246,6 +284,8 @@ def _body(argv: Sequence[str]) -> int:
     print(f"summary: {len(faults)} faults, takeover p50 {out['takeover_p50_s']:.3f} s, p99 "
           f"{out['takeover_p99_s']:.3f} s; {len(created)} pods, bound twice {len(twice)}, "
           f"lost {len(lost)}, late writes {out['late_writes']}")
+    print(f"UG usage of the leader's engine {'equals' if usage == truth else 'DIFFERS from'} the "
+          f"truth recomputed from the API: {usage}" + ("" if usage == truth else f" vs {truth}"))
     if stream.errors:
         print(f"pod creation errors: {'; '.join(stream.errors)}")
     return 0

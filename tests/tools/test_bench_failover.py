@@ -37,3 +37,5 @@ def test_two_faults_with_short_timings():
     summary = next(line for line in lines if line.startswith("summary:"))
     assert re.search(r"2 faults, takeover p50 \d+\.\d{3} s, p99 \d+\.\d{3} s; \d+ pods, "
                      r"bound twice 0, lost 0, late writes 0$", summary)
+    assert any(line.startswith("UG usage of the leader's engine equals the truth recomputed from "
+                               "the API: {") for line in lines), out
