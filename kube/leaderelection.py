@@ -18,7 +18,8 @@ The timings (client-go's defaults, `kube-scheduler --leader-elect-*`)
   matter. A fresh standby waits a whole lease duration from its first look.
 - renew deadline 10 s: a leader that has not renewed for this long gives up (`LeadershipLost`).
 - retry period 2 s: candidates try to acquire, and the leader renews, every retry period
-  (acquisition with client-go's jitter factor 1.2).
+  (acquisition with client-go's jitter factor 1.2; a failed renewal is tried again every quarter
+  retry period until the renew deadline, each try's timeout the time left to it).
 The contract is checked where the config is built: lease duration > renew deadline >
 1.2 x retry period > 0 (`LeaseConfig`), else `ValueError` with one line.
 
@@ -284,10 +285,7 @@ class LeaderElector:
                     raise LeadershipLost(f"lease {cfg.namespace}/{cfg.name} not renewed within "
                                          f"the renew deadline ({cfg.renew_deadline:g}s)")
                 if await self.try_acquire_or_renew(left):
-                    if self.holder != cfg.identity:      # pragma: no cover - a write makes it ours
-                        self.lost = True
-                        raise LeadershipLost(f"lease {cfg.namespace}/{cfg.name} is held by {self.holder}")
-                    break
+                    break                                # our write: the Lease is ours
                 if self.lease is not None and self.holder not in ("", cfg.identity):
                     self.lost = True
                     raise LeadershipLost(f"lease {cfg.namespace}/{cfg.name} is now held by "

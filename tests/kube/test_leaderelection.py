@@ -165,3 +165,34 @@ def test_the_timings_contract_is_checked_where_the_config_is_built(timings, mess
     with pytest.raises(ValueError) as info:
         LeaseConfig("default", "sched", "a", *timings)
     assert str(info.value) == message
+
+
+async def test_run_leads_renews_and_raises_at_the_renew_deadline(autojump_clock):
+    """The loop on trio's virtual clock: elected at once, renewed every retry period, and
+    `LeadershipLost` exactly at the renew deadline once the API is gone."""
+    import trio
+
+    from kube.leaderelection import LeadershipLost
+
+    api = FakeLeases()
+    client = httpx.AsyncClient(base_url="http://api", transport=httpx.MockTransport(api.handler))
+    cfg = LeaseConfig("default", "sched", "a", lease_duration=15, renew_deadline=10, retry_period=2)
+    elector = LeaderElector(client, cfg, clock=trio.current_time, wall=lambda: 1_700_000_000.0)
+    lost_at = []
+
+    async def lead() -> None:
+        with pytest.raises(LeadershipLost):
+            await elector.run()
+        lost_at.append(trio.current_time())
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(lead)
+        await elector.elected.wait()
+        start = trio.current_time()
+        await trio.sleep(9)
+        assert elector.renewals == 5 and elector.may_act()     # at 0, 2, 4, 6, 8 s
+        api.down = True
+        last = elector.last_renew
+        await trio.sleep(30)
+    assert lost_at == [pytest.approx(last + 10)] and last == pytest.approx(start + 8)
+    assert not elector.may_act()
