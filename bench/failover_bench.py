@@ -1,11 +1,13 @@
 """`ykshm bench failover`: active/standby under a steady pod stream, the leader faulted N times.
 
     ykshm bench failover [--faults 9] [--kinds kill,stop,cut] [--rate 20] [--nodes 20]
+                         [--pod-lifetime 20] [--settle 1] [--timeout 60]
                          [--lease-duration 15] [--renew-deadline 10] [--retry-period 2] [--json]
 
 Starts sim-cluster and two scheduler replicas (engine + `ykshm shim --leader-elect` each, every
 shim behind its own cuttable loopback proxy: tools.harness.Replica), creates pods at `--rate` per
-second for the whole run, and faults the leader replica `--faults` times, cycling through
+second for the whole run (deleting each bound pod `--pod-lifetime` seconds after its creation: a
+steady population, so any number of faults fits the nodes), and faults the leader replica `--faults` times, cycling through
 `--kinds`:
 
 - kill: SIGKILL of the replica's shim and engine;
@@ -28,6 +30,7 @@ timings allow. Every process is stopped by pid when the benchmark ends, however 
 
 from __future__ import annotations
 
+import collections
 import datetime as dt
 import math
 import signal
@@ -60,12 +63,18 @@ def percentile(values: Sequence[float], p: float) -> float:
 
 class PodStream:
     """Creates pods at `rate` per second from a thread until `stop()`; `created` holds
-    (name, time) in order."""
+    (name, time) in order. A pod the watch has seen bound is deleted once it is `lifetime`
+    seconds old, so the cluster holds a steady population however long the run (a pod never
+    bound is kept: it counts as lost)."""
 
-    def __init__(self, url: str, rate: float) -> None:
+    def __init__(self, url: str, rate: float, watch: Any, lifetime: float) -> None:
         from tools.harness import pod_body
 
         self.created: list[tuple[str, float]] = []
+        self.deleted = 0
+        self._watch = watch
+        self._lifetime = lifetime
+        self._aging: collections.deque[tuple[str, float]] = collections.deque()
         self.errors: list[str] = []
         self._body = pod_body
         self._client = httpx.Client(base_url=url, timeout=10)
@@ -82,10 +91,23 @@ class PodStream:
                                      json=self._body(name, app="failover"))
             if resp.status_code < 300:
                 self.created.append((name, time.time()))
+                self._aging.append(self.created[-1])
             elif len(self.errors) < 5:
                 self.errors.append(f"{name}: {resp.status_code} {resp.text[:100]}")
+            self._retire()
             i += 1
             self._stop.wait(max(0.0, start + i / self._rate - time.monotonic()))
+
+    def _retire(self) -> None:
+        old = time.time() - self._lifetime
+        if not self._aging or self._aging[0][1] > old:
+            return
+        bound = self._watch.bound()
+        while self._aging and self._aging[0][1] <= old:
+            name, _ = self._aging.popleft()
+            if name in bound:
+                resp = self._client.delete(f"/api/v1/namespaces/default/pods/{name}")
+                self.deleted += resp.status_code < 300
 
     def stop(self) -> None:
         self._stop.set()
@@ -172,6 +194,8 @@ def _body(argv: Sequence[str]) -> int:
     parser.add_argument("--lease-duration", type=float, default=15.0, help="seconds (15)")
     parser.add_argument("--renew-deadline", type=float, default=10.0, help="seconds (10)")
     parser.add_argument("--retry-period", type=float, default=2.0, help="seconds (2)")
+    parser.add_argument("--pod-lifetime", type=float, default=20.0,
+                        help="seconds after which a bound pod of the stream is deleted (20)")
     parser.add_argument("--settle", type=float, default=1.0,
                         help="seconds of steady scheduling before each fault (1)")
     parser.add_argument("--timeout", type=float, default=60.0,
@@ -185,6 +209,8 @@ def _body(argv: Sequence[str]) -> int:
         raise UsageError("--faults must be at least 1")
     if not 0 < args.rate <= 500:
         raise UsageError(f"--rate {args.rate:g}: must be more than 0 and at most 500")
+    if not args.pod_lifetime > 0:
+        raise UsageError(f"--pod-lifetime {args.pod_lifetime:g}: must be more than 0 seconds")
     if args.nodes < 1:
         raise UsageError("--nodes must be at least 1")
     from kube.leaderelection import LeaseConfig
@@ -211,7 +237,7 @@ def _body(argv: Sequence[str]) -> int:
         leader.wait_role("leader", 60)
         cluster.start_replica(timings=timings).wait_role("standby", 60)
         watch = BindWatch(cluster.url)
-        stream = PodStream(cluster.url, args.rate)
+        stream = PodStream(cluster.url, args.rate, watch, args.pod_lifetime)
         for k in range(args.faults):
             time.sleep(args.settle)     # steady scheduling: a fault hits a busy leader
             kind = kinds[k % len(kinds)]
@@ -282,7 +308,8 @@ def _body(argv: Sequence[str]) -> int:
               f"{f['late_writes']}, bound twice {f['twice']}, lost {f['lost']} of {f['pods']} pods"
               + (f", old shim exit {f['old_exit']}" if "old_exit" in f else ""))
     print(f"summary: {len(faults)} faults, takeover p50 {out['takeover_p50_s']:.3f} s, p99 "
-          f"{out['takeover_p99_s']:.3f} s; {len(created)} pods, bound twice {len(twice)}, "
+          f"{out['takeover_p99_s']:.3f} s; {len(created)} pods ({stream.deleted} deleted once "
+          f"{args.pod_lifetime:g} s old), bound twice {len(twice)}, "
           f"lost {len(lost)}, late writes {out['late_writes']}")
     print(f"UG usage of the leader's engine {'equals' if usage == truth else 'DIFFERS from'} the "
           f"truth recomputed from the API: {usage}" + ("" if usage == truth else f" vs {truth}"))

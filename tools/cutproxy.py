@@ -89,9 +89,14 @@ class CutProxy:
         with self._lock:
             self.closed = True
             sockets, self._sockets = self._sockets, []
+        try:
+            self._listener.shutdown(socket.SHUT_RDWR)   # wakes the accepting thread
+        except OSError:
+            pass
         self._listener.close()
-        for s in sockets:
+        for s in sockets:       # shutdown first: it wakes a pump blocked in recv, close does not
             try:
-                s.close()
+                s.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
+            s.close()
