@@ -12,6 +12,8 @@
     retention_bench  `bench retention`: bytes per finished application the engine keeps
     preempt_bench `bench preempt`: one preemption decision with 5,000 nodes and 50,000 pods
     e2e_bench     sim-cluster + shim + engine: pods/s and restart recovery
+    failover_bench  `bench failover`: two replicas on one Lease, the leader killed, paused, cut
+                  under a pod stream: takeover times, pods bound twice, pods lost
     streams_bench `bench streams`: a Streams job's PE pods Running, PE restarts (+ streams_fusion)
     streams_fusion  Streams backend: parse + fuse + AADLs of a 10,000-operator ADL, re-fusion for /scale
     regions_bench `bench regions`: drain round trip of a 100-PE consistent region (cr-operator + PE sim)

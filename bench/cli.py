@@ -1,4 +1,4 @@
-"""`ykshm bench <ring|sched|web|export|retention|preempt|e2e|streams|regions|report>`: dispatch to one benchmark module's `main(argv) -> int`.
+"""`ykshm bench <ring|sched|web|export|retention|preempt|e2e|failover|streams|regions|report>`: dispatch to one benchmark module's `main(argv) -> int`.
 
 Benchmarks measure the numbers DESIGN.md holds us to; they are never timed unit tests. Each
 module is imported only when asked for, so a missing one is a one-line error (exit 1), not a
@@ -20,6 +20,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "streams": ("bench.streams_bench", "Streams controller: job -> PE pods Running, PE restart, fusion"),
     "preempt": ("bench.preempt_bench", "one preemption decision in a full cluster (5,000 nodes, 50,000 pods)"),
     "e2e": ("bench.e2e_bench", "end-to-end pods/s and recovery with sim-cluster, shim and engine"),
+    "failover": ("bench.failover_bench", "active/standby: leader killed, paused, cut under a pod stream"),
     "regions": ("bench.regions_bench", "consistent-region drain round trip of a 100-PE region"),
     "vs-yunikorn": ("bench.vs_yunikorn", "Apache YuniKorn and ykshm side by side on a real control plane + KWOK"),
     "report": ("bench.report", "the quick form of every benchmark, one table: figure, target, ok/short"),

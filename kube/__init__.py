@@ -14,6 +14,9 @@ cr-operator, pe-sim, admission): the one place they meet.
     client      the API calls on httpx (trio): paged list, list/watch informers (410
                 relist), bind, events, RawConnection for fast POSTs
     store       one resource kind's local cache (an informer's store) and the relist diff
+    leaderelection  active/standby through a coordination.k8s.io/v1 Lease, client-go's
+                semantics (lease duration, renew deadline, retry period) and the fence a
+                leader checks before each write
     args        the API-server and logging flags every Kubernetes-facing role shares; run_role
 
 `kube` imports no role and never `simcluster`: it talks to any kube-apiserver.

@@ -197,18 +197,24 @@ class RawConnection:
         body, self._buf = self._buf[:n], self._buf[n:]
         return body
 
-    async def post(self, path: str, body: bytes, timeout: float = 30.0) -> tuple[int, bytes]:
+    async def post(self, path: str, body: bytes, timeout: float = 30.0,
+                   before_send: Callable[[], None] | None = None) -> tuple[int, bytes]:
         """POST JSON; returns (status, body). Raises httpx.TransportError subclasses; a 401 that
-        fresh credentials do not cure raises CredentialsError."""
+        fresh credentials do not cure raises CredentialsError. `before_send` is called right
+        before the request's bytes are written (after connecting): a leader's fence, whose
+        exception propagates and leaves nothing sent."""
         applier = self.cfg.applier
-        status, data = await self._post_once(path, body, await applier.authorization(), timeout)
+        status, data = await self._post_once(path, body, await applier.authorization(), timeout,
+                                             before_send)
         if status == 401 and await applier.creds.refresh():
-            status, data = await self._post_once(path, body, await applier.authorization(), timeout)
+            status, data = await self._post_once(path, body, await applier.authorization(), timeout,
+                                                 before_send)
         if status == 401:
             raise refused(applier.creds.describe, status, data)
         return status, data
 
-    async def _post_once(self, path: str, body: bytes, auth: str, timeout: float) -> tuple[int, bytes]:
+    async def _post_once(self, path: str, body: bytes, auth: str, timeout: float,
+                         before_send: Callable[[], None] | None = None) -> tuple[int, bytes]:
         request = (b"POST " + (self.prefix + path).encode() + b" HTTP/1.1\r\nHost: "
                    + self.host_header + b"\r\n" + self._extra
                    + (b"Authorization: " + auth.encode() + b"\r\n" if auth else b"")
@@ -218,6 +224,8 @@ class RawConnection:
             with trio.fail_after(timeout):
                 if self._stream is None:
                     await self._connect()
+                if before_send is not None:
+                    before_send()
                 await self._stream.send_all(request)
                 head = await self._read_until(b"\r\n\r\n")
                 lines = head.split(b"\r\n")
@@ -251,18 +259,21 @@ class RawConnection:
             raise
 
 
-async def post_raw(conn: RawConnection, path: str, obj: Mapping[str, Any]) -> None:
+async def post_raw(conn: RawConnection, path: str, obj: Mapping[str, Any],
+                   before_send: Callable[[], None] | None = None) -> None:
     """POST an object over a RawConnection. Raises ApiStatusError on an error answer."""
-    status, data = await conn.post(path, orjson.dumps(obj))
+    status, data = await conn.post(path, orjson.dumps(obj), before_send=before_send)
     _raise_for(status, data)
 
 
-async def bind_raw(conn: RawConnection, namespace: str, name: str, uid: str, node: str) -> None:
-    """POST pods/{name}/binding. Raises ApiStatusError (409 = already bound, 404 = gone)."""
+async def bind_raw(conn: RawConnection, namespace: str, name: str, uid: str, node: str,
+                   before_send: Callable[[], None] | None = None) -> None:
+    """POST pods/{name}/binding. Raises ApiStatusError (409 = already bound, 404 = gone);
+    `before_send` (a leader's fence) is called right before the request is written."""
     await post_raw(conn, f"/api/v1/namespaces/{namespace}/pods/{name}/binding", {
         "apiVersion": "v1", "kind": "Binding",
         "metadata": {"name": name, "namespace": namespace, "uid": uid},
-        "target": {"apiVersion": "v1", "kind": "Node", "name": node}})
+        "target": {"apiVersion": "v1", "kind": "Node", "name": node}}, before_send)
 
 
 # ---------------------------------------------------------------------------------- informer

@@ -3,12 +3,22 @@
     ykshm shim --api-server URL | --kubeconfig FILE [--context CTX] [--socket PATH] [--name NAME]
                [--rm-id ID] [--bind-workers N] [--watch-timeout S] [--recovery-timeout S]
                [--configmaps | --no-configmaps] [--namespace NS] [--log-level LEVEL]
+               [--leader-elect [--leader-elect-lease-duration 15s] [--leader-elect-renew-deadline 10s]
+                [--leader-elect-retry-period 2s] [--leader-elect-resource-name yunikorn-scheduler]
+                [--leader-elect-resource-namespace NS] [--leader-elect-identity ID]]
 
 With `--configmaps` (the default inside a cluster, i.e. when KUBERNETES_SERVICE_HOST is set) the
 engine's configuration is YuniKorn's: `yunikorn-defaults` + `yunikorn-configs` in `--namespace`
 (default $NAMESPACE, else `default`), watched and hot-reloaded (shim_k8s.configmaps); it replaces
 what the engine read from its `--config` file, except the sizes fixed at the engine's start.
 Without it (systemd, `ykshm run`) the engine's file is the configuration.
+
+With `--leader-elect` (kube-scheduler's flag names and client-go's defaults) the shim is one
+candidate of the Lease `--leader-elect-resource-namespace`/`--leader-elect-resource-name`: a warm
+standby until elected, the leader after (see shim_k8s.shim, "Active/standby", and
+kube.leaderelection). The identity defaults to HOSTNAME_UUID (the pod's name in a pod). In a pod
+($POD_NAME, or `--leader-elect-pod`) the shim labels it `ykshm.io/scheduler-role=leader|standby`,
+which the Service selects.
     ykshm shim status [--name NAME | --status-file PATH] [--json] [--nodes]
 
 The shim writes its state to `RUNTIME/NAME.shim.json` (`common.runtimedir`); `status` reads it (exit 1 if there is
@@ -19,6 +29,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
+import socket
+import uuid
 import sys
 import time
 from collections.abc import Sequence
@@ -31,6 +44,20 @@ from shm.segment import pid_exists
 from kube import args as kubeargs
 
 PROG = "ykshm shim"
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m)?")
+
+
+def duration(text: str) -> float:
+    """Seconds from "15", "15s", "1.5s", "500ms" or "1m" (kube-scheduler's flags take Go
+    durations); argparse turns the ValueError into one usage line (exit 2)."""
+    m = _DURATION.fullmatch(text.strip())
+    if m is None:
+        raise ValueError(f"not a duration: {text!r}")
+    return float(m.group(1)) * {"ms": 0.001, "s": 1.0, "m": 60.0, None: 1.0}[m.group(2)]
+
+
+duration.__name__ = "duration"   # argparse names the type in its message
 
 
 def _run(argv: Sequence[str]) -> int:
@@ -58,6 +85,24 @@ def _run(argv: Sequence[str]) -> int:
                         help="watch timeoutSeconds (300)")
     parser.add_argument("--status-file", metavar="PATH",
                         help="status file (default RUNTIME/NAME.shim.json)")
+    lead = parser.add_argument_group("leader election (active/standby through a Lease)")
+    lead.add_argument("--leader-elect", action="store_true",
+                      help="run as a candidate of the Lease: standby until elected (default off)")
+    lead.add_argument("--leader-elect-lease-duration", type=duration, default=15.0, metavar="D",
+                      help="how long a standby waits after the Lease last changed (default 15s)")
+    lead.add_argument("--leader-elect-renew-deadline", type=duration, default=10.0, metavar="D",
+                      help="a leader not renewed for this long stops writing and exits (default 10s)")
+    lead.add_argument("--leader-elect-retry-period", type=duration, default=2.0, metavar="D",
+                      help="between tries to acquire or renew (default 2s)")
+    lead.add_argument("--leader-elect-resource-name", default="yunikorn-scheduler", metavar="NAME",
+                      help="the Lease's name (default yunikorn-scheduler)")
+    lead.add_argument("--leader-elect-resource-namespace", default=None, metavar="NS",
+                      help="the Lease's namespace (default: --namespace's)")
+    lead.add_argument("--leader-elect-identity", default=None, metavar="ID",
+                      help="this candidate's holderIdentity (default HOSTNAME_UUID)")
+    lead.add_argument("--leader-elect-pod", default=os.environ.get("POD_NAME", ""), metavar="NAME",
+                      help="label this pod (in the Lease's namespace) ykshm.io/scheduler-role="
+                           "leader|standby, for the Service to select the leader (default $POD_NAME)")
     args = parser.parse_args(argv)
     if args.bind_workers < 1:
         raise UsageError("--bind-workers must be at least 1")
@@ -67,19 +112,40 @@ def _run(argv: Sequence[str]) -> int:
         raise UsageError(f"--recovery-timeout {args.recovery_timeout:g}: must be more than 0 seconds")
 
 
+    from kube.leaderelection import LeadershipLost
+
     from .shim import ShimFailed, ShimOptions, serve
 
     kube = kubeargs.kube_config(args)
     from .configmaps import default_namespace
 
+    leader = None
+    if args.leader_elect:
+        from kube.leaderelection import LeaseConfig
+        try:
+            leader = LeaseConfig(
+                namespace=args.leader_elect_resource_namespace or args.namespace or default_namespace(),
+                name=args.leader_elect_resource_name,
+                identity=args.leader_elect_identity or f"{socket.gethostname()}_{uuid.uuid4()}",
+                lease_duration=args.leader_elect_lease_duration,
+                renew_deadline=args.leader_elect_renew_deadline,
+                retry_period=args.leader_elect_retry_period)
+        except ValueError as exc:
+            raise UsageError(f"--leader-elect: {exc}") from None
     opts = ShimOptions(kube=kube, name=args.name, socket_path=args.socket or "",
                        rm_id=args.rm_id or "mycluster", status_file=args.status_file or "",
                        bind_workers=args.bind_workers, watch_timeout=args.watch_timeout,
                        recovery_timeout=args.recovery_timeout, configmaps=args.configmaps,
                        namespace=args.namespace or default_namespace(),
-                       rm_id_from_config=args.rm_id is None)
+                       rm_id_from_config=args.rm_id is None, leader=leader,
+                       leader_pod=args.leader_elect_pod if leader is not None else "")
     try:
         kubeargs.run_role(serve, opts)
+    except* LeadershipLost as group:
+        lost: BaseException = group
+        while isinstance(lost, BaseExceptionGroup):
+            lost = lost.exceptions[0]
+        raise Failure(f"leadership lost: {lost}") from None
     except* ShimFailed as group:
         leaf: BaseException = group
         while isinstance(leaf, BaseExceptionGroup):
@@ -123,6 +189,11 @@ def _status(argv: Sequence[str]) -> int:
         print(f"  engine view: {engine.get('applications')} apps, {engine.get('asks')} asks, "
               f"{engine.get('allocations')} allocations; bindings {binds.get('done')} done, "
               f"{binds.get('inFlight')} in flight")
+        lead = doc.get("leaderElection")
+        if lead:
+            print(f"  leader election: {lead.get('role')} of lease {lead.get('lease')} as "
+                  f"{lead.get('identity')}; holder {lead.get('holder') or '(none)'}, transitions "
+                  f"{lead.get('leaseTransitions')}, fenced writes {lead.get('fencedWrites')}")
         cms = doc.get("configMaps")
         if cms:
             refused = cms.get("refused")

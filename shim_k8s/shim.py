@@ -18,6 +18,27 @@ socket file is replaced: a new engine's) until a new engine answers, then regist
 A shim that reaches Failed (the engine refused registration) exits with `ShimFailed`;
 cancellation (SIGTERM) exits cleanly after writing a final status.
 
+Active/standby (`leader`, kube.leaderelection)
+----------------------------------------------
+With a `LeaseConfig` the shim is one candidate of a Lease. Until elected it is a warm standby:
+its informers list and watch (its caches are current), but it does not connect to its engine
+(which stays idle and unregistered), binds nothing, deletes nothing. Elected, it connects,
+registers and recovers (seed 004) from the caches it already has, then binds. Every leader write
+(a binding, a pod deletion, creation or status patch) passes the elector's fence right before it
+is sent: none once the Lease was not renewed within the renew deadline. A leader that loses the
+Lease exits (`LeadershipLost`, exit 1; kube-scheduler does the same) and its supervisor restarts
+it as a standby; a leader stopped cleanly (SIGTERM) releases the Lease first. A bind answered
+409 (the pod already has a `nodeName`: bound by the other replica) is reconciled from the watch:
+the pod's nodeName is the arbiter.
+
+With `leader_pod` (in a cluster: $POD_NAME, in the Lease's namespace) the shim labels its own pod
+`ykshm.io/scheduler-role`: `standby` at start (a restarted container clears its predecessor's
+label), `leader` once elected, and the elected leader relabels `standby` any other pod of the
+namespace still labelled `leader` (a leader that died cannot). The Service selects
+`ykshm.io/scheduler-role: leader`, so the REST API and the event streams follow the leader. The
+leader's relabelling passes the fence too; a label that cannot be written is retried every retry
+period (it routes readers; it decides nothing).
+
 Status
 ------
 `ykshm shim status` reads the JSON status file `RUNTIME/NAME.shim.json` (mode 0640,
@@ -49,6 +70,7 @@ from common.backoff import Backoff
 from common.configsection import ConfigError
 from common.shimstatus import status_path, write_status
 from kube import client as kubeclient
+from kube.leaderelection import Fenced, LeaderElector, LeaseConfig
 from . import configmaps
 from .core import Actions, Bind, ShimCore
 from .core.actions import PodStatus
@@ -157,6 +179,10 @@ class ShimOptions:
     namespace: str = "default"
     rm_id_from_config: bool = False
     """The RM ID is the ConfigMaps' service.clusterId (no --rm-id given)."""
+    leader: LeaseConfig | None = None
+    """Active/standby through this Lease (None: always active, no election)."""
+    leader_pod: str = ""
+    """This replica's pod (in the Lease's namespace), labelled with its role ("": no label)."""
 
     def __post_init__(self) -> None:
         if not self.socket_path:
@@ -179,7 +205,21 @@ class Shim:
         self._status_dirty = trio.Event()
         self.events_posted = 0
         self.events_dropped = 0
+        self.fenced = 0
+        self.first_write_sent = 0.0
+        self.last_write_sent = 0.0
         self.started = time.time()
+        self.elector: LeaderElector | None = None
+
+    def _fence(self) -> None:
+        """Raise `Fenced` unless this shim may write as the leader (always, without election);
+        else note the wall time of this write (the status shows the first and the last: a
+        deposed leader's last write is before its successor's acquireTime)."""
+        if self.elector is not None:
+            self.elector.fence()
+            self.last_write_sent = time.time()
+            if not self.first_write_sent:
+                self.first_write_sent = self.last_write_sent
 
     # ------------------------------------------------------------------ running
     async def _load_configmaps(self, client: httpx.AsyncClient) -> Informer:
@@ -209,11 +249,15 @@ class Shim:
                         timeout_seconds=self.opts.watch_timeout)
 
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        async with self.opts.kube.client() as client:
+        async with self.opts.kube.client() as client, self.opts.kube.client() as lease_client:
             self.client = client
+            if self.opts.leader is not None:   # its own connections: never queued behind others
+                self.elector = LeaderElector(lease_client, self.opts.leader)
             cm_informer = await self._load_configmaps(client) if self.opts.configmaps else None
             try:
                 async with trio.open_nursery() as nursery:
+                    if self.elector is not None:
+                        nursery.start_soon(self._lead, self.elector)
                     nodes = Informer(client, "/api/v1/nodes", "nodes",
                                      timeout_seconds=self.opts.watch_timeout)
                     pods = Informer(client, "/api/v1/pods", "pods",
@@ -236,7 +280,50 @@ class Shim:
                     self._write_status()
                     task_status.started()
             finally:
+                if self.elector is not None:   # every writer has stopped: give the Lease up
+                    with trio.CancelScope(shield=True):
+                        await self.elector.release()
                 self._write_status(stopped=True)
+
+    async def _lead(self, elector: LeaderElector) -> None:
+        """Run the election; the status shows the role as soon as it changes. `LeadershipLost`
+        ends the shim (the nursery is cancelled by it)."""
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(elector.run)
+            if self.opts.leader_pod:
+                await self._label_pods(elector, LABEL_STANDBY)
+            await elector.elected.wait()
+            log.info("elected leader of lease %s (identity %s): connecting to the engine",
+                     f"{elector.config.namespace}/{elector.config.name}", elector.config.identity)
+            self._status_dirty.set()
+            if self.opts.leader_pod:
+                await self._label_pods(elector, LABEL_LEADER)
+
+    async def _label_pods(self, elector: LeaderElector, role: str) -> None:
+        """Label our pod `role`; as the leader, also relabel `standby` every other pod of the
+        namespace labelled `leader`. Retried every retry period until it is done (or fenced)."""
+        ns, own = elector.config.namespace, self.opts.leader_pod
+        while True:
+            try:
+                if role == LABEL_LEADER:
+                    self._fence()
+                await _set_role_label(self.client, ns, own, role)
+                if role == LABEL_LEADER:
+                    resp = await self.client.get(f"/api/v1/namespaces/{ns}/pods", params={
+                        "labelSelector": f"{ROLE_LABEL}={LABEL_LEADER}"})
+                    for pod in kubeclient.check(resp).get("items") or []:
+                        name = pod["metadata"]["name"]
+                        if name != own:
+                            self._fence()
+                            await _set_role_label(self.client, ns, name, LABEL_STANDBY)
+                            log.info("pod %s/%s relabelled %s=%s", ns, name, ROLE_LABEL, LABEL_STANDBY)
+                log.info("pod %s/%s labelled %s=%s", ns, own, ROLE_LABEL, role)
+                return
+            except Fenced:
+                return
+            except (ApiStatusError, httpx.HTTPError) as exc:
+                log.warning("cannot label pod %s/%s %s=%s: %s", ns, own, ROLE_LABEL, role, exc)
+            await trio.sleep(elector.config.retry_period)
 
     async def _core_loop(self) -> None:
         core = self.core
@@ -332,6 +419,8 @@ class Shim:
 
     # ------------------------------------------------------------------ workers
     async def _si_connector(self) -> None:
+        if self.elector is not None:    # a standby leaves its engine idle and unregistered
+            await self.elector.elected.wait()
         path = self.opts.socket_path
         backoff = Backoff(0.05, 0.25)
         gen = 0
@@ -389,8 +478,11 @@ class Shim:
             ok = conflict = gone = False
             reason = ""
             try:
-                await kubeclient.bind_raw(conn, b.namespace, b.name, b.uid, b.node)
+                await kubeclient.bind_raw(conn, b.namespace, b.name, b.uid, b.node, self._fence)
                 ok = True
+            except Fenced as exc:       # not sent; the shim is about to exit (LeadershipLost)
+                self._note_fenced("bind", b.namespace, b.name, exc)
+                continue
             except ApiStatusError as exc:
                 conflict, gone = exc.code == 409, exc.code == 404
                 reason = str(exc)
@@ -420,6 +512,7 @@ class Shim:
         async for item in self._misc_recv:
             what = {DeletePod: "delete", CreatePod: "create"}.get(type(item), "update status of")
             try:
+                self._fence()
                 if isinstance(item, DeletePod):
                     if item.preempted:
                         await mark_disruption(self.client, item.namespace, item.name)
@@ -429,8 +522,20 @@ class Shim:
                 else:
                     await kubeclient.patch_pod_status(self.client, item.namespace, item.name,
                                                       item.status)
+            except Fenced as exc:
+                self._note_fenced(what, item.namespace if not isinstance(item, CreatePod) else
+                                  item.pod["metadata"].get("namespace", ""),
+                                  item.name if not isinstance(item, CreatePod) else
+                                  item.pod["metadata"].get("name", ""), exc)
             except (ApiStatusError, httpx.HTTPError) as exc:
                 log.warning("%s pod failed: %s", what, exc)
+
+    def _note_fenced(self, what: str, namespace: str, name: str, exc: Fenced) -> None:
+        self.fenced += 1
+        if self.fenced == 1 or self.fenced % 100 == 0:
+            log.warning("%s %s/%s not sent (%d fenced writes): %s", what, namespace, name,
+                        self.fenced, exc)
+        self._status_dirty.set()
 
     async def _status_writer(self) -> None:
         while True:
@@ -453,6 +558,10 @@ class Shim:
                           for i in self._informers},
             "events": {"posted": self.events_posted, "dropped": self.events_dropped},
         })
+        if self.elector is not None:
+            doc["leaderElection"] = {**self.elector.status(), "fencedWrites": self.fenced,
+                                     "firstWriteSent": self.first_write_sent,
+                                     "lastWriteSent": self.last_write_sent}
         if self.core.config_source is not None:
             doc["configMaps"] = self.core.config_source.status()
         return doc
@@ -464,6 +573,19 @@ class Shim:
             write_status(path, data)
         except OSError as exc:
             log.warning("cannot write status file %s: %s", path, exc)
+
+
+ROLE_LABEL = "ykshm.io/scheduler-role"
+"""The label on each replica's pod that the Service selects (`leader`)."""
+LABEL_LEADER, LABEL_STANDBY = "leader", "standby"
+
+
+async def _set_role_label(client: httpx.AsyncClient, namespace: str, pod: str, role: str) -> None:
+    """One merge PATCH of the pod's `ykshm.io/scheduler-role` label; ApiStatusError if refused."""
+    resp = await client.patch(f"/api/v1/namespaces/{namespace}/pods/{pod}",
+                              content=orjson.dumps({"metadata": {"labels": {ROLE_LABEL: role}}}),
+                              headers={"Content-Type": "application/merge-patch+json"})
+    kubeclient.check(resp)
 
 
 SOCKET_POLL = 0.01

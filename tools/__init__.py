@@ -12,6 +12,8 @@
     ring_render human-readable events and numbers for `ykshm ring` and `ykshm status`
     shmscan     an instance's segments seen from outside: files, memory, mapping processes
     harness     a real sim-cluster + engine + shim as subprocesses, for end-to-end tests and bench
+                (and active/standby replicas: engine + shim --leader-elect each)
+    cutproxy    a loopback TCP proxy whose connections can be cut: one process's network partition
     completion  `ykshm completion bash|zsh`: a completion script from the argparse tree
     realk8s_cmd  `ykshm realk8s build|run`: the real control plane built from Go, a command run against it
     realk8s_build  the Go build of etcd, kube-apiserver, kube-controller-manager into a cache keyed by the pin

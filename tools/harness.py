@@ -107,6 +107,62 @@ class ObjectWatch:
         self._thread.join(10)
 
 
+class BindWatch:
+    """Every binding of the pods of `namespace` as the API server announces it: a thread watches
+    the pods (from a list's resourceVersion, so nothing is missed) and records, per pod, each
+    change of `spec.nodeName` from unset (or from another node) with the time it was seen.
+    A pod bound twice has two entries; `close()` ends the watch."""
+
+    def __init__(self, url: str, namespace: str = "default") -> None:
+        self.binds: dict[str, list[tuple[float, str]]] = {}
+        self._node: dict[str, str] = {}
+        self._lock = threading.Lock()
+        self._client = httpx.Client(base_url=url, timeout=httpx.Timeout(10.0, read=None))
+        self._path = f"/api/v1/namespaces/{namespace}/pods"
+        listed = self._client.get(self._path).json()
+        for pod in listed["items"]:
+            self._see(pod)
+        self._rv = listed["metadata"]["resourceVersion"]
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _see(self, pod: dict[str, Any]) -> None:
+        name, node = pod["metadata"]["name"], (pod.get("spec") or {}).get("nodeName") or ""
+        with self._lock:
+            if node and self._node.get(name, "") != node:
+                self.binds.setdefault(name, []).append((time.time(), node))
+            self._node[name] = node
+
+    def _run(self) -> None:
+        try:
+            with self._client.stream("GET", self._path, params={
+                    "watch": "1", "resourceVersion": self._rv}) as resp:
+                for line in resp.iter_lines():
+                    if line:
+                        event = orjson.loads(line)
+                        if event.get("type") in ("ADDED", "MODIFIED"):
+                            self._see(event["object"])
+        except Exception:  # noqa: BLE001 - closed under it by close(), from the test's thread
+            pass
+
+    def bound_twice(self) -> list[str]:
+        with self._lock:
+            return sorted(name for name, binds in self.binds.items() if len(binds) > 1)
+
+    def bound(self) -> set[str]:
+        with self._lock:
+            return set(self.binds)
+
+    def times(self) -> list[float]:
+        """When each binding was seen, in order."""
+        with self._lock:
+            return sorted(t for binds in self.binds.values() for t, _ in binds)
+
+    def close(self) -> None:
+        self._client.close()
+        self._thread.join(10)
+
+
 class Kubectl:
     """The real `kubectl` against a cluster URL, with no kubeconfig of the user's."""
 
@@ -181,6 +237,96 @@ class Proc:
         return self.popen.returncode
 
 
+class Replica:
+    """One scheduler replica of an active/standby pair: its own engine (instance name
+    `NAME-rI`, socket, status file) and a shim with `--leader-elect` on the Lease `lease`,
+    through its own `CutProxy` to sim-cluster (so a test can cut this replica's API links).
+    `timings` = (lease duration, renew deadline, retry period) in seconds."""
+
+    def __init__(self, cluster: "Cluster", index: int, lease: str,
+                 timings: tuple[float, float, float], extra: Iterable[str] = ()) -> None:
+        from tools.cutproxy import CutProxy
+
+        self.cluster = cluster
+        self.index = index
+        self.name = f"{cluster.name}-r{index}"
+        self.identity = f"replica-{index}"
+        self.socket = os.path.join(cluster.tmp, f"engine-r{index}.sock")
+        self.status_file = status_path(self.name)
+        port = int(cluster.url.rsplit(":", 1)[1].split("/")[0])
+        self.proxy = CutProxy(port)
+        self.engine = Proc(f"engine-r{index}", ["engine", "--config", cluster.config,
+                                                "--name", self.name, "--socket", self.socket],
+                           cluster.log_dir)
+        lease_duration, renew_deadline, retry_period = timings
+        try:
+            os.unlink(self.status_file)
+        except FileNotFoundError:
+            pass
+        self.shim = Proc(f"shim-r{index}", [
+            "shim", "--api-server", self.proxy.url, "--name", self.name, "--socket", self.socket,
+            "--leader-elect", "--leader-elect-resource-name", lease,
+            "--leader-elect-identity", self.identity,
+            "--leader-elect-lease-duration", f"{lease_duration:g}",
+            "--leader-elect-renew-deadline", f"{renew_deadline:g}",
+            "--leader-elect-retry-period", f"{retry_period:g}", *extra], cluster.log_dir)
+
+        self.web: Proc | None = None
+        self.web_url = ""
+
+    def start_web(self, timeout: float = 30) -> str:
+        """`ykshm web` of this replica (one worker, a free loopback port); its URL once it answers."""
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        self.web = Proc(f"web-r{self.index}", ["web", "--name", self.name, "--bind",
+                                               f"127.0.0.1:{port}", "--workers", "1"],
+                        self.cluster.log_dir)
+        self.web_url = f"http://127.0.0.1:{port}"
+
+        def up() -> bool:
+            if not self.web.alive():
+                raise HarnessError(f"web exited: {self.web.tail()}")
+            return httpx.get(self.web_url + "/ws/v1/scheduler/healthcheck", timeout=2).status_code == 200
+
+        wait_for(up, timeout, f"the web of replica {self.index}")
+        return self.web_url
+
+    def status(self) -> dict[str, Any]:
+        return read_status(self.status_file)
+
+    def role(self) -> str | None:
+        """"leader" or "standby" from the shim's status file (None before it is written)."""
+        try:
+            return self.status().get("leaderElection", {}).get("role")
+        except (OSError, ValueError):
+            return None
+
+    def wait_role(self, role: str, timeout: float = 30) -> dict[str, Any]:
+        def ok() -> dict[str, Any] | None:
+            if not self.shim.alive():
+                raise HarnessError(f"shim {self.name} exited: {self.shim.tail()}")
+            doc = self.status()
+            return doc if doc.get("leaderElection", {}).get("role") == role else None
+
+        return wait_for(ok, timeout, f"replica {self.index} {role}", interval=0.02)
+
+    def close(self) -> None:
+        procs = [p for p in (self.web, self.shim, self.engine) if p is not None]
+        for proc in procs:
+            proc.send(signal.SIGCONT)   # a paused process cannot act on SIGTERM
+            proc.signalled = None
+            proc.send()
+        for proc in procs:
+            proc.stop()
+        self.proxy.close()
+        for path in [self.status_file, *glob.glob(f"/dev/shm/{glob.escape(self.name)}.*")]:
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+
+
 class Cluster:
     """sim-cluster + engine + shim for one instance name. Use as a context manager."""
 
@@ -210,6 +356,18 @@ class Cluster:
         self.url = ""
         self.api: httpx.Client | None = None
         self.engines_started = 0
+        self.replicas: list[Replica] = []
+        self.replicas_started = 0
+
+    def start_replica(self, lease: str = "yunikorn-scheduler",
+                      timings: tuple[float, float, float] = (15.0, 10.0, 2.0),
+                      extra: Iterable[str] = ()) -> Replica:
+        """One more scheduler replica on this sim-cluster (see `Replica`); not waited for.
+        Indexes (names, identities) are never reused, even after a replica is removed."""
+        replica = Replica(self, self.replicas_started, lease, timings, extra)
+        self.replicas_started += 1
+        self.replicas.append(replica)
+        return replica
 
     # ------------------------------------------------------------------ processes
     def start_sim(self, timeout: float = 20) -> str:
@@ -311,6 +469,8 @@ class Cluster:
         self.engine.stop(signal.SIGKILL)
 
     def close(self) -> None:
+        for replica in self.replicas:
+            replica.close()
         procs = [p for p in (self.streams, self.shim, self.engine, self.sim) if p is not None]
         for proc in procs:  # all signalled first: they shut down side by side, not in turn
             proc.send()

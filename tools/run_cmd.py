@@ -39,6 +39,12 @@ can run ykshm's own pods in it (README, "Running in a cluster").
 sim-cluster runs here, and `kubectl apply -k DIR` (`deploy/kubernetes`) brings every role up as
 its process pods; the banner names the web through `yunikorn-service`'s address.
 
+`--replicas 2` runs the scheduler as active/standby (README, "Active/standby"): replica I is an
+engine and a `ykshm shim --leader-elect` (identity NAME-I) of its own, on the Lease
+`yunikorn/yunikorn-scheduler`, and a web of its own on `--port` + I - 1; replica 1's instance
+name is NAME, the others' NAME-I. The supervisor restarts a shim that lost the Lease (exit 1):
+it comes back as the standby. `/ws/v1/scheduler/healthcheck` of each web says which leads.
+
 `--export URL` adds `ykshm export --redis URL` as one more supervised child (after the shim, before
 the web), so the event history and state also go to Redis Streams.
 
@@ -278,6 +284,9 @@ def build_parser() -> Parser:
                         help="the same demo on the real control plane (ykshm realk8s build first): "
                              "kube-apiserver in a network namespace of its own, the node agent's --nodes "
                              "nodes (tools/run_realk8s.py)")
+    parser.add_argument("--replicas", type=int_range(1, 3), default=1,
+                        help="scheduler replicas (engine + shim + web each), active/standby through "
+                             "a Lease; web I on --port + I - 1 (default 1: no election)")
     parser.add_argument("--ui-dir", metavar="DIR", help="serve this single-page UI build (YuniKorn's "
                         "web UI, say) at / of the REST port: `ykshm web --ui-dir`")
     logsetup.add_flags(parser)      # passed on to every child
@@ -319,7 +328,6 @@ def children_for(args, runtime: Path, config: Path, creds: Credentials, pods: Pa
     """The roles to supervise; with `pods` (--manifests) sim-cluster only, its pods there; with
     --real-k8s (`pods` then the node agent's pods directory) the node agent instead of sim-cluster."""
     ykshm = ykshm_argv()
-    sock = runtime / "si.sock"
     images = [f"{PE_IMAGE.replace('{build}', build)}=ykshm pe-sim" for build in ("debug", "release")]
     sim = [*ykshm, "sim-cluster", "--port", str(args.api_port), "--nodes", str(args.nodes),
            "--pki-dir", str(creds.pki), "--authorization-mode", "RBAC", "--policy-file", str(creds.policy),
@@ -332,15 +340,20 @@ def children_for(args, runtime: Path, config: Path, creds: Credentials, pods: Pa
         return [Child("sim-cluster", [*sim, "--pods-dir", str(pods)])]
     if getattr(args, "real_k8s", False):
         assert pods is not None
-        cluster = Child("node-agent", run_realk8s.node_agent_argv(ykshm, creds.admin, args.nodes, pods, images))
+        children = [Child("node-agent", run_realk8s.node_agent_argv(ykshm, creds.admin, args.nodes, pods, images))]
     else:
-        cluster = Child("sim-cluster", sim)
-    children = [
-        cluster,
-        Child("engine", [*ykshm, "engine", "--config", str(config), "--name", args.name, "--socket", str(sock)]),
-        Child("shim", [*ykshm, "shim", "--kubeconfig", str(creds.roles["shim"]), "--socket", str(sock),
-                       "--name", args.name, "--configmaps", "--namespace", ADMISSION_NAMESPACE]),
-    ]
+        children = [Child("sim-cluster", sim)]
+    for i in range(1, args.replicas + 1):
+        name, suffix = replica_name(args.name, i), "" if i == 1 else f"-{i}"
+        sock = runtime / f"si{suffix}.sock"
+        elect = [] if args.replicas == 1 else ["--leader-elect", "--leader-elect-identity",
+                                               f"{args.name}-{i}"]
+        children += [
+            Child(f"engine{suffix}", [*ykshm, "engine", "--config", str(config), "--name", name,
+                                      "--socket", str(sock)]),
+            Child(f"shim{suffix}", [*ykshm, "shim", "--kubeconfig", str(creds.roles["shim"]),
+                                    "--socket", str(sock), "--name", name, "--configmaps",
+                                    "--namespace", ADMISSION_NAMESPACE, *elect])]
     children.append(Child("streams", [*ykshm, "streams", "--kubeconfig", str(creds.roles["streams"]), "--install-crds",
                                       "--operators", "pod", "--bundle-dir", str(runtime / "bundles"),
                                       "--cache-dir", str(runtime / "bundle-cache"),
@@ -351,9 +364,16 @@ def children_for(args, runtime: Path, config: Path, creds: Credentials, pods: Pa
                                         "--webhook-url", f"https://{admission}", "--key-bits", "2048"]))
     if args.export:
         children.append(Child("export", [*ykshm, "export", "--redis", args.export, "--name", args.name]))
-    children.append(Child("web", [*ykshm, "web", "--name", args.name, "--bind", f"127.0.0.1:{args.port}",
-                                  "--workers", "2", "--config", str(config)]))
+    for i in range(1, args.replicas + 1):
+        children.append(Child("web" if i == 1 else f"web-{i}", [
+            *ykshm, "web", "--name", replica_name(args.name, i), "--bind",
+            f"127.0.0.1:{args.port + i - 1}", "--workers", "2", "--config", str(config)]))
     return children
+
+
+def replica_name(name: str, index: int) -> str:
+    """The instance name of scheduler replica `index` (1-based): NAME, then NAME-2, NAME-3."""
+    return name if index == 1 else f"{name}-{index}"
 
 
 ADMISSION_NAMESPACE = run_identities.SCHEDULER_NAMESPACE
@@ -483,7 +503,12 @@ def banner(args, log_path: Path, kubeconfig: Path, bundles: Path) -> str:
         f"  {ykshm_as_typed()} ring stat --name {args.name}\n"
         f"  {ykshm_as_typed()} status --name {args.name}\n"
         f"  kubectl --kubeconfig {kubeconfig} get pods -A\n"
-        f"  export KUBECONFIG={kubeconfig}\n"
+        + "".join(f"  replica {i}: web http://127.0.0.1:{args.port + i - 1}, "
+                  f"{ykshm_as_typed()} shim status --name {replica_name(args.name, i)} "
+                  f"(leader or standby: curl -s http://127.0.0.1:{args.port + i - 1}"
+                  f"/ws/v1/scheduler/healthcheck)\n"
+                  for i in range(1, args.replicas + 1) if args.replicas > 1)
+        + f"  export KUBECONFIG={kubeconfig}\n"
         f"Streams bundles (--bundle-dir): {bundles}\n"
         "Ctrl-C stops everything.\n"
     )
@@ -582,8 +607,11 @@ def preflight(args) -> Path | None:
     args.ui_dir = check_ui_dir(args.ui_dir)
     check_config(args.config)
     check_shm_writable(args.name)
-    check_no_live_instance(args.name)
+    for i in range(1, args.replicas + 1):
+        check_no_live_instance(replica_name(args.name, i))
     if manifests is None:
+        for i in range(2, args.replicas + 1):
+            check_port_free(args.port + i - 1, f"REST of replica {i} (--port + {i - 1})")
         check_port_free(args.port, "REST")
         check_port_free(args.admission_port, "admission controller")
     if not args.real_k8s:
@@ -658,6 +686,8 @@ def _run(argv: Sequence[str]) -> int:
         supervisor.stop_all()
         supervisor.close_log()
         cleanup(args.name, runtime)
+        for i in range(2, args.replicas + 1):
+            cleanup(replica_name(args.name, i), runtime)
         if pods is not None:
             shutil.rmtree(pods, ignore_errors=True)
 

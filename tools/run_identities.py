@@ -84,8 +84,13 @@ deploy/kubernetes and YuniKorn's chart do: out of reach of the demo users (`edit
 
 # role -> (namespace, rules): what a user role may do in one namespace only (a RoleBinding)
 NAMESPACED_RULES: dict[str, tuple[str, list[tuple]]] = {
-    # the shim reads yunikorn-defaults/yunikorn-configs (its queues, hot-reloaded) there only
-    "shim": (SCHEDULER_NAMESPACE, [([""], ["configmaps"], RO)]),
+    # the shim reads yunikorn-defaults/yunikorn-configs (its queues, hot-reloaded) there only;
+    # with `--replicas 2` its Lease (kube/leaderelection.py): created once, then get/update of
+    # that one Lease by name (a create cannot be limited by name)
+    "shim": (SCHEDULER_NAMESPACE, [([""], ["configmaps"], RO),
+                                   (["coordination.k8s.io"], ["leases"], ["create"]),
+                                   (["coordination.k8s.io"], ["leases"], ["get", "update"],
+                                    ["yunikorn-scheduler"])]),
 }
 
 

@@ -168,7 +168,9 @@ def problems_of(doc: dict[str, Any]) -> list[str]:
     if "engine" in present and doc["ring"] is None:
         problems.append("the engine runs but its ring was not found")
     shim = doc.get("shim")
-    if "shim" in present and shim is not None and shim.get("state") not in ("Running", "Recovering", "Starting"):
+    standby = ((shim or {}).get("leaderElection") or {}).get("role") == "standby"
+    if "shim" in present and shim is not None and not standby and \
+            shim.get("state") not in ("Running", "Recovering", "Starting"):
         problems.append(f"shim is {shim.get('state')}" + (f": {shim['failure']}" if shim.get("failure") else ""))
     return problems
 
@@ -259,18 +261,34 @@ def ring_name(name: str, processes: list[dict[str, Any]]) -> str:
 def engine_shm_dir(processes: list[dict[str, Any]]) -> tuple[str, int] | None:
     """Where the instance's engine keeps its segments when not in /dev/shm, and the uid it runs
     as: its $YKSHM_SHM_DIR (a pod's in-memory emptyDir under `ykshm run --manifests`, where the
-    shim's status file is too; the pod runs under a uid of its own, simcluster.sandbox)."""
+    shim's status file is too; the pod runs under a uid of its own, simcluster.sandbox). Of two
+    scheduler pods (active/standby), the leader's."""
     from shm.segment import SHM_DIR_ENV
 
+    found: list[tuple[str, int]] = []
     for p in processes:
         if p["role"] == "engine" and p["alive"]:
             try:
                 proc = psutil.Process(p["pid"])
                 shared = proc.environ().get(SHM_DIR_ENV)
-                return (shared, proc.uids().effective) if shared else None
+                if not shared:
+                    return None
+                found.append((shared, proc.uids().effective))
             except psutil.Error:
                 return None
-    return None
+    # active/standby (two scheduler pods): the leader's, whose shim says so in its status file
+    ring = ring_name("ykshm", processes)
+    return next((f for f in found if _role_in(os.path.join(f[0], f"{ring}.shim.json")) == "leader"),
+                found[0] if found else None)
+
+
+def _role_in(path: str) -> str | None:
+    """The leader-election role a shim status file states (None: none, or unreadable)."""
+    try:
+        with open(path, "rb") as fh:
+            return (orjson.loads(fh.read()).get("leaderElection") or {}).get("role")
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 def collect(name: str) -> dict[str, Any]:
@@ -314,7 +332,7 @@ def _shim_status(name: str) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return {k: doc.get(k) for k in ("state", "failure", "registrations", "recoveries", "stopped", "pid",
-                                     "configMaps")}
+                                     "configMaps", "leaderElection")}
 
 
 def config_line(snap: dict[str, Any] | None, shim: dict[str, Any] | None) -> str:
@@ -418,6 +436,11 @@ def render(doc: dict[str, Any]) -> str:
                    + f", {_count(shim.get('registrations') or 0, 'registration')}, "
                    + _recoveries(shim.get("recoveries") or 0)
                    + (", stopped" if shim.get("stopped") else "") + "\n")
+        lead = shim.get("leaderElection")
+        if lead:
+            out.append(f"leader election: {lead.get('role')} of lease {lead.get('lease')} as "
+                       f"{lead.get('identity')} (holder {lead.get('holder') or 'none'}, "
+                       f"{_count(lead.get('leaseTransitions') or 0, 'transition')})\n")
     if doc.get("export") is not None:
         from export.status import summary_line
 

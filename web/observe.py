@@ -15,6 +15,10 @@ does). Checks:
   A refused one fails this check, naming why, but does not make `Healthy` false: the previous
   configuration stays in force and scheduling goes on, as in YuniKorn, whose health does not
   change when it refuses a config update (`WARNING_CHECKS`).
+- "Leader election" (only when the instance's shim runs with `--leader-elect`): this replica is
+  the leader or a warm standby (both healthy: a standby is ready to take over); the document
+  then also carries `LeaderElection` {role, identity, holder, lease, leaseTransitions}, so a
+  probe or `ykshm status` tells the active replica from the standby.
 
 Metrics are rendered with prometheus_client from a custom collector, so one scrape of any worker
 reports all workers: request counts/latencies and stream counters are summed from the shared
@@ -122,8 +126,28 @@ def health_document(app: "App") -> dict[str, Any]:
     if shim_doc is not None:
         checks.append(shim_check(shim_doc))
     checks.append(config_check(doc, shim_doc))
-    return {"Healthy": all(c["Succeeded"] for c in checks if c["Name"] not in WARNING_CHECKS),
-            "HealthChecks": checks}
+    lead = (shim_doc or {}).get("leaderElection")
+    if lead:
+        checks.append(leader_check(shim_doc or {}, lead))
+    health: dict[str, Any] = {
+        "Healthy": all(c["Succeeded"] for c in checks if c["Name"] not in WARNING_CHECKS),
+        "HealthChecks": checks}
+    if lead:
+        health["LeaderElection"] = {k: lead.get(k) for k in
+                                    ("role", "identity", "holder", "lease", "leaseTransitions")}
+    return health
+
+
+def leader_check(shim_doc: dict[str, Any], lead: dict[str, Any]) -> dict[str, Any]:
+    """Active/standby (`ykshm shim --leader-elect`): leader or standby, both healthy; a replica
+    whose shim stopped is neither (its last role is history). A standby answers the REST API from
+    its idle engine: the Service selects the leader."""
+    alive = pid_exists(int(shim_doc.get("pid") or 0)) and not shim_doc.get("stopped")
+    role = str(lead.get("role")) if alive else "stopped"
+    holder = lead.get("holder") or "(none)"
+    why = (f"{role} of lease {lead.get('lease')} as {lead.get('identity')}; holder {holder}, "
+           f"transitions {lead.get('leaseTransitions')}")
+    return _check("Leader election", alive, "This replica is the leader or a warm standby", why)
 
 
 def config_check(doc: dict[str, Any] | None, shim_doc: dict[str, Any] | None) -> dict[str, Any]:

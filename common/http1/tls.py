@@ -188,7 +188,10 @@ class TlsStream(trio.abc.HalfCloseableStream):
 
     async def send_all(self, data) -> None:
         if data:
-            self._tls.write(data)
+            try:
+                self._tls.write(data)
+            except ssl.SSLError as exc:   # the engine saw the client's EOF or an alert: gone
+                raise trio.BrokenResourceError(f"TLS error: {exc}") from None
             self._queue()
         await self._flush()
 

@@ -78,3 +78,16 @@ async def test_closing_twice_after_a_clean_close_is_harmless():
     await server.aclose()
     await server.aclose()
     assert await client.receive_some(5) == b""          # close_notify, once
+
+
+async def test_a_write_after_the_clients_eof_is_a_broken_stream_not_an_ssl_error():
+    """A client that left without close_notify (a probe that timed out): the answer written
+    after its EOF is trio's BrokenResourceError, which hypercorn takes as a closed connection,
+    not an `ssl.SSLEOFError` it logs as "Error in ASGI Framework" with a traceback."""
+    server, client, _ = await _connected()
+    await client.transport_stream.send_eof()            # its FIN, no close_notify
+    assert await server.receive_some() == b""
+    with pytest.raises(trio.BrokenResourceError):
+        await server.send_all(b"HTTP/1.1 200 OK\r\n\r\nOK\r\n")
+    await server.aclose()
+    await client.transport_stream.aclose()

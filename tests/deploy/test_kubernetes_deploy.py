@@ -3,8 +3,9 @@ on, exactly as a YuniKorn user would deploy it. Every role runs as a process pod
 under its own ServiceAccount; the admission controller registers itself; alice's pods are bound
 and counted as alice (and her group dev) in the web reached through `yunikorn-service`; a
 `maxapplications: 1` limit holds against a forged `user.info`; a Job's pods are alice's; a bad
-`yunikorn-configs` is refused by the webhook and a good one is in force within seconds; a deleted
-scheduler pod is replaced and recovers without binding anything twice; a preemption is done under
+`yunikorn-configs` is refused by the webhook and a good one is in force within seconds; the
+scheduler runs two replicas, one of them labelled leader and selected by the Service; a deleted
+leader pod is replaced, the standby takes over without binding anything twice; a preemption is done under
 the scheduler's own role (each victim marked DisruptionTarget through pods/status, then deleted).
 
 One sim-cluster for the module (the tests run in order and build on each other's state); it and
@@ -35,6 +36,8 @@ from cryptography import x509
 from tests.simcluster.test_simcluster import ROOT, start_cluster, stop_cluster
 
 NS = "yunikorn"
+ROLE_LABEL = "ykshm.io/scheduler-role"
+SCHEDULER_REPLICAS = 2
 FORBIDDEN = re.compile(r"403 Forbidden|[Ff]orbidden: ")
 ROLES = {  # Deployment -> (ServiceAccount, containers)
     "yunikorn-scheduler": ("yunikorn-admin", 3),
@@ -135,14 +138,20 @@ class Deployed:
         return httpx.get(f"http://{self.service('yunikorn-service')}:9080{path}", timeout=10)
 
     def ready_pods(self) -> dict[str, dict] | None:
-        """Deployment -> its one pod, once every container of every role is ready."""
-        found = {}
+        """Deployment -> its pod (the scheduler's: the leader's, labelled so), once every container
+        of every role is ready and both scheduler replicas are, one of them labelled leader."""
+        found, schedulers = {}, []
         for item in self.json("-n", NS, "get", "pods")["items"]:
             statuses = item["status"].get("containerStatuses") or []
             if item["metadata"].get("deletionTimestamp") or not statuses or not all(s["ready"] for s in statuses):
                 continue
-            found[item["metadata"]["name"].rsplit("-", 2)[0]] = item
-        return found if set(found) == set(ROLES) else None
+            deployment = item["metadata"]["name"].rsplit("-", 2)[0]
+            if deployment == "yunikorn-scheduler":
+                schedulers.append(item)
+                if (item["metadata"].get("labels") or {}).get(ROLE_LABEL) != "leader":
+                    continue
+            found[deployment] = item
+        return found if set(found) == set(ROLES) and len(schedulers) == SCHEDULER_REPLICAS else None
 
     def logs(self) -> str:
         return "".join(self.ok("-n", NS, "logs", item["metadata"]["name"], "--all-containers")
@@ -267,7 +276,7 @@ def test_the_limit_holds_against_a_forged_user_info_and_a_job_is_alices(deployed
     assert "NotFound" in deployed.kubectl("get", "pod", "alice-as-bob").stderr
 
 
-def test_a_deleted_scheduler_pod_is_replaced_and_recovers_binding_nothing_twice(deployed):
+def test_a_deleted_leader_pod_is_replaced_and_the_standby_takes_over_binding_nothing_twice(deployed):
     before = {p["metadata"]["name"]: p["spec"].get("nodeName") for p in deployed.json("get", "pods")["items"]}
     old = deployed.ready_pods()["yunikorn-scheduler"]["metadata"]["name"]
     deployed.ok("-n", NS, "delete", "pod", old)

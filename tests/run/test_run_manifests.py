@@ -32,8 +32,8 @@ def test_manifests_deploy_every_role_into_the_embedded_cluster(make_run, tmp_pat
     kubectl = ["kubectl", "--kubeconfig", inst.kubeconfig]
     pods = json.loads(subprocess.run([*kubectl, "-n", "yunikorn", "get", "pods", "-o", "json"], env=env,
                                      capture_output=True, text=True, timeout=30).stdout)["items"]
-    assert sorted(p["spec"]["serviceAccountName"] for p in pods) == [
-        "ykshm-streams", "yunikorn-admin", "yunikorn-admission-controller"]
+    assert sorted(p["spec"]["serviceAccountName"] for p in pods) == [   # two scheduler replicas
+        "ykshm-streams", "yunikorn-admin", "yunikorn-admin", "yunikorn-admission-controller"]
     made = subprocess.run([*kubectl, "--as", "alice", "create", "-f", "-"], input=json.dumps(POD), env=env,
                           capture_output=True, text=True, timeout=30)
     assert made.returncode == 0, made.stderr
