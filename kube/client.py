@@ -3,6 +3,8 @@
 Why not a client from PyPI: they mishandle watch expiry (410 Gone). This one is the client-go
 reflector, reduced to what the shim needs:
 
+- `typed_items(list)`: a list's items with their kind and apiVersion (kube-apiserver leaves a
+  built-in kind's out);
 - `list_all(path)`: a paged list (`limit` / `continue`); an expired continue token (410) restarts
   the list from the beginning.
 - `Informer.run(out)`: list, then watch from the list's resourceVersion with
@@ -75,6 +77,21 @@ def split_query(path: str) -> tuple[str, dict[str, str]]:
     return base, dict(urllib.parse.parse_qsl(query, keep_blank_values=True))
 
 
+def typed_items(body: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A list's items, each with its `kind` and `apiVersion`: kube-apiserver sends a built-in
+    kind's items without them (a custom resource's with), and the type is the list's, as
+    client-go's typed decoding knows it (`PodList` -> `Pod`)."""
+    items = list(body.get("items") or [])
+    kind = str(body.get("kind") or "").removesuffix("List")
+    api_version = body.get("apiVersion")
+    for item in items:
+        if kind and "kind" not in item:
+            item["kind"] = kind
+        if api_version and "apiVersion" not in item:
+            item["apiVersion"] = api_version
+    return items
+
+
 async def list_all(client: httpx.AsyncClient, path: str, page: int = PAGE_SIZE
                    ) -> tuple[list[dict[str, Any]], str]:
     """Every object at `path`, paged; returns (items, resourceVersion of the list)."""
@@ -88,7 +105,7 @@ async def list_all(client: httpx.AsyncClient, path: str, page: int = PAGE_SIZE
                 if cont:
                     params["continue"] = cont
                 body = check(await client.get(path, params=params))
-                items.extend(body.get("items") or [])
+                items.extend(typed_items(body))
                 meta = body.get("metadata") or {}
                 cont = meta.get("continue") or ""
                 if not cont:

@@ -41,7 +41,7 @@ from typing import Any
 import httpx
 import trio
 
-from kube.client import ApiStatusError, Informer, backoff_delays, check
+from kube.client import ApiStatusError, Informer, backoff_delays, check, typed_items
 from . import kubecalls as kube, reconcile, repair, submission
 from .croobjects import WAITING_FOR_SECRET
 from .events import Events
@@ -565,7 +565,7 @@ class Controller:
         """The job's objects of a kind the controller does not watch, read from the API."""
         resp = await self.client.get(kube.KINDS[kind].collection(key[0]),
                                      params={"labelSelector": f"{LABEL_JOB}={key[1]}"})
-        return (check(resp) or {}).get("items") or []
+        return typed_items(check(resp) or {})
 
     # --- parallel region width (/scale) ----------------------------------------------------
 
