@@ -35,9 +35,8 @@ from pathlib import Path
 import trio
 
 from common.cliutil import Failure, Parser, UsageError, run_main
-from common.quantity import QuantityError, parse_milli, parse_quantity
 from kube.args import add_source, kube_config, run_role
-from simcluster import loopback, procimages, sandbox
+from simcluster import loopback, nodeshape, procimages, sandbox
 
 from .agent import Agent, Settings, api_address
 from .network import NetworkError, PodNetwork
@@ -66,9 +65,7 @@ def build_parser() -> Parser:
     add_source(p)
     p.add_argument("--nodes", type=int, default=1, help="nodes this agent registers and runs (default 1)")
     p.add_argument("--node-prefix", default="agent-node-", help="node names PREFIX0, PREFIX1, ... (default agent-node-)")
-    p.add_argument("--node-cpu", default="16", help="cpu of each node (default 16)")
-    p.add_argument("--node-memory", default="64Gi", help="memory of each node (default 64Gi)")
-    p.add_argument("--node-pods", type=int, default=110, help="pods capacity of each node (default 110)")
+    nodeshape.add_flags(p, "each node")
     net = p.add_mutually_exclusive_group()
     net.add_argument("--pod-cidr", default=None,
                      help="process pods' addresses, local on lo (default 10.244.1.0/24, the realk8s run's, "
@@ -105,13 +102,7 @@ def _check(args) -> None:
         raise UsageError(f"--nodes must be 1..1000, got {args.nodes}")
     if not 0 <= args.kubelet_port <= 65535:
         raise UsageError(f"--kubelet-port must be 0..65535, got {args.kubelet_port}")
-    if args.node_pods < 1:
-        raise UsageError(f"--node-pods must be at least 1, got {args.node_pods}")
-    try:
-        parse_milli(args.node_cpu)
-        parse_quantity(args.node_memory)
-    except QuantityError as exc:
-        raise UsageError(f"--node-cpu/--node-memory: {exc}") from None
+    nodeshape.check(args)
     if args.pod_cidr is not None:
         try:
             args.network = PodNetwork.parse(args.pod_cidr)

@@ -41,6 +41,7 @@ Modules (one concept each):
 - `tables`     meta.k8s.io Table output for `kubectl get`
 - `discovery`  /api, /apis, resource lists, /version, /openapi/v2 and /openapi/v3
 - `eventconv`  core/v1 <-> events.k8s.io/v1 Event
+- `nodeshape`  the capacity flags of generated nodes (`--node-cpu/-memory/-pods`), shared with the node agent
 - `kubelet`    bound pods become Running, then Succeeded after `ykshm.io/run-seconds`; hands process pods over
 - `podevents`  the kubelet's core/v1 Events on a pod
 - `procimages` which images run as local `ykshm` processes (--ykshm-image, --process-image), and how

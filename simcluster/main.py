@@ -29,10 +29,9 @@ import trio
 
 from common import gcfreeze, logsetup
 from common.http1.limits import LimitError
-from common.quantity import QuantityError, parse_milli, parse_quantity
 from common.cliutil import Failure, Parser, UsageError, run_main
 
-from . import (authconfig, controllers, defaultsched, disruption, endpoints, eventttl, kinds, leases, loopback,
+from . import (authconfig, controllers, defaultsched, disruption, endpoints, eventttl, kinds, leases, loopback, nodeshape,
                objects, pki, priority, podtoken, procimages, procpods, rbac, sandbox, services, tlsserve, tokens,
                workload)
 from .api import Api
@@ -83,9 +82,7 @@ def build_parser() -> Parser:
     src.add_argument("--workload", metavar="FILE", help="YAML list of apps whose pods arrive over time")
     src.add_argument("--demo", action="store_true", help="generate apps of 3-10 pods every few seconds, forever")
     p.add_argument("--demo-interval", type=_seconds(0.01), default=3.0, help="seconds between demo apps (default 3)")
-    p.add_argument("--node-cpu", default="16", help="cpu capacity of generated nodes (default 16)")
-    p.add_argument("--node-memory", default="64Gi", help="memory capacity of generated nodes (default 64Gi)")
-    p.add_argument("--node-pods", type=int, default=110, help="pods capacity of generated nodes (default 110)")
+    nodeshape.add_flags(p, "generated nodes")
     p.add_argument("--watch-history", type=int, default=10_000, help="changes kept for watch resumption (default 10000)")
     p.add_argument("--kubelet-delay", type=_seconds(0), default=0.2,
                    help="seconds from binding to Running (default 0.2)")
@@ -153,13 +150,7 @@ def _check_args(args) -> None:
         raise UsageError(f"--nodes must be 0..100000, got {args.nodes}")
     if args.watch_history < 1:
         raise UsageError(f"--watch-history must be at least 1, got {args.watch_history}")
-    if args.node_pods < 1:
-        raise UsageError(f"--node-pods must be at least 1, got {args.node_pods}")
-    try:
-        parse_milli(args.node_cpu)
-        parse_quantity(args.node_memory)
-    except QuantityError as exc:
-        raise UsageError(f"--node-cpu/--node-memory: {exc}") from None
+    nodeshape.check(args)
     if args.pod_uid_base is not None and (os.geteuid() != 0 or not 1000 <= args.pod_uid_base <= 2**31 - 2**23):
         raise UsageError(f"--pod-uid-base {args.pod_uid_base}: needs root, and 1000..{2**31 - 2**23}")
     args.limits = dataclasses.replace(LIMITS, max_connections=args.max_connections,
