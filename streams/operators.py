@@ -4,6 +4,9 @@ supervised local process per job (`Supervisor`, `--operators process`, e.g. unde
 PodOperators: for every ConsistentRegionOperator, the Deployment and Service of `croobjects` and
 the job's own ServiceAccount, Role and RoleBinding, created idempotently, owned by the CRO; a failed
 write is retried after a second. Kubernetes restarts the pod; the garbage collector removes them.
+Every REPAIR_SECONDS each of them is looked for, and one a user deleted is made again (as
+streams.repair does for a job's own objects): a job whose operator Deployment is gone would never
+drain again.
 
 Supervisor:
 
@@ -28,6 +31,7 @@ from kube.client import ApiStatusError
 from . import croobjects, kubecalls as kube
 
 log = logging.getLogger("ykshm.streams.operators")
+REPAIR_SECONDS = 10.0
 
 BACKOFF_START, BACKOFF_MAX, STABLE_SECONDS = 0.5, 10.0, 30.0
 
@@ -88,21 +92,29 @@ class PodOperators:
     def __init__(self, client: httpx.AsyncClient, image: str, source_argv: Sequence[str]) -> None:
         self.client, self.image, self.source_argv = client, image, list(source_argv)
         self._pending: dict[str, Mapping[str, Any]] = {}
-        self._made: set[str] = set()
+        self._made: dict[str, Mapping[str, Any]] = {}
         self._changed = trio.Event()
+        self.repaired = 0
+        """Objects made again after they were deleted (a figure for tests and logs)."""
 
     def update(self, operators: Iterable[Mapping[str, Any]]) -> None:
+        live = set()
         for cro in operators:
             meta = cro["metadata"]
             key = f"{meta.get('namespace') or 'default'}/{meta['name']}/{meta.get('uid')}"
-            if not meta.get("deletionTimestamp") and key not in self._made:
-                self._pending[key] = cro
+            if not meta.get("deletionTimestamp"):
+                live.add(key)
+                if key not in self._made:
+                    self._pending[key] = cro
+        for key in set(self._made) - live:    # its job is gone: nothing of it to keep
+            del self._made[key]
         if self._pending:
             self._changed.set()
 
     async def run(self) -> None:
         while True:
-            await self._changed.wait()
+            with trio.move_on_after(REPAIR_SECONDS):
+                await self._changed.wait()
             self._changed = trio.Event()
             for key, cro in list(self._pending.items()):
                 try:
@@ -111,15 +123,31 @@ class PodOperators:
                     log.warning("cr-operator objects for %s: %s; trying again", key, exc)
                     self._changed.set()
                     continue
-                self._made.add(key)
+                self._made[key] = cro
                 self._pending.pop(key, None)
+            await self._repair()
             if self._changed.is_set():
                 await trio.sleep(1.0)
 
-    async def _make(self, cro: Mapping[str, Any]) -> None:
+    def _objects(self, cro: Mapping[str, Any]) -> list[dict[str, Any]]:
         """The job's own identity first (kube-apiserver refuses a pod whose ServiceAccount does not
-        exist yet), then the Service, then the Deployment; a repeat finds each made."""
-        for obj in (croobjects.service_account(cro), croobjects.role(cro), croobjects.role_binding(cro)):
-            await kube.create(self.client, obj)
-        await kube.create(self.client, croobjects.service(cro))
-        await kube.create(self.client, croobjects.deployment(cro, self.image, self.source_argv))
+        exist yet), then the Service, then the Deployment."""
+        return [croobjects.service_account(cro), croobjects.role(cro), croobjects.role_binding(cro),
+                croobjects.service(cro), croobjects.deployment(cro, self.image, self.source_argv)]
+
+    async def _make(self, cro: Mapping[str, Any]) -> None:
+        for obj in self._objects(cro):
+            await kube.create(self.client, obj)     # a repeat finds it made
+
+    async def _repair(self) -> None:
+        """Make again what a user deleted of the objects made; a failure waits for the next pass."""
+        for key, cro in list(self._made.items()):
+            for obj in self._objects(cro):
+                meta = obj["metadata"]
+                try:
+                    if await kube.get(self.client, obj["kind"], meta["namespace"], meta["name"]) is None:
+                        await kube.create(self.client, obj)
+                        self.repaired += 1
+                        log.warning("cr-operator %s: %s %s was deleted; made again", key, obj["kind"], meta["name"])
+                except (ApiStatusError, httpx.HTTPError) as exc:
+                    log.warning("cr-operator %s: checking %s %s: %s", key, obj["kind"], meta["name"], exc)

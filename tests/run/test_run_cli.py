@@ -150,6 +150,19 @@ def test_demo_runs_a_streams_job_whose_region_drains(make_run, ring_name):
     wait_for(drains, 60, "the demo job's region completing two drains")
     job = inst.api.get("/apis/streams.ibm.com/v1/namespaces/default/streamsjobs/demo").json()
     assert job["status"]["phase"] == "Running" and job["status"]["peCount"] == 3
+
+    # a user deletes the operator's Deployment and Role: the controller makes both again (issue 33
+    # item 3) and the region drains on under the new operator pod
+    paths = ["/apis/apps/v1/namespaces/default/deployments/demo-consistent-region-operator",
+             "/apis/rbac.authorization.k8s.io/v1/namespaces/default/roles/demo-consistent-region-operator"]
+    seq = lambda: inst.api.get("/apis/streams.ibm.com/v1/namespaces/default/streamscrs/demo-0") \
+        .json()["status"]["lastCompletedSeqID"]
+    before = seq()
+    for path in paths:
+        assert inst.api.delete(path).status_code == 200
+    wait_for(lambda: all(inst.api.get(p).status_code == 200 for p in paths), 30,
+             "the operator's Deployment and Role made again")
+    wait_for(lambda: seq() >= before + 2, 90, "two more drains under the re-made operator")
     inst.remember()
     assert inst.stop(signal.SIGINT) == 0, inst.stderr()
     assert inst.leftovers() == {"shm": [], "pids": [], "status_file": False}
