@@ -64,6 +64,7 @@ CLEAN_SLATE_SECONDS = 30.0
 RETRY_DELAYS = tuple(backoff_delays())
 CONFLICT_DELAYS = (0.05, 0.1, 0.2, 0.4, 0.8)   # a lost write: plan again on the fresher cache
 DISRUPTIONS_KEPT = 1000
+API_SERVICE_SECONDS = 10.0
 
 
 @dataclasses.dataclass
@@ -177,6 +178,7 @@ class Controller:
                 log.info("bundle endpoint %s:%d, accepted by the API server for the %s Endpoints",
                          *self.api_address, "streams-api")
                 self.bundle_server = server
+                nursery.start_soon(self._keep_api_services)
             if self.settings.operator_pod is not None:
                 from .operators import PodOperators
                 self.operators = PodOperators(self.client, *self.settings.operator_pod)
@@ -212,6 +214,22 @@ class Controller:
                 self.mark(key)
             if batch.kind == "ConsistentRegionOperator" and self.operators is not None:
                 self.operators.update(self.informers["ConsistentRegionOperator"].store)
+
+    async def _keep_api_services(self) -> None:
+        """Every API_SERVICE_SECONDS, the `streams-api` Service and Endpoints of each namespace with
+        a job made again if a user deleted them (or pointed at us again): without them no PE of
+        that namespace can fetch its bundle (issue 33 item 3)."""
+        from .bundleserver import ensure_api_service
+
+        address = self.api_address
+        assert address is not None
+        while True:
+            await trio.sleep(API_SERVICE_SECONDS)
+            for namespace in sorted(self.api_namespaces):
+                try:
+                    await ensure_api_service(self.client, namespace, address)
+                except (ApiStatusError, httpx.HTTPError) as exc:
+                    log.warning("streams-api in %s: %s; trying again", namespace, exc)
 
     def _remember_disruption(self, key: JobKey, pod: Mapping[str, Any]) -> None:
         """A pod deleted with `DisruptionTarget` (evicted, preempted): the plan counts it as a

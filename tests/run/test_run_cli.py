@@ -151,17 +151,18 @@ def test_demo_runs_a_streams_job_whose_region_drains(make_run, ring_name):
     job = inst.api.get("/apis/streams.ibm.com/v1/namespaces/default/streamsjobs/demo").json()
     assert job["status"]["phase"] == "Running" and job["status"]["peCount"] == 3
 
-    # a user deletes the operator's Deployment and Role: the controller makes both again (issue 33
-    # item 3) and the region drains on under the new operator pod
+    # a user deletes the operator's Deployment and Role and the streams-api Service and Endpoints:
+    # the controller makes each again (issue 33 item 3) and the region drains on
     paths = ["/apis/apps/v1/namespaces/default/deployments/demo-consistent-region-operator",
-             "/apis/rbac.authorization.k8s.io/v1/namespaces/default/roles/demo-consistent-region-operator"]
+             "/apis/rbac.authorization.k8s.io/v1/namespaces/default/roles/demo-consistent-region-operator",
+             "/api/v1/namespaces/default/services/streams-api", "/api/v1/namespaces/default/endpoints/streams-api"]
     seq = lambda: inst.api.get("/apis/streams.ibm.com/v1/namespaces/default/streamscrs/demo-0") \
         .json()["status"]["lastCompletedSeqID"]
     before = seq()
-    for path in paths:
-        assert inst.api.delete(path).status_code == 200
+    for path in paths:      # the Endpoints may have gone with their Service already
+        assert inst.api.delete(path).status_code in (200, 404)
     wait_for(lambda: all(inst.api.get(p).status_code == 200 for p in paths), 30,
-             "the operator's Deployment and Role made again")
+             "the operator's Deployment and Role, streams-api's Service and Endpoints made again")
     wait_for(lambda: seq() >= before + 2, 90, "two more drains under the re-made operator")
     inst.remember()
     assert inst.stop(signal.SIGINT) == 0, inst.stderr()
