@@ -182,6 +182,9 @@ def plan_job(view: JobView, *, spec: Any, reported: set[str],
         if index not in docs:
             steps.append(Step("delete", pe, reason="Narrowed",
                               message=f"PE {pe['metadata']['name']} is no longer part of the job"))
+            # its Service is the job's (it outlives launches), so it goes here (a repeat is a 404)
+            steps.append(Step("delete", {"kind": "Service", "metadata": {
+                "name": objects.pe_name(spec.name, index), "namespace": spec.namespace}}))
     return steps
 
 

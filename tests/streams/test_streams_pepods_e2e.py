@@ -195,6 +195,9 @@ def test_parallel_fixture_scaled_2_4_1_connects_and_keeps_untouched_channels(pod
     assert narrow[3]["metadata"]["name"] == "par-3-3"
     assert k.run("get", "stp", "par-2").returncode != 0      # the dropped channel's PE is gone
     assert port_label_pes(k) == {0, 1, 3, 4}
+    wait_for(lambda: all(k.run("get", "svc", f"par-{i}").returncode != 0 for i in (2, 5, 6)), 30,
+             "the dropped PEs' Services deleted")
+    assert all(k.run("get", "svc", f"par-{i}").returncode == 0 for i in (0, 1, 3, 4))
 
 
 CR_JOB = """\
