@@ -296,24 +296,39 @@ class LeaderElector:
         return self.last_renew + self.config.renew_deadline - self.clock()
 
     async def release(self, timeout: float = 2.0) -> None:
-        """Give the Lease up (empty holder, 1 s lease) if we still hold it; best effort."""
+        """Give the Lease up (empty holder, 1 s lease) if we still hold it; best effort. A 409
+        means the version we knew is old: a renewal cancelled in flight (the stop came while it
+        was being written) was applied without our seeing its answer. Then the Lease is read
+        again and, while it is still ours, released at its current version; otherwise the
+        standby would wait out the whole lease duration."""
         if not self.leading or self.lost or self.lease is None:
             return
         self.leading = False
         cfg = self.config
-        spec = dict(self.lease.get("spec") or {})
-        stamp = micro_time(self.wall())
-        spec.update(holderIdentity="", leaseDurationSeconds=1, acquireTime=stamp, renewTime=stamp)
-        body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                "metadata": {**self.lease["metadata"]}, "spec": spec}
+        lease = self.lease
         with trio.move_on_after(timeout):
             try:
-                resp = await self.client.put(cfg.path, content=orjson.dumps(body),
-                                             headers={"Content-Type": "application/json"})
-                if resp.status_code < 300:
-                    log.info("lease %s/%s released", cfg.namespace, cfg.name)
-            except httpx.HTTPError as exc:
+                for _attempt in range(3):
+                    resp = await self.client.put(cfg.path, content=orjson.dumps(self._released(lease)),
+                                                 headers={"Content-Type": "application/json"})
+                    if resp.status_code < 300:
+                        log.info("lease %s/%s released", cfg.namespace, cfg.name)
+                        return
+                    if resp.status_code != 409:
+                        break
+                    lease = _checked(await self.client.get(cfg.path))
+                    if ((lease.get("spec") or {}).get("holderIdentity") or "") != cfg.identity:
+                        return              # not ours any more: nothing to give up
+                log.info("lease %s/%s not released: HTTP %d", cfg.namespace, cfg.name, resp.status_code)
+            except (httpx.HTTPError, ApiStatusError, ValueError) as exc:
                 log.info("lease %s/%s not released: %s", cfg.namespace, cfg.name, exc)
+
+    def _released(self, lease: dict[str, Any]) -> dict[str, Any]:
+        spec = dict(lease.get("spec") or {})
+        stamp = micro_time(self.wall())
+        spec.update(holderIdentity="", leaseDurationSeconds=1, acquireTime=stamp, renewTime=stamp)
+        return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                "metadata": {**lease["metadata"]}, "spec": spec}
 
 
 def _checked(resp: httpx.Response) -> dict[str, Any]:

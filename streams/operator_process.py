@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import base64
 import logging
+import signal
 from collections.abc import Mapping
 from functools import partial
 from typing import Any
@@ -280,9 +281,21 @@ class JobRegions:
 
 async def run(kube_config: Any, namespace: str, job: str, bind: str, *, limits: Limits = Limits(),
               idle_timeout: float = 30.0, advertise: str | None = None, notify_pods: bool = False) -> None:
-    async with kube_config.client() as client:
+    """The operator until SIGTERM (a pod's deletion, the Supervisor stopping it): then its
+    listeners close and it returns, exit 0; what it wrote to its regions' status stays."""
+    async with kube_config.client() as client, trio.open_nursery() as nursery:
+        nursery.start_soon(_stop_on_sigterm, nursery.cancel_scope, f"{namespace}/{job}")
         try:
             await JobRegions(client, namespace, job, notify_pods=notify_pods).run(
                 bind, limits=limits, idle_timeout=idle_timeout, advertise=advertise)
         except ApiStatusError as exc:
             raise OperatorError(f"the API server refused: {exc}") from None
+        nursery.cancel_scope.cancel()      # it returned: the SIGTERM watcher is not waited for
+
+
+async def _stop_on_sigterm(scope: trio.CancelScope, job: str) -> None:
+    with trio.open_signal_receiver(signal.SIGTERM) as signals:
+        async for _ in signals:
+            log.info("cr-operator for %s: SIGTERM, stopping", job)
+            scope.cancel()
+            return

@@ -156,6 +156,34 @@ async def test_release_empties_the_holder_for_a_quick_takeover():
     assert api.lease["spec"]["leaseTransitions"] == 1
 
 
+async def test_release_after_a_renewal_it_never_saw_answered_still_gives_the_lease_up():
+    """The stop cancels a renewal in flight after the server applied it: the elector's version is
+    old, its release PUT a 409. It reads the Lease again and, still the holder, releases it at
+    the current version (else the standby waited out the whole lease: the CI's failure of
+    test_a_leader_stopped_cleanly_releases_the_lease under load)."""
+    api, clock = FakeLeases(), Clock()
+    a, b = _elector(api, clock, "a"), _elector(api, clock, "b")
+    assert await a.try_acquire_or_renew(5)
+    a.leading = True
+    api.lease["metadata"]["resourceVersion"] = str(api.rv + 1)   # a renewal applied, unseen by `a`
+    api.rv += 1
+    await a.release()
+    assert api.lease["spec"]["holderIdentity"] == ""
+    assert await b.try_acquire_or_renew(5)                      # no holder: taken at once
+
+
+async def test_release_leaves_a_lease_another_holds_alone():
+    api, clock = FakeLeases(), Clock()
+    a = _elector(api, clock, "a")
+    assert await a.try_acquire_or_renew(5)
+    a.leading = True
+    api.lease["spec"]["holderIdentity"] = "b"                   # taken over meanwhile
+    api.rv += 1
+    api.lease["metadata"]["resourceVersion"] = str(api.rv)
+    await a.release()
+    assert api.lease["spec"]["holderIdentity"] == "b"
+
+
 @pytest.mark.parametrize("timings, message", [
     ((10, 10, 2), "lease duration 10s must be more than the renew deadline (10s)"),
     ((15, 2, 2), "renew deadline 2s must be more than 1.2 x retry period (2s)"),

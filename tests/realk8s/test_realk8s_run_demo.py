@@ -63,7 +63,9 @@ def test_ykshm_run_real_k8s_runs_the_demo_and_stops_clean(tmp_path: Path, ring_n
             assert pod["spec"]["schedulerName"] == "yunikorn"
             assert pod["status"]["podIP"].startswith("10.244.1.")
             assert pod["status"]["containerStatuses"][0]["containerID"].startswith("process://")
-        assert kubectl_json("get", "streamsjobs", "demo")["status"]["phase"] == "Running"
+        # Running once every PE has reported full connectivity, a moment after the pods run
+        harness.wait_for(lambda: kubectl_json("get", "streamsjobs", "demo")["status"]["phase"] == "Running",
+                         60, "the demo job Running")
 
         def drained():
             status = kubectl_json("get", "stcr")["items"][0].get("status") or {}

@@ -110,6 +110,7 @@ def test_region_drains_survives_operator_kill_and_pod_failure(region_cluster):
     wait_for(lambda: (p := operator_pid(c)) is not None and p != pid, 30, "a new cr-operator")
     wait_for(lambda: region(k)["status"].get("lastCompletedSeqID", 0) >= before + 2, 60,
              "drains completing after the operator's restart")
+
     metrics = k.json("get", "stcr", "cr-0")["status"]
     assert metrics["lastCompletedSeqID"] >= before
 
@@ -139,6 +140,15 @@ def test_region_drains_survives_operator_kill_and_pod_failure(region_cluster):
     assert httpx.get(f"{address}/region/0/trigger", headers=auth).json() == "periodic"
     assert httpx.get(f"{address}/region/9/state", headers=auth).status_code == 404
     assert httpx.get(f"{address}/region/0/trigger").status_code == 401
+
+    # SIGTERM (a pod's deletion, the supervisor stopping it): a clean stop, exit 0, then restarted
+    pid = operator_pid(c)
+    assert pid is not None and c.streams is not None
+    os.kill(pid, signal.SIGTERM)
+    wait_for(lambda: (p := operator_pid(c)) is not None and p != pid, 30, "a cr-operator after the SIGTERM")
+    log = open(c.streams.log_path).read()
+    assert "cr-operator for default/cr exited with 0" in log, log[-2000:]
+    assert "Traceback" not in log
 
 
 def test_operator_killed_in_draining_and_resetting_resumes_with_consistent_seq_ids(bare_region_cluster):
