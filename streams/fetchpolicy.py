@@ -21,6 +21,17 @@ Each connection resolves its host once and connects to an address that resolutio
 between a check and the connection (rebinding) cannot send the request to a refused address.
 `check` refuses a URL that is not http(s) before any request; the addresses are checked once, by
 the connection, and the fetch names the URL in the error.
+
+Proxies: `HTTPS_PROXY`/`HTTP_PROXY`/`NO_PROXY` (either case, read from the controller's environment
+when a fetch starts, NO_PROXY as urllib reads it) are honoured (`ProxyRouting`). The policy still
+applies to the proxy's *target*: its host is resolved and checked before anything is sent to the
+proxy, so a refused target (metadata, loopback, the cluster's networks) is refused without a
+byte to the proxy. The proxy itself is the operator's address and is not checked (it may be
+loopback or private). https goes through a CONNECT tunnel with TLS to the target inside it (a
+github token is never visible to the proxy); http is sent to the proxy as an absolute URI (no
+token ever goes over http: `token_allowed`). The proxy resolves the target itself: the
+rebinding guarantee of `PinnedBackend` is the proxy's to keep there. A proxy URL other than
+`http://host[:port]` is a FetchError naming the variable.
 """
 
 from __future__ import annotations
@@ -30,6 +41,7 @@ import ipaddress
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 from urllib.parse import urlsplit
+from urllib.request import getproxies_environment, proxy_bypass_environment
 
 import httpcore
 import httpx
@@ -151,11 +163,58 @@ class PinnedBackend(httpcore.AsyncNetworkBackend):
         await self._inner.sleep(seconds)
 
 
-def pinned_client(policy: FetchPolicy, verify: Any, timeout: float) -> httpx.AsyncClient:
-    """An httpx client (no redirects followed, no proxy from the environment) whose connections
-    go through `PinnedBackend`. httpx has no public hook for the network backend: its transport's
-    connection pool is replaced by one built with the same TLS context."""
-    transport = httpx.AsyncHTTPTransport(verify=verify, trust_env=False)
-    transport._pool = httpcore.AsyncConnectionPool(  # noqa: SLF001 - see the docstring
-        ssl_context=httpx.create_ssl_context(verify=verify), network_backend=PinnedBackend(policy))
-    return httpx.AsyncClient(transport=transport, timeout=timeout, follow_redirects=False, trust_env=False)
+def proxy_for(url: httpx.URL, proxies: dict[str, str]) -> str | None:
+    """The proxy URL the environment gives for `url` (None: direct, NO_PROXY matched or none set);
+    FetchError naming the variable when it is not an http:// proxy."""
+    proxy = proxies.get(url.scheme)
+    if not proxy or proxy_bypass_environment(url.host, proxies):
+        return None
+    parts = urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+    try:
+        parts.port
+    except ValueError:
+        parts = parts._replace(netloc="")
+    if parts.scheme != "http" or not parts.hostname:
+        raise FetchError(f"{url.scheme.upper()}_PROXY={proxy!r}: only an http://host[:port] proxy is used")
+    return f"http://{parts.netloc}"
+
+
+class ProxyRouting(httpx.AsyncBaseTransport):
+    """Each request direct (through `PinnedBackend`) or through the environment's proxy, after
+    the policy checked the target's addresses (see the module's docstring)."""
+
+    def __init__(self, policy: FetchPolicy, verify: Any, proxies: dict[str, str]) -> None:
+        self.policy, self.verify, self.proxies = policy, verify, proxies
+        self.direct = httpx.AsyncHTTPTransport(verify=verify, trust_env=False)
+        self.direct._pool = httpcore.AsyncConnectionPool(  # noqa: SLF001 - see pinned_client
+            ssl_context=httpx.create_ssl_context(verify=verify), network_backend=PinnedBackend(policy))
+        self.via: dict[str, httpx.AsyncHTTPTransport] = {}
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        proxy = proxy_for(request.url, self.proxies)
+        if proxy is None:
+            return await self.direct.handle_async_request(request)
+        await self.policy.connectable(request.url.host, request.url.port or
+                                      (443 if request.url.scheme == "https" else 80))
+        if proxy not in self.via:
+            transport = httpx.AsyncHTTPTransport(verify=self.verify, trust_env=False)
+            transport._pool = httpcore.AsyncHTTPProxy(  # noqa: SLF001 - see pinned_client
+                proxy_url=proxy, ssl_context=httpx.create_ssl_context(verify=self.verify),
+                network_backend=httpcore.TrioBackend())
+            self.via[proxy] = transport
+        return await self.via[proxy].handle_async_request(request)
+
+    async def aclose(self) -> None:
+        for transport in (self.direct, *self.via.values()):
+            await transport.aclose()
+
+
+def pinned_client(policy: FetchPolicy, verify: Any, timeout: float,
+                  proxies: dict[str, str] | None = None) -> httpx.AsyncClient:
+    """An httpx client (no redirects followed) whose direct connections go through
+    `PinnedBackend`, and proxied ones through the environment's proxy (`proxies`: default
+    urllib's reading of the environment) once the target passed the policy. httpx has no public
+    hook for the network backend: its transports' connection pools are replaced by ones built
+    with the same TLS context."""
+    routing = ProxyRouting(policy, verify, getproxies_environment() if proxies is None else proxies)
+    return httpx.AsyncClient(transport=routing, timeout=timeout, follow_redirects=False, trust_env=False)
