@@ -24,6 +24,7 @@ What runs (each a task of one nursery):
 from __future__ import annotations
 
 import logging
+import ssl
 import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,6 +67,8 @@ class Settings:
     fork_server: bool = True
     uid_base: int | None = None
     events: bool = True
+    client_ca: str = ""
+    """The CA of the client certificates the kubelet endpoint takes; "": no endpoint."""
 
 
 def api_address(server: str) -> tuple[str, int]:
@@ -262,20 +265,29 @@ class Agent:
         """The kubelet endpoint's listener, then the nodes registered; its port. OSError (the
         address cannot be bound) or nodes.RegisterError: the agent cannot start."""
         s = self.settings
-        self._listeners = await open_listeners(s.host_ip, s.kubelet_port)
-        port = self._listeners[0].socket.getsockname()[1]
+        port = 0
+        if s.client_ca:
+            self._listeners = await open_listeners(s.host_ip, s.kubelet_port)
+            port = self._listeners[0].socket.getsockname()[1]
         self.keeper.kubelet_port = port
         await self.keeper.register()
         return port
 
-    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    async def _kubelet_endpoint(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """HTTPS with a serving certificate of its own CA; a client without a certificate the
+        `client_ca` signed fails the handshake (it reads process pods' logs: a kubelet's rule)."""
         s = self.settings
         made = pki.ensure(s.pods_dir / "kubelet-pki", serving_ips=(s.host_ip,))
-        ctx = tlsserve.server_context(str(made.apiserver_crt), str(made.apiserver_key))
+        ctx = tlsserve.server_context(str(made.apiserver_crt), str(made.apiserver_key), s.client_ca)
+        ctx.verify_mode = ssl.CERT_REQUIRED
         server = HttpServer(KubeletApi(self.mirror, self.pods).handle)
+        await server.serve(tlsserve.wrap(self._listeners, ctx), task_status=task_status)
+
+    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
-            await nursery.start(server.serve, tlsserve.wrap(self._listeners, ctx))
+            if self._listeners:
+                await nursery.start(self._kubelet_endpoint)
             await nursery.start(self.network.run)
             await nursery.start(self.procpods.run)
             await nursery.start(self.pods.run)

@@ -3,6 +3,7 @@
     ykshm node-agent [--kubeconfig FILE | --api-server URL] [--nodes N] [--node-prefix agent-node-]
                      [--node-cpu 16] [--node-memory 64Gi] [--node-pods 110]
                      [--pod-cidr 10.244.1.0/24 | --loopback-block N] [--node-ip IP] [--kubelet-port 0]
+                     [--client-ca-file FILE]
                      [--kubelet-delay 0.2] [--node-lease-interval 10] [--node-status-interval 60]
                      [--pods-dir DIR] [--ykshm-image IMAGE] [--process-image IMAGE=COMMAND] ...
 
@@ -16,7 +17,10 @@ refusing API server, a pod CIDR that cannot serve: one line (exit 2 for usage, 1
 http://127.0.0.1:P`) the pods get a loopback block 127.N.0.0/16 instead, as sim-cluster's own
 (`--loopback-block N`, default the first free one), and sim-cluster's kubelet leaves the agent's
 nodes (label `ykshm.io/node-agent`) to it; `--node-ip` (default: the API server's address, the run's 10.244.0.1) is
-where kube-apiserver reaches the agent for `kubectl logs`.
+where kube-apiserver reaches the agent for `kubectl logs`. That endpoint serves process pods' logs,
+so, as a kubelet's, it needs a client certificate signed by `--client-ca-file` (the kubelet's flag;
+kube-apiserver presents its `--kubelet-client-certificate`); without the flag it is not served
+(`kubectl logs` then fails) rather than served to anyone who can reach the address.
 """
 
 from __future__ import annotations
@@ -76,6 +80,9 @@ def build_parser() -> Parser:
     p.add_argument("--node-ip", default=None, help="the nodes' InternalIP and the kubelet endpoint's address "
                                                    "(default: the API server's address)")
     p.add_argument("--kubelet-port", type=int, default=0, help="port of the kubelet endpoint (default 0: free)")
+    p.add_argument("--client-ca-file", default="", metavar="FILE",
+                   help="CA of the client certificates the kubelet endpoint accepts (kube-apiserver's "
+                        "--kubelet-client-certificate); without it the endpoint (kubectl logs) is not served")
     p.add_argument("--kubelet-delay", type=_seconds, default=0.2, help="seconds from binding to start (default 0.2)")
     p.add_argument("--node-lease-interval", type=_seconds, default=10.0, help="seconds between Lease renewals (default 10)")
     p.add_argument("--node-status-interval", type=_seconds, default=60.0,
@@ -100,6 +107,8 @@ def build_parser() -> Parser:
 def _check(args) -> None:
     if not 1 <= args.nodes <= 1000:
         raise UsageError(f"--nodes must be 1..1000, got {args.nodes}")
+    if args.client_ca_file and not os.path.isfile(args.client_ca_file):
+        raise UsageError(f"--client-ca-file {args.client_ca_file}: no such file")
     if not 0 <= args.kubelet_port <= 65535:
         raise UsageError(f"--kubelet-port must be 0..65535, got {args.kubelet_port}")
     nodeshape.check(args)
@@ -134,8 +143,9 @@ async def serve(args, cfg, settings: Settings) -> None:
         with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
             async with trio.open_nursery() as nursery:
                 await nursery.start(agent.run)
+                kubelet = f"https://{settings.host_ip}:{port}" if port else "off (no --client-ca-file)"
                 print(f"node agent: {len(settings.nodes)} nodes Ready on {cfg.server} ({', '.join(settings.nodes)}), "
-                      f"kubelet https://{settings.host_ip}:{port}", flush=True)
+                      f"kubelet {kubelet}", flush=True)
                 async for signum in signals:
                     log.warning("node agent: %s, stopping", signal.Signals(signum).name)
                     nursery.cancel_scope.cancel()
@@ -168,7 +178,7 @@ def _body(argv: Sequence[str]) -> int:
     settings = Settings(names, resources, pods_dir, args.images, network, host_ip, args.kubelet_port,
                         args.kubelet_delay, args.node_lease_interval, args.node_status_interval,
                         args.backoff_initial, args.backoff_max, args.fork_server, uid_base,
-                        events=not args.no_kubelet_events)
+                        events=not args.no_kubelet_events, client_ca=args.client_ca_file)
     try:
         run_role(serve, args, cfg, settings)
     finally:

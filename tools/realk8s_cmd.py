@@ -93,11 +93,14 @@ AGENT_READY = "node agent: "
 AGENT_TIMEOUT = 120.0
 
 
-def start_node_agent(kubeconfig: Path, nodes: int, pods_dir: Path, log_path: Path) -> subprocess.Popen:
-    """`ykshm node-agent` in this namespace, once it printed its ready line; Failure naming its log."""
+def start_node_agent(kubeconfig: Path, client_ca: Path, nodes: int, pods_dir: Path,
+                     log_path: Path) -> subprocess.Popen:
+    """`ykshm node-agent` in this namespace, once it printed its ready line; Failure naming its log.
+    Its kubelet endpoint takes kube-apiserver's client certificate (signed by `client_ca`) only."""
     with open(log_path, "wb") as log:   # the child keeps its own copy of the fd
         proc = subprocess.Popen([sys.executable, "-m", "tools.cli", "node-agent", "--kubeconfig", str(kubeconfig),
-                                 "--nodes", str(nodes), "--pods-dir", str(pods_dir)],
+                                 "--client-ca-file", str(client_ca), "--nodes", str(nodes),
+                                 "--pods-dir", str(pods_dir)],
                                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     deadline = time.monotonic() + AGENT_TIMEOUT
     while AGENT_READY not in log_path.read_text(errors="replace"):
@@ -151,7 +154,7 @@ def run(argv: Sequence[str]) -> int:
               file=sys.stderr, flush=True)
         if args.nodes > 0:
             pods_dir = tempfile.mkdtemp(prefix="ykshm-realk8s-pods-")   # $TMPDIR: the pods' uids reach it
-            agent = start_node_agent(admin, args.nodes, Path(pods_dir), layout.log("node-agent"))
+            agent = start_node_agent(admin, layout.pki.ca_crt, args.nodes, Path(pods_dir), layout.log("node-agent"))
         return wait_command(subprocess.Popen(command, env=env))
     except Failure:
         keep = True

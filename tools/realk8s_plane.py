@@ -160,10 +160,15 @@ class ControlPlane:
     def apiserver(self, etcd_url: str) -> Component:
         made, port = self.layout.pki, free_port(self.network.advertise)
         self.server = f"https://{self.network.advertise}:{port}"
+        # the client certificate it shows a node agent's kubelet endpoint (kubectl logs), as a
+        # kubeadm apiserver its apiserver-kubelet-client.crt; the agent checks it against the CA
+        pki.client_kubeconfig(made, "kubelet-client", "kube-apiserver-kubelet-client", (), self.server)
         argv = [str(self.bin / "kube-apiserver"), f"--etcd-servers={etcd_url}",
                 f"--bind-address={self.network.advertise}", f"--advertise-address={self.network.advertise}",
                 f"--secure-port={port}", f"--tls-cert-file={made.apiserver_crt}",
                 f"--tls-private-key-file={made.apiserver_key}", f"--client-ca-file={made.ca_crt}",
+                f"--kubelet-client-certificate={made.dir / 'kubelet-client.crt'}",
+                f"--kubelet-client-key={made.dir / 'kubelet-client.key'}",
                 f"--service-account-key-file={made.sa_pub}", f"--service-account-signing-key-file={made.sa_key}",
                 "--service-account-issuer=https://kubernetes.default.svc",
                 f"--service-cluster-ip-range={self.network.service_cidr}",

@@ -340,7 +340,8 @@ def children_for(args, runtime: Path, config: Path, creds: Credentials, pods: Pa
         return [Child("sim-cluster", [*sim, "--pods-dir", str(pods)])]
     if getattr(args, "real_k8s", False):
         assert pods is not None
-        children = [Child("node-agent", run_realk8s.node_agent_argv(ykshm, creds.admin, args.nodes, pods, images))]
+        children = [Child("node-agent", run_realk8s.node_agent_argv(ykshm, creds.admin, creds.pki / "ca.crt",
+                                                                    args.nodes, pods, images))]
     else:
         children = [Child("sim-cluster", sim)]
     for i in range(1, args.replicas + 1):

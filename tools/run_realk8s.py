@@ -78,10 +78,11 @@ def credentials(runtime: Path):
     return Credentials(made.dir, admin, run_identities.write_kubeconfigs(made, server), policy), server
 
 
-def node_agent_argv(ykshm: list[str], admin: Path, nodes: int, pods_dir: Path,
+def node_agent_argv(ykshm: list[str], admin: Path, client_ca: Path, nodes: int, pods_dir: Path,
                     process_images: list[str]) -> list[str]:
-    argv = [*ykshm, "node-agent", "--kubeconfig", str(admin), "--nodes", str(nodes), "--node-prefix", "node-",
-            "--pods-dir", str(pods_dir)]
+    """The agent's kubelet endpoint takes kube-apiserver's client certificate (`client_ca`) only."""
+    argv = [*ykshm, "node-agent", "--kubeconfig", str(admin), "--client-ca-file", str(client_ca),
+            "--nodes", str(nodes), "--node-prefix", "node-", "--pods-dir", str(pods_dir)]
     for mapping in process_images:
         argv += ["--process-image", mapping]
     return argv

@@ -42,7 +42,7 @@ def agent(plane: RealPlane, tmp_path_factory) -> Iterator[harness.Proc]:
     logs = tmp_path_factory.mktemp("agent-logs")
     with reachable_pods_dir() as pods_dir:
         proc = harness.Proc("node-agent", ["sim-cluster", "--node-agent", "--kubeconfig", plane.kubeconfig,
-                                           "--nodes", "2", "--node-cpu", "4", "--node-memory", "8Gi",
+                                           "--client-ca-file", str(plane.pki.ca_crt), "--nodes", "2", "--node-cpu", "4", "--node-memory", "8Gi",
                                            "--node-lease-interval", "1", "--backoff-initial", "1",
                                            "--backoff-max", "4", "--pods-dir", str(pods_dir)],
                             str(logs), prefix=plane.enter())
@@ -163,6 +163,54 @@ def test_a_pod_bound_by_ykshm_runs_as_a_process_with_logs_and_stops_on_delete(pl
     assert not alive(pid) and gone(plane, "web1")
 
 
+KUBELET_CLIENT = """
+import socket, ssl, sys
+host, port, cert, key = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+ctx = ssl.create_default_context()
+ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE   # the agent's own serving CA
+if cert:
+    ctx.load_cert_chain(cert, key)
+try:
+    with ctx.wrap_socket(socket.create_connection((host, port), timeout=10), server_hostname=host) as tls:
+        tls.sendall(b"GET /containerLogs/default/web2/c HTTP/1.1\\r\\nHost: x\\r\\nConnection: close\\r\\n\\r\\n")
+        data = b""
+        while chunk := tls.recv(65536):
+            data += chunk
+        print(data.decode(errors="replace") or "refused: closed without an answer")
+except (ssl.SSLError, OSError) as exc:
+    print("refused:", type(exc).__name__)
+"""
+
+
+def test_the_kubelet_endpoint_answers_kube_apiserver_only(plane, scheduler, tmp_path) -> None:
+    """The agent's kubelet endpoint reads process pods' logs: like a kubelet's, it takes the client
+    certificate kube-apiserver shows (signed by the cluster's CA) and nobody else: a client
+    without one, or with one of another CA, reaches nothing, while `kubectl logs` still works."""
+    import trustme
+
+    plane.apply_json(server_pod("web2"))
+    scheduler.wait_bound(["web2"])
+    running(plane, "web2")
+    node = plane.kubectl_json("get", "node", NODES[0])
+    host = next(a["address"] for a in node["status"]["addresses"] if a["type"] == "InternalIP")
+    port = str(node["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"])
+    other = trustme.CA().issue_cert("kube-apiserver-kubelet-client")
+    other_cert, other_key = tmp_path / "other.crt", tmp_path / "other.key"
+    other.cert_chain_pems[0].write_to_path(str(other_cert))
+    other.private_key_pem.write_to_path(str(other_key))
+    ours = plane.pki.dir
+
+    def ask(cert: str, key: str) -> str:
+        return plane.inside(sys.executable, "-c", KUBELET_CLIENT, host, port, cert, key).stdout
+
+    assert ask("", "").startswith("refused:")                                   # no certificate
+    assert ask(str(other_cert), str(other_key)).startswith("refused:")          # another CA's
+    answer = ask(str(ours / "kubelet-client.crt"), str(ours / "kubelet-client.key"))
+    assert answer.startswith("HTTP/1.1 200") and "sim-cluster listening on" in answer, answer
+    assert "sim-cluster listening on" in plane.kubectl("logs", "web2").stdout
+    plane.kubectl("delete", "pod", "web2", "--wait=true", timeout=60)
+
+
 def test_a_pod_of_another_image_is_simulated_running(plane, scheduler) -> None:
     """Not ykshm's image: simulated as sim-cluster's kubelet does, Running with an address that is
     neither the API server's nor a process pod's, and deleted at once."""
@@ -241,7 +289,8 @@ def test_a_service_name_resolves_from_a_process_pod(plane, scheduler) -> None:
 def test_bad_input_is_one_line(plane: RealPlane, tmp_path: Path) -> None:
     cases = [(["--kubeconfig", str(tmp_path / "missing")], 2),
              (["--kubeconfig", plane.kubeconfig, "--pod-cidr", "127.0.0.0/8"], 2),
-             (["--kubeconfig", plane.kubeconfig, "--nodes", "0"], 2)]
+             (["--kubeconfig", plane.kubeconfig, "--nodes", "0"], 2),
+             (["--kubeconfig", plane.kubeconfig, "--client-ca-file", str(tmp_path / "no-ca.crt")], 2)]
     for args, code in cases:
         out = subprocess.run([*plane.enter(), sys.executable, "-m", "tools.cli", "node-agent", *args],
                              capture_output=True, text=True, timeout=60, env=harness_env())
@@ -250,7 +299,8 @@ def test_bad_input_is_one_line(plane: RealPlane, tmp_path: Path) -> None:
         assert "Traceback" not in out.stderr
     # an address it cannot bind (not in this namespace): the component named, nothing left running
     out = subprocess.run([*plane.enter(), sys.executable, "-m", "tools.cli", "node-agent", "--kubeconfig",
-                          plane.kubeconfig, "--node-ip", "192.0.2.7", "--node-prefix", "never-"],
+                          plane.kubeconfig, "--client-ca-file", str(plane.pki.ca_crt), "--node-ip", "192.0.2.7",
+                          "--node-prefix", "never-"],
                          capture_output=True, text=True, timeout=60, env=harness_env())
     assert out.returncode == 1 and out.stderr.count("\n") == 1 and "kubelet endpoint" in out.stderr, out.stderr
     assert "never-0" not in plane.kubectl("get", "nodes", "-o", "name").stdout
