@@ -293,14 +293,18 @@ async def check_api_address(client: httpx.AsyncClient, namespace: str, address: 
 
 
 async def ensure_api_service(client: httpx.AsyncClient, namespace: str, address: tuple[str, int]) -> None:
-    """`streams-api` in `namespace` points at `address` (created, or its Endpoints replaced when
-    the controller came back on another port)."""
+    """`streams-api` in `namespace` points at `address`: created when missing (the first job of a
+    namespace, or a user deleted it: the controller calls this every 10 s), its ports or
+    Endpoints replaced when the controller came back on another port. Read first, so the
+    periodic call is two GETs when all is well."""
     service, endpoints = peobjects.api_service(namespace, address[1], address[0])
-    if await kube.create(client, service) is None:
-        have = await kube.get(client, "Service", namespace, peobjects.API_SERVICE)
-        if have is not None and have["spec"]["ports"][0].get("targetPort") != address[1]:
-            await kube.replace(client, {**have, "spec": {**have["spec"], "ports": service["spec"]["ports"]}})
-    if await kube.create(client, endpoints) is None:
-        have = await kube.get(client, "Endpoints", namespace, peobjects.API_SERVICE)
-        if have is not None and have.get("subsets") != endpoints["subsets"]:
-            await kube.replace(client, {**have, "subsets": endpoints["subsets"]})
+    have = await kube.get(client, "Service", namespace, peobjects.API_SERVICE)
+    if have is None:
+        await kube.create(client, service)
+    elif have["spec"]["ports"][0].get("targetPort") != address[1]:
+        await kube.replace(client, {**have, "spec": {**have["spec"], "ports": service["spec"]["ports"]}})
+    have = await kube.get(client, "Endpoints", namespace, peobjects.API_SERVICE)
+    if have is None:
+        await kube.create(client, endpoints)
+    elif have.get("subsets") != endpoints["subsets"]:
+        await kube.replace(client, {**have, "subsets": endpoints["subsets"]})

@@ -180,11 +180,14 @@ def plan_job(view: JobView, *, spec: Any, reported: set[str],
                                connectivity_of(index, pe, docs, running, view, reports), runtime))
     for index, pe in pes.items():
         if index not in docs:
+            # its Service is the job's (it outlives launches), so it goes here, before the PE and
+            # with the PE's label (one PE's steps run in order): a pass that fails in between
+            # leaves the PE, and the next pass deletes both again (a repeat is a 404)
+            steps.append(Step("delete", {"kind": "Service", "metadata": {
+                "name": objects.pe_name(spec.name, index), "namespace": spec.namespace,
+                "labels": {objects.LABEL_PE: str(index)}}}))
             steps.append(Step("delete", pe, reason="Narrowed",
                               message=f"PE {pe['metadata']['name']} is no longer part of the job"))
-            # its Service is the job's (it outlives launches), so it goes here (a repeat is a 404)
-            steps.append(Step("delete", {"kind": "Service", "metadata": {
-                "name": objects.pe_name(spec.name, index), "namespace": spec.namespace}}))
     return steps
 
 
