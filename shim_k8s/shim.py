@@ -50,6 +50,7 @@ the state, the transition history, per-node recovery states and counters; see `S
 from __future__ import annotations
 
 
+import contextlib
 import dataclasses
 import datetime as dt
 import logging
@@ -249,10 +250,12 @@ class Shim:
                         timeout_seconds=self.opts.watch_timeout)
 
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        async with self.opts.kube.client() as client, self.opts.kube.client() as lease_client:
+        leader = self.opts.leader      # the Lease gets connections of its own: never queued behind others
+        async with self.opts.kube.client() as client, \
+                (self.opts.kube.client() if leader else contextlib.nullcontext()) as lease_client:
             self.client = client
-            if self.opts.leader is not None:   # its own connections: never queued behind others
-                self.elector = LeaderElector(lease_client, self.opts.leader)
+            if leader is not None:
+                self.elector = LeaderElector(lease_client, leader)
             cm_informer = await self._load_configmaps(client) if self.opts.configmaps else None
             try:
                 async with trio.open_nursery() as nursery:
