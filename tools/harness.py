@@ -81,6 +81,22 @@ def wait_for(cond: Callable[[], Any], timeout: float, what: str, interval: float
         time.sleep(interval)
 
 
+def _stream_socket(resp: httpx.Response) -> socket.socket | None:
+    """The socket under a streamed response, so another thread can shut it down: a thread
+    blocked reading a watch wakes only when its socket is shut down (closing the client does
+    not wake it; a test's teardown then waited out the join's 10 s)."""
+    stream = resp.extensions.get("network_stream")
+    return stream.get_extra_info("socket") if stream is not None else None
+
+
+def _shut(sock: socket.socket | None) -> None:
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
 class ObjectWatch:
     """`keep(event)` of every watch event of one named object (None: not kept), in `seen`, from
     a thread; `close()` ends it. What a test needs to see states it would miss by polling."""
@@ -90,12 +106,14 @@ class ObjectWatch:
         self._keep = keep
         self._client = httpx.Client(base_url=url, timeout=httpx.Timeout(10.0, read=None))
         self._request = (collection, {"watch": "1", "fieldSelector": f"metadata.name={name}"})
+        self._sock: socket.socket | None = None
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
         try:
             with self._client.stream("GET", self._request[0], params=self._request[1]) as resp:
+                self._sock = _stream_socket(resp)
                 for line in resp.iter_lines():
                     if line and (kept := self._keep(orjson.loads(line))) is not None:
                         self.seen.append(kept)
@@ -103,6 +121,7 @@ class ObjectWatch:
             pass
 
     def close(self) -> None:
+        _shut(self._sock)
         self._client.close()
         self._thread.join(10)
 
@@ -123,6 +142,7 @@ class BindWatch:
         for pod in listed["items"]:
             self._see(pod)
         self._rv = listed["metadata"]["resourceVersion"]
+        self._sock: socket.socket | None = None
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
@@ -137,6 +157,7 @@ class BindWatch:
         try:
             with self._client.stream("GET", self._path, params={
                     "watch": "1", "resourceVersion": self._rv}) as resp:
+                self._sock = _stream_socket(resp)
                 for line in resp.iter_lines():
                     if line:
                         event = orjson.loads(line)
@@ -159,6 +180,7 @@ class BindWatch:
             return sorted(t for binds in self.binds.values() for t, _ in binds)
 
     def close(self) -> None:
+        _shut(self._sock)
         self._client.close()
         self._thread.join(10)
 
