@@ -2,7 +2,8 @@
 
     ykshm bench failover [--faults 9] [--kinds kill,stop,cut] [--rate 20] [--nodes 20]
                          [--pod-lifetime 20] [--settle 1] [--timeout 60]
-                         [--lease-duration 15] [--renew-deadline 10] [--retry-period 2] [--json]
+                         [--lease-duration 15] [--renew-deadline 10] [--retry-period 2]
+                         [--no-lifeline] [--json]
 
 Starts sim-cluster and two scheduler replicas (engine + `ykshm shim --leader-elect` each, every
 shim behind its own cuttable loopback proxy: tools.harness.Replica), creates pods at `--rate` per
@@ -23,9 +24,11 @@ stream stopped and the cluster converged: pods bound twice (a pod whose nodeName
 must be 0), pods lost (created, schedulable, never bound: must be 0), the takeover p50/p99, and
 whether the user usage the final leader's engine tracks (UGM, summed over users) equals the
 truth recomputed from the API (the bound pods' requests).
-The timings default to client-go's (15 s / 10 s / 2 s): a killed leader is replaced after a lease
-duration; `--lease-duration 2 --renew-deadline 1.5 --retry-period 0.25` shows what short
-timings allow. Every process is stopped by pid when the benchmark ends, however it ends.
+The timings default to client-go's (15 s / 10 s / 2 s). A killed leader is replaced at once: its
+lifeline (kube.lifeline) ends with its process; a paused or cut-off one only after a lease
+duration, as client-go waits (`--no-lifeline`: every kind waits, as client-go alone does).
+`--lease-duration 2 --renew-deadline 1.5 --retry-period 0.25` shows what short timings allow.
+The summary gives p50/p99 over all faults and per kind. Every process is stopped by pid when the benchmark ends, however it ends.
 """
 
 from __future__ import annotations
@@ -200,6 +203,8 @@ def _body(argv: Sequence[str]) -> int:
                         help="seconds of steady scheduling before each fault (1)")
     parser.add_argument("--timeout", type=float, default=60.0,
                         help="seconds to wait for the last pods to be bound (60)")
+    parser.add_argument("--no-lifeline", action="store_true",
+                        help="replicas without the lifeline: client-go's timing for every kind")
     parser.add_argument("--json", action="store_true", help="one JSON object")
     args = parser.parse_args(argv)
     kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
@@ -233,9 +238,10 @@ def _body(argv: Sequence[str]) -> int:
     faults: list[dict[str, Any]] = []
     try:
         cluster.start_sim()
-        leader = cluster.start_replica(timings=timings)
+        extra = ["--leader-elect-lifeline", "off"] if args.no_lifeline else []
+        leader = cluster.start_replica(timings=timings, extra=extra)
         leader.wait_role("leader", 60)
-        cluster.start_replica(timings=timings).wait_role("standby", 60)
+        cluster.start_replica(timings=timings, extra=extra).wait_role("standby", 60)
         watch = BindWatch(cluster.url)
         stream = PodStream(cluster.url, args.rate, watch, args.pod_lifetime)
         for k in range(args.faults):
@@ -253,7 +259,7 @@ def _body(argv: Sequence[str]) -> int:
             leader.close()
             cluster.replicas.remove(leader)
             leader = next(r for r in cluster.replicas if r.identity == result["new"])
-            fresh = cluster.start_replica(timings=timings)
+            fresh = cluster.start_replica(timings=timings, extra=extra)
             fresh.wait_role("standby", 60)
             log(f"# fault {k + 1}/{args.faults} done; {len(stream.created)} pods created")
         stream.stop()
@@ -286,6 +292,9 @@ def _body(argv: Sequence[str]) -> int:
         f["lost"] = sum(1 for n in window if n not in bound)
         f["twice"] = sum(1 for n in window if n in twice)
     takeovers = [f["takeover"] for f in faults]
+    by_kind = {kind: {"faults": len(ts), "takeover_p50_s": round(percentile(ts, 50), 3),
+                      "takeover_p99_s": round(percentile(ts, 99), 3)}
+               for kind in KINDS if (ts := [f["takeover"] for f in faults if f["kind"] == kind])}
     out = {"timings": {"leaseDuration": args.lease_duration, "renewDeadline": args.renew_deadline,
                        "retryPeriod": args.retry_period},
            "faults": [{k: (round(v, 3) if isinstance(v, float) else v) for k, v in f.items()}
@@ -295,13 +304,14 @@ def _body(argv: Sequence[str]) -> int:
            "ug_usage": usage, "api_truth": truth, "ug_usage_equal": usage == truth,
            "takeover_p50_s": round(percentile(takeovers, 50), 3),
            "takeover_p99_s": round(percentile(takeovers, 99), 3),
+           "by_kind": by_kind, "lifeline": not args.no_lifeline,
            "stream_errors": stream.errors}
     if args.json:
         print(orjson.dumps(out).decode())
         return 0
     print(f"timings: lease duration {args.lease_duration:g} s, renew deadline "
           f"{args.renew_deadline:g} s, retry period {args.retry_period:g} s; {args.rate:g} pods/s "
-          f"on {args.nodes} nodes")
+          f"on {args.nodes} nodes; lifeline {'off' if args.no_lifeline else 'on'}")
     for i, f in enumerate(faults, 1):
         print(f"fault {i} {f['kind']:<4}: takeover {f['takeover']:.3f} s (fault -> new leader "
               f"{f['acquired'] - f['fault']:.3f} s), old leader's writes after takeover "
@@ -311,6 +321,9 @@ def _body(argv: Sequence[str]) -> int:
           f"{out['takeover_p99_s']:.3f} s; {len(created)} pods ({stream.deleted} deleted once "
           f"{args.pod_lifetime:g} s old), bound twice {len(twice)}, "
           f"lost {len(lost)}, late writes {out['late_writes']}")
+    for kind, k in by_kind.items():
+        print(f"  {kind:<4}: {k['faults']} faults, takeover p50 {k['takeover_p50_s']:.3f} s, "
+              f"p99 {k['takeover_p99_s']:.3f} s")
     print(f"UG usage of the leader's engine {'equals' if usage == truth else 'DIFFERS from'} the "
           f"truth recomputed from the API: {usage}" + ("" if usage == truth else f" vs {truth}"))
     if stream.errors:

@@ -16,7 +16,14 @@ Rules
 5. A new engine instance (the ring was replaced, ids restart at 0) gets the next generation,
    allocated atomically in Redis (a Lua script over keys of one slot), after the old ring's last
    events are drained from the exporter's still-open mapping of it.
-6. Failures: every Redis error becomes a one-line reason in the log and the status; the exporter
+6. Replicas (`leader_only`, `redis_name`): the exporters of an active/standby pair write one
+   history under one name. Each exports its engine only once a shim has registered with it (the
+   engine's snapshot names an RM): a standby's idle engine writes nothing, so generations are
+   handed out in the order the replicas came to lead, and a reader of the stream sees each
+   leader's events, under its InstanceUUID, after its predecessor's. The events its engine wrote
+   while idle are exported then (the ring holds them); a deposed leader's events written after
+   its successor's first are refused as an old generation's (rule 5's StaleRing).
+7. Failures: every Redis error becomes a one-line reason in the log and the status; the exporter
    retries with backoff (0.1 s doubling to 5 s) and resumes by rule 3.
 """
 
@@ -92,6 +99,9 @@ class ExportOptions:
     auth: RedisAuth | None = None   # password and CA, never in `url` (export.redisauth)
     wait_replicas: int = 0          # a batch counts once this many replicas have it (WAIT)
     wait_timeout_ms: int = 1000
+    redis_name: str = ""            # the name of the keys in Redis ("": `name`)
+    leader_only: bool = False       # export an engine only once a shim registered with it
+
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -133,7 +143,7 @@ class Exporter:
 
     def __init__(self, options: ExportOptions, link: Link | None = None) -> None:
         self.options = options
-        self.keys = Keys.for_instance(options.name)
+        self.keys = Keys.for_instance(options.redis_name or options.name)
         self.link = link
         self.status = ExportStatus(redis=redact(options.url))
         self._reader: Any = None
@@ -245,6 +255,31 @@ class Exporter:
             return False
         return True
 
+    def _leads(self) -> bool:
+        """Rule 6: without `leader_only`, always; with it, once the engine's snapshot names an
+        RM (a shim registered: this replica leads)."""
+        if not self.options.leader_only:
+            return True
+        from shm import SnapshotReader
+        from shm.errors import ShmError
+
+        try:
+            reader = SnapshotReader.attach(self.options.name)
+        except ShmError:
+            doc = None
+        else:
+            try:
+                doc = reader.read()
+            finally:
+                reader.close()
+        if isinstance(doc, dict) and (doc.get("engine") or {}).get("rmIDs"):
+            return True
+        if self.status.state != "waiting_for_leader":
+            log.info("waiting for a shim to register with engine %s (a standby's engine is not "
+                     "exported)", self.options.name)
+        self.status.state = "waiting_for_leader"
+        return False
+
     def _switch_instance(self) -> None:
         """The old instance is drained (rule 5): follow the new ring, if there is one yet."""
         log.info("engine instance %s ended at event %d; following the new instance",
@@ -264,7 +299,7 @@ class Exporter:
 
     def _resume(self) -> bool:
         """Rule 3: connect, find this instance's generation and the stream's last ID, place the cursor."""
-        if not self._attach():
+        if not self._attach() or not self._leads():
             return False
         self._connect()
         node = self.link.node

@@ -55,6 +55,12 @@ def _parser() -> Parser:
     p.add_argument("--redis-ca", metavar="FILE",
                    help="CA certificate(s) that sign a rediss:// server's certificate")
     p.add_argument("--name", default="ykshm", help="instance name, prefix of the /dev/shm segments")
+    p.add_argument("--redis-name", metavar="NAME",
+                   help="the instance name of the keys in Redis (default --name): the replicas of "
+                        "an active/standby pair export under one name, with --leader-only")
+    p.add_argument("--leader-only", action="store_true",
+                   help="export the engine only once a shim registered with it (the leader's): a "
+                        "standby's idle engine writes nothing, and the pair's history is one stream")
     p.add_argument("--maxlen", type=int, default=0, metavar="N",
                    help="keep about N entries (approximate trimming; 0: no limit)")
     p.add_argument("--max-age", default="0", metavar="DURATION",
@@ -88,6 +94,11 @@ def options_from(argv: Sequence[str]):
         validate_name(args.name)
     except ValueError:
         raise UsageError(f"--name {args.name!r}: not a valid instance name") from None
+    if args.redis_name is not None:
+        try:
+            validate_name(args.redis_name)
+        except ValueError:
+            raise UsageError(f"--redis-name {args.redis_name!r}: not a valid instance name") from None
     try:
         url, auth = resolve(args.redis, args.redis_password_file, args.redis_ca,
                             url_file=args.redis_url_file)
@@ -114,7 +125,8 @@ def options_from(argv: Sequence[str]):
         raise UsageError("--nice must be between 0 and 19")
     options = ExportOptions(name=args.name, url=url, maxlen=args.maxlen, max_age=max_age,
                             state_interval=args.state_interval, batch=args.batch, auth=auth,
-                            wait_replicas=args.wait_replicas, wait_timeout_ms=args.wait_timeout)
+                            wait_replicas=args.wait_replicas, wait_timeout_ms=args.wait_timeout,
+                            redis_name=args.redis_name or "", leader_only=args.leader_only)
     return options, args
 
 
@@ -148,7 +160,7 @@ def preflight(url: str, name: str, auth=None):
 def _body(argv: Sequence[str]) -> int:
     options, args = options_from(argv)
     nice, cpu_idle = args.nice, args.cpu_idle
-    link = preflight(options.url, options.name, options.auth)
+    link = preflight(options.url, options.redis_name or options.name, options.auth)
     from .exporter import CorruptGeneration, Exporter
 
     logsetup.configure_from(args)

@@ -41,7 +41,7 @@ class ExportStatus:
     redis: str = ""                 # the URL, password redacted
     redis_node: str = ""            # host:port of the node holding the stream
     connected: bool = False
-    state: str = "starting"         # starting | waiting_for_ring | exporting | retrying | stopped
+    state: str = "starting"         # starting | waiting_for_ring | waiting_for_leader | exporting | retrying | stopped
     last_error: str = ""
     last_error_nano: int = 0
     redis_errors: int = 0

@@ -16,7 +16,9 @@ cr-operator, pe-sim, admission): the one place they meet.
     store       one resource kind's local cache (an informer's store) and the relist diff
     leaderelection  active/standby through a coordination.k8s.io/v1 Lease, client-go's
                 semantics (lease duration, renew deadline, retry period) and the fence a
-                leader checks before each write
+                leader checks before each write, and its watch of its own Lease
+    lifeline    proof that a Lease holder's process has ended (a connection its kernel
+                closed), so a standby takes over at once instead of a lease duration later
     args        the API-server and logging flags every Kubernetes-facing role shares; run_role
 
 `kube` imports no role and never `simcluster`: it talks to any kube-apiserver.

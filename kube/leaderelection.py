@@ -38,6 +38,20 @@ the elector's `run` raises `LeadershipLost` at that very deadline (the replica t
 kube-scheduler does, and comes back as a standby). The API server's own arbiter covers the rest:
 a pod is bound once (409 when `spec.nodeName` is already set).
 
+The leader's watch (beyond client-go)
+-------------------------------------
+While it leads, the elector also watches its Lease. A record written by anyone else (another
+holder, a deletion) fences it the moment the API server announces it, not at its next renewal
+a retry period later: what keeps a takeover on a wrong lifeline proof harmless (below).
+
+The lifeline (beyond client-go; kube.lifeline)
+----------------------------------------------
+With a `lifeline` listener, every record the candidate writes names it (annotation
+`ykshm.io/leader-lifeline`), and a standby connects to the holder's. When that connection, once
+greeted by the holder, ends, the holder's process is gone (its kernel closed the socket), and the
+standby takes the Lease at once instead of a lease duration later. A pause or a partition closes
+nothing and is waited out as client-go does.
+
 `release()` (on a clean stop) writes an empty holder with a 1 s lease (client-go's
 `ReleaseOnCancel`), so a standby takes over within a retry period instead of a lease duration.
 
@@ -62,6 +76,7 @@ import trio
 
 from .client import check
 from .errors import ApiStatusError
+from .lifeline import ANNOTATION, Listener, Target, holder_ended, parse_target
 
 log = logging.getLogger("ykshm.leaderelection")
 
@@ -127,8 +142,11 @@ class LeaderElector:
     def __init__(self, client: httpx.AsyncClient, config: LeaseConfig, *,
                  clock: Callable[[], float] = time.monotonic,
                  wall: Callable[[], float] = time.time,
-                 rng: random.Random | None = None) -> None:
+                 rng: random.Random | None = None, lifeline: Listener | None = None) -> None:
         self.client = client
+        self.lifeline = lifeline
+        self.dead: tuple[str, str] | None = None    # (holder, nonce) whose lifeline ended
+        self.lost_reason = ""
         self.config = config
         self.clock = clock
         self.wall = wall
@@ -177,7 +195,8 @@ class LeaderElector:
                 "leaseDurationSeconds": self.config.lease_duration,
                 "renewDeadlineSeconds": self.config.renew_deadline,
                 "retryPeriodSeconds": self.config.retry_period,
-                "renewals": self.renewals, "conflicts": self.conflicts, "errors": self.errors}
+                "renewals": self.renewals, "conflicts": self.conflicts, "errors": self.errors,
+                "lifeline": self.lifeline.annotation() if self.lifeline is not None else None}
 
     # ------------------------------------------------------------------ one try
     def _observe(self, lease: dict[str, Any]) -> None:
@@ -217,7 +236,7 @@ class LeaderElector:
                 spec = lease.get("spec") or {}
                 holder = spec.get("holderIdentity") or ""
                 duration = float(spec.get("leaseDurationSeconds") or cfg.lease_duration)
-                if holder and holder != cfg.identity and \
+                if holder and holder != cfg.identity and not self._proven_gone(lease) and \
                         self._observed_time + duration > self.clock():
                     return False        # held by another, not expired by our own clock
                 return await self._update(lease, started)
@@ -233,7 +252,7 @@ class LeaderElector:
     async def _create(self, started: float) -> bool:
         cfg = self.config
         body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                "metadata": {"name": cfg.name, "namespace": cfg.namespace},
+                "metadata": self._metadata({"name": cfg.name, "namespace": cfg.namespace}),
                 "spec": self._record(None, self.wall())}
         resp = await self.client.post(cfg.collection, content=orjson.dumps(body),
                                       headers={"Content-Type": "application/json"})
@@ -246,7 +265,7 @@ class LeaderElector:
     async def _update(self, lease: dict[str, Any], started: float) -> bool:
         cfg = self.config
         body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                "metadata": {**lease["metadata"]},
+                "metadata": self._metadata(lease["metadata"]),
                 "spec": self._record(lease.get("spec"), self.wall())}
         resp = await self.client.put(cfg.path, content=orjson.dumps(body),
                                      headers={"Content-Type": "application/json"})
@@ -256,6 +275,30 @@ class LeaderElector:
         self._written(_checked(resp), started)
         return True
 
+    def _metadata(self, metadata: dict[str, Any]) -> dict[str, Any]:
+        """`metadata` with our lifeline named (or none named: a record of ours never carries
+        the previous holder's)."""
+        annotations = {k: v for k, v in (metadata.get("annotations") or {}).items() if k != ANNOTATION}
+        if self.lifeline is not None:
+            annotations[ANNOTATION] = self.lifeline.annotation()
+        out = {**metadata, "annotations": annotations}
+        if not annotations:
+            del out["annotations"]
+        return out
+
+    def _target(self, lease: dict[str, Any] | None) -> Target | None:
+        """The lifeline of the holder of `lease` (None: ours, nobody's, or none named)."""
+        if not lease:
+            return None
+        holder = ((lease.get("spec") or {}).get("holderIdentity")) or ""
+        if holder == self.config.identity:
+            return None
+        return parse_target(holder, ((lease.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION))
+
+    def _proven_gone(self, lease: dict[str, Any]) -> bool:
+        target = self._target(lease)
+        return target is not None and (target.holder, target.nonce) == self.dead
+
     def _written(self, lease: dict[str, Any], started: float) -> None:
         self._observe(lease)
         self.last_renew = started
@@ -263,34 +306,118 @@ class LeaderElector:
 
     # ------------------------------------------------------------------ the loop
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        """Acquire (retry period x jitter between tries), set `elected`, renew every retry
-        period; raise `LeadershipLost` at the renew deadline. Never returns normally."""
+        """Acquire (retry period x jitter between tries, or at once on a lifeline's proof), set
+        `elected`, renew every retry period while watching the Lease; raise `LeadershipLost` at
+        the renew deadline or when another record appears. Never returns normally."""
         cfg = self.config
-        task_status.started()
-        log.info("lease %s/%s: candidate %s", cfg.namespace, cfg.name, cfg.identity)
-        while not await self.try_acquire_or_renew(cfg.renew_deadline):
-            await trio.sleep(cfg.retry_period * (1 + (JITTER - 1) * self.rng.random()))
-        self.leading = True
-        spec = (self.lease or {}).get("spec") or {}
-        log.info("lease %s/%s: %s is the leader (transitions %s)", cfg.namespace, cfg.name,
-                 cfg.identity, spec.get("leaseTransitions"))
-        self.elected.set()
+        async with trio.open_nursery() as nursery:
+            if self.lifeline is not None:
+                await nursery.start(self.lifeline.serve, cfg.identity, self.may_act)
+            task_status.started()
+            log.info("lease %s/%s: candidate %s", cfg.namespace, cfg.name, cfg.identity)
+            await self._acquire()
+            self.leading = True
+            spec = (self.lease or {}).get("spec") or {}
+            log.info("lease %s/%s: %s is the leader (transitions %s)", cfg.namespace, cfg.name,
+                     cfg.identity, spec.get("leaseTransitions"))
+            self.elected.set()
+            nursery.start_soon(self._watch_own, nursery.cancel_scope)
+            await self._renew()
+            nursery.cancel_scope.cancel()
+        raise LeadershipLost(self.lost_reason)
+
+    async def _acquire(self) -> None:
+        """Until our write holds the Lease; meanwhile follow the holder's lifeline, if named."""
+        cfg = self.config
+        following: tuple[Target, trio.CancelScope, trio.Event] | None = None
+        retried = False
+        async with trio.open_nursery() as nursery:
+            while not await self.try_acquire_or_renew(cfg.renew_deadline):
+                target = self._target(self.lease)
+                if following is not None and following[0] != target:
+                    following[1].cancel()
+                    following = None
+                if following is None and target is not None:
+                    proved = trio.Event()
+                    following = (target, await nursery.start(self._follow, target, proved), proved)
+                    retried = False
+                if following is not None and following[2].is_set() and not retried:
+                    retried = True          # a renewal in flight when the holder died: once more
+                    continue
+                with trio.move_on_after(cfg.retry_period * (1 + (JITTER - 1) * self.rng.random())):
+                    if following is not None and not following[2].is_set():
+                        await following[2].wait()
+                    else:
+                        await trio.sleep_forever()
+            nursery.cancel_scope.cancel()
+
+    async def _follow(self, target: Target, proved: trio.Event, *,
+                      task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """Hold a connection to `target`'s lifeline; on its end, `dead` names it and `proved`
+        is set. A try that proves nothing is repeated every retry period."""
+        with trio.CancelScope() as scope:
+            task_status.started(scope)
+            while not await holder_ended(target, self.config.retry_period):
+                await trio.sleep(self.config.retry_period)
+            self.dead = (target.holder, target.nonce)
+            proved.set()
+
+    async def _renew(self) -> None:
+        """Renew every retry period until the renew deadline is missed or another holds it."""
+        cfg = self.config
         while True:
             await trio.sleep_until(min(trio.current_time() + cfg.retry_period,
                                        trio.current_time() + self._left()))
             while True:
                 left = self._left()
                 if left <= 0 or not self.may_act():
-                    self.lost = True
-                    raise LeadershipLost(f"lease {cfg.namespace}/{cfg.name} not renewed within "
-                                         f"the renew deadline ({cfg.renew_deadline:g}s)")
+                    self._lose(self.lost_reason or f"lease {cfg.namespace}/{cfg.name} not renewed "
+                               f"within the renew deadline ({cfg.renew_deadline:g}s)")
+                    return
                 if await self.try_acquire_or_renew(left):
                     break                                # our write: the Lease is ours
                 if self.lease is not None and self.holder not in ("", cfg.identity):
-                    self.lost = True
-                    raise LeadershipLost(f"lease {cfg.namespace}/{cfg.name} is now held by "
-                                         f"{self.holder}")
+                    self._lose(f"lease {cfg.namespace}/{cfg.name} is now held by {self.holder}")
+                    return
                 await trio.sleep(min(cfg.retry_period / 4, max(self._left(), 0)))
+
+    def _lose(self, reason: str) -> None:
+        if not self.lost_reason:
+            self.lost_reason = reason
+        self.lost = True
+
+    async def _watch_own(self, scope: trio.CancelScope) -> None:
+        """While leading: a record of the Lease that is not ours (another holder, a deletion)
+        fences us at once and ends `run`. A broken watch is opened again (the renew deadline
+        covers the time without one)."""
+        cfg = self.config
+        params = {"watch": "1", "fieldSelector": f"metadata.name={cfg.name}", "timeoutSeconds": "300"}
+        while True:
+            try:
+                async with self.client.stream("GET", cfg.collection, params=params,
+                                              timeout=httpx.Timeout(10.0, read=330.0)) as resp:
+                    if resp.status_code < 300:
+                        async for line in resp.aiter_lines():
+                            if line and (reason := self._not_ours(orjson.loads(line))):
+                                log.info("lease %s/%s: %s", cfg.namespace, cfg.name, reason)
+                                self._lose(reason)
+                                scope.cancel()
+                                return
+            except (httpx.HTTPError, orjson.JSONDecodeError):
+                pass
+            await trio.sleep(cfg.retry_period / 4)
+
+    def _not_ours(self, event: Any) -> str:
+        """Why a watch event ends our leadership ("" when it does not)."""
+        if not isinstance(event, dict) or event.get("type") not in ("ADDED", "MODIFIED", "DELETED"):
+            return ""
+        cfg = self.config
+        if event["type"] == "DELETED":
+            return f"lease {cfg.namespace}/{cfg.name} was deleted (seen on its watch)"
+        holder = (((event.get("object") or {}).get("spec")) or {}).get("holderIdentity") or ""
+        if holder == cfg.identity:
+            return ""
+        return f"lease {cfg.namespace}/{cfg.name} is now held by {holder or 'nobody'} (seen on its watch)"
 
     def _left(self) -> float:
         return self.last_renew + self.config.renew_deadline - self.clock()
@@ -327,8 +454,11 @@ class LeaderElector:
         spec = dict(lease.get("spec") or {})
         stamp = micro_time(self.wall())
         spec.update(holderIdentity="", leaseDurationSeconds=1, acquireTime=stamp, renewTime=stamp)
-        return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                "metadata": {**lease["metadata"]}, "spec": spec}
+        metadata = {**lease["metadata"]}
+        annotations = {k: v for k, v in (metadata.get("annotations") or {}).items() if k != ANNOTATION}
+        metadata["annotations"] = annotations
+        return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": metadata,
+                "spec": spec}
 
 
 def _checked(resp: httpx.Response) -> dict[str, Any]:

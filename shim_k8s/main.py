@@ -5,7 +5,8 @@
                [--configmaps | --no-configmaps] [--namespace NS] [--log-level LEVEL]
                [--leader-elect [--leader-elect-lease-duration 15s] [--leader-elect-renew-deadline 10s]
                 [--leader-elect-retry-period 2s] [--leader-elect-resource-name yunikorn-scheduler]
-                [--leader-elect-resource-namespace NS] [--leader-elect-identity ID]]
+                [--leader-elect-resource-namespace NS] [--leader-elect-identity ID]
+                [--leader-elect-lifeline HOST[:PORT] | off]]
 
 With `--configmaps` (the default inside a cluster, i.e. when KUBERNETES_SERVICE_HOST is set) the
 engine's configuration is YuniKorn's: `yunikorn-defaults` + `yunikorn-configs` in `--namespace`
@@ -18,7 +19,10 @@ candidate of the Lease `--leader-elect-resource-namespace`/`--leader-elect-resou
 standby until elected, the leader after (see shim_k8s.shim, "Active/standby", and
 kube.leaderelection). The identity defaults to HOSTNAME_UUID (the pod's name in a pod). In a pod
 ($POD_NAME, or `--leader-elect-pod`) the shim labels it `ykshm.io/scheduler-role=leader|standby`,
-which the Service selects.
+which the Service selects. The leader's lifeline (kube.lifeline) lets a standby take over the
+moment the leader's process ends instead of a lease duration later: a TCP listener on
+`--leader-elect-lifeline` (default $POD_IP, else 127.0.0.1, any free port; `off`: none), named in
+the Lease. A standby must be able to connect to it (in a pod: the pod's address).
     ykshm shim status [--name NAME | --status-file PATH] [--json] [--nodes]
 
 The shim writes its state to `RUNTIME/NAME.shim.json` (`common.runtimedir`); `status` reads it (exit 1 if there is
@@ -100,6 +104,10 @@ def _run(argv: Sequence[str]) -> int:
                       help="the Lease's namespace (default: --namespace's)")
     lead.add_argument("--leader-elect-identity", default=None, metavar="ID",
                       help="this candidate's holderIdentity (default HOSTNAME_UUID)")
+    lead.add_argument("--leader-elect-lifeline", metavar="HOST[:PORT]",
+                      default=os.environ.get("POD_IP") or "127.0.0.1",
+                      help="the leader's lifeline listener: a standby takes over as soon as it "
+                           "ends (default $POD_IP, else 127.0.0.1, any port; off: none)")
     lead.add_argument("--leader-elect-pod", default=os.environ.get("POD_NAME", ""), metavar="NAME",
                       help="label this pod (in the Lease's namespace) ykshm.io/scheduler-role="
                            "leader|standby, for the Service to select the leader (default $POD_NAME)")
@@ -119,7 +127,7 @@ def _run(argv: Sequence[str]) -> int:
     kube = kubeargs.kube_config(args)
     from .configmaps import default_namespace
 
-    leader = None
+    leader = lifeline = None
     if args.leader_elect:
         from kube.leaderelection import LeaseConfig
         try:
@@ -132,13 +140,15 @@ def _run(argv: Sequence[str]) -> int:
                 retry_period=args.leader_elect_retry_period)
         except ValueError as exc:
             raise UsageError(f"--leader-elect: {exc}") from None
+        lifeline = _lifeline(args.leader_elect_lifeline)
     opts = ShimOptions(kube=kube, name=args.name, socket_path=args.socket or "",
                        rm_id=args.rm_id or "mycluster", status_file=args.status_file or "",
                        bind_workers=args.bind_workers, watch_timeout=args.watch_timeout,
                        recovery_timeout=args.recovery_timeout, configmaps=args.configmaps,
                        namespace=args.namespace or default_namespace(),
                        rm_id_from_config=args.rm_id is None, leader=leader,
-                       leader_pod=args.leader_elect_pod if leader is not None else "")
+                       leader_pod=args.leader_elect_pod if leader is not None else "",
+                       lifeline=lifeline if leader is not None else None)
     try:
         kubeargs.run_role(serve, opts)
     except* LeadershipLost as group:
@@ -152,6 +162,21 @@ def _run(argv: Sequence[str]) -> int:
             leaf = leaf.exceptions[0]
         raise Failure(str(leaf)) from None
     return 0
+
+
+def _lifeline(text: str):
+    """The bound lifeline listener for `--leader-elect-lifeline` (None for `off`)."""
+    from kube.lifeline import Listener, parse_bind
+
+    if text == "off":
+        return None
+    try:
+        return Listener(*parse_bind(text))
+    except ValueError as exc:
+        raise UsageError(f"--leader-elect-lifeline: {exc}") from None
+    except OSError as exc:
+        raise UsageError(f"--leader-elect-lifeline {text}: cannot listen there: "
+                         f"{exc.strerror or exc}") from None
 
 
 def _status(argv: Sequence[str]) -> int:

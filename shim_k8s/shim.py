@@ -72,6 +72,7 @@ from common.configsection import ConfigError
 from common.shimstatus import status_path, write_status
 from kube import client as kubeclient
 from kube.leaderelection import Fenced, LeaderElector, LeaseConfig
+from kube.lifeline import Listener
 from . import configmaps
 from .core import Actions, Bind, ShimCore
 from .core.actions import PodStatus
@@ -184,6 +185,8 @@ class ShimOptions:
     """Active/standby through this Lease (None: always active, no election)."""
     leader_pod: str = ""
     """This replica's pod (in the Lease's namespace), labelled with its role ("": no label)."""
+    lifeline: Listener | None = None
+    """The bound lifeline listener of this candidate (kube.lifeline; None: client-go's timing only)."""
 
     def __post_init__(self) -> None:
         if not self.socket_path:
@@ -255,7 +258,7 @@ class Shim:
                 (self.opts.kube.client() if leader else contextlib.nullcontext()) as lease_client:
             self.client = client
             if leader is not None:
-                self.elector = LeaderElector(lease_client, leader)
+                self.elector = LeaderElector(lease_client, leader, lifeline=self.opts.lifeline)
             cm_informer = await self._load_configmaps(client) if self.opts.configmaps else None
             try:
                 async with trio.open_nursery() as nursery:

@@ -363,8 +363,13 @@ def children_for(args, runtime: Path, config: Path, creds: Credentials, pods: Pa
     children.append(Child("admission", [*ykshm, "admission", "--kubeconfig", str(creds.roles["admission"]),
                                         "--namespace", ADMISSION_NAMESPACE, "--bind", admission,
                                         "--webhook-url", f"https://{admission}", "--key-bits", "2048"]))
-    if args.export:
+    if args.export and args.replicas == 1:
         children.append(Child("export", [*ykshm, "export", "--redis", args.export, "--name", args.name]))
+    elif args.export:       # one history: each replica's exporter writes only while it leads
+        for i in range(1, args.replicas + 1):
+            children.append(Child("export" if i == 1 else f"export-{i}", [
+                *ykshm, "export", "--redis", args.export, "--name", replica_name(args.name, i),
+                "--redis-name", args.name, "--leader-only"]))
     for i in range(1, args.replicas + 1):
         children.append(Child("web" if i == 1 else f"web-{i}", [
             *ykshm, "web", "--name", replica_name(args.name, i), "--bind",

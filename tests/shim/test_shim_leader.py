@@ -161,6 +161,9 @@ def test_a_leader_stopped_cleanly_releases_the_lease(ring_name):
      "--leader-elect: lease duration 10s must be more than the renew deadline (10s)"),
     (["--leader-elect-retry-period", "soon"],
      "argument --leader-elect-retry-period: invalid duration value: 'soon'"),
+    (["--leader-elect-lifeline", "here:x"], "--leader-elect-lifeline: 'here:x' is not HOST[:PORT]"),
+    (["--leader-elect-lifeline", "192.0.2.1:9088"],
+     "--leader-elect-lifeline 192.0.2.1:9088: cannot listen there: Cannot assign requested address"),
 ])
 def test_bad_election_flags_are_one_line_and_exit_2(flags, message):
     out = subprocess.run([sys.executable, "-m", "tools.cli", "shim", "--api-server",
@@ -191,3 +194,108 @@ def test_the_leader_labels_its_pod_for_the_service_and_its_successor_relabels_it
         standby.wait_role("leader", timeout=20)
         wait_for(lambda: roles() == {"sched-0": "standby", "sched-1": "leader"}, 10,
                  "the new leader's pod labelled, the old one's relabelled")
+
+
+CLIENT_GO = (15.0, 10.0, 2.0)
+
+
+def test_a_killed_leader_is_replaced_at_once_with_client_gos_timings(ring_name):
+    """The lifeline: with client-go's 15 s lease, a SIGKILLed leader's successor does not wait
+    the lease out. Its process is gone, the connection the standby held to it ended, and the
+    standby took the Lease at once (without the lifeline: 15 s and more)."""
+    with Cluster(ring_name, nodes=3) as c:
+        c.start_sim()
+        leader = c.start_replica(timings=CLIENT_GO)
+        leader.wait_role("leader")
+        standby = c.start_replica(timings=CLIENT_GO)
+        standby.wait_role("standby")
+        watch = BindWatch(c.url)
+        try:
+            names = _pods(c, 0, 10)
+            leader.shim.stop(signal.SIGKILL)
+            names += _pods(c, 10, 10)
+            doc = standby.wait_role("leader", timeout=8)
+            assert doc["leaderElection"]["leaseTransitions"] == 1
+            _all_bound_once(c, watch, names)
+        finally:
+            watch.close()
+
+
+def test_a_paused_leader_is_waited_out_although_its_lifeline_is_open(pair):
+    """SIGSTOP closes nothing: the standby takes the Lease only once it expired by its own
+    clock (2 s here), never on the lifeline."""
+    c, leader, standby, watch = pair
+    import time
+    leader.shim.send(signal.SIGSTOP)
+    paused = time.time()
+    doc = standby.wait_role("leader", timeout=20)
+    assert _micro(doc["leaderElection"]["acquireTime"]) - paused > TIMINGS[0] - 0.6
+    leader.shim.send(signal.SIGCONT)
+    assert leader.shim.popen.wait(20) == 1
+
+
+def _lifeline(replica) -> tuple[str, int, str]:
+    from kube.lifeline import parse_bind
+
+    annotation = replica.status()["leaderElection"]["lifeline"]
+    address, _, nonce = annotation.partition("/")
+    return (*parse_bind(address), nonce)
+
+
+def _greeting(host: str, port: int, timeout: float = 2.0) -> bytes:
+    import socket
+
+    with socket.create_connection((host, port), timeout=timeout) as s:
+        got = b""
+        try:
+            while chunk := s.recv(100):
+                got += chunk
+                if got.endswith(b"\n"):
+                    break
+        except TimeoutError:
+            pass
+        return got
+
+
+def test_a_lifeline_greets_only_as_the_leader_and_holds_a_bounded_number(pair):
+    """Playing a stranger on the lifeline port: a standby's lifeline says nothing (a stranger
+    cannot get a greeting to pose with); the leader greets at most 16 peers at once, so a
+    flood of connections costs it nothing and it keeps binding."""
+    import socket
+
+    c, leader, standby, watch = pair
+    host, port, _ = _lifeline(standby)
+    assert _greeting(host, port) == b""                       # closed, ungreeted
+    host, port, nonce = _lifeline(leader)
+    held = [socket.create_connection((host, port), timeout=2) for _ in range(15)]
+    try:                                # with the standby's own connection, 16 are held
+        for s in held:
+            assert s.recv(100) == f"ykshm-lifeline replica-0 {nonce}\n".encode()
+        assert _greeting(host, port) == b""                   # the 17th: closed, ungreeted
+        names = _pods(c, 0, 5)
+        _all_bound_once(c, watch, names)
+        assert standby.role() == "standby"
+    finally:
+        for s in held:
+            s.close()
+
+
+def test_a_lease_taken_by_another_fences_the_leader_before_its_next_renewal(ring_name):
+    """A record of the Lease written by another (here the test, as an intruder or a standby
+    acting on a wrong proof) fences the leader when its watch announces it: pods created right
+    after it are never bound by the old leader (it would have bound them until its next
+    renewal, up to a retry period of 2 s later), and it exits."""
+    with Cluster(ring_name, nodes=2) as c:
+        c.start_sim()
+        leader = c.start_replica(timings=CLIENT_GO)
+        leader.wait_role("leader")
+        _pods(c, 0, 2)
+        c.wait_bound(["p000", "p001"], timeout=20)
+        lease = c.api.get(LEASE).json()
+        lease["spec"]["holderIdentity"] = "intruder"
+        assert c.api.put(LEASE, json=lease).status_code == 200
+        names = _pods(c, 2, 5)
+        assert leader.shim.popen.wait(10) == 1
+        assert [p["metadata"]["name"] for p in c.pods()
+                if p["metadata"]["name"] in names and p["spec"].get("nodeName")] == []
+        assert "held by intruder (seen on its watch)" in leader.shim.tail(5)

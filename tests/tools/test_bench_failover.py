@@ -46,5 +46,8 @@ def test_two_faults_with_short_timings():
     assert re.search(r"2 faults, takeover p50 \d+\.\d{3} s, p99 \d+\.\d{3} s; \d+ pods "
                      r"\(\d+ deleted once 20 s old\), "
                      r"bound twice 0, lost 0, late writes 0$", summary)
+    for kind in ("stop", "cut"):
+        assert any(re.fullmatch(rf"  {kind}: 1 faults, takeover p50 \d+\.\d{{3}} s, p99 \d+\.\d{{3}} s",
+                                line) for line in lines), out
     assert any(line.startswith("UG usage of the leader's engine equals the truth recomputed from "
                                "the API: {") for line in lines), out
