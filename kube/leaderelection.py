@@ -392,11 +392,19 @@ class LeaderElector:
         covers the time without one)."""
         cfg = self.config
         params = {"watch": "1", "fieldSelector": f"metadata.name={cfg.name}", "timeoutSeconds": "300"}
+        refused = 0
         while True:
             try:
                 async with self.client.stream("GET", cfg.collection, params=params,
                                               timeout=httpx.Timeout(10.0, read=330.0)) as resp:
-                    if resp.status_code < 300:
+                    if resp.status_code >= 300 and resp.status_code != refused:
+                        refused = resp.status_code   # said once: RBAC needs watch of the Lease
+                        log.warning("lease %s/%s: its watch was refused: HTTP %d (the leader is "
+                                    "fenced at its renewals only)", cfg.namespace, cfg.name,
+                                    resp.status_code)
+                    if resp.status_code >= 300:
+                        await trio.sleep(cfg.retry_period)
+                    else:
                         async for line in resp.aiter_lines():
                             if line and (reason := self._not_ours(orjson.loads(line))):
                                 log.info("lease %s/%s: %s", cfg.namespace, cfg.name, reason)

@@ -86,10 +86,11 @@ deploy/kubernetes and YuniKorn's chart do: out of reach of the demo users (`edit
 NAMESPACED_RULES: dict[str, tuple[str, list[tuple]]] = {
     # the shim reads yunikorn-defaults/yunikorn-configs (its queues, hot-reloaded) there only;
     # with `--replicas 2` its Lease (kube/leaderelection.py): created once, then get/update of
-    # that one Lease by name (a create cannot be limited by name)
+    # that one Lease by name (a create cannot be limited by name); the leader watches it
+    # (fieldSelector metadata.name, which a resourceNames grant covers)
     "shim": (SCHEDULER_NAMESPACE, [([""], ["configmaps"], RO),
                                    (["coordination.k8s.io"], ["leases"], ["create"]),
-                                   (["coordination.k8s.io"], ["leases"], ["get", "update"],
+                                   (["coordination.k8s.io"], ["leases"], ["get", "update", "watch"],
                                     ["yunikorn-scheduler"])]),
 }
 

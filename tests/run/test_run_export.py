@@ -7,7 +7,7 @@ import glob
 import signal
 import subprocess
 
-from runharness import ROOT, free_port, pids_naming, ykshm
+from runharness import ROOT, children, cmdline, free_port, pids_naming, ykshm
 from tools.harness import wait_for
 
 from bench.redis_server import RedisServer
@@ -37,6 +37,35 @@ def test_run_with_export_fills_the_stream_and_stops_clean(make_run, ring_name):
         wait_for(lambda: client.exists(key) and client.xlen(key) > 0, 30, "events in Redis")
         # the engine's state too, with its generation
         wait_for(lambda: client.hget(Keys.for_instance(ring_name).state, "generation"), 30, "state in Redis")
+        assert inst.stop(signal.SIGTERM) == 0, inst.stderr()
+        assert inst.leftovers() == {"shm": [], "pids": [], "status_file": False}
+    finally:
+        server.close()
+
+
+def test_two_replicas_export_one_history_the_standby_waiting(make_run, ring_name):
+    """`--replicas 2 --export`: an exporter per replica under one name in Redis; only the
+    leader's engine is exported (generation 1 is its instance), the standby's exporter waits."""
+    from export.status import read_file
+    from shm import RingReader
+
+    server = RedisServer()
+    try:
+        inst = make_run(extra=("--replicas", "2", "--export", server.url))
+        exporters = [cmdline(pid) for pid in children(inst.pid) if "ykshm export " in cmdline(pid)]
+        assert len(exporters) == 2 and all("--leader-only" in cmd for cmd in exporters), exporters
+        client = server.client()
+        keys = Keys.for_instance(ring_name)
+        wait_for(lambda: client.exists(keys.events) and client.xlen(keys.events) > 0, 30, "events in Redis")
+        wait_for(lambda: (read_file(f"{ring_name}-2") or {}).get("state") == "waiting_for_leader", 30,
+                 "the standby's exporter waiting")
+        reader = RingReader.attach(ring_name)
+        try:
+            leader_uuid = reader.instance_uuid
+        finally:
+            reader.close()
+        instances = client.hgetall(keys.instances)
+        assert instances[b"gen:1"].decode() == leader_uuid and b"gen:2" not in instances
         assert inst.stop(signal.SIGTERM) == 0, inst.stderr()
         assert inst.leftovers() == {"shm": [], "pids": [], "status_file": False}
     finally:
