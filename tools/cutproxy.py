@@ -8,18 +8,24 @@ connections, accepted and never answered: the client's requests hang until its o
 across a real partition, rather than failing fast with a reset. `close()` stops the listener and
 closes every socket (threads are daemons and end with their sockets).
 
+`python -m tools.cutproxy HOST:PORT` runs one as a process (for a namespace a test cannot enter
+with a thread: the real control plane's): it forwards 127.0.0.1 to HOST:PORT, prints its port,
+cuts on SIGUSR1 and ends on SIGTERM.
+
 Used by the active/standby tests and `ykshm bench failover`; nothing of it is a role's code.
 """
 
 from __future__ import annotations
 
+import signal
 import socket
+import sys
 import threading
 
 
 class CutProxy:
-    def __init__(self, target_port: int, host: str = "127.0.0.1") -> None:
-        self.target = (host, target_port)
+    def __init__(self, target_port: int, host: str = "127.0.0.1", target_host: str | None = None) -> None:
+        self.target = (target_host or host, target_port)
         self._listener = socket.create_server((host, 0))
         self.port = self._listener.getsockname()[1]
         self.url = f"http://{host}:{self.port}"
@@ -100,3 +106,20 @@ class CutProxy:
             except OSError:
                 pass
             s.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    host, _, port = (sys.argv[1:] if argv is None else argv)[0].rpartition(":")
+    proxy = CutProxy(int(port), target_host=host.strip("[]"))
+    signal.signal(signal.SIGUSR1, lambda *_: proxy.cut())
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    print(proxy.port, flush=True)
+    try:
+        while True:
+            signal.pause()
+    finally:
+        proxy.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

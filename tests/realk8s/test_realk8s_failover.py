@@ -2,7 +2,9 @@
 --leader-elect` each, under the shim's identity and RBAC from `ykshm run`) share the real Lease
 `yunikorn/yunikorn-scheduler` of kube-apiserver. A SIGKILLed leader is replaced at once with
 client-go's timings (the lifeline, kube/lifeline.py); a SIGSTOPped one is waited out, and when it
-wakes it finds the Lease gone, writes nothing and exits. Every pod is bound once (the real
+wakes it finds the Lease gone, writes nothing and exits; one cut from kube-apiserver (its
+connections through a cut proxy inside the plane's namespace, `python -m tools.cutproxy`) stops
+writing at its renew deadline, exits, and the standby takes over. Every pod is bound once (the real
 apiserver refuses a second binding with 409, which the shims would log), and no 403 appears:
 the Role grants the Lease's create, get, update and watch."""
 
@@ -10,6 +12,8 @@ from __future__ import annotations
 
 import datetime as dt
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -18,6 +22,7 @@ import yaml
 
 from common.shimstatus import read_status
 from tests.realk8s.realsched import RealScheduler, shim_kubeconfig
+from tests.tools.ykcli import env as ykshm_env
 from tools import harness, run_identities
 
 NODES = ("fo-node-1", "fo-node-2")
@@ -80,12 +85,36 @@ class Replica:
 
 
 @pytest.fixture
+def cut_proxy(plane):
+    """A cut proxy to kube-apiserver inside the plane's namespace: (its port, the process)."""
+    target = plane.server.removeprefix("https://").rstrip("/")
+    proc = subprocess.Popen([*plane.enter(), sys.executable, "-m", "tools.cutproxy", target],
+                            stdout=subprocess.PIPE, text=True, cwd=harness.ROOT, env=ykshm_env())
+    try:
+        assert proc.stdout is not None
+        yield int(proc.stdout.readline()), proc
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def _through(kubeconfig: Path, port: int) -> Path:
+    """A copy of `kubeconfig` whose server is 127.0.0.1:PORT (in the serving certificate)."""
+    doc = yaml.safe_load(kubeconfig.read_text())
+    doc["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{port}"
+    path = kubeconfig.with_name(f"through-{port}.kubeconfig")
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+@pytest.fixture
 def pair(plane, nodes, tmp_path, ring_name, request):
-    timings = request.param
+    timings, proxy = request.param if len(request.param) == 2 else (request.param, None)
     kubeconfig = shim_kubeconfig(plane, tmp_path)
+    leader_config = _through(kubeconfig, request.getfixturevalue("cut_proxy")[0]) if proxy else kubeconfig
     replicas = []
     try:
-        replicas.append(Replica(plane, f"{ring_name}-a", kubeconfig, f"{ring_name}-a", timings))
+        replicas.append(Replica(plane, f"{ring_name}-a", leader_config, f"{ring_name}-a", timings))
         replicas[0].wait_role("leader")
         replicas.append(Replica(plane, f"{ring_name}-b", kubeconfig, f"{ring_name}-b", timings))
         replicas[1].wait_role("standby")
@@ -147,3 +176,18 @@ def test_a_paused_leader_is_waited_out_and_writes_nothing_after_waking(plane, pa
     assert "leadership lost" in leader.shim.tail(5)
     assert leader.election()["lastWriteSent"] < acquired
     _clean_logs(leader, standby)
+
+
+@pytest.mark.parametrize("pair", [((4.0, 3.0, 0.5), "cut")], indirect=True)
+def test_a_leader_cut_from_the_apiserver_stops_at_its_deadline_and_is_replaced(plane, pair, cut_proxy):
+    leader, standby = pair
+    names = _pods(leader, "cut", 6)
+    leader.real.wait_bound(names)
+    cut_proxy[1].send_signal(signal.SIGUSR1)
+    names += _pods(leader, "cut-after", 6)
+    doc = standby.wait_role("leader", timeout=30)
+    assert leader.shim.popen.wait(30) == 1                     # renew deadline missed: exits
+    assert "leadership lost" in leader.shim.tail(5)
+    assert leader.election()["lastWriteSent"] < _micro(doc["acquireTime"])
+    standby.real.wait_bound(names)
+    _clean_logs(standby)
