@@ -163,11 +163,11 @@ def _pe_statuses(value: Any, region: "Region", status_type: type) -> dict:
     out = {}
     for key, name in value.items():
         pe = _int({"peToCompletion": key}, "peToCompletion")
-        if pe not in region.spec.pes:
-            raise InvalidRequest(f"peToCompletion names PE {pe}, not in the region", field="peToCompletion")
         try:
-            out[pe] = status_type(name)
+            progress = status_type(name)
         except ValueError:
             raise _bad(f"peToCompletion.{key}", name,
                        "None, CheckpointDone, BlockingCheckpointDone or ResetDone") from None
+        if pe in region.spec.pes:   # a PE that left (a width change while no operator ran) is dropped:
+            out[pe] = progress      # the region goes on with its members as the spec now names them
     return out

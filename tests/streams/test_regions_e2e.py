@@ -243,3 +243,30 @@ def test_scaling_a_parallel_region_inside_a_consistent_region(scaled_region_clus
         wait_for(lambda: completed_at_least(before + 3), 90, f"drains completing at width {width}")
     assert seen == sorted(seen)                      # sequence ids never went back
     assert operator_pid(c) == pid                    # the operator followed without a restart
+
+
+def test_a_width_change_while_the_operator_is_down_is_picked_up_at_its_restart(scaled_region_cluster):
+    """Review probe P6: the operator paused, the parallel region narrowed (pesInRegion [0, 1, 2]
+    -> [0, 1], its status still naming PE 2), then the operator killed. The restarted operator
+    goes on with the region's members as the spec now names them (it crash-looped on the stale
+    status, for good), and drains complete again."""
+    c, k = scaled_region_cluster
+    wait_for(lambda: region(k).get("status", {}).get("lastCompletedSeqID", 0) >= 2, 90, "drains completing")
+    assert sorted(region(k)["spec"]["pesInRegion"]) == [0, 1, 2]
+    pid = operator_pid(c)
+    assert pid is not None
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        k("scale", "stpr/cr-op2", "--replicas=1")
+        wait_for(lambda: sorted(region(k)["spec"]["pesInRegion"]) == [0, 1], 60, "pesInRegion narrowed")
+        assert "2" in region(k)["status"]["peToCompletion"]      # the stale status the restart meets
+        before = region(k)["status"]["lastCompletedSeqID"]
+    finally:
+        os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: (now := operator_pid(c)) not in (None, pid) and now, 30, "a restarted operator")
+    wait_for(lambda: region(k)["status"].get("lastCompletedSeqID", 0) >= before + 3, 90,
+             "drains completing after the restart")
+    restarted = operator_pid(c)
+    wait_for(lambda: region(k)["status"].get("lastCompletedSeqID", 0) >= before + 5, 60, "more drains")
+    assert operator_pid(c) == restarted                        # no crash loop
+    assert sorted(region(k)["status"]["peToCompletion"]) == ["0", "1"]

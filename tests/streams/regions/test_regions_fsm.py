@@ -358,7 +358,15 @@ def test_status_round_trip_and_bad_documents():
     with pytest.raises(errors.InvalidRequest, match="currentSeqID"):
         Region.from_status(region.spec, region.status_doc() | {"currentSeqID": "x"})
     with pytest.raises(errors.InvalidRequest, match="peToCompletion"):
-        Region.from_status(region.spec, region.status_doc() | {"peToCompletion": {"1": "None"}})
+        Region.from_status(region.spec, region.status_doc() | {"peToCompletion": {"x": "None"}})
+    with pytest.raises(errors.InvalidRequest, match="peToCompletion"):
+        Region.from_status(region.spec, region.status_doc() | {"peToCompletion": {"0": "Halfway"}})
+    # a PE that left the region while no operator ran (a width change): dropped, not a refusal
+    # that would crash-loop the operator (review probe P6)
+    departed = max(region.spec.pes) + 1
+    narrowed = Region.from_status(region.spec, region.status_doc() | {
+        "peToCompletion": {**region.status_doc()["peToCompletion"], str(departed): "CheckpointDone"}})
+    assert narrowed.status_doc() == region.status_doc()
     with pytest.raises(errors.InvalidRequest, match="pesInRegion"):
         RegionSpec.from_doc({"regionIndex": 0, "period": 1.0, "pesInRegion": []})
     with pytest.raises(errors.InvalidRequest, match="trigger"):
