@@ -10,13 +10,17 @@ endpoint of the controller behind a Service of that name (`peobjects.api_service
 `http://streams-api.NS:10000/api/bundles/NS/JOB`.
 
 Authentication: `Authorization: Bearer TOKEN`, TOKEN the job's Secret `JOB-token` (mounted into
-its PE pods at /etc/config/token). No token, another job's token, or a job without a Secret: 401
-(a Kubernetes Status, `Unauthorized`; the answer does not say whether the job exists). The bundle
+its PE pods at /etc/config/token), or the caller's address is one of the job's own PE pods
+(`pepeers.job_at`: OpenStreams' runtime sends no token, and OpenStreams accepts its PE pods). No
+token from elsewhere, another job's token, or a job without a Secret: 401 (a Kubernetes Status,
+`Unauthorized`; the answer does not say whether the job exists). The bundle
 is what the Job's `spec.bundle` names, fetched as the submission does (`fetch`), kept in memory for
 the last `CACHE_JOBS` jobs (keyed by the Job's uid, so a resubmitted job is fetched again).
 
 Connectivity: OpenStreams' PEs PUT theirs to `streams-api` (`/api/state/job/JOB/pe/N/connectivity`,
-no namespace: one instance per namespace there; ours serves every namespace, so the path names it).
+no namespace: one instance per namespace there; ours serves every namespace, so our path names
+it). The runtime's form is answered too: `job` in the namespace's place, from an address of one of
+JOB's PE pods, is that pod's namespace (from anywhere else it is read as the namespace `job`).
 What PEs report is kept in memory with the time it arrived (`at`, seconds since the epoch) and
 the PE's launch at that time (`launch`, the PE's `spec.launchCount` as the controller's cache holds
 it: a report belongs to the pod of that launch), answered to the job's token holders (`ykshm bench
@@ -67,7 +71,8 @@ class BundleServer:
 
     def __init__(self, client: httpx.AsyncClient, *, bundle_dir: str, cache_dir: str,
                  pe_launch: Callable[[str, str, int], int | None] | None = None,
-                 on_report: Callable[[tuple[str, str]], None] = lambda _key: None) -> None:
+                 on_report: Callable[[tuple[str, str]], None] = lambda _key: None,
+                 job_at: Callable[[str], tuple[str, str] | None] = lambda _ip: None) -> None:
         self.client, self.bundle_dir, self.cache_dir = client, bundle_dir, cache_dir
         self.bundles: collections.OrderedDict[str, bytes] = collections.OrderedDict()
         self.tokens: collections.OrderedDict[tuple[str, str], tuple[float, bytes]] = collections.OrderedDict()
@@ -78,6 +83,8 @@ class BundleServer:
         controller to ask, every report is kept without a launch."""
         self.on_report = on_report
         """Called with (namespace, job) after a PE's report is kept."""
+        self.job_at = job_at
+        """A caller's address -> (namespace, job) when it is one of that job's PE pods."""
 
     def reports(self, namespace: str, job: str) -> dict[int, tuple[str, int]]:
         """PE index -> (connectivity, launch) of the job's reports that name a launch."""
@@ -104,7 +111,10 @@ class BundleServer:
             self.tokens.popitem(last=False)
         return value
 
-    async def authorized(self, namespace: str, job: str, headers: Mapping[bytes, bytes]) -> bool:
+    async def authorized(self, namespace: str, job: str, headers: Mapping[bytes, bytes],
+                         peer: str = "") -> bool:
+        if peer and self.job_at(peer) == (namespace, job):
+            return True                     # the job's own PE pod: the runtime sends no token
         scheme, _, presented = headers.get(b"authorization", b"").partition(b" ")
         if scheme.lower() != b"bearer" or not presented:
             return False
@@ -135,12 +145,12 @@ class BundleServer:
         if route.pe is None:
             if scope["method"] != "GET":
                 return 405, status_body(405, "MethodNotAllowed", f"{scope['method']} is not allowed"), JSON
-            if not await self.authorized(namespace, job, _headers(scope)):
+            if not await self.authorized(namespace, job, _headers(scope), _peer(scope)):
                 return 401, status_body(401, "Unauthorized", "a job's PE token is required"), JSON
             return 200, orjson.dumps(self.connectivity.get((namespace, job), {})), JSON
         if scope["method"] != "PUT":
             return 405, status_body(405, "MethodNotAllowed", f"{scope['method']} is not allowed"), JSON
-        if not await self.authorized(namespace, job, _headers(scope)):
+        if not await self.authorized(namespace, job, _headers(scope), _peer(scope)):
             return 401, status_body(401, "Unauthorized", "a job's PE token is required"), JSON
         body = await _body(receive)
         try:
@@ -181,11 +191,11 @@ class BundleServer:
         if isinstance(route, tuple):
             return route[0], status_body(route[0], route[1], route[2]), JSON
         if route.kind == "state":
-            return await self.state(route, scope, receive)
+            return await self.state(self._runtime_form(route, _peer(scope)), scope, receive)
         if scope["method"] not in ("GET", "HEAD"):
             return 405, status_body(405, "MethodNotAllowed", f"{scope['method']} is not allowed"), JSON
         namespace, job = route.namespace, route.job
-        if not await self.authorized(namespace, job, _headers(scope)):
+        if not await self.authorized(namespace, job, _headers(scope), _peer(scope)):
             return 401, status_body(401, "Unauthorized", "a job's PE token is required (Authorization: "
                                                           "Bearer, from /etc/config/token/token)"), JSON
         try:
@@ -195,6 +205,20 @@ class BundleServer:
         if data is None:
             return 404, status_body(404, "NotFound", f"job {namespace}/{job} is gone"), JSON
         return 200, data, b"application/octet-stream"
+
+
+    def _runtime_form(self, route: "Route", peer: str) -> "Route":
+        """OpenStreams' `/api/state/job/JOB/...` from one of JOB's PE pods: that pod's namespace."""
+        if route.namespace != RUNTIME_NAMESPACE_SEGMENT or not peer:
+            return route
+        key = self.job_at(peer)
+        if key is None or key[1] != route.job:
+            return route
+        return dataclasses.replace(route, namespace=key[0])
+
+
+RUNTIME_NAMESPACE_SEGMENT = "job"
+"""What OpenStreams' runtime puts where our paths name the namespace (`/api/state/job/JOB/...`)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -227,6 +251,12 @@ def parse_path(path: str) -> Route | tuple[int, str, str]:
     if not names.is_label(namespace) or not names.is_subdomain(job):
         return 400, "BadRequest", "the namespace must be a DNS-1123 label and the job a DNS-1123 subdomain"
     return Route(kind, namespace, job, pe)
+
+
+def _peer(scope: dict) -> str:
+    """The caller's address (hypercorn's `client`; "" when the server does not know it)."""
+    client = scope.get("client") or ("",)
+    return str(client[0] or "")
 
 
 def _headers(scope: dict) -> dict[bytes, bytes]:

@@ -172,7 +172,7 @@ class Controller:
                 from .bundleserver import BundleServer, check_api_address, serve
                 server = BundleServer(self.client, bundle_dir=self.settings.bundle_dir,
                                       cache_dir=self.settings.cache_dir, pe_launch=self._pe_launch,
-                                      on_report=self.mark)
+                                      on_report=self.mark, job_at=self._job_at)
                 self.api_address = await nursery.start(serve, server, self.settings.api_bind)
                 await check_api_address(self.client, self.settings.namespace or "default", self.api_address)
                 log.info("bundle endpoint %s:%d, accepted by the API server for the %s Endpoints",
@@ -197,6 +197,13 @@ class Controller:
         """The launch of the job's PE `index` in the cache (what a PE's report belongs to)."""
         pe = self.informers["ProcessingElement"].store.items.get(f"{namespace}/{pe_name(job, index)}")
         return int(pe["spec"].get("launchCount") or 1) if pe is not None else None
+
+    def _job_at(self, ip: str) -> JobKey | None:
+        """The job whose PE pod has address `ip` (streams.pepeers), from the caches."""
+        from .pepeers import job_at
+
+        pes = self.informers["ProcessingElement"].store.items
+        return job_at(ip, self.informers["Pod"].store, lambda ns, name: pes.get(f"{ns}/{name}"))
 
     def mark(self, key: JobKey | None) -> None:
         if key is not None and key[1]:

@@ -16,6 +16,7 @@ import pathlib
 import signal
 import uuid
 
+import httpx
 import pytest
 
 from tools.harness import Cluster, HarnessError, Kubectl, wait_for
@@ -287,3 +288,47 @@ def test_consistent_region_fixture_drains_and_resets_after_a_pe_pod_is_killed(po
     wait_for(lambda: k.json("get", "stcro", "crf")["status"]["phase"] == "Running", 60, "the operator serving")
     resp = c.api.put(f"http://{ip}:10000/api/consistentregion/region/0/reset", json={"request": {"force": "true"}})
     assert resp.status_code == 401
+
+
+RUNTIME_JOB = """\
+apiVersion: streams.ibm.com/v1
+kind: Job
+metadata:
+  name: rt
+spec:
+  bundle: {name: rt.sab, file: {path: rt.sab}}
+  fusion: {manual: 2}
+"""
+
+
+def test_the_runtimes_requests_from_its_pe_pods_address_need_no_token(pod_cluster):
+    """OpenStreams' runtime sends no token: its connectivity PUT in its own form
+    (`/api/state/job/JOB/pe/N/connectivity`) and a bundle GET from the address of one of the
+    job's PE pods are answered without one; the same requests from another address, or for
+    another job, are 401 (review probe P2: 401 even with the right token)."""
+    c, k, bundles = pod_cluster
+    sab = appgen.make_sab(appgen.pipeline_adl(operators=4))
+    (bundles / "rt.sab").write_bytes(sab)
+    k("create", "-f", "-", stdin=RUNTIME_JOB)
+    pods = wait_for(lambda: (p := k.json("get", "pods", "-l", "streams.ibm.com/job=rt,svc=pe")["items"])
+                    and len(p) == 2 and all(x["status"].get("phase") == "Running" for x in p) and p,
+                    60, "two PE pods Running")
+    subset = k.json("get", "endpoints", "streams-api")["subsets"][0]
+    api = f"http://{subset['addresses'][0]['ip']}:{subset['ports'][0]['port']}"
+    pe0 = next(p for p in pods if p["metadata"]["labels"]["streams.ibm.com/pe"] == "0")
+
+    def call(method: str, path: str, source: str, body: bytes = b"") -> httpx.Response:
+        transport = httpx.HTTPTransport(local_address=source)
+        with httpx.Client(transport=transport, base_url=api, timeout=10) as client:
+            return client.request(method, path, content=body)
+
+    runtime = pe0["status"]["podIP"]
+    assert call("PUT", "/api/state/job/rt/pe/0/connectivity", runtime, b'"Full"').status_code == 204
+    got = call("GET", "/api/bundles/default/rt", runtime)
+    assert got.status_code == 200 and got.content == sab
+    stranger = "127.254.0.9"                                   # no pod's address
+    assert call("PUT", "/api/state/job/rt/pe/0/connectivity", stranger, b'"Full"').status_code == 401
+    assert call("PUT", "/api/state/default/rt/pe/0/connectivity", stranger, b'"Full"').status_code == 401
+    assert call("GET", "/api/bundles/default/rt", stranger).status_code == 401
+    assert call("GET", "/api/bundles/default/cr", runtime).status_code == 401   # another job's
+    k("delete", "stj", "rt")
