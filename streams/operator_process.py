@@ -165,6 +165,14 @@ class JobRegions:
         except ValueError:
             return None
 
+    def pe_peer(self, ip: str) -> bool:
+        """Whether `ip` is one of this job's own PE pods (streams.pepeers), from the caches."""
+        from .pepeers import job_at
+
+        pes = self.informers["ProcessingElement"].store.items
+        return job_at(ip, self.informers["Pod"].store,
+                      lambda ns, name: pes.get(f"{ns}/{name}")) == (self.namespace, self.job)
+
     def _pod_address(self, pe: Mapping[str, Any]) -> tuple[str, int] | None:
         """Where `JOB-N.NS` points: the PE's current pod's IP (its headless Service's endpoint)."""
         launch = int(pe["spec"].get("launchCount") or 1)
@@ -234,7 +242,8 @@ class JobRegions:
                                            addresses=self.address, restarted=restarted)
             nursery.start_soon(self._route, receive)
             url = await nursery.start(partial(serve, self.operator, bind, limits=limits,
-                                              idle_timeout=idle_timeout, token=token))
+                                              idle_timeout=idle_timeout, token=token,
+                                              pe_peer=self.pe_peer))
             status = {k: v for k, v in (cro.get("status") or {}).items() if k != "message"}
             await kube.put_status(self.client, cro, {**status, "hasStarted": True, "phase": "Running",
                                                      "address": advertise or f"{url}/api/consistentregion"})

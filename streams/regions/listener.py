@@ -88,7 +88,8 @@ class Listener:
             body = conn.take(request.body_start, end)
             conn.served += 1
             self.stats.direct += 1
-            answer = await self.api.call(*route, body, request.method, request.path, request.headers)
+            answer = await self.api.call(*route, body, request.method, request.path, request.headers,
+                                         conn.peer)
             close = CLIENT_CLOSE if request.close else (
                 SERVER_CLOSE if conn.served >= self.config.keep_alive_max_requests else b"")
             await conn.stream.send_all(response(answer.status, answer.response_headers(),

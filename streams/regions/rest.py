@@ -27,7 +27,8 @@ answered with the status of the error (errors.py) and the JSON body
 413 a body over 64 KiB. Any other exception is logged and answered 500 without details.
 
 Authentication: given the job's token (`serve(token=...)`, what `ykshm cr-operator` reads from
-`STREAMS_JOB_TOKEN`, the job's Secret `JOB-token` that PE pods mount), every request under the base
+`STREAMS_JOB_TOKEN`, the job's Secret `JOB-token` that PE pods mount; or a caller whose address is
+one of the job's own PE pods, `pe_peer`: OpenStreams' runtime sends none), every request under the base
 needs `Authorization: Bearer TOKEN`, else 401 (`reason` unauthorized) before any route or body is
 looked at; /metrics stays open. (OpenStreams' operator has none: any pod could reset a region.)
 """
@@ -312,16 +313,20 @@ class RegionApi:
     """The ASGI application of one operator."""
 
     def __init__(self, operator: RegionOperator, body_timeout: float = Limits().body_timeout,
-                 token: bytes | None = None) -> None:
+                 token: bytes | None = None, pe_peer: Callable[[str], bool] = lambda _ip: False) -> None:
         self.operator = operator
         self.body_timeout = body_timeout
         self.token = token
+        self.pe_peer = pe_peer
+        """A caller's address -> whether it is one of the job's own PE pods (streams.pepeers)."""
 
-    def authorized(self, handler: Handler, headers) -> bool:
+    def authorized(self, handler: Handler, headers, peer: str = "") -> bool:
         """With a job token set, every route but /metrics (open for scrapers) needs `Authorization:
-        Bearer TOKEN` (the PEs' Secret). Decided by the route the router resolved, never by the
-        path's text: `//api/...` once resolved to a handler while a prefix test let it through."""
-        if self.token is None or handler in OPEN:
+        Bearer TOKEN` (the PEs' Secret), unless the caller's address is one of the job's own PE
+        pods (OpenStreams' runtime sends no token). Decided by the route the router resolved,
+        never by the path's text: `//api/...` once resolved to a handler while a prefix test let
+        it through."""
+        if self.token is None or handler in OPEN or (peer and self.pe_peer(peer)):
             return True
         for name, value in headers:
             if name.lower() == b"authorization":
@@ -350,14 +355,16 @@ class RegionApi:
         except Exception:
             log.exception("cr-operator: bug while reading %s %s", method, path)
             return INTERNAL_ERROR
-        return await self.call(handler, params, body, method, path, scope.get("headers", ()))
+        client = scope.get("client") or ("",)
+        return await self.call(handler, params, body, method, path, scope.get("headers", ()),
+                               str(client[0] or ""))
 
     async def call(self, handler: Handler, params: dict, body: bytes, method: str,
-                   path: str, headers=()) -> Answer:
-        """A resolved request's answer: 401 without the job's token, else the handler's, its
-        refusal's, or a 500 for a bug (the one place both the ASGI app and the listener's direct
-        path answer through)."""
-        if not self.authorized(handler, headers):
+                   path: str, headers=(), peer: str = "") -> Answer:
+        """A resolved request's answer: 401 without the job's token (from elsewhere than its PE
+        pods), else the handler's, its refusal's, or a 500 for a bug (the one place both the ASGI
+        app and the listener's direct path answer through)."""
+        if not self.authorized(handler, headers, peer):
             return UNAUTHORIZED
         try:
             return await handler(self, params, body)
@@ -413,6 +420,7 @@ def hypercorn_config(bind: str, idle_timeout: float = 30.0) -> Config:
 
 async def serve(operator: RegionOperator, bind: str = "127.0.0.1:0", *, direct: bool = True,
                 limits: Limits = Limits(), idle_timeout: float = 30.0, token: bytes | None = None,
+                pe_peer: Callable[[str], bool] = lambda _ip: False,
                 task_status=trio.TASK_STATUS_IGNORED) -> None:
     """Run the operator and its API until cancelled; `started` with the URL it listens on
     (e.g. "http://127.0.0.1:41234"), once restart statuses are written and the socket listens.
@@ -426,7 +434,8 @@ async def serve(operator: RegionOperator, bind: str = "127.0.0.1:0", *, direct: 
 
     async with trio.open_nursery() as nursery:
         await nursery.start(operator.run)
-        api, config = RegionApi(operator, limits.body_timeout, token), hypercorn_config(bind, idle_timeout)
+        api = RegionApi(operator, limits.body_timeout, token, pe_peer)
+        config = hypercorn_config(bind, idle_timeout)
         if direct:
             binds = await nursery.start(serve_api, Listener(api, config, limits))
         else:

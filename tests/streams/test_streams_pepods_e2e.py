@@ -303,11 +303,13 @@ spec:
 
 def test_the_runtimes_requests_from_its_pe_pods_address_need_no_token(pod_cluster):
     """OpenStreams' runtime sends no token: its connectivity PUT in its own form
-    (`/api/state/job/JOB/pe/N/connectivity`) and a bundle GET from the address of one of the
-    job's PE pods are answered without one; the same requests from another address, or for
-    another job, are 401 (review probe P2: 401 even with the right token)."""
+    (`/api/state/job/JOB/pe/N/connectivity`), a bundle GET and its requests to the
+    consistent-region operator, from the address of one of the job's PE pods, are answered
+    without one; the same requests from another address, or for another job, are 401 (review
+    probe P2: 401 even with the right token)."""
     c, k, bundles = pod_cluster
-    sab = appgen.make_sab(appgen.pipeline_adl(operators=4))
+    sab = appgen.make_sab(appgen.pipeline_adl(operators=4, regions=(appgen.Region(
+        0, 3, period=1.0, drain_timeout=3.0, reset_timeout=3.0, max_attempts=1000),)))
     (bundles / "rt.sab").write_bytes(sab)
     k("create", "-f", "-", stdin=RUNTIME_JOB)
     pods = wait_for(lambda: (p := k.json("get", "pods", "-l", "streams.ibm.com/job=rt,svc=pe")["items"])
@@ -331,4 +333,15 @@ def test_the_runtimes_requests_from_its_pe_pods_address_need_no_token(pod_cluste
     assert call("PUT", "/api/state/default/rt/pe/0/connectivity", stranger, b'"Full"').status_code == 401
     assert call("GET", "/api/bundles/default/rt", stranger).status_code == 401
     assert call("GET", "/api/bundles/default/cr", runtime).status_code == 401   # another job's
+
+    # the consistent-region operator: the same rule, on its direct path and through hypercorn
+    operator = wait_for(lambda: (e := k.json("get", "endpoints", "streams-rt-consistentregion-api"))
+                        .get("subsets") and e["subsets"][0], 60, "the operator's endpoints")
+    port = next(p["port"] for p in operator["ports"] if p["name"] == "sys-api")
+    api = f"http://{operator['addresses'][0]['ip']}:{port}"
+    state = call("GET", "/api/consistentregion/region/0/state", runtime)       # through hypercorn
+    assert state.status_code == 200 and state.json() in ("STARTED", "PROCESSING", "DRAINING"), state.text
+    assert call("GET", "/api/consistentregion/pe/0", runtime).status_code != 401  # its direct path
+    for path in ("/api/consistentregion/pe/0", "/api/consistentregion/region/0/state"):
+        assert call("GET", path, stranger).status_code == 401, path
     k("delete", "stj", "rt")
