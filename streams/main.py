@@ -30,9 +30,13 @@ updates them first (what `ykshm run` does).
 
 from __future__ import annotations
 
+import logging
 import os
+import signal
 import sys
 from collections.abc import Sequence
+
+import trio
 
 from common import logsetup
 from common.cliutil import Parser, UsageError, first_leaf, run_main
@@ -40,6 +44,8 @@ from common.cliutil import Parser, UsageError, first_leaf, run_main
 from kube import args as kubeargs
 
 from .peobjects import DEFAULT_IMAGE
+
+log = logging.getLogger("ykshm.streams")
 
 PROG = "ykshm streams"
 
@@ -138,11 +144,13 @@ def _run(argv: Sequence[str]) -> int:
                         pe_policy=PePolicy(tuple(args.allow_host_path), args.allow_ptrace))
 
     async def serve() -> None:
-        async with kube.client() as client:
+        async with kube.client() as client, trio.open_nursery() as nursery:
+            nursery.start_soon(_stop_on_sigterm, nursery.cancel_scope)
             if args.install_crds:
                 from .crds import install
                 await install(client)
             await Controller(client, settings).run()
+            nursery.cancel_scope.cancel()     # it returned: the SIGTERM watcher is not waited for
 
     from .bundleserver import ApiAddressRefused
 
@@ -151,6 +159,17 @@ def _run(argv: Sequence[str]) -> int:
     except* ApiAddressRefused as group:
         raise UsageError(f"--api-bind {args.api_bind}: {first_leaf(group)}") from None
     return 0
+
+
+async def _stop_on_sigterm(scope: "trio.CancelScope") -> None:
+    """SIGTERM (systemd, a pod's deletion, `ykshm run`): cancel the controller, so each
+    supervised `ykshm cr-operator` gets SIGTERM and is waited for (trio.run_process), instead of
+    the default action ending the controller alone and leaving its operators running."""
+    with trio.open_signal_receiver(signal.SIGTERM) as signals:
+        async for _ in signals:
+            log.info("SIGTERM: stopping the controller and its cr-operators")
+            scope.cancel()
+            return
 
 
 def main(argv: Sequence[str] | None = None) -> int:

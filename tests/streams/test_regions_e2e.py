@@ -150,6 +150,13 @@ def test_region_drains_survives_operator_kill_and_pod_failure(region_cluster):
     assert "cr-operator for default/cr exited with 0" in log, log[-2000:]
     assert "Traceback" not in log
 
+    # SIGTERM to the controller (systemd's stop): it stops its cr-operators, waits for them and
+    # exits 0 (it ended alone, leaving the operator running)
+    child = operator_pid(c)
+    assert child is not None
+    assert c.streams.stop(signal.SIGTERM, timeout=10) == 0
+    assert not psutil.pid_exists(child)
+
 
 def test_operator_killed_in_draining_and_resetting_resumes_with_consistent_seq_ids(bare_region_cluster):
     """A silent PE holds the region in DRAINING (then RESETTING): the operator is killed -9 in
