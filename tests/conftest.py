@@ -1,5 +1,5 @@
-"""Shared fixtures: unique instance names, cleanup of every segment a test makes, and a check that
-the whole run leaves /dev/shm as it found it."""
+"""Shared fixtures: unique instance names, cleanup of every segment a test makes, and checks that
+the whole run leaves /dev/shm as it found it and no process of its own running."""
 
 from __future__ import annotations
 
@@ -81,3 +81,36 @@ def dev_shm_left_as_found():
     while (leaked := _left_behind(before, since)) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not leaked, f"the tests left these behind in /dev/shm: {leaked}"
+
+
+SESSION_MARK = "YKSHM_TEST_SESSION"
+"""An environment variable with a value of this run's own: every process the run starts inherits
+it (harness.Proc, subprocess, nsenter pass the environment on)."""
+
+
+def _marked(mark: str) -> list[str]:
+    """Live processes (not this one) carrying this run's mark: what the run left running."""
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.pid == os.getpid() or proc.status() == psutil.STATUS_ZOMBIE:
+                continue
+            if proc.environ().get(SESSION_MARK) == mark:
+                found.append(f"{proc.pid} {' '.join(proc.cmdline())[:160]}")
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return found
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_process_left_running():
+    """Every process a test starts is stopped by pid, grandchildren included: at the end of the
+    run none carrying its mark is alive (a controller that died alone once left its supervised
+    cr-operator running)."""
+    mark = uuid.uuid4().hex
+    os.environ[SESSION_MARK] = mark
+    yield
+    deadline = time.monotonic() + 10
+    while (left := _marked(mark)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not left, f"the tests left these processes running: {left}"
