@@ -246,3 +246,24 @@ def test_runtime_directory_not_tmp():
         assert u["Service.RuntimeDirectoryPreserve"] == ["yes"], name
     for name in ("ykshm-engine.service", "ykshm-shim.service"):
         assert unit(name)["Service.PrivateTmp"] == ["yes"], name
+
+
+def test_the_active_standby_drop_ins_verify_and_make_a_candidate_and_a_leader_only_exporter(units_copy):
+    """deploy/systemd/active-standby/: installed as drop-ins of the shim and export units, the
+    units still verify; the shim becomes a Lease candidate with a lifeline others can reach, the
+    exporter writes only while its shim leads."""
+    for name in ("ykshm-shim", "ykshm-export"):
+        text = (DEPLOY / "systemd" / "active-standby" / f"{name}.conf").read_text()
+        drop_in = units_copy / f"{name}.service.d"
+        drop_in.mkdir()
+        (drop_in / "active-standby.conf").write_text(text.replace("/usr/local/bin/ykshm", ykshm_binary()))
+    r = subprocess.run(["systemd-analyze", "verify", "--man=no",
+                        *[str(units_copy / u) for u in UNITS + OPTIONAL_UNITS]],
+                       capture_output=True, text=True, timeout=60, cwd=units_copy)
+    assert r.returncode == 0, r.stderr
+    assert [line for line in r.stderr.splitlines() if "ykshm" in line] == [], r.stderr
+    shim = (DEPLOY / "systemd" / "active-standby" / "ykshm-shim.conf").read_text()
+    start = [line for line in shim.splitlines() if line.startswith("ExecStart=")]
+    assert start[0] == "ExecStart=" and "--leader-elect --leader-elect-lifeline %H:9088" in start[1]
+    export = (DEPLOY / "systemd" / "active-standby" / "ykshm-export.conf").read_text()
+    assert [line for line in export.splitlines() if line.startswith("ExecStart=")][1].endswith("--leader-only")
