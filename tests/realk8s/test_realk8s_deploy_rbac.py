@@ -88,3 +88,47 @@ def test_shipped_rbac_configmap_reload_and_preemption_on_the_real_apiserver(plan
     log = scheduler.shim_log()
     assert " 403 " not in log and "forbidden" not in log.lower(), log
     assert json.loads(plane.kubectl("get", "pod", "batch-1", "-o", "json").stdout)["spec"]["nodeName"] == "tiny"
+
+
+def test_the_streams_controller_grants_its_operators_only_what_it_holds(plane, tmp_path):
+    """deploy/kubernetes gives the Streams controller roles/rolebindings get/create (each job's
+    cr-operator gets a Role and RoleBinding of its own, `--operators pod`). Playing a controller
+    gone bad with its ServiceAccount's token against kube-apiserver's escalation check: binding
+    `admin` to itself, or a Role reading every Secret, is 403; the operator's own kind of Role
+    (its job's PEs and regions, one Secret by name) and its binding are made."""
+    plane.kubectl("apply", *[a for f in ("namespace", "streams-rbac")
+                             for a in ("-f", str(DEPLOY / f"{f}.yaml"))])
+    token = plane.kubectl("-n", NAMESPACE, "create", "token", "ykshm-streams", "--duration=1h").stdout.strip()
+    config = tmp_path / "ykshm-streams.kubeconfig"
+    config.write_text(pki.kubeconfig(plane.server, plane.pki.ca_crt, "ykshm-streams", {"token": token}))
+    sa = {"kind": "ServiceAccount", "name": "ykshm-streams", "namespace": NAMESPACE}
+
+    def create(obj: dict):
+        path = tmp_path / f"{obj['kind']}-{obj['metadata']['name']}.json"
+        path.write_text(json.dumps(obj))
+        return plane.inside("kubectl", "create", "-f", str(path), kubeconfig=str(config), check=False)
+
+    def role(name: str, rules: list[dict]) -> dict:
+        return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                "metadata": {"name": name, "namespace": "default"}, "rules": rules}
+
+    def binding(name: str, kind: str, role_name: str) -> dict:
+        return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                "metadata": {"name": name, "namespace": "default"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": role_name},
+                "subjects": [sa]}
+
+    # `admin` is aggregated by kube-controller-manager: an empty role would be no escalation
+    plane.wait_for("ClusterRole admin aggregated",
+                   lambda: plane.kubectl_json("get", "clusterrole", "admin").get("rules"), timeout=60)
+    refused = create(binding("grab-admin", "ClusterRole", "admin"))
+    assert refused.returncode != 0 and "forbidden" in refused.stderr.lower(), refused.stderr
+    refused = create(role("read-all-secrets", [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["list"]}]))
+    assert refused.returncode != 0 and "forbidden" in refused.stderr.lower(), refused.stderr
+    operator_rules = [{"apiGroups": ["streams.ibm.com"], "resources": ["streamspes", "streamscrs"],
+                       "verbs": ["get", "list", "watch"]},
+                      {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"], "resourceNames": ["j-token"]}]
+    made = create(role("j-consistent-region-operator", operator_rules))
+    assert made.returncode == 0, made.stderr
+    made = create(binding("j-consistent-region-operator", "Role", "j-consistent-region-operator"))
+    assert made.returncode == 0, made.stderr

@@ -35,7 +35,15 @@ def test_no_identity_can_escalate(objects):
     for name, granted in rules(objects).items():
         for rule in granted:
             assert not {"bind", "escalate", "impersonate", "*"} & set(rule["verbs"]), (name, rule)
-            assert "*" not in rule["apiGroups"] and "rbac.authorization.k8s.io" not in rule["apiGroups"], (name, rule)
+            assert "*" not in rule["apiGroups"], (name, rule)
+            if "rbac.authorization.k8s.io" in rule["apiGroups"]:
+                # only the Streams controller, for each job's operator: a Role and its RoleBinding,
+                # made and read, never updated; without bind/escalate the API's escalation check
+                # holds it to rules it has (test_realk8s_deploy_rbac.py plays it against kube-apiserver)
+                assert name == "ClusterRole/ykshm-streams", (name, rule)
+                assert rule["apiGroups"] == ["rbac.authorization.k8s.io"], (name, rule)
+                assert set(rule["resources"]) <= {"roles", "rolebindings"}, (name, rule)
+                assert set(rule["verbs"]) <= {"get", "create"}, (name, rule)
             assert rule["apiGroups"] == ["streams.ibm.com"] or "*" not in rule["resources"], (name, rule)
     for binding in (o for o in objects if o["kind"] in ("RoleBinding", "ClusterRoleBinding")):
         assert binding["roleRef"]["name"] in OURS, binding["metadata"]["name"]
