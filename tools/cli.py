@@ -34,6 +34,11 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "completion": ("tools.completion", "print a bash or zsh completion script (source <(ykshm completion bash))"),
 }
 
+RUNTIME_BOOTSTRAP = frozenset({"bootstrap", "/usr/local/streams/system/impl/bin/streams-k8s-bootstrap"})
+"""What OpenStreams' PE pod spec runs in its runtime image (streams.peobjects.BOOTSTRAP; no command,
+this as the only arg). In ykshm's own image, as `ykshm streams --pe-image ykshm:VERSION` makes it,
+it is `pe-sim` in a PE pod (streams/pepod.py), so a cluster without the runtime image runs PEs."""
+
 # Commands whose documented stop is Ctrl-C (the banner's "Ctrl-C stops everything."): exit 0 on it
 STOPPED_BY_CTRL_C = frozenset({"run"})
 
@@ -63,6 +68,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     name, rest = args[0], args[1:]
     if name == "sim-cluster" and "--node-agent" in rest:   # the node half alone, against any API server
         name, rest = "node-agent", [a for a in rest if a != "--node-agent"]
+    if name in RUNTIME_BOOTSTRAP:       # a PE pod of ykshm's own image
+        name = "pe-sim"
     if name not in SUBCOMMANDS:
         print(f"ykshm: error: unknown command {name!r} (try ykshm --help)", file=sys.stderr)
         return 2
