@@ -103,6 +103,7 @@ class Settings:
     pe_runtime: PeRuntime = dataclasses.field(default_factory=PeRuntime)   # the PE pods' image
     api_bind: str | None = None               # the bundle endpoint's HOST:PORT (None: not served)
     operator_pod: tuple[str, list[str]] | None = None   # (image, API flags): cr-operators as Deployments
+    operator_unready_after: float = 30.0     # seconds an operator Deployment may have no ready pod
     pe_policy: PePolicy = dataclasses.field(default_factory=PePolicy)   # what a Job may ask of PE pods
 
 
@@ -181,7 +182,8 @@ class Controller:
                 nursery.start_soon(self._keep_api_services)
             if self.settings.operator_pod is not None:
                 from .operators import PodOperators
-                self.operators = PodOperators(self.client, *self.settings.operator_pod)
+                self.operators = PodOperators(self.client, *self.settings.operator_pod,
+                                              unready_after=self.settings.operator_unready_after)
                 nursery.start_soon(self.operators.run)
             elif self.settings.operator_argv is not None:
                 from .operators import Supervisor

@@ -3,6 +3,7 @@
     ykshm streams --api-server URL | --kubeconfig FILE [--context CTX] [--namespace NS]
                   [--bundle-dir DIR] [--cache-dir DIR] [--install-crds]
                   [--operators process|pod|none] [--no-operators] [--operator-image IMAGE]
+                  [--operator-unready-after SECONDS]
                   [--pe-image IMAGE] [--api-bind HOST:PORT]
                   [--github-host HOST]... [--allow-fetch-host HOST[:PORT]]... [--cluster-cidr CIDR]...
                   [--max-submissions N]
@@ -81,6 +82,9 @@ def _run(argv: Sequence[str]) -> int:
     parser.add_argument("--no-operators", action="store_true", help="the same as --operators none")
     parser.add_argument("--operator-image", default=None, metavar="IMAGE",
                         help="the operator Deployments' image (default ykshm:VERSION)")
+    parser.add_argument("--operator-unready-after", type=float, default=30.0, metavar="SECONDS",
+                        help="with --operators pod: an operator Deployment without a ready pod this "
+                             "long gets OperatorReachable=False and a Warning event (default 30)")
     parser.add_argument("--pe-image", default=DEFAULT_IMAGE, metavar="IMAGE",
                         help="the PE pods' Streams runtime image; {build} is the PE's buildType "
                              f"(default {DEFAULT_IMAGE}, OpenStreams')")
@@ -121,6 +125,8 @@ def _run(argv: Sequence[str]) -> int:
     from .peobjects import PeRuntime
 
     kube = kubeargs.kube_config(args)
+    if not args.operator_unready_after > 0:
+        raise UsageError(f"--operator-unready-after {args.operator_unready_after:g}: must be more than 0 seconds")
     mode = "none" if args.no_operators else args.operators
     operator_argv = None if mode != "process" else [
         sys.executable, "-m", "tools.cli", "cr-operator", *kubeargs.source_argv(args)]
@@ -140,6 +146,7 @@ def _run(argv: Sequence[str]) -> int:
     settings = Settings(bundle_dir=os.path.abspath(args.bundle_dir), cache_dir=args.cache_dir,
                         namespace=args.namespace, operator_argv=operator_argv, fetch_policy=policy,
                         max_submissions=args.max_submissions, operator_pod=operator_pod,
+                        operator_unready_after=args.operator_unready_after,
                         pe_runtime=PeRuntime(image=args.pe_image), api_bind=args.api_bind,
                         pe_policy=PePolicy(tuple(args.allow_host_path), args.allow_ptrace))
 

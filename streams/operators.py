@@ -6,7 +6,11 @@ the job's own ServiceAccount, Role and RoleBinding, created idempotently, owned 
 write is retried after a second. Kubernetes restarts the pod; the garbage collector removes them.
 Every REPAIR_SECONDS each of them is looked for, and one a user deleted is made again (as
 streams.repair does for a job's own objects): a job whose operator Deployment is gone would never
-drain again.
+drain again. A Deployment with no ready pod for `unready_after` seconds (`ykshm streams
+--operator-unready-after`, default 30) is an operator the PEs cannot reach: its regions cannot
+drain. The ConsistentRegionOperator then says so, condition `OperatorReachable` False (reason
+`OperatorNotReady`) and a Warning event `OperatorUnreachable`; once a pod is ready again, the
+condition turns True and a Normal event `OperatorReachable` says so.
 
 Supervisor:
 
@@ -32,8 +36,16 @@ from . import croobjects, kubecalls as kube
 
 log = logging.getLogger("ykshm.streams.operators")
 REPAIR_SECONDS = 10.0
+UNREADY_SECONDS = 30.0
+REACHABLE = "OperatorReachable"
 
 BACKOFF_START, BACKOFF_MAX, STABLE_SECONDS = 0.5, 10.0, 30.0
+
+
+def _now() -> str:
+    import datetime as dt
+
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class Supervisor:
@@ -89,8 +101,12 @@ class Supervisor:
 class PodOperators:
     """Makes each ConsistentRegionOperator's Deployment and Service; `update` as Supervisor's."""
 
-    def __init__(self, client: httpx.AsyncClient, image: str, source_argv: Sequence[str]) -> None:
+    def __init__(self, client: httpx.AsyncClient, image: str, source_argv: Sequence[str],
+                 unready_after: float = UNREADY_SECONDS) -> None:
         self.client, self.image, self.source_argv = client, image, list(source_argv)
+        self.unready_after = unready_after
+        self._unready_since: dict[str, float] = {}
+        self._said: dict[str, bool] = {}        # key -> the reachability last written
         self._pending: dict[str, Mapping[str, Any]] = {}
         self._made: dict[str, Mapping[str, Any]] = {}
         self._changed = trio.Event()
@@ -113,7 +129,7 @@ class PodOperators:
 
     async def run(self) -> None:
         while True:
-            with trio.move_on_after(REPAIR_SECONDS):
+            with trio.move_on_after(min(REPAIR_SECONDS, self.unready_after / 2)):
                 await self._changed.wait()
             self._changed = trio.Event()
             for key, cro in list(self._pending.items()):
@@ -145,9 +161,45 @@ class PodOperators:
             for obj in self._objects(cro):
                 meta = obj["metadata"]
                 try:
-                    if await kube.get(self.client, obj["kind"], meta["namespace"], meta["name"]) is None:
+                    found = await kube.get(self.client, obj["kind"], meta["namespace"], meta["name"])
+                    if found is None:
                         await kube.create(self.client, obj)
                         self.repaired += 1
                         log.warning("cr-operator %s: %s %s was deleted; made again", key, obj["kind"], meta["name"])
+                    elif obj["kind"] == "Deployment":
+                        await self._reachability(key, cro, found)
                 except (ApiStatusError, httpx.HTTPError) as exc:
                     log.warning("cr-operator %s: checking %s %s: %s", key, obj["kind"], meta["name"], exc)
+
+    async def _reachability(self, key: str, cro: Mapping[str, Any], deployment: Mapping[str, Any]) -> None:
+        """Whether the operator's Deployment has a ready pod; said on the CRO when it changes."""
+        ready = int((deployment.get("status") or {}).get("readyReplicas") or 0) > 0
+        if ready:
+            self._unready_since.pop(key, None)
+            if self._said.get(key) is False:
+                await self._say(key, cro, True, f"Deployment {deployment['metadata']['name']} has a ready pod again")
+            return
+        since = self._unready_since.setdefault(key, trio.current_time())
+        if trio.current_time() - since >= self.unready_after and self._said.get(key) is not False:
+            await self._say(key, cro, False,
+                            f"Deployment {deployment['metadata']['name']} has had no ready pod for "
+                            f"{self.unready_after:g}s: the PEs cannot reach the consistent-region "
+                            f"operator, and its regions cannot drain")
+
+    async def _say(self, key: str, cro: Mapping[str, Any], reachable: bool, message: str) -> None:
+        meta = cro["metadata"]
+        current = await kube.get(self.client, "ConsistentRegionOperator",
+                                 meta.get("namespace") or "default", meta["name"])
+        if current is None:
+            return
+        status = dict(current.get("status") or {})
+        condition = {"type": REACHABLE, "status": "True" if reachable else "False",
+                     "reason": "OperatorReady" if reachable else "OperatorNotReady", "message": message,
+                     "lastTransitionTime": _now()}
+        status["conditions"] = [c for c in status.get("conditions") or [] if c.get("type") != REACHABLE] + [condition]
+        if await kube.put_status(self.client, current, status) is None:
+            return                                   # changed meanwhile: the next pass says it
+        self._said[key] = reachable
+        (log.info if reachable else log.warning)("cr-operator %s: %s", key, message)
+        await kube.post_event(self.client, current, REACHABLE if reachable else "OperatorUnreachable",
+                              message, "Normal" if reachable else "Warning")

@@ -40,7 +40,7 @@ def pod_cluster(tmp_path_factory):
                                          "--backoff-initial", "1", "--backoff-max", "2"])
     try:
         c.start_all()
-        c.start_streams(str(bundles), extra=["--operators", "pod"])
+        c.start_streams(str(bundles), extra=["--operators", "pod", "--operator-unready-after", "1"])
         yield c, Kubectl(c.url, str(home)), bundles
     finally:
         c.close()
@@ -345,3 +345,37 @@ def test_the_runtimes_requests_from_its_pe_pods_address_need_no_token(pod_cluste
     for path in ("/api/consistentregion/pe/0", "/api/consistentregion/region/0/state"):
         assert call("GET", path, stranger).status_code == 401, path
     k("delete", "stj", "rt")
+
+
+UNREACHABLE_JOB = RUNTIME_JOB.replace("name: rt", "name: un").replace("rt.sab", "un.sab")
+
+
+def test_an_operator_the_pes_cannot_reach_is_said_on_its_consistentregionoperator(pod_cluster):
+    """Review item 2: a region that cannot drain because its operator is unreachable says so. The
+    operator's Deployment scaled to 0 (no ready pod for `--operator-unready-after`, 1 s here):
+    condition OperatorReachable False and a Warning event; scaled back: True and a Normal event."""
+    c, k, bundles = pod_cluster
+    (bundles / "un.sab").write_bytes(appgen.make_sab(appgen.pipeline_adl(operators=4, regions=(
+        appgen.Region(0, 3, period=1.0, drain_timeout=3.0, reset_timeout=3.0, max_attempts=1000),))))
+    k("create", "-f", "-", stdin=UNREACHABLE_JOB)
+    deployment = "un-consistent-region-operator"
+    wait_for(lambda: k.json("get", "deployment", deployment).get("status", {}).get("readyReplicas") == 1,
+             60, "the operator's Deployment ready")
+
+    def reachable() -> str | None:
+        conditions = (k.json("get", "stcro", "un").get("status") or {}).get("conditions") or []
+        return next((x["status"] for x in conditions if x["type"] == "OperatorReachable"), None)
+
+    def events(reason: str) -> list[dict]:
+        return [e for e in k.json("get", "events")["items"]
+                if e["reason"] == reason and e["involvedObject"]["name"] == "un"]
+
+    assert reachable() is None                   # nothing said while it was never unready
+    k("scale", "deployment", deployment, "--replicas=0")
+    wait_for(lambda: reachable() == "False", 30, "OperatorReachable False")
+    warning = wait_for(lambda: events("OperatorUnreachable"), 10, "a Warning event")[0]
+    assert warning["type"] == "Warning" and "cannot reach the consistent-region operator" in warning["message"]
+    k("scale", "deployment", deployment, "--replicas=1")
+    wait_for(lambda: reachable() == "True", 60, "OperatorReachable True again")
+    assert wait_for(lambda: events("OperatorReachable"), 10, "a Normal event")[0]["type"] == "Normal"
+    k("delete", "stj", "un")
