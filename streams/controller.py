@@ -428,7 +428,10 @@ class Controller:
                               view.host_pools_expected, len(self.objects_of("ConsistentRegion", key)),
                               bool(self.objects_of("ConsistentRegionOperator", key)),
                               secret_missing=any((o.get("status") or {}).get("phase") == WAITING_FOR_SECRET
-                                                 for o in self.objects_of("ConsistentRegionOperator", key)))
+                                                 for o in self.objects_of("ConsistentRegionOperator", key)),
+                              job_configmap_missing=not any(
+                                  (c["metadata"].get("labels") or {}).get(LABEL_KIND) == "job"
+                                  for c in self.objects_of("ConfigMap", key)))
         if not what or not settled:
             return False
         return await repair.repair(self, key, job, spec, self.objects_of("ConfigMap", key), view.pes,

@@ -1,6 +1,7 @@
 """Objects the controller made and a user deleted are made again (the job stays whole).
 
-A running job needs its AADL ConfigMaps (`JOB-N-aadl`), its HostPools, and, when it has
+A running job needs its AADL ConfigMaps (`JOB-N-aadl`), its job ConfigMap `JOB` (the port labels
+its PEs mount at /etc/config/job: a PE pod relaunched without it cannot start), its HostPools, and, when it has
 consistent regions, one ConsistentRegion per region and the ConsistentRegionOperator, and its
 token Secret `JOB-token` (the controller may not read Secrets: the cr-operator, which must not
 serve without it, reports it missing as its phase `WaitingForSecret`; the Secret made again holds a
@@ -27,10 +28,12 @@ from .objects import ADL_XML, LABEL_KIND
 
 REPAIRED_KINDS = ("ConfigMap", "HostPool", "ConsistentRegion", "ConsistentRegionOperator", "Secret")
 TOKEN_SECRET = "the token Secret"
+JOB_CONFIGMAP = "the job ConfigMap"
 
 
 def missing(docs: Sequence[Mapping[str, Any]], pes: Sequence[Mapping[str, Any]], pools: int,
-            pools_expected: int, crs: int, cro: bool, secret_missing: bool = False) -> list[str]:
+            pools_expected: int, crs: int, cro: bool, secret_missing: bool = False,
+            job_configmap_missing: bool = False) -> list[str]:
     """What of the job is gone (pure): empty when it is whole."""
     gone = []
     have = {int(d["index"]) for d in docs}
@@ -45,6 +48,8 @@ def missing(docs: Sequence[Mapping[str, Any]], pes: Sequence[Mapping[str, Any]],
         gone.append("the ConsistentRegionOperator")
     if secret_missing:
         gone.append(TOKEN_SECRET)
+    if job_configmap_missing:
+        gone.append(JOB_CONFIGMAP)
     return gone
 
 
@@ -74,8 +79,9 @@ async def repair(ctl: Any, key: tuple[str, str], job: Mapping[str, Any], spec: J
     for obj in submission.desired_objects(spec, job, prepared):
         if obj["kind"] == "Secret" and TOKEN_SECRET not in what:
             continue                # it exists (a create would only be refused)
-        if obj["kind"] in REPAIRED_KINDS and (obj["kind"] != "ConfigMap" or
-                                              obj["metadata"]["labels"].get(LABEL_KIND) == "aadl"):
+        kind = obj["metadata"]["labels"].get(LABEL_KIND)
+        if obj["kind"] in REPAIRED_KINDS and (obj["kind"] != "ConfigMap" or kind == "aadl" or
+                                              (kind == "job" and JOB_CONFIGMAP in what)):
             made += await kube.create(ctl.client, obj) is not None
     if made:
         await ctl.events.post(job, "Repaired", f"re-created {', '.join(what)}", "Warning")

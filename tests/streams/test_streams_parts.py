@@ -52,7 +52,7 @@ def test_region_selector_pool_status_modify_and_orphan_pe(one_cluster):
     wait_for(lambda: events_of(api, "ghost-0", "OrphanPE"), 30, "the orphan PE reported")
 
 
-def test_deleted_aadl_configmap_and_host_pool_are_repaired(one_cluster):
+def test_deleted_aadl_configmap_job_configmap_and_host_pool_are_repaired(one_cluster):
     cluster = one_cluster
     api = cluster.api
     assert api is not None
@@ -61,13 +61,18 @@ def test_deleted_aadl_configmap_and_host_pool_are_repaired(one_cluster):
     cm = api.get("/api/v1/namespaces/default/configmaps/r-1-aadl").json()
     pe = api.get(f"{GROUP}/streamspes/r-1").json()
     pools = api.get(f"{GROUP}/streamshostpools", params={"labelSelector": "streams.ibm.com/job=r"}).json()["items"]
+    job_cm = api.get("/api/v1/namespaces/default/configmaps/r").json()
     write(api, "DELETE", "/api/v1/namespaces/default/configmaps/r-1-aadl", (200,))
     write(api, "DELETE", f"{GROUP}/streamshostpools/{pools[0]['metadata']['name']}", (200,))
+    write(api, "DELETE", "/api/v1/namespaces/default/configmaps/r", (200,))   # the port labels PEs mount
     again = wait_for(lambda: (r := api.get("/api/v1/namespaces/default/configmaps/r-1-aadl")).status_code == 200
                      and r.json()["metadata"]["uid"] != cm["metadata"]["uid"] and r.json(), 30, "the AADL re-made")
     assert again["data"] == cm["data"]                      # byte-identical: the same PE, the same work
     wait_for(lambda: api.get(f"{GROUP}/streamshostpools/{pools[0]['metadata']['name']}").status_code == 200,
              30, "the host pool re-made")
+    made = wait_for(lambda: (r := api.get("/api/v1/namespaces/default/configmaps/r")).status_code == 200
+                    and r.json(), 30, "the job ConfigMap re-made")
+    assert made["data"] == job_cm["data"]
     after = api.get(f"{GROUP}/streamspes/r-1").json()
     assert after["metadata"]["uid"] == pe["metadata"]["uid"] and after["spec"]["launchCount"] == 1
     assert events_of(api, "r", "Repaired")
