@@ -148,6 +148,8 @@ REVIEWS = tuple(Resource(plural, plural[:-1], kind, group, "v1", namespaced, ver
                                ("selfsubjectreviews", "SelfSubjectReview", _AUTHN, False),
                                ("tokenreviews", "TokenReview", _AUTHN, False)))
 
+NETWORKPOLICIES = Resource("networkpolicies", "networkpolicy", "NetworkPolicy", "networking.k8s.io", "v1", True,
+                           ("netpol",))
 ENDPOINTS = Resource("endpoints", "endpoints", "Endpoints", "", "v1", True, ("ep",))
 ENDPOINTSLICES = Resource("endpointslices", "endpointslice", "EndpointSlice", "discovery.k8s.io", "v1", True,
                           field_labels=_BASE_FIELDS | {"addressType"})
@@ -157,7 +159,7 @@ EVICTIONS = Resource("eviction", "", "Eviction", "policy", "v1", True, verbs=("c
 SERVED: tuple[Resource, ...] = (PODS, NODES, NAMESPACES, CONFIGMAPS, SECRETS, EVENTS, NEW_EVENTS, CRDS,
                                 SERVICEACCOUNTS, SERVICES, LEASES, PDBS, PRIORITYCLASSES, MUTATING_WEBHOOKS,
                                 VALIDATING_WEBHOOKS, DEPLOYMENTS, REPLICASETS, JOBS, *RBAC_KINDS, ENDPOINTS,
-                                ENDPOINTSLICES)
+                                ENDPOINTSLICES, NETWORKPOLICIES)
 
 BUCKETS: tuple[str, ...] = tuple(dict.fromkeys(r.bucket for r in SERVED))
 

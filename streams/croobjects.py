@@ -117,6 +117,19 @@ def service(cro: Mapping[str, Any]) -> dict[str, Any]:
                                {"name": "sys-metrics", "port": METRICS_PORT, "protocol": "TCP"}]}}
 
 
+def network_policy(cro: Mapping[str, Any]) -> dict[str, Any]:
+    """Who may reach the operator's pod (enforced by the cluster's network plugin): its API
+    (`sys-api`) only the job's own PE pods, its metrics (`sys-metrics`) any scraper."""
+    namespace, job = _job_of(cro)
+    pe_pods = {"podSelector": {"matchLabels": {f"{GROUP}/job": job, f"{GROUP}/kind": "pod"}}}
+    return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+            "metadata": {"name": service_name(job), "namespace": namespace, "labels": labels(job),
+                         "ownerReferences": [_owner(cro)]},
+            "spec": {"podSelector": {"matchLabels": labels(job)}, "policyTypes": ["Ingress"],
+                     "ingress": [{"from": [pe_pods], "ports": [{"port": API_PORT, "protocol": "TCP"}]},
+                                 {"ports": [{"port": METRICS_PORT, "protocol": "TCP"}]}]}}
+
+
 def _metadata(cro: Mapping[str, Any]) -> dict[str, Any]:
     namespace, job = _job_of(cro)
     return {"name": account_name(job), "namespace": namespace, "labels": labels(job),

@@ -65,6 +65,7 @@ KINDS: dict[str, Kind] = {k.kind: k for k in (
     Kind("Deployment", "/apis/apps/v1", "deployments"),
     Kind("Role", "/apis/rbac.authorization.k8s.io/v1", "roles"),
     Kind("RoleBinding", "/apis/rbac.authorization.k8s.io/v1", "rolebindings"),
+    Kind("NetworkPolicy", "/apis/networking.k8s.io/v1", "networkpolicies"),
     Kind("Event", "/api/v1", "events"),
 )}
 

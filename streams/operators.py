@@ -149,7 +149,8 @@ class PodOperators:
         """The job's own identity first (kube-apiserver refuses a pod whose ServiceAccount does not
         exist yet), then the Service, then the Deployment."""
         return [croobjects.service_account(cro), croobjects.role(cro), croobjects.role_binding(cro),
-                croobjects.service(cro), croobjects.deployment(cro, self.image, self.source_argv)]
+                croobjects.service(cro), croobjects.network_policy(cro),
+                croobjects.deployment(cro, self.image, self.source_argv)]
 
     async def _make(self, cro: Mapping[str, Any]) -> None:
         for obj in self._objects(cro):

@@ -56,6 +56,7 @@ ROLE_RULES: dict[str, list[tuple]] = {
                 ([""], ["secrets"], ["get", "create"]),
                 ([""], ["serviceaccounts"], ["get", "create"]),
                 (["apps"], ["deployments"], ["get", "create"]),
+                (["networking.k8s.io"], ["networkpolicies"], ["get", "create"]),
                 (["rbac.authorization.k8s.io"], ["roles", "rolebindings"], ["get", "create"]),
                 _EVENTS],
     # the admission controller (shim_k8s/admission): its webhook configurations (create; get and

@@ -153,7 +153,8 @@ def test_without_the_admission_controller_or_streams_their_objects_are_not_rende
     assert {name for _, name in everything - left} == {
         "admission-controller-secrets", "yunikorn-admission-controller", "yunikorn-admission-controller-service",
         "yunikorn-admission-controller-cluster-role", "yunikorn-admission-controller-cluster-rbac",
-        "yunikorn-admission-controller-role", "yunikorn-admission-controller-rbac", "ykshm-streams"}
+        "yunikorn-admission-controller-role", "yunikorn-admission-controller-rbac", "ykshm-streams",
+        "ykshm-streams-api"}
     assert {kind for kind, name in everything - left if name == "ykshm-streams"} == {
         "Deployment", "ServiceAccount", "ClusterRole", "ClusterRoleBinding"}
     assert ("Deployment", "yunikorn-scheduler") in left and ("ConfigMap", "yunikorn-defaults") in left

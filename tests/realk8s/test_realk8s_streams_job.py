@@ -86,6 +86,9 @@ def test_a_jobs_operator_gets_an_identity_of_its_own_that_reads_its_token_only(p
         lambda: plane.kubectl("get", "deployment", account, "-o", "json").returncode == 0
         and plane.kubectl_json("get", "deployment", account), 90, "the operator's Deployment")
     assert deployment["spec"]["template"]["spec"]["serviceAccountName"] == account
+    # made before it, and accepted by kube-apiserver's validation: who may reach the operator
+    policy = plane.kubectl_json("get", "networkpolicy", "streams-crjob-consistentregion-api")
+    assert policy["spec"]["policyTypes"] == ["Ingress"] and len(policy["spec"]["ingress"]) == 2
     role = plane.kubectl_json("get", "role", account)
     assert {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"],
             "resourceNames": ["crjob-token"]} in role["rules"]

@@ -371,6 +371,10 @@ def test_an_operator_the_pes_cannot_reach_is_said_on_its_consistentregionoperato
                 if e["reason"] == reason and e["involvedObject"]["name"] == "un"]
 
     assert reachable() is None                   # nothing said while it was never unready
+    policy = k.json("get", "networkpolicy", "streams-un-consistentregion-api")["spec"]   # who may reach it
+    assert policy["podSelector"]["matchLabels"]["streams.ibm.com/job"] == "un"
+    assert policy["ingress"][0] == {"from": [{"podSelector": {"matchLabels": {
+        "streams.ibm.com/job": "un", "streams.ibm.com/kind": "pod"}}}], "ports": [{"port": 10000, "protocol": "TCP"}]}
     k("scale", "deployment", deployment, "--replicas=0")
     wait_for(lambda: reachable() == "False", 30, "OperatorReachable False")
     warning = wait_for(lambda: events("OperatorUnreachable"), 10, "a Warning event")[0]
