@@ -49,7 +49,7 @@ from .fetchpolicy import FetchPolicy
 from .errors import LogicalError
 from .jobspec import JobSpec, read_job
 from .objects import LABEL_JOB, LABEL_KIND, LABEL_PE, pe_name
-from .peobjects import PeRuntime
+from .peobjects import PeRuntime, token_secret_name
 from .pepolicy import PePolicy, secret_refusal, secrets_named, static_refusals
 
 log = logging.getLogger("ykshm.streams")
@@ -142,6 +142,7 @@ class Controller:
         self.api_address: tuple[str, int] | None = None
         self.bundle_server: Any = None                      # the PEs' endpoint (their reports)
         self.api_namespaces: set[str] = set()
+        self.tokens_missing: set[JobKey] = set()            # jobs whose token Secret was deleted
 
     def _watch_path(self, kind: str) -> str:
         path = kube.KINDS[kind].collection(self.settings.namespace)
@@ -189,6 +190,7 @@ class Controller:
                 from .operators import Supervisor
                 self.operators = Supervisor(self.settings.operator_argv)
                 nursery.start_soon(self.operators.run)
+            nursery.start_soon(self._keep_tokens)
             for job in self.informers["Job"].store:
                 self.mark(_job_key_of(job))
             self.synced.set()
@@ -239,6 +241,29 @@ class Controller:
                     await ensure_api_service(self.client, namespace, address)
                 except (ApiStatusError, httpx.HTTPError) as exc:
                     log.warning("streams-api in %s: %s; trying again", namespace, exc)
+
+    async def _keep_tokens(self) -> None:
+        """Every API_SERVICE_SECONDS, each job's token Secret `JOB-token` looked for (Secrets are
+        not watched): one a user deleted marks its job, whose next pass makes it again with a new
+        token (review probe P5: it was made again only when a cr-operator restarted, and never
+        for a job without consistent regions, so relaunched PE pods could not mount it)."""
+        while True:
+            await trio.sleep(API_SERVICE_SECONDS)
+            for job in list(self.informers["Job"].store):
+                key = _job_key_of(job)
+                if key is None or job["metadata"].get("deletionTimestamp") or \
+                        not self.objects_of("ProcessingElement", key):
+                    continue                  # not submitted yet, or going: nothing to keep
+                try:
+                    secret = await kube.get(self.client, "Secret", key[0], token_secret_name(key[1]))
+                except (ApiStatusError, httpx.HTTPError) as exc:
+                    log.warning("token Secret of %s/%s: %s; trying again", *key, exc)
+                    continue
+                if secret is None and key not in self.tokens_missing:
+                    self.tokens_missing.add(key)
+                    self.mark(key)
+                elif secret is not None:
+                    self.tokens_missing.discard(key)
 
     def _remember_disruption(self, key: JobKey, pod: Mapping[str, Any]) -> None:
         """A pod deleted with `DisruptionTarget` (evicted, preempted): the plan counts it as a
@@ -427,15 +452,19 @@ class Controller:
         what = repair.missing([reconcile.pe_doc(c) for c in view.configmaps], view.pes, view.host_pools_present,
                               view.host_pools_expected, len(self.objects_of("ConsistentRegion", key)),
                               bool(self.objects_of("ConsistentRegionOperator", key)),
-                              secret_missing=any((o.get("status") or {}).get("phase") == WAITING_FOR_SECRET
-                                                 for o in self.objects_of("ConsistentRegionOperator", key)),
+                              secret_missing=key in self.tokens_missing or any(
+                                  (o.get("status") or {}).get("phase") == WAITING_FOR_SECRET
+                                  for o in self.objects_of("ConsistentRegionOperator", key)),
                               job_configmap_missing=not any(
                                   (c["metadata"].get("labels") or {}).get(LABEL_KIND) == "job"
                                   for c in self.objects_of("ConfigMap", key)))
         if not what or not settled:
             return False
-        return await repair.repair(self, key, job, spec, self.objects_of("ConfigMap", key), view.pes,
+        made = await repair.repair(self, key, job, spec, self.objects_of("ConfigMap", key), view.pes,
                                    regions, what)
+        if made:
+            self.tokens_missing.discard(key)
+        return made
 
     async def _part_statuses(self, key: JobKey, configmaps: list[dict[str, Any]]) -> None:
         """HostPool and ParallelRegion status (phase, the region's pod selector for /scale)."""

@@ -77,3 +77,19 @@ def test_deleted_aadl_configmap_job_configmap_and_host_pool_are_repaired(one_clu
     assert after["metadata"]["uid"] == pe["metadata"]["uid"] and after["spec"]["launchCount"] == 1
     assert events_of(api, "r", "Repaired")
     wait_for(lambda: settled(api, "r", 2), 30, "the job whole again")
+
+
+def test_a_deleted_token_secret_is_made_again_for_a_job_without_regions(one_cluster):
+    """Review probe P5: the token Secret was made again only when a cr-operator restarted (never
+    for a job without consistent regions), so a relaunched PE pod could not mount it. The
+    controller looks for it every 10 s and makes it again, with a new token."""
+    api = one_cluster.api
+    assert api is not None
+    write(api, "POST", f"{GROUP}/streamsjobs", (201,), json=job_doc("tok"))
+    wait_for(lambda: settled(api, "tok", 2), 30, "the job submitted")
+    path = "/api/v1/namespaces/default/secrets/tok-token"
+    old = api.get(path).json()
+    write(api, "DELETE", path, (200,))
+    again = wait_for(lambda: (r := api.get(path)).status_code == 200 and r.json(), 40, "the token Secret re-made")
+    assert again["metadata"]["uid"] != old["metadata"]["uid"] and again["data"]["token"] != old["data"]["token"]
+    assert events_of(api, "tok", "Repaired")
