@@ -72,7 +72,12 @@ def fake_ykshm(tmp_path):
         return proc, [int(x) for x in line[1:]]
 
     yield start
-    for proc in procs:
+    for proc in procs:     # its child first, by pid: a SIGTERM ends the fake before its `finally`
+        for pid in psutil_descendants(proc.pid):
+            try:
+                os.kill(pid, 9)
+            except ProcessLookupError:
+                pass
         stop(proc)
 
 
