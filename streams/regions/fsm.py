@@ -298,6 +298,27 @@ class Region:
         self._pes = tuple(sorted(members))
         self.pe_to_completion = {pe: st for pe, st in self._progress.items() if pe in members}
 
+    def settle_members(self, now_ms: float = 0.0) -> list[Action]:
+        """After `set_pes`: a round whose remaining members have all reported completes now, as
+        its last report would have completed it (a drain waited for a PE that had left, and the
+        drain timeout then reset the region: review probe P4). Like `handle`, the actions to
+        carry out; nothing when the round still waits for a member."""
+        n = len(self.spec.pes)
+        if self.state in (S.DRAINING, S.CHECKPOINT_PENDING) and self._counts[PeStatus.CHECKPOINT] == n:
+            step = TRANSITIONS[self.state][T.CHECKPOINT_ALL]
+        elif self.state is S.RESETTING and self._counts[PeStatus.RESET] == n:
+            step = TRANSITIONS[self.state][T.RESET_DONE_ALL]
+        else:
+            return []
+        before = self._fingerprint()
+        self._actions = []
+        getattr(self, "_" + step.name.lower())(None, now_ms)
+        actions, self._actions = self._actions, []
+        if self._fingerprint() != before:
+            actions.insert(0, StatusChanged())
+            actions.append(MetricSamples(self.metric_samples()))
+        return actions
+
     @property
     def pe_to_completion(self) -> Mapping[int, PeStatus]:
         """peToCompletion: each PE's progress this round (a PE not in it counts as None);

@@ -265,9 +265,12 @@ class _RegionTask:
         deferred, answers = step.deferred, step.answers
         for event, reply in batch:
             step.reports += isinstance(event, (Checkpoint, ResetDone))
+            members = isinstance(event, Members)
             event = await self._with_health(event)
             try:
                 actions = region.handle(event, op.clock_ms())
+                if members:      # the round may wait for no one now (fsm.Region.settle_members)
+                    actions = actions + region.settle_members(op.clock_ms())
             except RegionError as exc:
                 if reply is None:
                     log.warning("cr-operator: job %s region %s: %s", op.job, region.index, exc)

@@ -432,3 +432,20 @@ async def test_a_report_alone_is_answered_without_waiting(autojump_clock):
         assert trio.current_time() == sent and store.writes == writes + 1
         assert store.status[0]["state"] == "DRAINING"
         nursery.cancel_scope.cancel()
+
+
+async def test_a_narrowing_after_the_remaining_pes_checkpointed_completes_the_drain(autojump_clock):
+    """Review probe P4: the region's PEs 1 and 2 have checkpointed, PE 3 has not, and PE 3
+    leaves (a width change): the drain completes at once, not at its timeout with a reset."""
+    store, health = FakeStore(), FakeHealth()
+    async with trio.open_nursery() as nursery:
+        op = await start(nursery, store, health, [Region(make_spec())])
+        await trio.sleep(5.1)
+        assert store.status[0]["state"] == "DRAINING"
+        await op.submit(0, Checkpoint(1, 1))
+        await op.submit(0, Checkpoint(2, 1))
+        op.set_members(0, {1, 2})
+        await trio.testing.wait_all_tasks_blocked()
+        assert store.status[0]["state"] == "PROCESSING" and store.status[0]["lastCompletedSeqID"] == 1
+        assert sorted(store.status[0]["peToCompletion"]) == ["1", "2"]
+        nursery.cancel_scope.cancel()
