@@ -3,7 +3,8 @@
 The state machine, REST API, notifications and metrics are `regions/` (no Kubernetes there); this
 module gives them the cluster, as OpenStreams' per-job operator Deployment does:
 
-- start: read the job's ConsistentRegionOperator (`JOB`); `status.hasStarted` already true means
+- start: read the job's ConsistentRegionOperator (`JOB`); `status.hasStarted` already true (or a
+  ConsistentRegion with a state past STARTED: the operator object was made again) means
   this is a restart, and every region is forced through a reset on its next healthy report
   (`RegionOperator(restarted=True)`). Each region is rebuilt from its ConsistentRegion's spec and
   last status (`JOB-INDEX`), so sequence ids continue where they were (lastCompletedSeqID never
@@ -214,7 +215,13 @@ class JobRegions:
             raise OperatorError(f"no ConsistentRegionOperator {self.namespace}/{self.job}")
         restarted = bool((cro.get("status") or {}).get("hasStarted"))
         regions = []
-        for cr in self._objects("ConsistentRegion"):
+        crs = self._objects("ConsistentRegion")
+        if any((cr.get("status") or {}).get("state") not in (None, "STARTED") for cr in crs):
+            # a region already ran: its operator object was made again (a user deleted it) and
+            # has no `hasStarted`, but this is a restart all the same; a fresh start would restore
+            # the region's state with no timer armed, and its drains would stop for good (P3)
+            restarted = True
+        for cr in crs:
             try:
                 region = Region(RegionSpec.from_doc(cr.get("spec") or {}))
                 region_from_status(region, cr.get("status") or {})

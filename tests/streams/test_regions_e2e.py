@@ -8,6 +8,7 @@ import os
 import signal
 
 import httpx
+import orjson
 import psutil
 import pytest
 
@@ -277,3 +278,22 @@ def test_a_width_change_while_the_operator_is_down_is_picked_up_at_its_restart(s
     wait_for(lambda: region(k)["status"].get("lastCompletedSeqID", 0) >= before + 5, 60, "more drains")
     assert operator_pid(c) == restarted                        # no crash loop
     assert sorted(region(k)["status"]["peToCompletion"]) == ["0", "1"]
+
+
+def test_a_deleted_consistentregionoperator_is_made_again_and_drains_go_on(region_cluster):
+    """Review probe P3: `kubectl delete stcro cr` on a running job. The controller makes it again
+    and starts a new operator, which finds the regions' status from before (a new object has no
+    `hasStarted`): it takes that as a restart and resets the region, and drains go on with
+    sequence ids that never go back (they stopped for good: the region stayed PROCESSING with no
+    timer armed)."""
+    c, k = region_cluster
+    wait_for(lambda: region(k).get("status", {}).get("lastCompletedSeqID", 0) >= 3, 60, "drains completing")
+    old = k.json("get", "stcro", "cr")["metadata"]["uid"]
+    k("delete", "stcro", "cr")
+    wait_for(lambda: (o := k.run("get", "stcro", "cr", "-o", "json")).returncode == 0
+             and orjson.loads(o.stdout)["metadata"]["uid"] != old, 30, "the ConsistentRegionOperator re-made")
+    before = region(k)["status"]["lastCompletedSeqID"]
+    seen = []
+    wait_for(lambda: seen.append(region(k)["status"].get("lastCompletedSeqID", 0)) or seen[-1] >= before + 3,
+             60, "drains completing under the new operator")
+    assert seen == sorted(seen) and seen[0] >= before             # sequence ids never went back
