@@ -17,6 +17,8 @@ Modules (one concept each):
 - `network`    process pods' addresses from a CIDR local on lo (the realk8s run's 10.244.1.0/24);
                ClusterIPs served as themselves
 - `kubeletapi` the HTTPS endpoint kube-apiserver calls for `kubectl logs` (/containerLogs/...)
+- `uidslot`   the agent's range of pod uids, a slot claimed machine-wide (flock), so two agents'
+               pods (same addresses, other namespaces) never share a uid
 - `agent`      the wiring: Kubelet + ProcPods + Service proxy on the mirror, TokenRequest tokens,
                graceful deletion confirmed once the processes are gone
 - `main`       the CLI

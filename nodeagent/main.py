@@ -45,11 +45,10 @@ from simcluster import loopback, nodeshape, procimages, sandbox
 from .agent import Agent, Settings, api_address
 from .network import NetworkError, PodNetwork
 from .nodes import RegisterError
+from .uidslot import SlotsTaken, UidSlot
 
 PROG = "ykshm node-agent"
 log = logging.getLogger("ykshm.node-agent")
-# each process pod's uid: base + index of its address; above every sim-cluster's range (sandbox.py)
-UID_OFFSET = 1 << 23
 DEFAULT_POD_CIDR = "10.244.1.0/24"
 
 
@@ -167,10 +166,19 @@ def _body(argv: Sequence[str]) -> int:
     pods_dir = Path(args.pods_dir or own_dir)
     pods_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     base = sandbox.default_base()
-    uid_base = None if base is None else base + UID_OFFSET
+    # each process pod's uid: base + a slot of this agent's + its address's index (uidslot.py)
+    try:
+        slot = None if base is None else UidSlot.take()
+    except SlotsTaken as exc:
+        network.close()
+        raise Failure(str(exc)) from None
+    uid_base = None if slot is None else slot.uid_base(base)
     try:
         sandbox.check_pods_dir(pods_dir, uid_base)
     except ValueError as exc:
+        network.close()
+        if slot is not None:
+            slot.close()
         raise UsageError(str(exc)) from None
     width = max(1, len(str(args.nodes - 1)))
     names = [f"{args.node_prefix}{i:0{width}d}" for i in range(args.nodes)]
@@ -183,6 +191,8 @@ def _body(argv: Sequence[str]) -> int:
         run_role(serve, args, cfg, settings)
     finally:
         network.close()
+        if slot is not None:
+            slot.close()
         if own_dir is not None:
             shutil.rmtree(own_dir, ignore_errors=True)
     return 0

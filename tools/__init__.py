@@ -16,10 +16,10 @@
     cutproxy    a loopback TCP proxy whose connections can be cut: one process's network partition
     completion  `ykshm completion bash|zsh`: a completion script from the argparse tree
     realk8s_cmd  `ykshm realk8s build|run`: the real control plane built from Go, a command run against it
-    realk8s_build  the Go build of etcd, kube-apiserver, kube-controller-manager into a cache keyed by the pin
+    realk8s_build  the Go build of etcd, kube-apiserver, kube-controller-manager, kube-scheduler into a cache keyed by the pin
     helm_build  the Go build of helm (`ykshm realk8s build`, after the plane) into a cache keyed by its pin
     realk8s_netns  the run's own network namespace and the addresses on its lo
-    realk8s_plane  etcd, kube-apiserver, kube-controller-manager as processes: flags, readiness, stop by pid
+    realk8s_plane  etcd, kube-apiserver, kube-controller-manager, kube-scheduler as processes: flags, readiness, stop by pid
     peers_build  `ykshm realk8s build-peers`: Apache YuniKorn's scheduler and KWOK built from their Go modules
     peers_goproxy  a local file:// Go proxy from git mirrors, for modules the Go proxy refuses (YuniKorn)
     k8s_schema_vendor  regenerates sim-cluster's vendored Kubernetes 1.32 schemas (run by hand)

@@ -38,7 +38,7 @@ class Node:
 
 # subcommands a role's main dispatches before argparse (`ykshm shim status`): no parser names them
 BY_HAND = {"shim": {"status": "the running shim's state, history and bindings (its status file)"},
-           "realk8s": {"build": "build etcd, kube-apiserver and kube-controller-manager (Go) into the cache",
+           "realk8s": {"build": "build etcd, kube-apiserver, kube-controller-manager and kube-scheduler (Go) into the cache",
                        "build-peers": "build Apache YuniKorn's scheduler and KWOK into the cache",
                        "run": "run a command against a real control plane in a network namespace of its own"}}
 

@@ -1,4 +1,4 @@
-"""`ykshm realk8s build`: etcd, kube-apiserver and kube-controller-manager from the Go module in
+"""`ykshm realk8s build`: etcd, kube-apiserver, kube-controller-manager and kube-scheduler from the Go module in
 `realk8s/`, built once into a cache keyed by the pin.
 
 Why a cache outside the repository: a cold build compiles a few thousand packages (README, "Real
@@ -6,7 +6,7 @@ control plane", has the time and disk use); a repository checkout, CI's or a use
 carry it. The key is a hash of `realk8s/go.mod` + `realk8s/go.sum`, so changing a version is a
 new directory and an unchanged pin is reused at once:
 
-    ~/.cache/ykshm/realk8s/<pin>/bin/{etcd,kube-apiserver,kube-controller-manager}
+    ~/.cache/ykshm/realk8s/<pin>/bin/{etcd,kube-apiserver,kube-controller-manager,kube-scheduler}
 
 (`$XDG_CACHE_HOME` instead of `~/.cache` when set). Go's own caches (GOCACHE, GOMODCACHE) stay
 where `go env` puts them: they are shared with any other Go work on the machine.
@@ -48,6 +48,7 @@ BINARIES = (
     Binary("etcd", "./cmd/etcd"),
     Binary("kube-apiserver", "k8s.io/kubernetes/cmd/kube-apiserver"),
     Binary("kube-controller-manager", "k8s.io/kubernetes/cmd/kube-controller-manager"),
+    Binary("kube-scheduler", "k8s.io/kubernetes/cmd/kube-scheduler"),
 )
 
 
@@ -150,7 +151,7 @@ def build(module_dir: Path = MODULE_DIR, out=sys.stdout) -> Path:
 
 def main(argv: Sequence[str]) -> int:
     if argv and argv[0] in ("-h", "--help"):
-        print(f"usage: {BUILD_COMMAND}\n\nbuild etcd, kube-apiserver and kube-controller-manager from "
+        print(f"usage: {BUILD_COMMAND}\n\nbuild etcd, kube-apiserver, kube-controller-manager and kube-scheduler from "
               f"{MODULE_DIR} into {cache_root()}/<pin>/bin, then helm from {MODULE_DIR / 'helm'} into "
               f"{cache_root()}/helm-<pin>/bin (each reused while its go.mod and go.sum are unchanged)")
         return 0

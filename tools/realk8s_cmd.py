@@ -3,7 +3,7 @@ plane (issue 31) built from the Go module in `realk8s/`, and a command run again
 also builds `helm` from its own module `realk8s/helm/` (helm_build), for the chart's tests.
 
 `run` moves itself into a network namespace of its own (realk8s_netns), makes a private directory
-(0700) with the PKI, starts etcd, kube-apiserver and kube-controller-manager (realk8s_plane),
+(0700) with the PKI, starts etcd, kube-apiserver, kube-controller-manager and kube-scheduler (realk8s_plane),
 writes the admin kubeconfig, and runs CMD with `KUBECONFIG` set to it (and `YKSHM_REALK8S_DIR`
 to the directory, for a test that wants another user's certificate signed by the CA). When CMD
 ends, everything is stopped by pid and the directory removed; the exit code is CMD's. SIGINT or
@@ -39,14 +39,14 @@ from tools import helm_build, peers_build, realk8s_build, realk8s_netns
 from tools.realk8s_plane import ControlPlane, Layout
 
 GRACE_SECONDS = 10.0
-COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager")
+COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
 USAGE = "usage: ykshm realk8s {build | build-peers [--git-mirror DIR] | run [--nodes N] [--COMPONENT-arg ARG]... -- CMD...}"
 
 
 def run_parser() -> Parser:
     parser = Parser(prog="ykshm realk8s run", usage="ykshm realk8s run [options] -- CMD...",
                     description="run CMD against a real control plane (etcd, kube-apiserver, "
-                                "kube-controller-manager) in a network namespace of its own")
+                                "kube-controller-manager, kube-scheduler) in a network namespace of its own")
     parser.add_argument("--nodes", type=int, default=0,
                         help="nodes from the node agent (ykshm node-agent), running bound pods (default 0: none)")
     parser.add_argument("--dir", default=None, help="parent of the run's private directory (default: $TMPDIR)")

@@ -5,7 +5,7 @@ addresses in Endpoints and EndpointSlices, and writes its advertise address into
 `default/kubernetes` itself, so a real control plane needs addresses that are not loopback. On a
 shared machine (a developer's, CI's) such an address must never reach anything outside: inside
 a namespace made here there is no interface but `lo`, no route out, and every address below is
-local to it. So the whole run (etcd, kube-apiserver, kube-controller-manager and CMD) lives in it;
+local to it. So the whole run (etcd, kube-apiserver, kube-controller-manager, kube-scheduler and CMD) lives in it;
 nothing it does can connect off the machine, nor to anything else on it.
 
 How: `unshare(CLONE_NEWNET)` as root (what `unshare -n` does); as another user with

@@ -1,5 +1,5 @@
-"""The real control plane as processes: etcd, kube-apiserver, kube-controller-manager, each a
-value with its flags, a health URL waited on with a start timeout and a stop by pid
+"""The real control plane as processes: etcd, kube-apiserver, kube-controller-manager,
+kube-scheduler, each a value with its flags, a health URL waited on with a start timeout and a stop by pid
 (controller-runtime envtest's shape, plus the controller manager envtest does not run).
 
 Everything lives under one private directory (0700): the PKI, etcd's data, one log per component.
@@ -13,7 +13,11 @@ Flags, and why:
   the CIS benchmark have it, not system:anonymous's 403); `--authorization-mode
   Node,RBAC` (kubeadm's); the default admission chain (which has ServiceAccount,
   MutatingAdmissionWebhook, ValidatingAdmissionWebhook, ResourceQuota, ...) plus NodeRestriction,
-  as kubeadm enables it; `--service-cluster-ip-range` from the run's namespace (realk8s_netns).
+  as kubeadm enables it; `--service-cluster-ip-range` from the run's namespace (realk8s_netns);
+  `--enable-aggregator-routing` (kube-apiserver then calls a webhook's or an aggregated API's
+  Service at one of its EndpointSlices' addresses, not at its ClusterIP: the run has no
+  kube-proxy, and pods' addresses are on `lo` of its namespace, reachable; `buildServiceResolver`
+  in cmd/kube-apiserver/app/server.go picks the endpoint resolver on this flag).
 - kube-controller-manager authenticates with its own client certificate
   (CN=system:kube-controller-manager, the user the bootstrap RBAC policy binds), runs each
   controller under its own ServiceAccount (`--use-service-account-credentials`), alone
@@ -21,6 +25,11 @@ Flags, and why:
   the controllers in CONTROLLERS. Left out: node lifecycle and node IPAM (nodes come from a node
   agent or a test, without a kubelet's heartbeats a lifecycle controller would taint and evict),
   persistent volumes, HPA and the cloud ones.
+- kube-scheduler binds pods whose schedulerName is default-scheduler (ykshm's own Deployments'
+  pods among them: the admission controller lets them through to it, as YuniKorn's does). It
+  authenticates with its own client certificate (CN=system:kube-scheduler, the user the bootstrap
+  RBAC policy binds to system:kube-scheduler and system:volume-scheduler), alone
+  (`--leader-elect=false`), serving its health on 127.0.0.1 of the namespace.
 """
 
 from __future__ import annotations
@@ -52,6 +61,7 @@ CONTROLLERS = (
     "certificatesigningrequest-approving-controller", "certificatesigningrequest-cleaner-controller",
 )
 CONTROLLER_MANAGER_USER = "system:kube-controller-manager"
+SCHEDULER_USER = "system:kube-scheduler"
 
 
 def free_port(host: str) -> int:
@@ -116,6 +126,14 @@ class Component:
             self.proc.wait()
 
 
+def _unverified() -> ssl.SSLContext:
+    """For a component's self-signed serving certificate, on loopback in the run's namespace."""
+    unverified = ssl.create_default_context()
+    unverified.check_hostname = False
+    unverified.verify_mode = ssl.CERT_NONE
+    return unverified
+
+
 @dataclass(frozen=True)
 class Layout:
     """The private directory of one run and the paths in it."""
@@ -132,7 +150,7 @@ class Layout:
 
 @dataclass
 class ControlPlane:
-    """etcd + kube-apiserver + kube-controller-manager of one run; `start()` then `stop()`."""
+    """etcd + kube-apiserver + kube-controller-manager + kube-scheduler of one run; `start()` then `stop()`."""
 
     bin: Path
     layout: Layout
@@ -173,7 +191,8 @@ class ControlPlane:
                 "--service-account-issuer=https://kubernetes.default.svc",
                 f"--service-cluster-ip-range={self.network.service_cidr}",
                 "--anonymous-auth=false", "--authorization-mode=Node,RBAC", "--enable-admission-plugins=NodeRestriction",
-                "--allow-privileged=true", "--profiling=false", f"--cert-dir={self.layout.dir / 'apiserver-certs'}"]
+                "--allow-privileged=true", "--enable-aggregator-routing=true", "--profiling=false",
+                f"--cert-dir={self.layout.dir / 'apiserver-certs'}"]
         return Component("kube-apiserver", argv + self.extra_args.get("kube-apiserver", []),
                          self.layout.log("kube-apiserver"), f"{self.server}/readyz", self._admin_context())
 
@@ -189,11 +208,19 @@ class ControlPlane:
                 f"--root-ca-file={made.ca_crt}", f"--service-account-private-key-file={made.sa_key}",
                 f"--cluster-signing-cert-file={made.ca_crt}", f"--cluster-signing-key-file={made.ca_key}",
                 f"--controllers={','.join(CONTROLLERS)}", "--profiling=false"]
-        unverified = ssl.create_default_context()
-        unverified.check_hostname = False
-        unverified.verify_mode = ssl.CERT_NONE  # its self-signed serving cert, on loopback in our namespace
         return Component("kube-controller-manager", argv + self.extra_args.get("kube-controller-manager", []),
-                         self.layout.log("kube-controller-manager"), f"https://127.0.0.1:{port}/healthz", unverified)
+                         self.layout.log("kube-controller-manager"), f"https://127.0.0.1:{port}/healthz",
+                         _unverified())
+
+    def scheduler(self) -> Component:
+        config = pki.client_kubeconfig(self.layout.pki, "scheduler", SCHEDULER_USER, (), self.server)
+        port = free_port("127.0.0.1")
+        argv = [str(self.bin / "kube-scheduler"), f"--kubeconfig={config}",
+                f"--authentication-kubeconfig={config}", f"--authorization-kubeconfig={config}",
+                "--bind-address=127.0.0.1", f"--secure-port={port}",
+                f"--cert-dir={self.layout.dir / 'scheduler-certs'}", "--leader-elect=false", "--profiling=false"]
+        return Component("kube-scheduler", argv + self.extra_args.get("kube-scheduler", []),
+                         self.layout.log("kube-scheduler"), f"https://127.0.0.1:{port}/healthz", _unverified())
 
     def _up(self, component: Component) -> Component:
         self.components.append(component)
@@ -202,13 +229,14 @@ class ControlPlane:
         return component
 
     def start(self) -> Path:
-        """Start the three in order, each once the one before is ready; the admin kubeconfig."""
+        """Start the four in order, each once the one before is ready; the admin kubeconfig."""
         pki.ensure(self.layout.pki.dir, serving_ips=("127.0.0.1", self.network.advertise,
                                                      self.network.kubernetes_service_ip))
         etcd = self._up(self.etcd())
         self._up(self.apiserver(etcd.health_url.removesuffix("/health")))
         admin = pki.write_admin_kubeconfig(self.layout.pki, self.server)
         self._up(self.controller_manager())
+        self._up(self.scheduler())
         return admin
 
     def stop(self) -> None:

@@ -2,8 +2,8 @@
 
 The default stays sim-cluster. With `--real-k8s`, `ykshm run` first checks that the real control
 plane is built (else one line naming `ykshm realk8s build`, exit 2), then becomes
-`ykshm realk8s run -- ykshm run --real-k8s ...` (`outer`): etcd, kube-apiserver and
-kube-controller-manager in a network namespace of their own, and this same command again inside
+`ykshm realk8s run -- ykshm run --real-k8s ...` (`outer`): etcd, kube-apiserver,
+kube-controller-manager and kube-scheduler in a network namespace of their own, and this same command again inside
 it, told by `INNER` that it is there (`inside`). Inside, everything `ykshm run` supervises is as
 with sim-cluster except the cluster:
 

@@ -26,10 +26,11 @@ def test_a_built_pin_is_reused_and_its_paths_printed():
     done = build(dict(os.environ))
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert lines[:3] == ["etcd: cached", "kube-apiserver: cached", "kube-controller-manager: cached"]
-    assert lines[4:7] == [f"  {directory / name}" for name in ("etcd", "kube-apiserver", "kube-controller-manager")]
+    names = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
+    assert lines[:4] == [f"{name}: cached" for name in names]
+    assert lines[5:9] == [f"  {directory / name}" for name in names]
     helm = helmcli.binary()                  # then helm, from its own module and cache directory
-    assert lines[7] == "helm: cached" and lines[8].startswith("done in ") and lines[9:] == [f"  {helm}"]
+    assert lines[9] == "helm: cached" and lines[10].startswith("done in ") and lines[11:] == [f"  {helm}"]
     assert helm.parent.parent.name == f"helm-{realk8s_build.pin_hash(helm_build.HELM_DIR)}"
 
 

@@ -4,6 +4,7 @@ shim authenticates as the ServiceAccount `yunikorn/yunikorn-admin` with a token 
 apiserver issued, reads its configuration from the ConfigMaps of its namespace and hot-reloads
 an edit, schedules, and preemption marks its victim (`DisruptionTarget`, then deleted), with no
 403 in its log.
+The whole kustomization applied, every role a pod run by the node agent: test_realk8s_apply_k.py.
 
 The real Priority admission plugin refuses a pod's own `spec.priority`, so the urgent pod gets its
 priority from a PriorityClass, as on any cluster.

@@ -1,5 +1,5 @@
-"""`ykshm realk8s run` brings up the real etcd, kube-apiserver and kube-controller-manager (issue 31
-items 1 and 2): kubectl answers, the controller manager makes ReplicaSets, pods, default
+"""`ykshm realk8s run` brings up the real etcd, kube-apiserver, kube-controller-manager and
+kube-scheduler (issue 31 items 1 and 2): kubectl answers, the controller manager makes ReplicaSets, pods, default
 ServiceAccounts and token Secrets, authentication and RBAC are the real ones, and the run ends
 with CMD's exit code, stopping everything by pid, also on bad input."""
 
@@ -12,6 +12,8 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from simcluster import pki
 from tests.realk8s import realplane
@@ -37,6 +39,10 @@ def test_the_controller_manager_makes_replicasets_pods_and_service_accounts(plan
         owned = [p for p in pods if p["metadata"]["ownerReferences"][0]["name"] == rs[0]["metadata"]["name"]]
         return owned if len(owned) == 2 else None
     plane.wait_for("the ReplicaSet's two pods", replicaset_pods)
+    # kube-scheduler runs: with no node in the run, it says so on each pod (PodScheduled False)
+    plane.wait_for("kube-scheduler's verdict on both pods", lambda: all(
+        c["type"] == "PodScheduled" and c["status"] == "False" and c["reason"] == "Unschedulable"
+        for p in replicaset_pods() or () for c in p["status"].get("conditions") or [{"type": "none"}]))
     plane.wait_for("the namespace's default ServiceAccount",
                    lambda: plane.kubectl("-n", "shop", "get", "sa", "default", check=False).returncode == 0)
     secret = {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/service-account-token",
@@ -83,22 +89,24 @@ def test_the_run_ends_with_the_commands_exit_code_and_leaves_nothing(tmp_path):
 
 def test_sigterm_to_the_run_stops_the_command_and_every_component(tmp_path):
     running = realplane.start(tmp_path)
-    assert len(realplane.run_dir_processes(running.dir)) == 3  # etcd, kube-apiserver, kube-controller-manager
+    assert len(realplane.run_dir_processes(running.dir)) == 4  # etcd, kube-apiserver, -controller-manager, -scheduler
     running.proc.send_signal(signal.SIGTERM)
     assert running.proc.wait(60) == 128 + signal.SIGTERM  # CMD was ended by SIGTERM
     assert realplane.run_dir_processes(running.dir) == []
 
 
-def test_a_component_that_fails_to_start_is_one_line_naming_it_and_its_log(tmp_path):
+@pytest.mark.parametrize("component", ["kube-apiserver", "kube-scheduler"])
+def test_a_component_that_fails_to_start_is_one_line_naming_it_and_its_log(tmp_path, component):
     realplane.require_binaries()
-    done = ykshm("realk8s", "run", "--dir", str(tmp_path), "--kube-apiserver-arg=--no-such-flag", "--",
+    done = ykshm("realk8s", "run", "--dir", str(tmp_path), f"--{component}-arg=--no-such-flag", "--",
                  "true", timeout=400)
     lines = done.stderr.decode().strip().splitlines()
     assert done.returncode == 1 and len(lines) == 1, lines
-    assert lines[0].startswith("ykshm realk8s run: error: kube-apiserver exited with code")
+    assert lines[0].startswith(f"ykshm realk8s run: error: {component} exited with code")
     log = Path(lines[0].rsplit("log: ", 1)[1])
     assert "unknown flag: --no-such-flag" in log.read_text()
-    assert realplane.run_dir_processes(str(log.parent)) == []  # etcd, started before, was stopped
+    assert log.name == f"{component}.log"
+    assert realplane.run_dir_processes(str(log.parent)) == []  # those started before were stopped
 
 
 def test_an_unbuilt_pin_is_one_line_naming_the_build_command(tmp_path):
