@@ -131,6 +131,7 @@ def read_job(job: Mapping[str, Any]) -> JobSpec:
     options = pe_options(_object(spec, "processingElement", "spec"))
     _check_resources("spec.processingElement.resources",
                      _object(options, "resources", "spec.processingElement"))
+    _check_checkpoint_repository(options.get("checkpointRepository"))
     _check_name(str(meta.get("namespace") or "default"), str(meta.get("name") or ""))
     labels = meta.get("labels") or {}
     values = _object(spec, "submissionTimeValues", "spec")
@@ -158,6 +159,29 @@ def _check_name(namespace: str, name: str) -> None:
     if len(app_id) > LABEL_VALUE_MAX:
         raise LogicalError(("metadata.name",), f"{name!r}: the pods' applicationId label {app_id!r} has "
                            f"{len(app_id)} characters (at most {LABEL_VALUE_MAX}); use a shorter name")
+
+
+CHECKPOINT_STORE = "spec.processingElement.checkpointRepository"
+
+
+def _check_checkpoint_repository(store: Any) -> None:
+    """No field that silently does nothing (issue 33 item 4): `fileSystem` is wired as OpenStreams
+    wires it (peobjects: env and the /checkpoint volume); `redis` is refused, naming the field,
+    since ykshm does not check and pass a Redis store as OpenStreams does (its service's A
+    records as replicas x shards, `STREAMS_CHECKPOINT_REPOSITORY_CONFIGURATION` with the servers).
+    The PEs would otherwise have run with no checkpoint store at all."""
+    if store is None:
+        return
+    if not isinstance(store, Mapping):
+        raise LogicalError((CHECKPOINT_STORE,), f"must be an object, not {store!r}")
+    if "redis" in store:
+        raise LogicalError((f"{CHECKPOINT_STORE}.redis",), "a Redis checkpoint store is not supported "
+                           "by ykshm; use fileSystem (a volumeClaim or a path)")
+    unknown = sorted(set(store) - {"fileSystem"})
+    if unknown:
+        raise LogicalError(tuple(f"{CHECKPOINT_STORE}.{key}" for key in unknown),
+                           "unknown checkpoint store: fileSystem is the one ykshm supports")
+    _object(store, "fileSystem", CHECKPOINT_STORE)
 
 
 def _check_resources(where: str, resources: Mapping[str, Any]) -> None:
