@@ -49,7 +49,8 @@ def cm(name: str, namespace: str = NS, **data: str) -> dict:
 
 
 POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p1", "namespace": NS},
-       "spec": {"containers": [{"name": "c", "image": "registry.invalid/c:1"}]}}
+       "spec": {"schedulerName": "nobody",     # left alone by the real kube-scheduler, which would
+                "containers": [{"name": "c", "image": "registry.invalid/c:1"}]}}   # add conditions at its own pace
 BASE = f"/api/v1/namespaces/{NS}"
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 WIDGETS = f"/apis/diff.ykshm.io/v1/namespaces/{NS}/widgets"

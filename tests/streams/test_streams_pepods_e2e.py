@@ -335,6 +335,8 @@ def test_the_runtimes_requests_from_its_pe_pods_address_need_no_token(pod_cluste
     assert call("GET", "/api/bundles/default/cr", runtime).status_code == 401   # another job's
 
     # the consistent-region operator: the same rule, on its direct path and through hypercorn
+    wait_for(lambda: (k.json("get", "stcro", "rt").get("status") or {}).get("phase") == "Running", 60,
+             "the operator serving")               # its pod may be an endpoint before it listens
     operator = wait_for(lambda: (e := k.json("get", "endpoints", "streams-rt-consistentregion-api"))
                         .get("subsets") and e["subsets"][0], 60, "the operator's endpoints")
     port = next(p["port"] for p in operator["ports"] if p["name"] == "sys-api")
