@@ -260,18 +260,7 @@ class Exporter:
         RM (a shim registered: this replica leads)."""
         if not self.options.leader_only:
             return True
-        from shm import SnapshotReader
-        from shm.errors import ShmError
-
-        try:
-            reader = SnapshotReader.attach(self.options.name)
-        except ShmError:
-            doc = None
-        else:
-            try:
-                doc = reader.read()
-            finally:
-                reader.close()
+        doc = self._state.document()
         if isinstance(doc, dict) and (doc.get("engine") or {}).get("rmIDs"):
             return True
         if self.status.state != "waiting_for_leader":

@@ -34,6 +34,13 @@ class Keys:
     state: str
     exporter: str
 
+    @staticmethod
+    def hash_tag_safe(name: str) -> bool:
+        """Whether `{NAME}` is NAME's hash tag: a brace in it would end the tag early or leave
+        it empty (then each key hashes whole, and the keys of one instance land in several
+        slots of a Cluster, where a pipeline or a script over them is refused)."""
+        return "{" not in name and "}" not in name
+
     @classmethod
     def for_instance(cls, name: str) -> "Keys":
         base = f"ykshm:{{{name}}}:"

@@ -86,6 +86,7 @@ def options_from(argv: Sequence[str]):
     from shm.segment import validate_name
 
     from .exporter import ExportOptions
+    from .keys import Keys
     from .redisauth import AuthProblem, resolve
     from .redisconn import RedisProblem, check_url
 
@@ -99,6 +100,10 @@ def options_from(argv: Sequence[str]):
             validate_name(args.redis_name)
         except ValueError:
             raise UsageError(f"--redis-name {args.redis_name!r}: not a valid instance name") from None
+    flag, redis_name = ("--redis-name", args.redis_name) if args.redis_name is not None else ("--name", args.name)
+    if not Keys.hash_tag_safe(redis_name):
+        raise UsageError(f"{flag} {redis_name!r}: no '{{' or '}}' in a name in Redis (its keys share "
+                         f"the hash tag {{NAME}}, so a Redis Cluster keeps them in one slot)")
     try:
         url, auth = resolve(args.redis, args.redis_password_file, args.redis_ca,
                             url_file=args.redis_url_file)

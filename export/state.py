@@ -61,6 +61,12 @@ class StateExporter:
         self._exported = (self._identity, generation)
         return generation
 
+    def document(self) -> Any:
+        """The engine's snapshot document (None: none yet), read through the reader kept open
+        (what `--leader-only` asks of it while it waits)."""
+        reader = self._attach()
+        return reader.read() if reader is not None else None
+
     def forget(self) -> None:
         """Export again at the next chance (Redis may have lost the key in a failover)."""
         self._exported = None

@@ -14,6 +14,7 @@ role instead of it retrying for ever, and the user reads one line, not a traceba
 from __future__ import annotations
 
 import argparse
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -80,6 +81,21 @@ def run_role(main: Callable[..., Any], *args: Any) -> Any:
         while isinstance(leaf, BaseExceptionGroup):
             leaf = leaf.exceptions[0]
         raise Failure(str(leaf)) from None
+
+
+async def stop_on_sigterm(scope: Any, why: str) -> None:
+    """Cancel `scope` on the first SIGTERM (systemd, a pod's deletion, a supervisor), logging
+    `why`: the role's nursery then ends its children as on any cancellation (a process it runs
+    gets SIGTERM from trio.run_process and is waited for). Start it in the nursery it cancels."""
+    import signal
+
+    import trio
+
+    with trio.open_signal_receiver(signal.SIGTERM) as signals:
+        async for _ in signals:
+            logging.getLogger("ykshm").info("SIGTERM: %s", why)
+            scope.cancel()
+            return
 
 
 def log_to_stderr(args: argparse.Namespace) -> None:

@@ -327,28 +327,25 @@ class LeaderElector:
         raise LeadershipLost(self.lost_reason)
 
     async def _acquire(self) -> None:
-        """Until our write holds the Lease; meanwhile follow the holder's lifeline, if named."""
+        """Until our write holds the Lease; meanwhile follow the holder's lifeline, if named: its
+        proof wakes the next try at once (a try that loses to a renewal the dead holder had in
+        flight is made again a quarter retry period later)."""
         cfg = self.config
-        following: tuple[Target, trio.CancelScope, trio.Event] | None = None
-        retried = False
+        following: _Following | None = None
         async with trio.open_nursery() as nursery:
             while not await self.try_acquire_or_renew(cfg.renew_deadline):
                 target = self._target(self.lease)
-                if following is not None and following[0] != target:
-                    following[1].cancel()
+                if following is not None and following.target != target:
+                    following.scope.cancel()
                     following = None
                 if following is None and target is not None:
                     proved = trio.Event()
-                    following = (target, await nursery.start(self._follow, target, proved), proved)
-                    retried = False
-                if following is not None and following[2].is_set() and not retried:
-                    retried = True          # a renewal in flight when the holder died: once more
+                    following = _Following(target, await nursery.start(self._follow, target, proved), proved)
+                if following is not None and following.proved.is_set():
+                    await trio.sleep(cfg.retry_period / 4)
                     continue
                 with trio.move_on_after(cfg.retry_period * (1 + (JITTER - 1) * self.rng.random())):
-                    if following is not None and not following[2].is_set():
-                        await following[2].wait()
-                    else:
-                        await trio.sleep_forever()
+                    await (following.proved.wait() if following is not None else trio.sleep_forever())
             nursery.cancel_scope.cancel()
 
     async def _follow(self, target: Target, proved: trio.Event, *,
@@ -397,20 +394,20 @@ class LeaderElector:
             try:
                 async with self.client.stream("GET", cfg.collection, params=params,
                                               timeout=httpx.Timeout(10.0, read=330.0)) as resp:
-                    if resp.status_code >= 300 and resp.status_code != refused:
-                        refused = resp.status_code   # said once: RBAC needs watch of the Lease
-                        log.warning("lease %s/%s: its watch was refused: HTTP %d (the leader is "
-                                    "fenced at its renewals only)", cfg.namespace, cfg.name,
-                                    resp.status_code)
                     if resp.status_code >= 300:
+                        if resp.status_code != refused:    # said once: RBAC needs watch of the Lease
+                            log.warning("lease %s/%s: its watch was refused: HTTP %d (the leader is "
+                                        "fenced at its renewals only)", cfg.namespace, cfg.name,
+                                        resp.status_code)
+                        refused = resp.status_code
                         await trio.sleep(cfg.retry_period)
-                    else:
-                        async for line in resp.aiter_lines():
-                            if line and (reason := self._not_ours(orjson.loads(line))):
-                                log.info("lease %s/%s: %s", cfg.namespace, cfg.name, reason)
-                                self._lose(reason)
-                                scope.cancel()
-                                return
+                        continue
+                    async for line in resp.aiter_lines():
+                        if line and (reason := self._not_ours(orjson.loads(line))):
+                            log.info("lease %s/%s: %s", cfg.namespace, cfg.name, reason)
+                            self._lose(reason)
+                            scope.cancel()
+                            return
             except (httpx.HTTPError, orjson.JSONDecodeError):
                 pass
             await trio.sleep(cfg.retry_period / 4)
@@ -467,6 +464,15 @@ class LeaderElector:
         metadata["annotations"] = annotations
         return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": metadata,
                 "spec": spec}
+
+
+@dataclasses.dataclass(frozen=True)
+class _Following:
+    """The holder's lifeline a candidate follows: the task's cancel scope, set once proved."""
+
+    target: Target
+    scope: trio.CancelScope
+    proved: trio.Event
 
 
 def _checked(resp: httpx.Response) -> dict[str, Any]:

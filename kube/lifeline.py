@@ -15,7 +15,9 @@ The protocol
   (NONCE: random, new for each process, so a holder restarted under the same identity is not
   taken for its dead predecessor).
 - While it leads, each connection is greeted with one line, `ykshm-lifeline IDENTITY NONCE\\n`,
-  then held open, silent, until the process ends. While it does not lead, a connection is closed
+  then held open, silent, until the process ends. A peer says nothing: one that sends a byte is
+  closed (it costs the leader no reading), and a lifeline that sends more than its greeting
+  proves nothing to a standby. While it does not lead, a connection is closed
   at once, ungreeted. At most `MAX_PEERS` are held at once; more are closed ungreeted.
 - A standby that sees another's record with a lifeline connects to it. A connection that greeted
   as that holder and nonce and then ends (EOF or reset) proves that the holder's process is gone:
@@ -134,8 +136,7 @@ class Listener:
         try:
             async with stream:
                 await stream.send_all(greeting)
-                while await stream.receive_some(64):
-                    pass                       # a peer says nothing; whatever it sends is dropped
+                await stream.receive_some(1)   # a standby says nothing: its end or a byte ends it
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
             pass
         finally:
@@ -161,10 +162,8 @@ async def holder_ended(target: Target, timeout: float) -> bool:
             with trio.move_on_after(timeout):
                 while len(got) < len(want) and (chunk := await stream.receive_some(len(want) - len(got))):
                     got += chunk
-            if got != want:
-                return False
-            while await stream.receive_some(64):
-                pass
+            if got != want or await stream.receive_some(1):
+                return False                   # more than the greeting: not a lifeline
         except (trio.BrokenResourceError, OSError):
             if got != want:
                 return False

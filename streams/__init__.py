@@ -21,6 +21,7 @@ The instance controller (`ykshm streams`):
     refuse      a parallel region's width changed (/scale): re-fuse, only touched PEs relaunch
     repair      objects of a running job a user deleted (AADL ConfigMaps, HostPools, CRs, CRO) re-made
     events      the controller's events, rate-limited per object
+    conditions  status conditions: the time stamp, one condition replaced by type
     reconcile   the pure plan: PEs, pods by launch count, restarts, connectivity, PE status
     restart     the seed's restart policy table, as data
     objects     the job's Kubernetes objects with deterministic names (PE pods: gang, placement)

@@ -112,9 +112,11 @@ class BundleServer:
         return value
 
     async def authorized(self, namespace: str, job: str, headers: Mapping[bytes, bytes],
-                         peer: str = "") -> bool:
-        if peer and self.job_at(peer) == (namespace, job):
-            return True                     # the job's own PE pod: the runtime sends no token
+                         caller: tuple[str, str] | None = None) -> bool:
+        """The job's token presented, or `caller` (the job whose PE pod the request came from,
+        `job_at` of its address) is this job: the runtime sends no token."""
+        if caller == (namespace, job):
+            return True
         scheme, _, presented = headers.get(b"authorization", b"").partition(b" ")
         if scheme.lower() != b"bearer" or not presented:
             return False
@@ -140,17 +142,18 @@ class BundleServer:
         self.bundles.move_to_end(key)
         return data
 
-    async def state(self, route: Route, scope: dict, receive: Any) -> tuple[int, bytes, bytes]:
+    async def state(self, route: Route, scope: dict, receive: Any,
+                    caller: tuple[str, str] | None) -> tuple[int, bytes, bytes]:
         namespace, job = route.namespace, route.job
         if route.pe is None:
             if scope["method"] != "GET":
                 return 405, status_body(405, "MethodNotAllowed", f"{scope['method']} is not allowed"), JSON
-            if not await self.authorized(namespace, job, _headers(scope), _peer(scope)):
+            if not await self.authorized(namespace, job, _headers(scope), caller):
                 return 401, status_body(401, "Unauthorized", "a job's PE token is required"), JSON
             return 200, orjson.dumps(self.connectivity.get((namespace, job), {})), JSON
         if scope["method"] != "PUT":
             return 405, status_body(405, "MethodNotAllowed", f"{scope['method']} is not allowed"), JSON
-        if not await self.authorized(namespace, job, _headers(scope), _peer(scope)):
+        if not await self.authorized(namespace, job, _headers(scope), caller):
             return 401, status_body(401, "Unauthorized", "a job's PE token is required"), JSON
         body = await _body(receive)
         try:
@@ -190,12 +193,14 @@ class BundleServer:
         route = parse_path(path)
         if isinstance(route, tuple):
             return route[0], status_body(route[0], route[1], route[2]), JSON
+        peer = _peer(scope)
+        caller = self.job_at(peer) if peer else None     # looked up once per request
         if route.kind == "state":
-            return await self.state(self._runtime_form(route, _peer(scope)), scope, receive)
+            return await self.state(_runtime_form(route, caller), scope, receive, caller)
         if scope["method"] not in ("GET", "HEAD"):
             return 405, status_body(405, "MethodNotAllowed", f"{scope['method']} is not allowed"), JSON
         namespace, job = route.namespace, route.job
-        if not await self.authorized(namespace, job, _headers(scope), _peer(scope)):
+        if not await self.authorized(namespace, job, _headers(scope), caller):
             return 401, status_body(401, "Unauthorized", "a job's PE token is required (Authorization: "
                                                           "Bearer, from /etc/config/token/token)"), JSON
         try:
@@ -207,14 +212,11 @@ class BundleServer:
         return 200, data, b"application/octet-stream"
 
 
-    def _runtime_form(self, route: "Route", peer: str) -> "Route":
-        """OpenStreams' `/api/state/job/JOB/...` from one of JOB's PE pods: that pod's namespace."""
-        if route.namespace != RUNTIME_NAMESPACE_SEGMENT or not peer:
-            return route
-        key = self.job_at(peer)
-        if key is None or key[1] != route.job:
-            return route
-        return dataclasses.replace(route, namespace=key[0])
+def _runtime_form(route: "Route", caller: tuple[str, str] | None) -> "Route":
+    """OpenStreams' `/api/state/job/JOB/...` from one of JOB's PE pods: that pod's namespace."""
+    if route.namespace != RUNTIME_NAMESPACE_SEGMENT or caller is None or caller[1] != route.job:
+        return route
+    return dataclasses.replace(route, namespace=caller[0])
 
 
 RUNTIME_NAMESPACE_SEGMENT = "job"

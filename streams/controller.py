@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import datetime as dt
 import logging
 import math
 import random
@@ -49,6 +48,7 @@ from .fetchpolicy import FetchPolicy
 from .errors import LogicalError
 from .jobspec import JobSpec, read_job
 from .objects import LABEL_JOB, LABEL_KIND, LABEL_PE, pe_name
+from .conditions import condition_of, now, with_condition
 from .peobjects import PeRuntime, token_secret_name
 from .pepolicy import PePolicy, secret_refusal, secrets_named, static_refusals
 
@@ -105,10 +105,6 @@ class Settings:
     operator_pod: tuple[str, list[str]] | None = None   # (image, API flags): cr-operators as Deployments
     operator_unready_after: float = 30.0     # seconds an operator Deployment may have no ready pod
     pe_policy: PePolicy = dataclasses.field(default_factory=PePolicy)   # what a Job may ask of PE pods
-
-
-def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _job_key_of(obj: Mapping[str, Any]) -> JobKey | None:
@@ -206,8 +202,7 @@ class Controller:
         """The job whose PE pod has address `ip` (streams.pepeers), from the caches."""
         from .pepeers import job_at
 
-        pes = self.informers["ProcessingElement"].store.items
-        return job_at(ip, self.informers["Pod"].store, lambda ns, name: pes.get(f"{ns}/{name}"))
+        return job_at(ip, self.informers["Pod"].store, self.informers["ProcessingElement"].store.items)
 
     def mark(self, key: JobKey | None) -> None:
         if key is not None and key[1]:
@@ -329,7 +324,7 @@ class Controller:
         """A pass went through: forget the job's retries; clear a Synced=False it shows."""
         retry = self.retries.pop(key, None)
         job = self.job(key)
-        if retry is not None and job is not None and _condition_of(job, "Synced") == "False":
+        if retry is not None and job is not None and condition_of(job, "Synced") == "False":
             await self._condition(job, "Synced", "True", "Recovered",
                                   f"the API calls went through after {retry.attempts} retries")
 
@@ -337,9 +332,9 @@ class Controller:
                          message: str) -> bool:
         """Set one condition of the job's status (best effort: False when the write failed)."""
         status = dict(job.get("status") or {})
-        status["conditions"] = _with_condition(status.get("conditions") or [], {
+        status["conditions"] = with_condition(status.get("conditions") or [], {
             "type": type_, "status": value, "reason": reason, "message": message[:1024],
-            "lastTransitionTime": _now()})
+            "lastTransitionTime": now()})
         try:
             return await kube.put_status(self.client, job, status) is not None
         except (ApiStatusError, httpx.HTTPError):
@@ -552,7 +547,7 @@ class Controller:
             await self._clean_slate(key, job)
         elif status.get("phase") == "Failed":
             await self._clean_slate(key, job)
-        job = await kube.put_status(self.client, job, {"phase": "Submitting", "submissionTime": _now(),
+        job = await kube.put_status(self.client, job, {"phase": "Submitting", "submissionTime": now(),
                                                         "observedGeneration": job["metadata"].get("generation", 1)}) or job
         await self.events.post(job, "Submitting", f"fetching bundle {spec.bundle_name}")
         timeout = spec.submission_timeout
@@ -576,9 +571,9 @@ class Controller:
         done = {**(latest.get("status") or {}), "phase": "Submitted", "peCount": len(prepared.pes),
                 "hostPools": len(prepared.app.host_pools), "fusionNodes": prepared.nodes, "message": "",
                 "observedGeneration": job["metadata"].get("generation", 1),
-                "conditions": _with_condition((latest.get("status") or {}).get("conditions") or [], {
+                "conditions": with_condition((latest.get("status") or {}).get("conditions") or [], {
                     "type": "Submitted", "status": "True", "reason": "Fused",
-                    "message": f"fused into {len(prepared.pes)} PEs", "lastTransitionTime": _now()})}
+                    "message": f"fused into {len(prepared.pes)} PEs", "lastTransitionTime": now()})}
         kube.written(await kube.put_status(self.client, latest, done))
         await self.events.post(latest, "Submitted",
                               f"bundle {spec.bundle_name} fused into {len(prepared.pes)} processing elements")
@@ -591,9 +586,9 @@ class Controller:
         latest = self.job(_job_key_of(job)) or job
         status = {**(latest.get("status") or {}), "phase": "Failed", "message": message,
                   "observedGeneration": latest["metadata"].get("generation", 1),
-                  "conditions": _with_condition((latest.get("status") or {}).get("conditions") or [], {
+                  "conditions": with_condition((latest.get("status") or {}).get("conditions") or [], {
                       "type": "Submitted", "status": "False", "reason": reason, "message": message,
-                      "lastTransitionTime": _now()})}
+                      "lastTransitionTime": now()})}
         kube.written(await kube.put_status(self.client, latest, status))
         await self.events.post(latest, reason, message, "Warning")
 
@@ -668,23 +663,3 @@ def _reason_of(exc: BaseException) -> str:
     return "InternalError"
 
 
-def _condition_of(obj: Mapping[str, Any], type_: str) -> str | None:
-    for cond in (obj.get("status") or {}).get("conditions") or ():
-        if cond.get("type") == type_:
-            return cond.get("status")
-    return None
-
-
-def _with_condition(conditions: list[dict[str, Any]], new: dict[str, Any]) -> list[dict[str, Any]]:
-    """The list with `new` replacing the condition of its type (its transition time kept when
-    the status did not change)."""
-    out, seen = [], False
-    for cond in conditions:
-        if cond.get("type") == new["type"]:
-            seen = True
-            if cond.get("status") == new["status"]:
-                new = {**new, "lastTransitionTime": cond.get("lastTransitionTime", new["lastTransitionTime"])}
-            out.append(new)
-        else:
-            out.append(cond)
-    return out if seen else [*out, new]

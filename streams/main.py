@@ -31,9 +31,7 @@ updates them first (what `ykshm run` does).
 
 from __future__ import annotations
 
-import logging
 import os
-import signal
 import sys
 from collections.abc import Sequence
 
@@ -46,7 +44,6 @@ from kube import args as kubeargs
 
 from .peobjects import DEFAULT_IMAGE
 
-log = logging.getLogger("ykshm.streams")
 
 PROG = "ykshm streams"
 
@@ -152,7 +149,10 @@ def _run(argv: Sequence[str]) -> int:
 
     async def serve() -> None:
         async with kube.client() as client, trio.open_nursery() as nursery:
-            nursery.start_soon(_stop_on_sigterm, nursery.cancel_scope)
+            # SIGTERM cancels the controller, so each supervised cr-operator gets SIGTERM and is
+            # waited for (the default action ended the controller alone, its operators running)
+            nursery.start_soon(kubeargs.stop_on_sigterm, nursery.cancel_scope,
+                               "stopping the controller and its cr-operators")
             if args.install_crds:
                 from .crds import install
                 await install(client)
@@ -166,17 +166,6 @@ def _run(argv: Sequence[str]) -> int:
     except* ApiAddressRefused as group:
         raise UsageError(f"--api-bind {args.api_bind}: {first_leaf(group)}") from None
     return 0
-
-
-async def _stop_on_sigterm(scope: "trio.CancelScope") -> None:
-    """SIGTERM (systemd, a pod's deletion, `ykshm run`): cancel the controller, so each
-    supervised `ykshm cr-operator` gets SIGTERM and is waited for (trio.run_process), instead of
-    the default action ending the controller alone and leaving its operators running."""
-    with trio.open_signal_receiver(signal.SIGTERM) as signals:
-        async for _ in signals:
-            log.info("SIGTERM: stopping the controller and its cr-operators")
-            scope.cancel()
-            return
 
 
 def main(argv: Sequence[str] | None = None) -> int:

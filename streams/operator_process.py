@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import base64
 import logging
-import signal
 from collections.abc import Mapping
 from functools import partial
 from typing import Any
@@ -46,6 +45,7 @@ import trio
 
 from common.backoff import Backoff
 from common.http1.limits import Limits
+from kube import args as kubeargs
 from kube.client import ApiStatusError, Informer
 from . import kubecalls as kube
 from .croobjects import WAITING_FOR_SECRET as WAITING
@@ -170,9 +170,8 @@ class JobRegions:
         """Whether `ip` is one of this job's own PE pods (streams.pepeers), from the caches."""
         from .pepeers import job_at
 
-        pes = self.informers["ProcessingElement"].store.items
         return job_at(ip, self.informers["Pod"].store,
-                      lambda ns, name: pes.get(f"{ns}/{name}")) == (self.namespace, self.job)
+                      self.informers["ProcessingElement"].store.items) == (self.namespace, self.job)
 
     def _pod_address(self, pe: Mapping[str, Any]) -> tuple[str, int] | None:
         """Where `JOB-N.NS` points: the PE's current pod's IP (its headless Service's endpoint)."""
@@ -300,7 +299,8 @@ async def run(kube_config: Any, namespace: str, job: str, bind: str, *, limits: 
     """The operator until SIGTERM (a pod's deletion, the Supervisor stopping it): then its
     listeners close and it returns, exit 0; what it wrote to its regions' status stays."""
     async with kube_config.client() as client, trio.open_nursery() as nursery:
-        nursery.start_soon(_stop_on_sigterm, nursery.cancel_scope, f"{namespace}/{job}")
+        nursery.start_soon(kubeargs.stop_on_sigterm, nursery.cancel_scope,
+                           f"cr-operator for {namespace}/{job} stopping")
         try:
             await JobRegions(client, namespace, job, notify_pods=notify_pods).run(
                 bind, limits=limits, idle_timeout=idle_timeout, advertise=advertise)
@@ -308,10 +308,3 @@ async def run(kube_config: Any, namespace: str, job: str, bind: str, *, limits: 
             raise OperatorError(f"the API server refused: {exc}") from None
         nursery.cancel_scope.cancel()      # it returned: the SIGTERM watcher is not waited for
 
-
-async def _stop_on_sigterm(scope: trio.CancelScope, job: str) -> None:
-    with trio.open_signal_receiver(signal.SIGTERM) as signals:
-        async for _ in signals:
-            log.info("cr-operator for %s: SIGTERM, stopping", job)
-            scope.cancel()
-            return

@@ -33,6 +33,7 @@ import trio
 from common.backoff import Backoff
 from kube.client import ApiStatusError
 from . import croobjects, kubecalls as kube
+from .conditions import now, with_condition
 
 log = logging.getLogger("ykshm.streams.operators")
 REPAIR_SECONDS = 10.0
@@ -40,12 +41,6 @@ UNREADY_SECONDS = 30.0
 REACHABLE = "OperatorReachable"
 
 BACKOFF_START, BACKOFF_MAX, STABLE_SECONDS = 0.5, 10.0, 30.0
-
-
-def _now() -> str:
-    import datetime as dt
-
-    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class Supervisor:
@@ -194,10 +189,10 @@ class PodOperators:
         if current is None:
             return
         status = dict(current.get("status") or {})
-        condition = {"type": REACHABLE, "status": "True" if reachable else "False",
-                     "reason": "OperatorReady" if reachable else "OperatorNotReady", "message": message,
-                     "lastTransitionTime": _now()}
-        status["conditions"] = [c for c in status.get("conditions") or [] if c.get("type") != REACHABLE] + [condition]
+        status["conditions"] = with_condition(status.get("conditions") or [], {
+            "type": REACHABLE, "status": "True" if reachable else "False",
+            "reason": "OperatorReady" if reachable else "OperatorNotReady", "message": message,
+            "lastTransitionTime": now()})
         if await kube.put_status(self.client, current, status) is None:
             return                                   # changed meanwhile: the next pass says it
         self._said[key] = reachable

@@ -19,7 +19,7 @@ reused IP, a stale cache) belongs to nobody.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .objects import LABEL_JOB, LABEL_KIND, LABEL_LAUNCH, LABEL_PE, pe_name
@@ -27,21 +27,20 @@ from .objects import LABEL_JOB, LABEL_KIND, LABEL_LAUNCH, LABEL_PE, pe_name
 JobKey = tuple[str, str]
 
 
-def job_at(ip: str, pods: Iterable[Mapping[str, Any]],
-           pe_of: Callable[[str, str], Mapping[str, Any] | None]) -> JobKey | None:
-    """(namespace, job) whose PE pod has address `ip`, or None. `pe_of(namespace, name)` is the
-    cached ProcessingElement of that name."""
+def job_at(ip: str, pods: Iterable[Mapping[str, Any]], pes: Mapping[str, Mapping[str, Any]]
+           ) -> JobKey | None:
+    """(namespace, job) whose PE pod has address `ip`, or None. `pods` and `pes` are an
+    informer's caches (`pes` keyed `NAMESPACE/NAME`, as `Store.items` is)."""
     found: set[JobKey] = set()
     for pod in pods:
         if ((pod.get("status") or {}).get("podIP") or "") == ip and ip:
-            key = _pe_pod_job(pod, pe_of)
+            key = _pe_pod_job(pod, pes)
             if key is not None:
                 found.add(key)
     return found.pop() if len(found) == 1 else None
 
 
-def _pe_pod_job(pod: Mapping[str, Any], pe_of: Callable[[str, str], Mapping[str, Any] | None]
-                ) -> JobKey | None:
+def _pe_pod_job(pod: Mapping[str, Any], pes: Mapping[str, Mapping[str, Any]]) -> JobKey | None:
     meta = pod.get("metadata") or {}
     labels = meta.get("labels") or {}
     job, index = labels.get(LABEL_JOB), labels.get(LABEL_PE) or ""
@@ -50,7 +49,7 @@ def _pe_pod_job(pod: Mapping[str, Any], pe_of: Callable[[str, str], Mapping[str,
     if meta.get("deletionTimestamp") or (pod.get("status") or {}).get("phase") != "Running":
         return None
     namespace = meta.get("namespace") or "default"
-    pe = pe_of(namespace, pe_name(job, int(index)))
+    pe = pes.get(f"{namespace}/{pe_name(job, int(index))}")
     if pe is None:
         return None
     pe_uid = (pe.get("metadata") or {}).get("uid")

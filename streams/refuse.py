@@ -18,14 +18,13 @@ and the width is not tried again until `spec.width` changes.
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
 from kube.client import ApiStatusError
 
 from . import aadl as aadl_mod, adl as adl_mod
-from . import kubecalls as kube, objects, peobjects, reconcile, submission
+from . import conditions, kubecalls as kube, objects, peobjects, reconcile, submission
 from .jobspec import JobSpec
 from .objects import ADL_XML, LABEL_CONTENT, LABEL_KIND, LABEL_PE
 
@@ -75,7 +74,7 @@ async def apply_widths(ctl: Any, key: tuple[str, str], job: dict[str, Any], spec
 
 async def _refused(ctl: Any, changed: list[dict[str, Any]], why: str) -> None:
     """Record a refused width once per region: status and one Warning event."""
-    now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    now = conditions.now()
     for region in changed:
         width = region["spec"]["width"]
         message = f"width {width} refused: {why}"

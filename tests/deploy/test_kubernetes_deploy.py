@@ -69,6 +69,24 @@ def wait(cond, timeout: float = 60.0, what: str = ""):
         time.sleep(0.25)
 
 
+def ready_pods(items: list[dict]) -> dict[str, dict] | None:
+    """Deployment -> its pod (the scheduler's: the leader's, labelled so) among the pods of the
+    namespace, once every container of every role is ready and both scheduler replicas are, one of
+    them labelled leader (here and on the real control plane, test_realk8s_apply_k.py)."""
+    found, schedulers = {}, []
+    for item in items:
+        statuses = item["status"].get("containerStatuses") or []
+        if item["metadata"].get("deletionTimestamp") or not statuses or not all(s["ready"] for s in statuses):
+            continue
+        deployment = item["metadata"]["name"].rsplit("-", 2)[0]
+        if deployment == "yunikorn-scheduler":
+            schedulers.append(item)
+            if (item["metadata"].get("labels") or {}).get(ROLE_LABEL) != "leader":
+                continue
+        found[deployment] = item
+    return found if set(found) == set(ROLES) and len(schedulers) == SCHEDULER_REPLICAS else None
+
+
 def pod(name: str, labels: dict | None = None, annotations: dict | None = None, cpu: str = "100m",
         priority_class: str | None = None) -> str:
     meta: dict = {"name": name, "labels": labels or {}, "annotations": annotations or {}}
@@ -138,20 +156,7 @@ class Deployed:
         return httpx.get(f"http://{self.service('yunikorn-service')}:9080{path}", timeout=10)
 
     def ready_pods(self) -> dict[str, dict] | None:
-        """Deployment -> its pod (the scheduler's: the leader's, labelled so), once every container
-        of every role is ready and both scheduler replicas are, one of them labelled leader."""
-        found, schedulers = {}, []
-        for item in self.json("-n", NS, "get", "pods")["items"]:
-            statuses = item["status"].get("containerStatuses") or []
-            if item["metadata"].get("deletionTimestamp") or not statuses or not all(s["ready"] for s in statuses):
-                continue
-            deployment = item["metadata"]["name"].rsplit("-", 2)[0]
-            if deployment == "yunikorn-scheduler":
-                schedulers.append(item)
-                if (item["metadata"].get("labels") or {}).get(ROLE_LABEL) != "leader":
-                    continue
-            found[deployment] = item
-        return found if set(found) == set(ROLES) and len(schedulers) == SCHEDULER_REPLICAS else None
+        return ready_pods(self.json("-n", NS, "get", "pods")["items"])
 
     def logs(self) -> str:
         return "".join(self.ok("-n", NS, "logs", item["metadata"]["name"], "--all-containers")

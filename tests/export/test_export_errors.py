@@ -74,6 +74,8 @@ def test_key_of_another_type(ring_name, redis_server):
     (["--maxlen", "-1"], "--maxlen -1"),
     (["--maxlen", "10", "--max-age", "1h"], "choose one"),
     (["--name", "a/b"], "--name 'a/b'"),
+    (["--redis-name", "x}:{other"], "--redis-name 'x}:{other': no '{' or '}'"),  # its hash tag whole
+    (["--name", "}x"], "--name '}x': no '{' or '}'"),
 ])
 def test_bad_options(args, expected, redis_server):
     assert expected in one_line(run_export("--redis", redis_server.url, *args))

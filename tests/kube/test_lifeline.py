@@ -97,3 +97,32 @@ async def test_the_listener_greets_only_while_leading():
             assert lifeline.held == 1
             follower.cancel_scope.cancel()
         nursery.cancel_scope.cancel()
+
+
+async def test_a_lifeline_that_says_more_than_its_greeting_proves_nothing():
+    async def chatty(stream):
+        await stream.send_all(b"ykshm-lifeline a n1\nmore")
+        await stream.aclose()
+    assert not await _ended(chatty)
+
+
+async def test_the_leader_closes_a_peer_that_sends_anything():
+    """A standby says nothing: a peer that sends is closed, so a flood costs the leader no reading
+    and frees its place among the MAX_PEERS."""
+    lifeline = Listener("127.0.0.1", 0)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(lifeline.serve, "me", lambda: True)
+        stream = await trio.open_tcp_stream("127.0.0.1", lifeline.port)
+        async with stream:
+            assert await stream.receive_some(100) == f"ykshm-lifeline me {lifeline.nonce}\n".encode()
+            await stream.send_all(b"x" * 1000)
+            with trio.fail_after(5):
+                try:
+                    while await stream.receive_some(100):
+                        pass                  # the leader's end of it: EOF...
+                except trio.BrokenResourceError:
+                    pass                      # ... or a reset (it closed with our bytes unread)
+            with trio.fail_after(5):
+                while lifeline.held:
+                    await trio.sleep(0.01)
+        nursery.cancel_scope.cancel()

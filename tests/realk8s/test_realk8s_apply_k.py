@@ -37,14 +37,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.deploy.test_kubernetes_deploy import FORBIDDEN, NS, ROLE_LABEL, ROLES, Watch, pod
+from tests.deploy.test_kubernetes_deploy import FORBIDDEN, NS, ROLES, Watch, pod
+from tests.deploy.test_kubernetes_deploy import ready_pods as deploy_ready_pods
 from tests.realk8s.realplane import RealPlane
 from tests.simcluster.test_simcluster_procpods import survivors
 from tools import harness
 
 DEPLOY = Path(harness.ROOT) / "deploy" / "kubernetes"
 NODES = ("agent-node-0", "agent-node-1")
-SCHEDULER_REPLICAS = 2
 BAD_QUEUES = "partitions:\n  - name: default\n    bogus: 1\n    queues: [{name: root}]\n"
 # 8 cpu per node; ykshm's own pods take 0.4 (a scheduler pod, one per node) + 0.2 (admission,
 # streams); two 3-cpu batch pods per node leave no room for a 3-cpu urgent pod without a victim
@@ -68,20 +68,7 @@ GET = ("import sys, urllib.request\ntry:\n    print(urllib.request.urlopen(sys.a
 
 
 def ready_pods(plane: RealPlane) -> dict[str, dict] | None:
-    """Deployment -> its pod (the scheduler's: the leader's), once every container of every role is
-    ready and both scheduler replicas are, one of them labelled leader."""
-    found, schedulers = {}, []
-    for item in plane.kubectl_json("-n", NS, "get", "pods")["items"]:
-        statuses = item["status"].get("containerStatuses") or []
-        if item["metadata"].get("deletionTimestamp") or not statuses or not all(s["ready"] for s in statuses):
-            continue
-        deployment = item["metadata"]["name"].rsplit("-", 2)[0]
-        if deployment == "yunikorn-scheduler":
-            schedulers.append(item)
-            if (item["metadata"].get("labels") or {}).get(ROLE_LABEL) != "leader":
-                continue
-        found[deployment] = item
-    return found if set(found) == set(ROLES) and len(schedulers) == SCHEDULER_REPLICAS else None
+    return deploy_ready_pods(plane.kubectl_json("-n", NS, "get", "pods")["items"])
 
 
 def rest(plane: RealPlane, path: str) -> str:

@@ -109,9 +109,9 @@ def _through(kubeconfig: Path, port: int) -> Path:
 
 @pytest.fixture
 def pair(plane, nodes, tmp_path, ring_name, request):
-    timings, proxy = request.param if len(request.param) == 2 else (request.param, None)
+    timings, cuttable = request.param     # cuttable: the leader reaches the API through cut_proxy
     kubeconfig = shim_kubeconfig(plane, tmp_path)
-    leader_config = _through(kubeconfig, request.getfixturevalue("cut_proxy")[0]) if proxy else kubeconfig
+    leader_config = _through(kubeconfig, request.getfixturevalue("cut_proxy")[0]) if cuttable else kubeconfig
     replicas = []
     try:
         replicas.append(Replica(plane, f"{ring_name}-a", leader_config, f"{ring_name}-a", timings))
@@ -143,7 +143,7 @@ def _clean_logs(*replicas: Replica) -> None:
         assert "409" not in log, log[-3000:]               # no binding refused as a second one
 
 
-@pytest.mark.parametrize("pair", [(15.0, 10.0, 2.0)], indirect=True)
+@pytest.mark.parametrize("pair", [((15.0, 10.0, 2.0), False)], indirect=True)
 def test_a_killed_leader_is_replaced_at_once_on_the_real_apiserver(plane, pair):
     leader, standby = pair
     names = _pods(leader, "kill", 6)
@@ -159,7 +159,7 @@ def test_a_killed_leader_is_replaced_at_once_on_the_real_apiserver(plane, pair):
     _clean_logs(standby)
 
 
-@pytest.mark.parametrize("pair", [(2.0, 1.5, 0.25)], indirect=True)
+@pytest.mark.parametrize("pair", [((2.0, 1.5, 0.25), False)], indirect=True)
 def test_a_paused_leader_is_waited_out_and_writes_nothing_after_waking(plane, pair):
     leader, standby = pair
     names = _pods(leader, "stop", 6)
@@ -178,7 +178,7 @@ def test_a_paused_leader_is_waited_out_and_writes_nothing_after_waking(plane, pa
     _clean_logs(leader, standby)
 
 
-@pytest.mark.parametrize("pair", [((4.0, 3.0, 0.5), "cut")], indirect=True)
+@pytest.mark.parametrize("pair", [((4.0, 3.0, 0.5), True)], indirect=True)
 def test_a_leader_cut_from_the_apiserver_stops_at_its_deadline_and_is_replaced(plane, pair, cut_proxy):
     leader, standby = pair
     names = _pods(leader, "cut", 6)

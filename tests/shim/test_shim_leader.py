@@ -18,19 +18,22 @@ import pytest
 from tools.harness import ROOT, BindWatch, Cluster, wait_for
 
 TIMINGS = (2.0, 1.5, 0.25)
+CLIENT_GO = (15.0, 10.0, 2.0)
 LEASE = "/apis/coordination.k8s.io/v1/namespaces/default/leases/yunikorn-scheduler"
 
 
 @pytest.fixture
-def pair(ring_name):
-    """sim-cluster with 3 nodes, replica 0 the leader, replica 1 the standby, and a BindWatch."""
+def pair(ring_name, request):
+    """sim-cluster with 3 nodes, replica 0 the leader, replica 1 the standby, and a BindWatch;
+    the timings TIMINGS unless the test names others (`indirect` parametrisation)."""
+    timings = getattr(request, "param", TIMINGS)
     c = Cluster(ring_name, nodes=3)
     watch = None
     try:
         c.start_sim()
-        leader = c.start_replica(timings=TIMINGS)
+        leader = c.start_replica(timings=timings)
         leader.wait_role("leader")
-        standby = c.start_replica(timings=TIMINGS)
+        standby = c.start_replica(timings=timings)
         standby.wait_role("standby")
         watch = BindWatch(c.url)
         yield c, leader, standby, watch
@@ -196,29 +199,19 @@ def test_the_leader_labels_its_pod_for_the_service_and_its_successor_relabels_it
                  "the new leader's pod labelled, the old one's relabelled")
 
 
-CLIENT_GO = (15.0, 10.0, 2.0)
 
-
-def test_a_killed_leader_is_replaced_at_once_with_client_gos_timings(ring_name):
+@pytest.mark.parametrize("pair", [CLIENT_GO], indirect=True)
+def test_a_killed_leader_is_replaced_at_once_with_client_gos_timings(pair):
     """The lifeline: with client-go's 15 s lease, a SIGKILLed leader's successor does not wait
     the lease out. Its process is gone, the connection the standby held to it ended, and the
     standby took the Lease at once (without the lifeline: 15 s and more)."""
-    with Cluster(ring_name, nodes=3) as c:
-        c.start_sim()
-        leader = c.start_replica(timings=CLIENT_GO)
-        leader.wait_role("leader")
-        standby = c.start_replica(timings=CLIENT_GO)
-        standby.wait_role("standby")
-        watch = BindWatch(c.url)
-        try:
-            names = _pods(c, 0, 10)
-            leader.shim.stop(signal.SIGKILL)
-            names += _pods(c, 10, 10)
-            doc = standby.wait_role("leader", timeout=8)
-            assert doc["leaderElection"]["leaseTransitions"] == 1
-            _all_bound_once(c, watch, names)
-        finally:
-            watch.close()
+    c, leader, standby, watch = pair
+    names = _pods(c, 0, 10)
+    leader.shim.stop(signal.SIGKILL)
+    names += _pods(c, 10, 10)
+    doc = standby.wait_role("leader", timeout=8)
+    assert doc["leaderElection"]["leaseTransitions"] == 1
+    _all_bound_once(c, watch, names)
 
 
 def test_a_paused_leader_is_waited_out_although_its_lifeline_is_open(pair):

@@ -26,12 +26,11 @@ def pod(**changes) -> dict:
     return out
 
 
-def pe_of(namespace: str, name: str):
-    return PE if (namespace, name) == ("ns", "j-0") else None
+PES = {"ns/j-0": PE}
 
 
 def test_the_controllers_pe_pod_is_its_job():
-    assert job_at("10.244.1.7", [pod()], pe_of) == ("ns", "j")
+    assert job_at("10.244.1.7", [pod()], PES) == ("ns", "j")
 
 
 @pytest.mark.parametrize("changes", [
@@ -47,12 +46,12 @@ def test_the_controllers_pe_pod_is_its_job():
     {"status__podIP": "10.244.1.8"},
 ])
 def test_anything_less_is_nobody(changes):
-    assert job_at("10.244.1.7", [pod(**changes)], pe_of) is None
+    assert job_at("10.244.1.7", [pod(**changes)], PES) is None
 
 
 def test_an_address_two_pods_claim_is_nobodys_and_an_empty_one_never_matches():
     other = copy.deepcopy(pod())
     other["metadata"]["labels"]["streams.ibm.com/job"] = "k"
-    pes = {("ns", "j-0"): PE, ("ns", "k-0"): {**PE, "metadata": {**PE["metadata"], "name": "k-0"}}}
-    assert job_at("10.244.1.7", [pod(), other], lambda ns, name: pes.get((ns, name))) is None
-    assert job_at("", [pod(status__podIP="")], pe_of) is None
+    pes = {**PES, "ns/k-0": {**PE, "metadata": {**PE["metadata"], "name": "k-0"}}}
+    assert job_at("10.244.1.7", [pod(), other], pes) is None
+    assert job_at("", [pod(status__podIP="")], PES) is None
