@@ -149,6 +149,7 @@ class Controller:
 
     def __init__(self, cfg: PeConfig) -> None:
         self.token = cfg.token
+        self.pod_ip = cfg.pod_ip or None          # its requests come from the pod's own address
         self.hosts: dict[str, RawHttp] = {}       # "host:port" -> its connection
 
     async def request(self, method: str, url: str, body: bytes = b"") -> tuple[int, bytes]:
@@ -159,7 +160,7 @@ class Controller:
         host, _, path = rest.partition("/")
         http = self.hosts.get(host)
         if http is None:
-            http = self.hosts[host] = RawHttp(f"http://{host}", self.token)
+            http = self.hosts[host] = RawHttp(f"http://{host}", self.token, self.pod_ip)
         with trio.fail_after(REQUEST_TIMEOUT):
             return await http.request(0, method, "/" + path, body)
 

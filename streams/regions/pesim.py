@@ -69,7 +69,10 @@ class RawHttp:
     a loaded machine, which would measure the client instead of the operator. Content-Length
     bodies only (what the operator's API sends); same `put`/`get` shape as httpx's answers."""
 
-    def __init__(self, base_url: str, token: bytes | None = None) -> None:
+    def __init__(self, base_url: str, token: bytes | None = None, local_address: str | None = None) -> None:
+        """`local_address`: the source address of its connections (a PE pod's own, as a pod in
+        a cluster sends from: what the controller and operator know a job's PE pod by)."""
+        self.local_address = local_address
         self.auth = b"Authorization: Bearer " + token + b"\r\n" if token else b""
         host_port = base_url.split("://", 1)[1].split("/", 1)[0]
         host, _, port = host_port.rpartition(":")
@@ -101,7 +104,8 @@ class RawHttp:
     async def _request(self, pe: int, method: str, path: str, body: bytes) -> tuple[int, bytes]:
         stream = self._streams.get(pe)
         if stream is None:
-            stream = self._streams[pe] = await trio.open_tcp_stream(self.host, self.port)
+            stream = self._streams[pe] = await trio.open_tcp_stream(self.host, self.port,
+                                                                    local_address=self.local_address)
             self._buffers[pe] = b""
         head = (f"{method} {path} HTTP/1.1\r\nHost: {self.host}\r\n"
                 f"Content-Length: {len(body)}\r\n").encode("ascii") + self.auth + b"\r\n"
@@ -212,7 +216,7 @@ class PeSimulator:
         owned = self._client is None and not self.raw
         client = self._client if not owned else _httpx_client(len(self.pes))
         if self.raw:
-            self._raw = RawHttp(self.base_url, self.token)
+            self._raw = RawHttp(self.base_url, self.token, self.bind[0])   # from its own address
         try:
             if self.listen == "udp" and not self._sockets:
                 await self.open_sockets()
