@@ -41,7 +41,7 @@ from common.backoff import Backoff
 from .config import USER_AGENT, KubeConfig
 from .credentials import refused
 from .errors import ApiStatusError, GoneError, status_error
-from .store import Store
+from .store import Obj, Store, whole
 
 log = logging.getLogger("ykshm.shim.kube")
 
@@ -310,11 +310,14 @@ class Informer:
 
     def __init__(self, client: httpx.AsyncClient, path: str, kind: str, *,
                  timeout_seconds: int = 300, page: int = PAGE_SIZE,
-                 sleep: Callable[[float], Any] = trio.sleep) -> None:
+                 sleep: Callable[[float], Any] = trio.sleep,
+                 remember: Callable[[Obj], Obj] = whole) -> None:
+        """`remember`: what the store keeps of each object (`kube.store.whole`, or `stub` for an
+        owner that keeps its own record of each object); the events carry the whole object."""
         self.client, self.path, self.kind = client, path, kind
         self.timeout_seconds = timeout_seconds
         self.page = page
-        self.store = Store()
+        self.store = Store(remember)
         self.relists = 0
         self.expired = 0
         self.errors = 0

@@ -79,6 +79,7 @@ from .core.actions import PodStatus
 from .core.registration import check_recovery_deadline
 from kube.client import ApiStatusError, Informer, WatchBatch
 from kube.config import KubeConfig
+from kube.store import stub
 from .state import ShimState
 
 log = logging.getLogger("ykshm.shim")
@@ -264,10 +265,12 @@ class Shim:
                 async with trio.open_nursery() as nursery:
                     if self.elector is not None:
                         nursery.start_soon(self._lead, self.elector)
+                    # the core maps each object as it arrives and keeps its own record: the
+                    # stores keep stubs (kube.store.stub), not 10,000 whole pods
                     nodes = Informer(client, "/api/v1/nodes", "nodes",
-                                     timeout_seconds=self.opts.watch_timeout)
+                                     timeout_seconds=self.opts.watch_timeout, remember=stub)
                     pods = Informer(client, "/api/v1/pods", "pods",
-                                    timeout_seconds=self.opts.watch_timeout)
+                                    timeout_seconds=self.opts.watch_timeout, remember=stub)
                     self._informers = [nodes, pods]
                     if cm_informer is not None:
                         self._informers.append(cm_informer)

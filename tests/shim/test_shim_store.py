@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kube.store import ADDED, DELETED, MODIFIED, Store, diff, object_key
+from kube.store import ADDED, DELETED, MODIFIED, Store, diff, object_key, stub
 
 
 def obj(name, rv, ns="ns", **extra):
@@ -38,6 +38,29 @@ def test_apply_watch_events_and_bookmarks():
     assert s.apply("DELETED", obj("a", 8)) == (DELETED, obj("a", 8))
     assert s.apply("DELETED", obj("zz", 9)) is None
     assert list(s.items) == ["ns/b"] and s.resource_version == "9"
+
+
+def big(name, rv, uid):
+    """A pod with what the real API server sends beside its key: spec, status, managedFields."""
+    return {"metadata": {"name": name, "namespace": "ns", "uid": uid, "resourceVersion": str(rv),
+                         "labels": {"app": "a"}, "managedFields": [{"manager": "kubectl"}]},
+            "spec": {"nodeName": "n1", "containers": [{"name": "c"}]}, "status": {"phase": "Running"}}
+
+
+def test_a_stub_store_keeps_keys_uids_and_versions_and_passes_whole_objects_on():
+    """The shim's stores (`remember=stub`): events carry the whole object, the cache only what a
+    relist needs, so 10,000 pods do not stay in the shim's memory twice."""
+    s = Store(remember=stub)
+    s.replace([big("a", 1, "u-a"), big("b", 2, "u-b")], "2")
+    assert s.apply("MODIFIED", big("a", 3, "u-a")) == (MODIFIED, big("a", 3, "u-a"))
+    assert s.items["ns/a"] == {"metadata": {"name": "a", "namespace": "ns", "uid": "u-a",
+                                            "resourceVersion": "3"}}
+    # a relist: a unchanged (same rv: no event), b gone (DELETED with its key and uid), c new
+    events = s.replace([big("a", 3, "u-a"), big("c", 4, "u-c")], "4")
+    assert events == [(ADDED, big("c", 4, "u-c")),
+                      (DELETED, {"metadata": {"name": "b", "namespace": "ns", "uid": "u-b",
+                                              "resourceVersion": "2"}})]
+    assert events[0][1]["spec"]["nodeName"] == "n1"      # the consumer still gets the whole pod
 
 
 def test_diff_without_resource_versions_compares_content():
