@@ -134,8 +134,12 @@ def _gid(group: str | int) -> int:
         raise ShmError(f"unknown group {group!r}") from None
 
 
-def create_temp(path: str, size: int, group: str | int | None) -> tuple[int, str]:
-    """A new zero-filled file of `size` bytes under a temporary name next to `path`."""
+def create_temp(path: str, size: int, group: str | int | None, *,
+                reserve: int | None = None) -> tuple[int, str]:
+    """A new zero-filled file of `size` bytes under a temporary name next to `path`, its first
+    `reserve` bytes (default: all) allocated now: a full /dev/shm is an error here, never a
+    SIGBUS later. A writer that reserves less allocates each range before it writes it
+    (`reserve_range`)."""
     tmp = f"{path}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
     mode = 0o640 if group is not None else 0o600
     try:
@@ -149,7 +153,7 @@ def create_temp(path: str, size: int, group: str | int | None) -> tuple[int, str
         os.ftruncate(fd, size)
         try:
             # reserve the memory now: a full /dev/shm is an error here, never a SIGBUS later
-            os.posix_fallocate(fd, 0, size)
+            os.posix_fallocate(fd, 0, size if reserve is None else min(size, reserve))
         except OSError as exc:
             if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
                 raise
@@ -188,11 +192,22 @@ def lock_existing(path: str, busy: Callable[[int], RingBusyError], what: str) ->
     raise RingBusyError(f"{what} keeps being replaced by another process")
 
 
-def map_rw(fd: int) -> mmap.mmap:
+def map_rw(fd: int, *, populate: bool = True) -> mmap.mmap:
     """A writable shared mapping, page tables populated up front (no page faults on the
-    writer's hot path)."""
-    flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
+    writer's hot path) unless `populate` is False: populating a file that is not all allocated
+    would allocate it all."""
+    flags = mmap.MAP_SHARED | (getattr(mmap, "MAP_POPULATE", 0) if populate else 0)
     return mmap.mmap(fd, os.fstat(fd).st_size, flags=flags, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+
+
+def reserve_range(fd: int, offset: int, length: int) -> None:
+    """Allocate [offset, offset + length) of a segment before writing it (a no-op for pages
+    already allocated): OSError (ENOSPC) here instead of a SIGBUS at the write."""
+    try:
+        os.posix_fallocate(fd, offset, length)
+    except OSError as exc:
+        if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+            raise
 
 
 def _uid_of(user: str) -> int | None:
