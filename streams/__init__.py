@@ -29,6 +29,7 @@ The instance controller (`ykshm streams`):
     peobjects   what a PE runtime needs around its pod, as OpenStreams makes it: image, bootstrap,
                 STREAMS_* env, volumes, probe; the PE Services, job ConfigMap, token Secret
     bundleserver the bundle endpoint PEs fetch from (`streams-api`, per-job token), in the controller
+    jobids      a job's id, given once at its first launch (`status.jobId`): the AADLs' `jobId`
     pepeers     which job's PE pod a caller is, by its address (OpenStreams' runtime sends no token)
     kubecalls   where each kind lives, idempotent writes, events (imported as `kube`)
     crds        the packaged CRDs (crds/ links to deploy/crds) and `--install-crds`
