@@ -171,7 +171,8 @@ class Controller:
                 from .bundleserver import BundleServer, check_api_address, serve
                 server = BundleServer(self.client, bundle_dir=self.settings.bundle_dir,
                                       cache_dir=self.settings.cache_dir, pe_launch=self._pe_launch,
-                                      on_report=self.mark, job_at=self._job_at)
+                                      on_report=self.mark, job_at=self._job_at,
+                                      jobs=lambda: self.informers["Job"].store)
                 self.api_address = await nursery.start(serve, server, self.settings.api_bind)
                 await check_api_address(self.client, self.settings.namespace or "default", self.api_address)
                 log.info("bundle endpoint %s:%d, accepted by the API server for the %s Endpoints",
