@@ -29,6 +29,9 @@ The instance controller (`ykshm streams`):
     peobjects   what a PE runtime needs around its pod, as OpenStreams makes it: image, bootstrap,
                 STREAMS_* env, volumes, probe; the PE Services, job ConfigMap, token Secret
     bundleserver the bundle endpoint PEs fetch from (`streams-api`, per-job token), in the controller
+    nameservice the PEs' name service on `streams-api`: a job's name by id, PE endpoints, user
+                endpoints (`usr-` Service ports), subscriptions, as OpenStreams answers them
+    jobids      a job's id, given once at its first launch (`status.jobId`): the AADLs' `jobId`
     pepeers     which job's PE pod a caller is, by its address (OpenStreams' runtime sends no token)
     kubecalls   where each kind lives, idempotent writes, events (imported as `kube`)
     crds        the packaged CRDs (crds/ links to deploy/crds) and `--install-crds`
@@ -43,7 +46,7 @@ The instance controller (`ykshm streams`):
     appgen      ADL and .sab files in the compiler's format, for tests, the bench and the demo
 
 Pure modules (all but fetch, controller, submission, refuse, repair, events, kubecalls, crds, operators,
-bundleserver, pepod, main, region_main and the *_process modules) do no I/O.
+bundleserver, nameservice, pepod, main, region_main and the *_process modules) do no I/O.
 
 Consistent regions (`ykshm cr-operator`, one per job):
 

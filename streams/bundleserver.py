@@ -3,6 +3,7 @@
     GET /api/bundles/NS/JOB                          the job's .sab
     PUT /api/state/NS/JOB/pe/N/connectivity          body "Full" | "Partial" | "None" (a JSON string)
     GET /api/state/NS/JOB/connectivity               {"N": {"connectivity", "at"}, ...}
+    /api/state/NS/by-id/J/name, /api/endpoints/..., /api/subscriptions/...   streams/nameservice.py
 
 OpenStreams' PEs pull the bundle from the Redis behind the `streams-api` Service; ours is an HTTP
 endpoint of the controller behind a Service of that name (`peobjects.api_service`, kept by
@@ -36,7 +37,7 @@ import collections
 import hmac
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import httpx
@@ -50,7 +51,7 @@ from common.http1.lifespan import nothing_to_start
 from common.http1.routing import normalise
 from common import k8snames as names
 
-from . import fetch, kubecalls as kube, peobjects
+from . import fetch, kubecalls as kube, nameservice, peobjects
 from .errors import StreamsError
 from .jobspec import read_job
 
@@ -72,7 +73,8 @@ class BundleServer:
     def __init__(self, client: httpx.AsyncClient, *, bundle_dir: str, cache_dir: str,
                  pe_launch: Callable[[str, str, int], int | None] | None = None,
                  on_report: Callable[[tuple[str, str]], None] = lambda _key: None,
-                 job_at: Callable[[str], tuple[str, str] | None] = lambda _ip: None) -> None:
+                 job_at: Callable[[str], tuple[str, str] | None] = lambda _ip: None,
+                 jobs: Callable[[], Iterable[Mapping[str, Any]]] = lambda: ()) -> None:
         self.client, self.bundle_dir, self.cache_dir = client, bundle_dir, cache_dir
         self.bundles: collections.OrderedDict[str, bytes] = collections.OrderedDict()
         self.tokens: collections.OrderedDict[tuple[str, str], tuple[float, bytes]] = collections.OrderedDict()
@@ -85,6 +87,8 @@ class BundleServer:
         """Called with (namespace, job) after a PE's report is kept."""
         self.job_at = job_at
         """A caller's address -> (namespace, job) when it is one of that job's PE pods."""
+        self.names = nameservice.NameService(client, self.authorized, jobs, pe_launch)
+        """The name service's routes (`jobs`: the controller's Job cache), on this rule of who may ask."""
 
     def reports(self, namespace: str, job: str) -> dict[int, tuple[str, int]]:
         """PE index -> (connectivity, launch) of the job's reports that name a launch."""
@@ -190,11 +194,18 @@ class BundleServer:
         if path is None:
             return 400, status_body(400, "BadRequest", "a '.' or '..' path segment is not allowed"), JSON
         scope = {**scope, "path": path}
-        route = parse_path(path)
+        route = nameservice.parse(path) or parse_path(path)
+        if isinstance(route, nameservice.Refused):
+            return route.code, status_body(route.code, route.reason, route.message), JSON
         if isinstance(route, tuple):
             return route[0], status_body(route[0], route[1], route[2]), JSON
         peer = _peer(scope)
         caller = self.job_at(peer) if peer else None     # looked up once per request
+        if isinstance(route, nameservice.Route):
+            got = await self.names.answer(route, scope, receive, caller)
+            if isinstance(got, nameservice.Refused):
+                return got.code, status_body(got.code, got.reason, got.message), JSON
+            return got
         if route.kind == "state":
             return await self.state(_runtime_form(route, caller), scope, receive, caller)
         if scope["method"] not in ("GET", "HEAD"):
@@ -219,7 +230,7 @@ def _runtime_form(route: "Route", caller: tuple[str, str] | None) -> "Route":
     return dataclasses.replace(route, namespace=caller[0])
 
 
-RUNTIME_NAMESPACE_SEGMENT = "job"
+RUNTIME_NAMESPACE_SEGMENT = nameservice.RUNTIME_NAMESPACE_SEGMENT
 """What OpenStreams' runtime puts where our paths name the namespace (`/api/state/job/JOB/...`)."""
 
 

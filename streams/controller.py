@@ -41,7 +41,7 @@ import httpx
 import trio
 
 from kube.client import ApiStatusError, Informer, backoff_delays, check, typed_items
-from . import kubecalls as kube, reconcile, repair, submission
+from . import jobids, kubecalls as kube, reconcile, repair, submission
 from .croobjects import WAITING_FOR_SECRET
 from .events import Events
 from .fetchpolicy import FetchPolicy
@@ -139,6 +139,7 @@ class Controller:
         self.bundle_server: Any = None                      # the PEs' endpoint (their reports)
         self.api_namespaces: set[str] = set()
         self.tokens_missing: set[JobKey] = set()            # jobs whose token Secret was deleted
+        self.next_ids: dict[str, int] = {}                  # namespace -> the ids given start here
 
     def _watch_path(self, kind: str) -> str:
         path = kube.KINDS[kind].collection(self.settings.namespace)
@@ -170,7 +171,8 @@ class Controller:
                 from .bundleserver import BundleServer, check_api_address, serve
                 server = BundleServer(self.client, bundle_dir=self.settings.bundle_dir,
                                       cache_dir=self.settings.cache_dir, pe_launch=self._pe_launch,
-                                      on_report=self.mark, job_at=self._job_at)
+                                      on_report=self.mark, job_at=self._job_at,
+                                      jobs=lambda: self.informers["Job"].store)
                 self.api_address = await nursery.start(serve, server, self.settings.api_bind)
                 await check_api_address(self.client, self.settings.namespace or "default", self.api_address)
                 log.info("bundle endpoint %s:%d, accepted by the API server for the %s Endpoints",
@@ -547,8 +549,12 @@ class Controller:
             await self._clean_slate(key, job)
         elif status.get("phase") == "Failed":
             await self._clean_slate(key, job)
-        job = await kube.put_status(self.client, job, {"phase": "Submitting", "submissionTime": now(),
-                                                        "observedGeneration": job["metadata"].get("generation", 1)}) or job
+        job_id = self._job_id(key, job)
+        # the id is stored before anything is made with it: a lost write (409) is tried again
+        job = kube.written(await kube.put_status(self.client, job, {
+            "phase": "Submitting", "submissionTime": now(), "jobId": job_id,
+            "observedGeneration": job["metadata"].get("generation", 1)}))
+        spec = dataclasses.replace(spec, job_id=job_id)
         await self.events.post(job, "Submitting", f"fetching bundle {spec.bundle_name}")
         timeout = spec.submission_timeout
         with trio.move_on_after(timeout if math.isfinite(timeout) else math.inf) as deadline:
@@ -568,7 +574,7 @@ class Controller:
                              f"submission not done within submissionTimeOutInSeconds={timeout:g}", clean=True)
             return
         latest = self.job(key) or job
-        done = {**(latest.get("status") or {}), "phase": "Submitted", "peCount": len(prepared.pes),
+        done = {**(latest.get("status") or {}), "phase": "Submitted", "peCount": len(prepared.pes), "jobId": job_id,
                 "hostPools": len(prepared.app.host_pools), "fusionNodes": prepared.nodes, "message": "",
                 "observedGeneration": job["metadata"].get("generation", 1),
                 "conditions": with_condition((latest.get("status") or {}).get("conditions") or [], {
@@ -577,6 +583,15 @@ class Controller:
         kube.written(await kube.put_status(self.client, latest, done))
         await self.events.post(latest, "Submitted",
                               f"bundle {spec.bundle_name} fused into {len(prepared.pes)} processing elements")
+
+    def _job_id(self, key: JobKey, job: Mapping[str, Any]) -> int:
+        """The job's id (streams/jobids.py): the one it has, else the namespace's next, which is
+        taken at once (a submission that starts meanwhile gets the one after)."""
+        job_id = jobids.job_id_of(job)
+        if job_id is None:
+            job_id = jobids.next_id(self.informers["Job"].store, key[0], self.next_ids.get(key[0], 0))
+        self.next_ids[key[0]] = max(self.next_ids.get(key[0], 0), job_id + 1)
+        return job_id
 
     async def _fail(self, job: dict[str, Any], reason: str, message: str, clean: bool = False) -> None:
         log.warning("job %s/%s failed: %s: %s", job["metadata"].get("namespace"),

@@ -26,6 +26,7 @@ from common.quantity import QuantityError, parse_milli, parse_quantity
 from .errors import LogicalError
 from .fetch import parse_bundle_spec
 from .fusion import FusionSpec
+from .jobids import job_id_of
 
 DEFAULT_PE_REQUESTS = {"cpu": "100m", "memory": "128Mi"}
 DEFAULT_QUEUE = "root.default"
@@ -74,6 +75,9 @@ class JobSpec:
     resources: Mapping[str, Any]
     queue: str
     submission_values: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    job_id: int = 0
+    """The job's id (`status.jobId`, streams/jobids.py): its AADLs' `jobId` and port labels. 0
+    before the controller gives one, and for a job launched before ids existed (what its AADLs say)."""
 
     @property
     def app_id(self) -> str:
@@ -142,7 +146,8 @@ def read_job(job: Mapping[str, Any]) -> JobSpec:
         image_pull_secret=spec.get("imagePullSecret"), pe_options=options,
         submission_timeout=_seconds(spec, "submissionTimeOutInSeconds", 300.0),
         resources=resources, queue=str(labels.get(QUEUE_LABEL) or DEFAULT_QUEUE),
-        submission_values={str(k): str(v) for k, v in values.items()})
+        submission_values={str(k): str(v) for k, v in values.items()},
+        job_id=job_id_of(job) or 0)
 
 
 LABEL_VALUE_MAX = 63

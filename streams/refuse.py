@@ -109,8 +109,8 @@ async def _write_configmaps(ctl: Any, spec: JobSpec, job: Mapping[str, Any], pre
 
 async def _port_labels(ctl: Any, spec: JobSpec, job: Mapping[str, Any], prepared: Any) -> None:
     """The job ConfigMap `JOB` as the new fusion has it (a PE added or renumbered moves labels)."""
-    want = peobjects.job_configmap(spec.namespace, spec.name, aadl_mod.port_labels(prepared.app, prepared.pes),
-                                   objects.owner_ref(job))
+    labels = aadl_mod.port_labels(prepared.app, prepared.pes, job_id=spec.job_id)
+    want = peobjects.job_configmap(spec.namespace, spec.name, labels, objects.owner_ref(job))
     have = await kube.get(ctl.client, "ConfigMap", spec.namespace, spec.name)
     if have is None:
         await kube.create(ctl.client, want)

@@ -73,7 +73,7 @@ def _prepared(app: Any, spec: JobSpec, pes: tuple[Any, ...], nodes: int) -> Prep
         if triggers := objects.pe_triggers(app, pe):
             doc["triggers"] = triggers     # pe.json: the regions this PE's drains start (pepod)
     texts = aadl_mod.aadls(app, pes, context=aadl_mod.AadlContext(
-        job=spec.name, submission_values=dict(spec.submission_values or {})))
+        job=spec.name, job_id=spec.job_id, submission_values=dict(spec.submission_values or {})))
     aadls = tuple(texts[pe.index] for pe in pes)
     return Prepared(app, pes, docs, aadls, tuple(aadl_mod.content_id(a) for a in aadls), nodes)
 
@@ -108,7 +108,7 @@ def desired_objects(spec: JobSpec, job_obj: Mapping[str, Any], prepared: Prepare
     out: list[dict[str, Any]] = [objects.adl_configmap(spec, job_obj, app.adl)]
     owner = objects.owner_ref(job_obj)
     out.append(peobjects.job_configmap(spec.namespace, spec.name,
-                                       aadl_mod.port_labels(app, prepared.pes), owner))
+                                       aadl_mod.port_labels(app, prepared.pes, job_id=spec.job_id), owner))
     out.append(peobjects.token_secret(spec.namespace, spec.name, peobjects.new_token(), owner))
     out += [objects.host_pool_object(spec, job_obj, pool) for pool in app.host_pools]
     out += [objects.parallel_region_object(spec, job_obj, region, spec.fusion.get("type"))

@@ -111,6 +111,15 @@ def test_bad_bundle_fails_that_job_only_and_kill_9_duplicates_nothing(streams_cl
     names = {f"good-{i}-1" for i in range(4)}                 # legacy: one PE per operator
     wait_for(lambda: running(k, "good", names), 60, "the good job's four pods Running")
 
+    # each job got its id at its first launch, the next after the namespace's highest; the good
+    # job's AADLs carry it
+    ids = {name: job_status(k, name)["jobId"] for name in ("bad", "good")}
+    assert len(set(ids.values())) == 2
+    assert all(f' jobId="{ids["good"]}" ' in k.json("get", "configmap", f"good-{i}-aadl")["data"]["aadl.xml"]
+               for i in range(4))
+    contents = {pe["metadata"]["name"]: pe["spec"]["contentId"]
+                for pe in k.json("get", "stp", "-l", "streams.ibm.com/job=good")["items"]}
+
     # kill -9 the controller and start it again: it resynchronises and makes nothing twice
     assert c.streams is not None
     c.streams.stop(signal.SIGKILL)
@@ -118,6 +127,15 @@ def test_bad_bundle_fails_that_job_only_and_kill_9_duplicates_nothing(streams_cl
     c.start_streams(str(bundles), extra=["--no-operators"])
     wait_for(lambda: running(k, "good", {"good-0-1", "good-1-1", "good-2-2", "good-3-1"}), 30,
              "the failure seen after the restart, one new launch")
+    # ... the ids are kept (no PE relaunched for them), and a new job gets the next one
+    assert {name: job_status(k, name)["jobId"] for name in ("bad", "good")} == ids
+    assert {pe["metadata"]["name"]: pe["spec"]["contentId"]
+            for pe in k.json("get", "stp", "-l", "streams.ibm.com/job=good")["items"]} == contents
+    submit(k, "late", "good.sab")
+    late = wait_for(lambda: job_status(k, "late").get("jobId"), 30, "the new job's id")
+    assert late == max(j["status"]["jobId"] for j in k.json("get", "stj")["items"]
+                       if j["metadata"]["name"] != "late") + 1
+    k("delete", "stj", "late")
     assert len(k.json("get", "stp", "-l", "streams.ibm.com/job=good")["items"]) == 4
     cms = k.json("get", "configmaps", "-l", "streams.ibm.com/job=good")["items"]
     assert len(cms) == 6                                     # 4 AADLs + the ADL + the job's (port labels)

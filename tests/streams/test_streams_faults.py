@@ -10,6 +10,8 @@ faulty cluster's controller is the process that started (same pid, no traceback)
 
 from __future__ import annotations
 
+import hashlib
+import re
 import threading
 import time
 
@@ -108,19 +110,32 @@ def scenario(api: httpx.Client) -> None:
 
 
 def snapshot(api: httpx.Client, job: str) -> dict:
-    """What a user would compare: PEs (spec and phase), pods, ConfigMaps, width, job phase."""
+    """What a user would compare: PEs (spec and phase), pods, ConfigMaps, width, job phase. A
+    job's id is the order of first launches, which faults change (a lost write gives the next
+    one), and it is in the AADLs: content ids are compared as the AADLs' without it, and every
+    AADL must carry the job's id."""
     pods = items(api, "/api/v1/namespaces/default/pods", job)
     cms = items(api, "/api/v1/namespaces/default/configmaps", job)
     pr = api.get(f"{GROUP}/streamsprs/{job}-op2")
+    job_id = status(api, job).get("jobId")
+    aadls = {c["metadata"]["labels"].get("streams.ibm.com/content-id"): c["data"]["aadl.xml"]
+             for c in cms if "aadl.xml" in (c.get("data") or {})}
+    same = {cid: hashlib.sha1(re.sub(r' jobId="\d+" ', " ", text).encode()).hexdigest()[:16]
+            for cid, text in aadls.items()}
+
+    def content(cid: str | None) -> str:
+        return same.get(cid or "", f"not current: {cid}")
+
     return {
         "phase": status(api, job).get("phase"),
         "peCount": status(api, job).get("peCount"),
-        "pes": sorted((p["metadata"]["name"], p["spec"]["contentId"], p["spec"]["launchCount"],
+        "jobId in every AADL": all(f' jobId="{job_id}" ' in text for text in aadls.values()),
+        "pes": sorted((p["metadata"]["name"], content(p["spec"]["contentId"]), p["spec"]["launchCount"],
                        (p.get("status") or {}).get("phase")) for p in pes(api, job)),
-        "pods": sorted((p["metadata"]["name"], p["metadata"]["labels"]["streams.ibm.com/content-id"])
+        "pods": sorted((p["metadata"]["name"], content(p["metadata"]["labels"]["streams.ibm.com/content-id"]))
                        for p in pods),
-        "configmaps": sorted((c["metadata"]["name"], c["metadata"]["labels"].get("streams.ibm.com/content-id"))
-                             for c in cms),
+        "configmaps": sorted((c["metadata"]["name"], content(c["metadata"]["labels"].get("streams.ibm.com/content-id"))
+                              if "aadl.xml" in (c.get("data") or {}) else None) for c in cms),
         "width": (pr.json().get("status") or {}).get("width") if pr.status_code == 200 else None,
     }
 

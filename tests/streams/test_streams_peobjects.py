@@ -119,13 +119,16 @@ def test_each_pe_has_a_headless_service_with_data_metrics_and_notification_ports
 
 
 def test_the_submission_makes_the_job_configmap_with_port_labels_and_the_pes_token():
-    _, prepared, spec, job = pod_for()
+    job = {**job_obj(None), "status": {"jobId": 5}}          # the id the controller gave the job
+    spec = read_job(job)
+    prepared = prepare(parse_adl(pipeline(4)), spec, nodes=2)
     made = {(o["kind"], o["metadata"]["name"]): o for o in desired_objects(spec, job, prepared)}
     props = made[("ConfigMap", "j")]["data"]["operator_port_labels.properties"]
-    # op2 (ADL index 2) input port 0 is PE 1's input port 0
-    assert props.splitlines() == ["#Operator port labels", "0.2.0=1.0@0"]
+    # op2 (ADL index 2) input port 0 is PE 1's input port 0, of job 5
+    assert props.splitlines() == ["#Operator port labels", "5.2.0=1.0@5"]
     assert props.splitlines()[1:] == [f"{k}={v}" for k, v in
-                                      sorted(aadl.port_labels(prepared.app, prepared.pes).items())]
+                                      sorted(aadl.port_labels(prepared.app, prepared.pes, job_id=5).items())]
+    assert all(b' jobId="5" ' in doc for doc in prepared.aadls)
     token = made[("Secret", "j-token")]["stringData"]["token"]
     assert len(base64.urlsafe_b64decode(token + "=")) == 32
     again = {(o["kind"], o["metadata"]["name"]): o for o in desired_objects(spec, job, prepared)}

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 import pathlib
 import signal
 import uuid
@@ -347,6 +348,62 @@ def test_the_runtimes_requests_from_its_pe_pods_address_need_no_token(pod_cluste
     for path in ("/api/consistentregion/pe/0", "/api/consistentregion/region/0/state"):
         assert call("GET", path, stranger).status_code == 401, path
     k("delete", "stj", "rt")
+
+
+NAMED_JOB = RUNTIME_JOB.replace("name: rt", "name: nm").replace("rt.sab", "nm.sab")
+
+
+def test_a_pe_pod_asks_the_name_service_as_the_runtime_does_and_nobody_else_may(pod_cluster):
+    """Issue 33 item 1, "Done when": from a PE pod's own address and with no token, the
+    connectivity PUT, the job's name by the id in the PE's mounted AADL, a peer PE's endpoints,
+    a user endpoint registered and looked up, and the subscriptions call get OpenStreams' answers;
+    the same requests from another address are 401. Every job of the namespace has its own id,
+    the one its AADLs and port labels carry."""
+    c, k, bundles = pod_cluster
+    (bundles / "nm.sab").write_bytes(appgen.make_sab(appgen.pipeline_adl(operators=4)))
+    k("create", "-f", "-", stdin=NAMED_JOB)
+    pods = wait_for(lambda: (p := k.json("get", "pods", "-l", "streams.ibm.com/job=nm,svc=pe")["items"])
+                    and len(p) == 2 and all(x["status"].get("phase") == "Running" for x in p) and p,
+                    60, "two PE pods Running")
+    aadl = k.json("get", "configmap", "nm-0-aadl")["data"]["aadl.xml"]          # what PE 0 mounts
+    job_id = int(re.search(r' jobId="(\d+)"', aadl).group(1))
+    assert k.json("get", "stj", "nm")["status"]["jobId"] == job_id
+    ids = [j["status"]["jobId"] for j in k.json("get", "stj")["items"] if "jobId" in (j.get("status") or {})]
+    assert len(ids) == len(set(ids)) and len(ids) == len(k.json("get", "stj")["items"])
+    labels = k.json("get", "configmap", "nm")["data"]["operator_port_labels.properties"]
+    assert all(line.startswith(f"{job_id}.") and line.endswith(f"@{job_id}")
+               for line in labels.splitlines()[1:]) and len(labels.splitlines()) > 1
+    subset = k.json("get", "endpoints", "streams-api")["subsets"][0]
+    api = f"http://{subset['addresses'][0]['ip']}:{subset['ports'][0]['port']}"
+    runtime = next(p for p in pods if p["metadata"]["labels"]["streams.ibm.com/pe"] == "0")["status"]["podIP"]
+
+    def call(method: str, path: str, source: str, body: bytes = b"") -> httpx.Response:
+        transport = httpx.HTTPTransport(local_address=source)
+        with httpx.Client(transport=transport, base_url=api, timeout=10) as client:
+            return client.request(method, path, content=body, headers={"Content-Type": "application/json"})
+
+    register = b'{"canonicalName": "nm-0-1", "port": 20001, "protocol": "TCP"}'
+    requests = [("PUT", "/api/state/job/nm/pe/0/connectivity", b'"Full"'),
+                ("GET", f"/api/state/job/by-id/{job_id}/name", b""),
+                ("GET", "/api/endpoints/job/nm/pe/1", b""),
+                ("PUT", "/api/endpoints/job/nm/pe/0/endpoint/feed", register),
+                ("GET", "/api/endpoints/job/nm/endpoint/feed", b""),
+                ("GET", "/api/subscriptions/job/nm/pe/0", b"")]
+    stranger = "127.254.0.9"                                   # no pod's address
+    for method, path, body in requests:
+        assert call(method, path, stranger, body).status_code == 401, path
+    assert not any(p["name"].startswith("usr-") for p in k.json("get", "service", "nm-0")["spec"]["ports"])
+    got = [call(method, path, runtime, body) for method, path, body in requests]
+    assert [r.status_code for r in got] == [204, 200, 200, 204, 200, 404], [r.text for r in got]
+    assert got[1].text == "nm" and got[1].headers["content-type"] == "text/plain"
+    peer = got[2].json()
+    assert {"sys-0", "sys-metrics", "sys-notifications", "sys-consistentregion"} <= set(peer)
+    assert (peer["sys-0"]["port"], peer["sys-0"]["protocol"]) == (10000, "TCP")
+    assert got[4].json() == {"canonicalName": "nm-0.default", "port": 20001, "protocol": "TCP"}
+    assert got[5].text == "HTTP 404 Not Found"
+    assert call("DELETE", "/api/endpoints/job/nm/pe/0/endpoint/feed", stranger).status_code == 401
+    assert call("DELETE", "/api/endpoints/job/nm/pe/0/endpoint/feed", runtime).status_code == 204
+    k("delete", "stj", "nm")
 
 
 UNREACHABLE_JOB = RUNTIME_JOB.replace("name: rt", "name: un").replace("rt.sab", "un.sab")
