@@ -29,6 +29,8 @@ The instance controller (`ykshm streams`):
     peobjects   what a PE runtime needs around its pod, as OpenStreams makes it: image, bootstrap,
                 STREAMS_* env, volumes, probe; the PE Services, job ConfigMap, token Secret
     bundleserver the bundle endpoint PEs fetch from (`streams-api`, per-job token), in the controller
+    repository  the bundle repository: a redis-server child (`streams-api` port 6379, hash `apps`,
+                what OpenStreams' bootstrap HGETs), ACL: anonymous may only read, the controller writes
     pepeers     which job's PE pod a caller is, by its address (OpenStreams' runtime sends no token)
     kubecalls   where each kind lives, idempotent writes, events (imported as `kube`)
     crds        the packaged CRDs (crds/ links to deploy/crds) and `--install-crds`
@@ -43,7 +45,7 @@ The instance controller (`ykshm streams`):
     appgen      ADL and .sab files in the compiler's format, for tests, the bench and the demo
 
 Pure modules (all but fetch, controller, submission, refuse, repair, events, kubecalls, crds, operators,
-bundleserver, pepod, main, region_main and the *_process modules) do no I/O.
+bundleserver, repository, pepod, main, region_main and the *_process modules) do no I/O.
 
 Consistent regions (`ykshm cr-operator`, one per job):
 
