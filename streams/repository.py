@@ -291,8 +291,8 @@ async def run(config: RepositoryConfig, *, task_status=trio.TASK_STATUS_IGNORED)
             log.info("bundle repository: redis-server pid %d on %s:%d", repository.pid, config.host, port)
             task_status.started(repository)
             code = await server.wait()
-            raise RepositoryGone(f"the bundle repository (redis-server pid {repository.pid}) exited {code}: "
-                                 f"{server.last_line()}")
+            raise RepositoryGone(f"the bundle repository (redis-server pid {repository.pid}) exited {code}; "
+                                 "stopping, for the supervisor to start the controller again")
         finally:
             with trio.CancelScope(shield=True):
                 await server.stop(config.stop_timeout)

@@ -130,3 +130,12 @@ def test_the_streams_api_service_carries_the_repository_port_only_with_a_reposit
     assert {(p["name"], p["port"]) for p in endpoints["subsets"][0]["ports"]} == {("api", 41000), ("repository", 43210)}
     service, endpoints = peobjects.api_service("ns", 41000, "10.1.2.3")      # --repository off
     assert [p["name"] for p in service["spec"]["ports"]] == ["api"]
+
+
+async def test_a_repository_that_dies_under_the_controller_ends_it_naming_the_server():
+    with pytest.raises(ExceptionGroup) as info:
+        async with trio.open_nursery() as nursery:
+            repo = await started(nursery)
+            os.kill(repo.pid, 9)                      # the controller's nursery ends with it: exit 1
+            await trio.sleep_forever()
+    assert info.group_contains(repository.RepositoryGone, match=f"pid {repo.pid}\\) exited -9", depth=None)
