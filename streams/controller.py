@@ -12,6 +12,9 @@ Tasks, all in one nursery owned by `Controller.run`:
   hold up other jobs), bounded by `submissionTimeOutInSeconds`;
 - the consistent-region operators' supervisor (`operators.Supervisor`), one `ykshm cr-operator`
   process per ConsistentRegionOperator.
+- the bundle repository (`repository.run`: a redis-server child, started first, stopped by pid
+  when this nursery ends), and once the informers have listed, every submitted job's bundle
+  stored in it again (`_refill_repository`).
 
 Job status (`/status`): `phase` Submitting -> Submitted -> Running (every PE's connectivity Full),
 or Failed with `message` and a `Submitted` condition whose reason names what went wrong; a

@@ -131,7 +131,7 @@ class RepositoryConfig:
         writes = " ".join(f"+{c}" for c in WRITE_COMMANDS)
         return "\n".join([
             f"port {port}", f"bind {self.host}", "protected-mode no", 'save ""', "appendonly no",
-            f"dir {directory}", f"logfile {directory}/redis.log", "loglevel warning", "daemonize no",
+            f'dir "{directory}"', f'logfile "{directory}/redis.log"', "loglevel warning", "daemonize no",
             f"user default on nopass resetkeys ~{HASH} resetchannels -@all {reads}",
             f"user {WRITER} on #{digest} resetkeys ~{HASH} resetchannels -@all {reads} {writes}", ""])
 
