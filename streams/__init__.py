@@ -32,6 +32,8 @@ The instance controller (`ykshm streams`):
     nameservice the PEs' name service on `streams-api`: a job's name by id, PE endpoints, user
                 endpoints (`usr-` Service ports), subscriptions, as OpenStreams answers them
     jobids      a job's id, given once at its first launch (`status.jobId`): the AADLs' `jobId`
+    repository  the bundle repository: a redis-server child (`streams-api` port 6379, hash `apps`,
+                what OpenStreams' bootstrap HGETs), ACL: anonymous may only read, the controller writes
     pepeers     which job's PE pod a caller is, by its address (OpenStreams' runtime sends no token)
     kubecalls   where each kind lives, idempotent writes, events (imported as `kube`)
     crds        the packaged CRDs (crds/ links to deploy/crds) and `--install-crds`
@@ -46,7 +48,7 @@ The instance controller (`ykshm streams`):
     appgen      ADL and .sab files in the compiler's format, for tests, the bench and the demo
 
 Pure modules (all but fetch, controller, submission, refuse, repair, events, kubecalls, crds, operators,
-bundleserver, nameservice, pepod, main, region_main and the *_process modules) do no I/O.
+bundleserver, nameservice, repository, pepod, main, region_main and the *_process modules) do no I/O.
 
 Consistent regions (`ykshm cr-operator`, one per job):
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import collections
+import functools
 import hmac
 import logging
 import time
@@ -51,7 +52,7 @@ from common.http1.lifespan import nothing_to_start
 from common.http1.routing import normalise
 from common import k8snames as names
 
-from . import fetch, kubecalls as kube, nameservice, peobjects
+from . import fetch, kubecalls as kube, nameservice, peobjects, repository
 from .errors import StreamsError
 from .jobspec import read_job
 
@@ -89,6 +90,8 @@ class BundleServer:
         """A caller's address -> (namespace, job) when it is one of that job's PE pods."""
         self.names = nameservice.NameService(client, self.authorized, jobs, pe_launch)
         """The name service's routes (`jobs`: the controller's Job cache), on this rule of who may ask."""
+        self.repository: repository.Repository | None = None
+        """The bundle repository a Job with no source is read from (`repository.through`)."""
 
     def reports(self, namespace: str, job: str) -> dict[int, tuple[str, int]]:
         """PE index -> (connectivity, launch) of the job's reports that name a launch."""
@@ -137,9 +140,9 @@ class BundleServer:
             spec = read_job(obj)
             read_configmap, read_secret = fetch.object_readers(
                 lambda kind, ns, name: kube.get(self.client, kind, ns, name))
-            data = await fetch.fetch_bundle(spec.bundle, namespace=namespace, bundle_dir=self.bundle_dir,
-                                            cache_dir=self.cache_dir, read_configmap=read_configmap,
-                                            read_secret=read_secret)
+            data = await repository.through(self.repository, spec.bundle, functools.partial(
+                fetch.fetch_bundle, spec.bundle, namespace=namespace, bundle_dir=self.bundle_dir,
+                cache_dir=self.cache_dir, read_configmap=read_configmap, read_secret=read_secret))
             self.bundles[key] = data
             while len(self.bundles) > CACHE_JOBS:
                 self.bundles.popitem(last=False)
@@ -335,16 +338,17 @@ async def check_api_address(client: httpx.AsyncClient, namespace: str, address: 
                                 "reach (the host's or the pod's IP, not loopback or 0.0.0.0)")
 
 
-async def ensure_api_service(client: httpx.AsyncClient, namespace: str, address: tuple[str, int]) -> None:
-    """`streams-api` in `namespace` points at `address`: created when missing (the first job of a
-    namespace, or a user deleted it: the controller calls this every 10 s), its ports or
-    Endpoints replaced when the controller came back on another port. Read first, so the
-    periodic call is two GETs when all is well."""
-    service, endpoints = peobjects.api_service(namespace, address[1], address[0])
+async def ensure_api_service(client: httpx.AsyncClient, namespace: str, address: tuple[str, int],
+                             repository_port: int | None = None) -> None:
+    """`streams-api` in `namespace` points at `address` (and the repository's port, if any):
+    created when missing (the first job of a namespace, or a user deleted it: the controller calls
+    this every 10 s), its ports or Endpoints replaced when they differ (the controller came back on
+    another port, a user removed one). Read first, so the periodic call is two GETs when all is well."""
+    service, endpoints = peobjects.api_service(namespace, address[1], address[0], repository_port)
     have = await kube.get(client, "Service", namespace, peobjects.API_SERVICE)
     if have is None:
         await kube.create(client, service)
-    elif have["spec"]["ports"][0].get("targetPort") != address[1]:
+    elif peobjects.port_keys(have["spec"].get("ports")) != peobjects.port_keys(service["spec"]["ports"]):
         await kube.replace(client, {**have, "spec": {**have["spec"], "ports": service["spec"]["ports"]}})
     have = await kube.get(client, "Endpoints", namespace, peobjects.API_SERVICE)
     if have is None:

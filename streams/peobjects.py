@@ -27,9 +27,10 @@ One headless Service per PE, `JOB-N` (the PE's name), selecting the PE's pods: `
 10000/UDP and `sys-consistentregion` 10001/UDP, so a PE reaches another as `JOB-N.NS` and the
 cr-operator notifies it at `JOB-N.NS:10001`.
 
-The bundle: OpenStreams' bootstrap reads it from Redis behind `streams-api`; ours serves it over
-HTTP from the controller (`bundleserver`) at `http://streams-api.NS:10000/api/bundles/NS/JOB`, with the
-job's token (`Authorization: Bearer`). `STREAMS_BUNDLE_URL` tells the PE where.
+The bundle: OpenStreams' bootstrap reads it from Redis behind `streams-api` port 6379 (`HGET apps
+NAME`), which the controller's repository answers (`repository`); ours also serves it over HTTP from
+the controller (`bundleserver`) at `http://streams-api.NS:10000/api/bundles/NS/JOB`, with the job's
+token (`Authorization: Bearer`). `STREAMS_BUNDLE_URL` tells `ykshm pe-sim` where.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ DEFAULT_IMAGE = "docker.io/openstreams/streams-runtime:6.{build}"
 BOOTSTRAP = "/usr/local/streams/system/impl/bin/streams-k8s-bootstrap"
 STREAMS_INSTALL = "/usr/local/streams"
 RUN_AS_USER, RUN_AS_GROUP = 2098, 2015
-PE_BASE_PORT, CR_PORT, METRICS_PORT, API_PORT = 10000, 10001, 9696, 10000
+PE_BASE_PORT, CR_PORT, METRICS_PORT, API_PORT, REPOSITORY_PORT = 10000, 10001, 9696, 10000, 6379
 API_SERVICE = "streams-api"
 BUNDLE_PATH = "/api/bundles"
 TOKEN_DIR, TOKEN_KEY = "/etc/config/token", "token"
@@ -217,20 +218,31 @@ def token_secret(namespace: str, job: str, token: str, owner: Mapping[str, Any])
             "stringData": {TOKEN_KEY: token}}
 
 
-def api_service(namespace: str, port: int, address: str) -> list[dict[str, Any]]:
+def api_service(namespace: str, port: int, address: str, repository_port: int | None = None) -> list[dict[str, Any]]:
     """`streams-api` in a job's namespace: a selector-less Service and its Endpoints pointing at
     the controller's bundle endpoint. Selector-less on purpose, also when the controller runs as a
     pod (deploy/kubernetes, `--api-bind` on its pod IP): one controller serves every namespace,
     while a Service selects pods of its own namespace only, so a selector could never reach the
     controller from a job's namespace (OpenStreams has one controller per namespace, we do not);
     and under systemd or `ykshm run` there is no pod to select. The controller writes the Endpoints
-    again at start, so a rescheduled controller pod (a new IP) is found."""
+    again at start, so a rescheduled controller pod (a new IP) is found. With a bundle repository
+    (`repository_port`, the redis-server's real port), OpenStreams' second port `repository` 6379."""
     meta = {"name": API_SERVICE, "namespace": namespace, "labels": {LABEL_APP: "streams", LABEL_SVC: "api"}}
+    ports = [("api", API_PORT, port)]
+    if repository_port is not None:
+        ports.append(("repository", REPOSITORY_PORT, repository_port))
     return [{"apiVersion": "v1", "kind": "Service", "metadata": dict(meta),
-             "spec": {"ports": [{"name": "api", "port": API_PORT, "targetPort": port, "protocol": "TCP"}]}},
+             "spec": {"ports": [{"name": name, "port": front, "targetPort": back, "protocol": "TCP"}
+                                for name, front, back in ports]}},
             {"apiVersion": "v1", "kind": "Endpoints", "metadata": dict(meta),
              "subsets": [{"addresses": [{"ip": address}],
-                          "ports": [{"name": "api", "port": port, "protocol": "TCP"}]}]}]
+                          "ports": [{"name": name, "port": back, "protocol": "TCP"} for name, _, back in ports]}]}]
+
+
+def port_keys(ports: Sequence[Mapping[str, Any]] | None) -> list[tuple]:
+    """A Service's ports as compared (name, port, targetPort, protocol): what the API adds is left out."""
+    return sorted((p.get("name"), p.get("port"), p.get("targetPort"), p.get("protocol") or "TCP")
+                  for p in ports or ())
 
 
 def input_port_counts(in_ports: Mapping[tuple[str, int], int], pes: Sequence[Any]) -> dict[int, int]:

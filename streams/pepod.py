@@ -11,8 +11,11 @@ runtime's order:
    missing or malformed ends it with one line and exit 1 (the pod fails; the controller relaunches
    it by the restart policy);
 2. touches `/tmp/live` (the liveness probe `cat /tmp/live`);
-3. fetches its bundle from the controller with the token (30 tries 1 s apart, as the bootstrap;
-   exit 1 if all fail) and checks it is a bundle;
+3. fetches its bundle as the runtime's bootstrap does, `HGET apps $STREAMS_SAB_NAME` (no password)
+   from the controller's repository at `streams-api.NS:6379` (`repository`), else (a controller
+   with `--repository off`: the Service has no such port) from the controller's bundle endpoint
+   with the token; 30 tries 1 s apart, as the bootstrap; exit 1 if all fail; and checks it is a
+   bundle;
 4. listens on POD_IP:10000+I for each PE input port I and connects each output port's static
    connection to `JOB-P.NS:10000+I` (the peer's Service name), sending one line `P.O>I` that names
    the connection; reconnects when a peer goes away;
@@ -80,6 +83,7 @@ class PeConfig:
     outputs: tuple[tuple[int, int, int], ...]      # (own output port, peer PE, peer input port)
     regions: tuple[int, ...]
     triggers: tuple[tuple[int, str], ...] = ()     # (operator-driven region, its trigger operator here)
+    sab_name: str = ""                             # STREAMS_SAB_NAME: the bundle's field in the repository
 
     def path(self, absolute: str) -> Path:
         return Path(self.root + absolute)
@@ -139,7 +143,7 @@ def read_config(env: Mapping[str, str]) -> PeConfig:
         raise PeConfigError("/etc/config/pe/pe.json is not the PE's document") from None
     token = _read(root, f"{peobjects.TOKEN_DIR}/{peobjects.TOKEN_KEY}").strip()
     return PeConfig(namespace, job, pe, _env(env, "POD_IP"), root, _env(env, "STREAMS_BUNDLE_URL"), token,
-                    inputs, expected, outputs, regions, triggers)
+                    inputs, expected, outputs, regions, triggers, env.get("STREAMS_SAB_NAME") or "")
 
 
 class Controller:
@@ -237,11 +241,67 @@ class Connectivity:
             self.changed = trio.Event()
 
 
+async def repository_hget(cfg: PeConfig) -> bytes | None:
+    """`redis-cli -h streams-api.NS --raw HGET apps NAME`, as the runtime's bootstrap runs it: one
+    RESP command, no AUTH (the repository's anonymous reader), from the pod's address. None when
+    the field is absent; OSError / ValueError when there is no repository or it refuses."""
+    name = cfg.sab_name.encode()
+    command = b"".join([b"*3\r\n", *(b"$%d\r\n%s\r\n" % (len(w), w) for w in (b"HGET", b"apps", name))])
+    with trio.fail_after(REQUEST_TIMEOUT):
+        infos = await trio.socket.getaddrinfo(f"{peobjects.API_SERVICE}.{cfg.namespace}", peobjects.REPOSITORY_PORT,
+                                              family=socket.AF_INET, type=socket.SOCK_STREAM)
+        async with await trio.open_tcp_stream(infos[0][4][0], peobjects.REPOSITORY_PORT,
+                                              local_address=cfg.pod_ip or None) as stream:
+            await stream.send_all(command)
+            buffer = b""
+            while b"\r\n" not in buffer:
+                buffer += await _more(stream)
+            head, _, buffer = buffer.partition(b"\r\n")
+            if head == b"$-1":
+                return None
+            if not head.startswith(b"$"):
+                raise ValueError(f"the repository answered {head[:200].decode('utf-8', 'replace')}")
+            size = int(head[1:])
+            while len(buffer) < size + 2:
+                buffer += await _more(stream)
+            return buffer[:size]
+
+
+async def _more(stream: trio.SocketStream) -> bytes:
+    chunk = await stream.receive_some(1 << 20)
+    if not chunk:
+        raise ValueError("the repository closed the connection")
+    return chunk
+
+
+async def _from_repository(cfg: PeConfig, attempt: int) -> bytes | None:
+    """The bundle from the repository, or None (not there, or no repository: the HTTP endpoint)."""
+    if not cfg.sab_name:
+        return None
+    try:
+        body = await repository_hget(cfg)
+    except HTTP_ERRORS as exc:
+        log.info("bundle fetch %d: repository: %s", attempt + 1, exc)
+        return None
+    if body is None:
+        log.info("bundle fetch %d: repository: no field %s in apps", attempt + 1, cfg.sab_name)
+    return body
+
+
 async def fetch_bundle(cfg: PeConfig, client: Controller) -> bytes:
     from .bundle import read_bundle
     from .errors import BundleError
 
     for attempt in range(FETCH_TRIES):
+        body = await _from_repository(cfg, attempt)
+        if body is not None:
+            try:
+                read_bundle(body)
+            except BundleError as exc:
+                raise PeConfigError(f"repository field {cfg.sab_name}: not a bundle: {exc}") from None
+            log.info("PE %s: bundle %s from the repository %s.%s:%d", cfg.pe, cfg.sab_name,
+                     peobjects.API_SERVICE, cfg.namespace, peobjects.REPOSITORY_PORT)
+            return body
         try:
             status, body = await client.request("GET", cfg.bundle_url)
             if status == 200:

@@ -130,27 +130,30 @@ def _parse(data: bytes, values: Mapping[str, str]) -> Any:
 
 
 async def load(client: httpx.AsyncClient, spec: JobSpec, *, bundle_dir: str, cache_dir: str,
-               policy: Any = None) -> Any:
-    """Fetch the bundle (where `policy` allows) and parse its ADL in a worker thread, so the event
-    loop keeps serving other jobs and a submission timeout stops the wait (the thread itself is
-    bounded by `bundle.Limits`). BundleError / AdlError / FetchError on bad input."""
-    from . import fetch
+               policy: Any = None, repository: Any = None, others: Any = None) -> Any:
+    """Fetch the bundle (where `policy` allows; through the `repository` when there is one:
+    `repository.through`) and parse its ADL in a worker thread, so the event loop keeps serving
+    other jobs and a submission timeout stops the wait (the thread itself is bounded by
+    `bundle.Limits`). BundleError / AdlError / FetchError on bad input."""
+    from . import fetch, repository as repository_mod
 
     read_configmap, read_secret = fetch.object_readers(
         lambda kind, ns, name: kube.get(client, kind, ns, name))
-    data = await fetch.fetch_bundle(spec.bundle, namespace=spec.namespace, bundle_dir=bundle_dir,
-                                    cache_dir=cache_dir, read_configmap=read_configmap,
-                                    read_secret=read_secret, policy=policy)
+    data = await repository_mod.through(repository, spec.bundle, functools.partial(
+        fetch.fetch_bundle, spec.bundle, namespace=spec.namespace, bundle_dir=bundle_dir, cache_dir=cache_dir,
+        read_configmap=read_configmap, read_secret=read_secret, policy=policy), others or (lambda _name: []))
     return await trio.to_thread.run_sync(_parse, data, spec.submission_values, abandon_on_cancel=True)
 
 
 async def submit(client: httpx.AsyncClient, job_obj: Mapping[str, Any], spec: JobSpec, *,
                  bundle_dir: str, cache_dir: str, policy: Any = None,
-                 slots: trio.CapacityLimiter | None = None) -> Prepared:
+                 slots: trio.CapacityLimiter | None = None, repository: Any = None,
+                 others: Any = None) -> Prepared:
     """Fetch, fuse and create every object of the job (idempotent). `slots` bounds how many
-    submissions fetch and parse at once."""
+    submissions fetch and parse at once; `repository` and `others` as `load`'s."""
     async with slots if slots is not None else contextlib.nullcontext():
-        app = await load(client, spec, bundle_dir=bundle_dir, cache_dir=cache_dir, policy=policy)
+        app = await load(client, spec, bundle_dir=bundle_dir, cache_dir=cache_dir, policy=policy,
+                         repository=repository, others=others)
     nodes = await kube.schedulable_nodes(client)
     prepared = prepare(app, spec, nodes=max(nodes, 1))
     for stage in _stages(desired_objects(spec, job_obj, prepared)):

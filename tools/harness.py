@@ -453,7 +453,11 @@ class Cluster:
 
     def start_streams(self, bundle_dir: str, extra: Iterable[str] = (), timeout: float = 30) -> Proc:
         """`ykshm streams` against this sim-cluster (installing the CRDs), ready once the
-        Streams kinds are served."""
+        Streams kinds are served. Its bundle repository takes any free port (tests run side by
+        side) unless `extra` says otherwise."""
+        extra = list(extra)
+        if not {"--repository", "--repository-port"} & set(extra):
+            extra += ["--repository-port", "0"]
         self.streams = Proc("streams", ["streams", "--api-server", self.url, "--install-crds",
                                         "--bundle-dir", bundle_dir,
                                         "--cache-dir", os.path.join(self.tmp, "bundle-cache"),

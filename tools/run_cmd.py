@@ -358,7 +358,8 @@ def children_for(args, runtime: Path, config: Path, creds: Credentials, pods: Pa
     children.append(Child("streams", [*ykshm, "streams", "--kubeconfig", str(creds.roles["streams"]), "--install-crds",
                                       "--operators", "pod", "--bundle-dir", str(runtime / "bundles"),
                                       "--cache-dir", str(runtime / "bundle-cache"),
-                                      *run_realk8s.streams_bind(args)]))
+                                      # the bundle repository on any free port: 6379 may be a local Redis's
+                                      "--repository-port", "0", *run_realk8s.streams_bind(args)]))
     admission = f"127.0.0.1:{args.admission_port}"
     children.append(Child("admission", [*ykshm, "admission", "--kubeconfig", str(creds.roles["admission"]),
                                         "--namespace", ADMISSION_NAMESPACE, "--bind", admission,

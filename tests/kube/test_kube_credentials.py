@@ -318,7 +318,7 @@ def test_a_persisting_401_ends_the_role_with_the_reason(apiserver, tmp_path):
     path = kubeconfig(tmp_path / "config", apiserver, "token: stale\n")
     (tmp_path / "bundles").mkdir()
     done = _ykshm("streams", "--kubeconfig", str(path), "--bundle-dir", str(tmp_path / "bundles"),
-                  "--no-operators")
+                  "--no-operators", "--repository", "off")
     assert done.returncode == 1
     last = done.stderr.strip().splitlines()[-1]
     assert last == ("ykshm streams: error: the API server refuses our credentials (the kubeconfig's "
@@ -372,7 +372,7 @@ def test_a_failing_exec_plugin_ends_the_role_with_its_reason(apiserver, tmp_path
     path = kubeconfig(tmp_path / "config", apiserver, user)
     (tmp_path / "bundles").mkdir()
     done = _ykshm("streams", "--kubeconfig", str(path), "--bundle-dir", str(tmp_path / "bundles"),
-                  "--no-operators")
+                  "--no-operators", "--repository", "off")
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert done.stderr.strip().splitlines()[-1] == (
         f"ykshm streams: error: exec plugin {sys.executable}: exit status 3: token expired, run: login")

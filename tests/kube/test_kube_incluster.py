@@ -23,7 +23,8 @@ def pod(name: str) -> dict:
         "nodeName": "node-0000", "restartPolicy": "Never",
         "volumes": [{"name": "bundles", "emptyDir": {}}],
         "containers": [{"name": "c", "image": "ykshm:0.1.0",
-                        "args": ["streams", "--install-crds", "--no-operators", "--bundle-dir", "/bundles"],
+                        "args": ["streams", "--install-crds", "--no-operators", "--bundle-dir", "/bundles",
+                                 "--repository", "off"],
                         "volumeMounts": [{"name": "bundles", "mountPath": "/bundles"}]}]}}
 
 

@@ -176,7 +176,7 @@ def test_secret_env_and_volume_and_a_service_by_name(cluster: str, core: k8s.Cor
 
     # another process pod reaches it by the Service's short name: it installs the Streams CRDs there
     core.create_namespaced_pod(ns, pod("client", ["streams", "--api-server", "http://api", "--install-crds",
-                                                  "--no-operators"]))
+                                                  "--no-operators", "--repository", "off"]))
     eventually(lambda: "streamsjobs.streams.ibm.com" in _crds(f"http://{ip}:8181"), timeout=30)
     client_pid = pid_of(running(core, ns, "client"))
     env = environ(client_pid)
@@ -249,7 +249,7 @@ def test_service_account_token_and_in_cluster_env(cluster: str, core: k8s.CoreV1
     assert (sa_dir / "token").stat().st_mode & 0o777 == 0o600
     # the process talks to sim-cluster through KUBERNETES_SERVICE_HOST/PORT: it installs the CRDs here
     args = ["streams", "--api-server", "http://$(KUBERNETES_SERVICE_HOST):$(KUBERNETES_SERVICE_PORT)",
-            "--install-crds", "--no-operators"]
+            "--install-crds", "--no-operators", "--repository", "off"]
     core.create_namespaced_pod(ns, pod("incluster", args))
     eventually(lambda: "streamspes.streams.ibm.com" in _crds(cluster), timeout=30)
     in_pid = pid_of(running(core, ns, "incluster"))

@@ -7,8 +7,9 @@ Real processes (tools.harness): sim-cluster, engine, shim and `ykshm streams`; b
 from __future__ import annotations
 
 import os
-import socket
 import signal
+import socket
+import subprocess
 
 import pytest
 
@@ -233,3 +234,82 @@ spec:
                           "the slow job Failed by its submission timeout")
     assert status["conditions"][0]["reason"] == "SubmissionTimeout"
     assert "submissionTimeOutInSeconds=2" in status["message"]
+
+
+def _repository_endpoint(k: Kubectl) -> tuple[str, int]:
+    """Where the `streams-api` Endpoints send port `repository` (what a PE's redis-cli reaches)."""
+    endpoints = k.json("get", "endpoints", "streams-api")
+    subset = endpoints["subsets"][0]
+    port = next(p["port"] for p in subset["ports"] if p["name"] == "repository")
+    return subset["addresses"][0]["ip"], port
+
+
+def _redis_cli(address: tuple[str, int], *args: str, stdin: bytes | None = None) -> bytes:
+    from streams.repository import find_server
+
+    cli = os.path.join(os.path.dirname(find_server(None)), "redis-cli")
+    return subprocess.run([cli, "-h", address[0], "-p", str(address[1]), *args], input=stdin,
+                          capture_output=True, timeout=10).stdout
+
+
+def test_the_runtimes_bundle_repository_behind_streams_api_6379_uploads_and_a_restart(streams_cluster, tmp_path):
+    import psutil
+
+    c, k, bundles = streams_cluster
+    sab = appgen.make_sab(appgen.pipeline_adl(operators=3))
+    (bundles / "repo.sab").write_bytes(sab)
+    submit(k, "repo", "repo.sab")
+    wait_for(lambda: running(k, "repo", {"repo-0-1", "repo-1-1", "repo-2-1"}), 60, "three PE pods Running")
+
+    # streams-api has OpenStreams' second port, to the controller's redis-server
+    ports = {p["name"]: p for p in k.json("get", "service", "streams-api")["spec"]["ports"]}
+    assert set(ports) == {"api", "repository"} and ports["repository"]["port"] == 6379
+    address = _repository_endpoint(k)
+    assert ports["repository"]["targetPort"] == address[1]
+    # the runtime's bootstrap: redis-cli -h streams-api.NS --raw HGET apps $STREAMS_SAB_NAME
+    sab_name = next(e["value"] for e in k.json("get", "pod", "repo-0-1")["spec"]["containers"][0]["env"]
+                    if e["name"] == "STREAMS_SAB_NAME")
+    assert sab_name == "repo.sab"
+    assert _redis_cli(address, "--raw", "HGET", "apps", sab_name) == sab + b"\n"
+
+    # a user who removes the port gets it back (the controller keeps streams-api every 10 s)
+    k("patch", "service", "streams-api", "--type=json", "-p",
+      '[{"op": "replace", "path": "/spec/ports", "value": [{"name": "api", "port": 10000, "targetPort": 1}]}]')
+    wait_for(lambda: {p["name"] for p in k.json("get", "service", "streams-api")["spec"]["ports"]} ==
+             {"api", "repository"}, 30, "the repository port back in streams-api")
+
+    # the controller stops: its redis-server goes with it (by pid)
+    assert c.streams is not None
+    servers = [p for p in psutil.Process(c.streams.pid).children() if p.name().startswith("redis-server")]
+    assert len(servers) == 1
+    c.streams.stop(signal.SIGTERM)
+    assert not psutil.pid_exists(servers[0].pid) or servers[0].status() == psutil.STATUS_ZOMBIE
+
+    # started again with an upload password: the running job's bundle is stored again (nothing persists)
+    password = tmp_path / "repository-password"
+    password.write_text("upload-password-0123456789\n")
+    c.start_streams(str(bundles), extra=["--no-operators", "--repository-port", "0",
+                                         "--repository-password-file", str(password)])
+    wait_for(lambda: _repository_endpoint(k) != address, 30, "streams-api pointing at the new repository")
+    address = _repository_endpoint(k)
+    wait_for(lambda: _redis_cli(address, "--raw", "HGET", "apps", "repo.sab") == sab + b"\n", 30,
+             "the running job's bundle in the new repository")
+
+    # an anonymous upload is refused; OpenStreams' streams-repo-set with the writer's password is not,
+    # and a Job that names no source runs the uploaded bundle
+    upload = appgen.make_sab(appgen.pipeline_adl(operators=2))
+    assert b"NOPERM" in _redis_cli(address, "-x", "HSET", "apps", "up.sab", stdin=upload)
+    assert _redis_cli(address, "--user", "ykshm", "--pass", "upload-password-0123456789", "--no-auth-warning",
+                      "-x", "HSET", "apps", "up.sab", stdin=upload).strip() == b"1"
+    k("create", "-f", "-", stdin="apiVersion: streams.ibm.com/v1\nkind: Job\nmetadata: {name: up}\n"
+                                 "spec: {bundle: {name: up.sab}, fusion: {manual: 2}}\n")
+    wait_for(lambda: running(k, "up", {"up-0-1", "up-1-1"}), 60, "the uploaded bundle's two PE pods Running")
+    # ... and one whose bundle nobody uploaded fails, naming it
+    k("create", "-f", "-", stdin="apiVersion: streams.ibm.com/v1\nkind: Job\nmetadata: {name: nobundle}\n"
+                                 "spec: {bundle: {name: missing.sab}}\n")
+    status = wait_for(lambda: (s := job_status(k, "nobundle")).get("phase") == "Failed" and s, 30,
+                      "the job with no uploaded bundle Failed")
+    assert "'missing.sab' is not in the repository" in status["message"]
+    assert status["conditions"][0]["status"] == "False"
+    warnings = k.json("get", "events", "--field-selector", "involvedObject.name=nobundle,type=Warning")["items"]
+    assert any("missing.sab" in e["message"] for e in warnings)

@@ -84,6 +84,9 @@ def test_pe_pods_connect_drain_through_the_operator_service_and_reset_after_a_ki
     wait_for(lambda: all("connectivity Full" in k("logs", p["metadata"]["name"]) for p in pods), 60,
              "every PE connected to its peers by Service name")
     assert all("bundle fetched" in k("logs", p["metadata"]["name"]) for p in pods)
+    # as the runtime's bootstrap: HGET apps cr.sab from streams-api.NS:6379, the controller's repository
+    assert all("bundle cr.sab from the repository streams-api.default:6379" in k("logs", p["metadata"]["name"])
+               for p in pods)
     # ... and the controller takes their word for it (what the region's health and the Job read)
     wait_for(lambda: all((pe.get("status") or {}).get("connectivitySource") == "runtime"
                          and pe["status"].get("connectivity") == "Full"
