@@ -28,6 +28,7 @@ The instance controller (`ykshm streams`):
     pepolicy    what a Job may put into its PE pods (hostPath, SYS_PTRACE, Secrets): the rest refused, named
     peobjects   what a PE runtime needs around its pod, as OpenStreams makes it: image, bootstrap,
                 STREAMS_* env, volumes, probe; the PE Services, job ConfigMap, token Secret
+    transportcert a job's self-signed transport certificate and key (TLSv1.2), kept in its job ConfigMap
     bundleserver the bundle endpoint PEs fetch from (`streams-api`, per-job token), in the controller
     pepeers     which job's PE pod a caller is, by its address (OpenStreams' runtime sends no token)
     kubecalls   where each kind lives, idempotent writes, events (imported as `kube`)

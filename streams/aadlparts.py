@@ -18,6 +18,7 @@ import dataclasses
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping
 
+from .adl import stv_keys
 from .errors import AdlError
 from .model import Application
 
@@ -232,13 +233,12 @@ def _operator(el: ET.Element, tags: _Tags) -> OperParts:
 
 def runtime_constants(app_parts: AppParts, op: OperParts, values: Mapping[str, str]) -> str:
     """`<b:runtimeConstants>` of `op`, submission-time values given at submission filled in
-    (`COMPOSITE.NAME` or `NAME`, as the ADL parser looks them up)."""
+    (by `adl.stv_keys`, as the ADL parser looks them up)."""
     out = []
     for name, value, stv, default in op.constants:
         attrs = f"<b:runtimeConstant name={q(name)}"
         if stv is not None:
-            composite, key = app_parts.stv.get(stv, ("", ""))
-            given = values.get(f"{composite}.{key}", values.get(key))
+            given = next((values[k] for k in stv_keys(*app_parts.stv.get(stv, ("", ""))) if k in values), None)
             if given is not None:
                 value = str(given)
             attrs += f' submissionTimeValueIndex="{stv}"'

@@ -74,6 +74,7 @@ class JobSpec:
     resources: Mapping[str, Any]
     queue: str
     submission_values: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    transport_cert_days: int = 30     # transportCertificateValidityInDays (transportcert)
 
     @property
     def app_id(self) -> str:
@@ -142,7 +143,17 @@ def read_job(job: Mapping[str, Any]) -> JobSpec:
         image_pull_secret=spec.get("imagePullSecret"), pe_options=options,
         submission_timeout=_seconds(spec, "submissionTimeOutInSeconds", 300.0),
         resources=resources, queue=str(labels.get(QUEUE_LABEL) or DEFAULT_QUEUE),
-        submission_values={str(k): str(v) for k, v in values.items()})
+        submission_values={str(k): str(v) for k, v in values.items()},
+        transport_cert_days=_days(spec, "transportCertificateValidityInDays", 30))
+
+
+def _days(doc: Mapping[str, Any], key: str, default: int) -> int:
+    value = doc.get(key)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 36500:
+        raise LogicalError((f"spec.{key}",), f"must be a whole number of days from 1 to 36500, not {value!r}")
+    return value
 
 
 LABEL_VALUE_MAX = 63

@@ -284,7 +284,7 @@ def pod_object(job: JobSpec, pe: Mapping[str, Any], doc: Mapping[str, Any], pe_c
     index, launch = int(spec["id"]), int(spec.get("launchCount") or 1)
     extra_labels, affinity = placement(job, doc)
     resources = resources_for_pes(job.resources, spec.get("resources"), pe_count)
-    volumes, mounts = peobjects.volumes(job.name, aadl_configmap_name(job.name, index), spec)
+    volumes, mounts = peobjects.volumes(job.name, aadl_configmap_name(job.name, index), spec, runtime)
     container = peobjects.container(runtime, job.namespace, job.name, spec, index, launch, mounts, resources,
                                     spec.get("imagePullPolicy") or job.image_pull_policy)
     pod_spec: dict[str, Any] = {

@@ -108,10 +108,12 @@ async def _write_configmaps(ctl: Any, spec: JobSpec, job: Mapping[str, Any], pre
 
 
 async def _port_labels(ctl: Any, spec: JobSpec, job: Mapping[str, Any], prepared: Any) -> None:
-    """The job ConfigMap `JOB` as the new fusion has it (a PE added or renumbered moves labels)."""
-    want = peobjects.job_configmap(spec.namespace, spec.name, aadl_mod.port_labels(prepared.app, prepared.pes),
-                                   objects.owner_ref(job))
+    """The job ConfigMap `JOB` as the new fusion has it (a PE added or renumbered moves labels),
+    its transport certificate and key kept (transportcert)."""
     have = await kube.get(ctl.client, "ConfigMap", spec.namespace, spec.name)
+    transport = await submission.transport_pair(spec, (have or {}).get("data"))
+    want = peobjects.job_configmap(spec.namespace, spec.name, aadl_mod.port_labels(prepared.app, prepared.pes),
+                                   objects.owner_ref(job), transport)
     if have is None:
         await kube.create(ctl.client, want)
     elif have.get("data") != want["data"]:

@@ -25,7 +25,7 @@ from common.quantity import parse_milli
 from . import aadl as aadl_mod
 from . import bundle as bundle_mod
 from . import adl as adl_mod
-from . import fusion, kubecalls as kube, objects, peobjects
+from . import fusion, kubecalls as kube, objects, peobjects, transportcert
 from .errors import StreamsError
 from .jobspec import JobSpec
 
@@ -102,13 +102,15 @@ class _Fused:
     operators: tuple[str, ...]
 
 
-def desired_objects(spec: JobSpec, job_obj: Mapping[str, Any], prepared: Prepared) -> list[dict[str, Any]]:
-    """Everything a submission creates, in creation order (PEs last but the region objects)."""
+def desired_objects(spec: JobSpec, job_obj: Mapping[str, Any], prepared: Prepared,
+                    transport: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+    """Everything a submission creates, in creation order (PEs last but the region objects);
+    `transport` is the job ConfigMap's certificate and key (`transport_pair`)."""
     app = prepared.app
     out: list[dict[str, Any]] = [objects.adl_configmap(spec, job_obj, app.adl)]
     owner = objects.owner_ref(job_obj)
-    out.append(peobjects.job_configmap(spec.namespace, spec.name,
-                                       aadl_mod.port_labels(app, prepared.pes), owner))
+    out.append(peobjects.job_configmap(spec.namespace, spec.name, aadl_mod.port_labels(app, prepared.pes),
+                                       owner, transport))
     out.append(peobjects.token_secret(spec.namespace, spec.name, peobjects.new_token(), owner))
     out += [objects.host_pool_object(spec, job_obj, pool) for pool in app.host_pools]
     out += [objects.parallel_region_object(spec, job_obj, region, spec.fusion.get("type"))
@@ -125,8 +127,19 @@ def desired_objects(spec: JobSpec, job_obj: Mapping[str, Any], prepared: Prepare
     return out
 
 
+async def transport_pair(spec: JobSpec, have: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The job ConfigMap's transport entries (`transportcert.for_job`), a new RSA key made in a
+    worker thread (~0.2 s of CPU the event loop must not wait for)."""
+    return await trio.to_thread.run_sync(transportcert.for_job, spec.pe_options, spec.transport_cert_days, have)
+
+
 def _parse(data: bytes, values: Mapping[str, str]) -> Any:
-    return adl_mod.parse_adl(bundle_mod.read_bundle(data).adl, submission_values=values)
+    app = adl_mod.parse_adl(bundle_mod.read_bundle(data).adl, submission_values=values)
+    app.derived[UNUSED_VALUES] = adl_mod.unused_values(app.derived["adl_root"], values)
+    return app
+
+
+UNUSED_VALUES = "unused_submission_values"     # app.derived: names no submission-time value answers to
 
 
 async def load(client: httpx.AsyncClient, spec: JobSpec, *, bundle_dir: str, cache_dir: str,
@@ -153,7 +166,8 @@ async def submit(client: httpx.AsyncClient, job_obj: Mapping[str, Any], spec: Jo
         app = await load(client, spec, bundle_dir=bundle_dir, cache_dir=cache_dir, policy=policy)
     nodes = await kube.schedulable_nodes(client)
     prepared = prepare(app, spec, nodes=max(nodes, 1))
-    for stage in _stages(desired_objects(spec, job_obj, prepared)):
+    transport = await transport_pair(spec)
+    for stage in _stages(desired_objects(spec, job_obj, prepared, transport)):
         # each stage's objects are independent of one another: created concurrently (bounded)
         await kube.concurrently([functools.partial(_create, client, obj) for obj in stage])
     return prepared
