@@ -19,6 +19,7 @@ The instance controller (`ykshm streams`):
     jobspec     a Job's spec read and checked (the seed's logical errors), PE options, resources table
     submission  fetch -> bundle -> ADL -> fuse -> AADLs -> the job's objects (idempotent)
     refuse      a parallel region's width changed (/scale): re-fuse, only touched PEs relaunch
+    respec      a changed Job spec applied in place: only the PEs whose AADL or pod it changes relaunch
     repair      objects of a running job a user deleted (AADL ConfigMaps, HostPools, CRs, CRO) re-made
     events      the controller's events, rate-limited per object
     conditions  status conditions: the time stamp, one condition replaced by type
@@ -43,7 +44,7 @@ The instance controller (`ykshm streams`):
     region_main       the command lines of `ykshm cr-operator` and `ykshm pe-sim`
     appgen      ADL and .sab files in the compiler's format, for tests, the bench and the demo
 
-Pure modules (all but fetch, controller, submission, refuse, repair, events, kubecalls, crds, operators,
+Pure modules (all but fetch, controller, submission, refuse, respec, repair, events, kubecalls, crds, operators,
 bundleserver, pepod, main, region_main and the *_process modules) do no I/O.
 
 Consistent regions (`ykshm cr-operator`, one per job):

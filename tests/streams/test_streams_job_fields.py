@@ -174,3 +174,47 @@ def test_submission_time_value_names_the_application_does_not_declare_are_report
         "dup", "stv.sab", submissionTimeValues={"greeting": "a", "apps.gen::Pipeline.greeting": "b"}))
     st = wait_for(lambda: (s := status(api, "dup")).get("phase") == "Failed" and s, 30, "the job failed")
     assert "spec.submissionTimeValues.apps.gen::Pipeline.greeting, spec.submissionTimeValues.greeting" in st["message"]
+
+
+def uids(api, name: str) -> dict[str, str]:
+    return {p["metadata"]["name"]: p["metadata"]["uid"] for p in pes(api, name)}
+
+
+def pods_of(api, name: str) -> set[str]:
+    items = api.get("/api/v1/namespaces/default/pods", params={"labelSelector": f"streams.ibm.com/job={name}"})
+    return {p["metadata"]["name"] for p in items.json()["items"]}
+
+
+def edit(api, name: str, spec: dict, generation: int) -> None:
+    write(api, "PATCH", f"{GROUP}/streamsjobs/{name}", (200,), json={"spec": spec}, headers=MERGE)
+    wait_for(lambda: status(api, name).get("observedGeneration") == generation and settled(api, name, 2),
+             30, f"generation {generation} applied")
+
+
+def test_a_spec_edit_relaunches_only_the_pes_whose_aadl_or_pod_it_changes(cluster):
+    api = cluster.api
+    assert api is not None
+    write(api, "POST", f"{GROUP}/streamsjobs", (201,), json=job("ed", "stv.sab", submissionTimeValues={"greeting": "a"}))
+    wait_for(lambda: settled(api, "ed", 2), 30, "the job submitted")
+    first, ids, pods = launches(api, "ed"), uids(api, "ed"), pods_of(api, "ed")
+    assert set(first.values()) == {1} and len(first) == 3
+    greeter = next(p["metadata"]["name"] for p in pes(api, "ed") if "Op4" in p["spec"]["operators"])
+
+    # a submission-time value only Op4 reads: its PE alone relaunches, the others' pods run on
+    edit(api, "ed", {"submissionTimeValues": {"greeting": "b"}}, 2)
+    assert launches(api, "ed") == {**first, greeter: 2}
+    assert uids(api, "ed") == ids                                   # the PEs kept, not made again
+    assert pods - pods_of(api, "ed") == {f"{greeter}-1"}            # only the greeter's old pod went
+    (event,) = [e for e in events_of(api, "ed", "Modified") if "generation 2" in e["message"]]
+    assert f"1 of 3 processing elements relaunched ({greeter})" in event["message"]
+
+    # a field no pod or AADL carries: nothing relaunches
+    edit(api, "ed", {"submissionTimeOutInSeconds": 120}, 3)
+    assert launches(api, "ed") == {**first, greeter: 2}
+
+    # a trace level every pod's environment carries: every PE relaunches, once
+    edit(api, "ed", {"processingElement": {"runtimeTraceLevel": "DEBUG"}}, 4)
+    assert launches(api, "ed") == {n: c + 1 for n, c in {**first, greeter: 2}.items()}
+    pod = api.get(f"/api/v1/namespaces/default/pods/{greeter}-3").json()
+    assert {"name": "STREAMS_INITIAL_TRACE_LEVEL", "value": "DEBUG"} in pod["spec"]["containers"][0]["env"]
+    assert uids(api, "ed") == ids and status(api, "ed")["phase"] == "Submitted"
