@@ -72,8 +72,10 @@ def _prepared(app: Any, spec: JobSpec, pes: tuple[Any, ...], nodes: int) -> Prep
     for doc, pe in zip(docs, pes):
         if triggers := objects.pe_triggers(app, pe):
             doc["triggers"] = triggers     # pe.json: the regions this PE's drains start (pepod)
+    fspec = fusion.FusionSpec.from_job(spec.fusion, spec.threading_model)
     texts = aadl_mod.aadls(app, pes, context=aadl_mod.AadlContext(
-        job=spec.name, submission_values=dict(spec.submission_values or {})))
+        job=spec.name, submission_values=dict(spec.submission_values or {}),
+        threading=aadl_mod.threading_annotation(fspec.threading, fspec.thread_count, fspec.elastic)))
     aadls = tuple(texts[pe.index] for pe in pes)
     return Prepared(app, pes, docs, aadls, tuple(aadl_mod.content_id(a) for a in aadls), nodes)
 

@@ -1,13 +1,15 @@
 """Issue 33 item 4, no Job field that silently does nothing: what a user sees of
 `transportSecurityType`/`transportCertificateValidityInDays` (the job ConfigMap's certificate and
 key), the controller's `STREAMS_DATA_PATH` (the PE pods' /data hostPath), submission-time value
-names the application does not declare (a Warning event and the Submitted condition), and a spec
-edit (only the PEs whose AADL or pod it changes relaunch). Real sim-cluster and `ykshm streams`
+names the application does not declare (a Warning event and the Submitted condition),
+`threadingModel` (each operator's `threading` annotation in the AADL) and a spec edit (only the
+PEs whose AADL or pod it changes relaunch). Real sim-cluster and `ykshm streams`
 (no scheduler: pods stay Pending)."""
 
 from __future__ import annotations
 
 import datetime
+import xml.etree.ElementTree as ET
 
 import pytest
 from cryptography import x509
@@ -20,6 +22,7 @@ from streams.jobspec import read_job
 from streams.submission import prepare
 from tools.harness import Cluster, wait_for
 
+from test_streams_aadl_schema import assert_valid, bundle_adl
 from test_streams_faults import GROUP, events_of, pes, scale, settled, status, write
 
 DATA_PATH = "/var/lib/streams-data"
@@ -218,3 +221,57 @@ def test_a_spec_edit_relaunches_only_the_pes_whose_aadl_or_pod_it_changes(cluste
     pod = api.get(f"/api/v1/namespaces/default/pods/{greeter}-3").json()
     assert {"name": "STREAMS_INITIAL_TRACE_LEVEL", "value": "DEBUG"} in pod["spec"]["containers"][0]["env"]
     assert uids(api, "ed") == ids and status(api, "ed")["phase"] == "Submitted"
+
+
+AADL_B = "{http://www.ibm.com/xmlns/prod/streams/application}"
+PHYS = "{http://www.ibm.com/xmlns/prod/streams/application/physical}"
+XSI_TYPE = "{http://www.w3.org/2001/XMLSchema-instance}type"
+
+
+def threading_of(op) -> dict[str, str] | None:
+    ann = op.find(PHYS + "annotation")
+    if ann is None:
+        return None
+    assert ann.get("tag") == "threading" and op.get(XSI_TYPE) == "p:physOperInstanceType"
+    return {a.get("key"): a.get("value") for a in ann.iter(AADL_B + "attr")}
+
+
+@pytest.mark.parametrize("bundle", ["apps.consistent.ConsistentRegion", "apps.parallel.Parallel"])
+@pytest.mark.parametrize("model, want", [
+    ({"dynamic": {"threadCount": 4, "elastic": False}}, {"model": "dynamic", "threads": "4", "elastic": "false"}),
+    ({"dynamic": {"elastic": True}}, {"model": "dynamic", "elastic": "true"}),
+    ({"dedicated": True}, {"model": "dedicated"}),
+    ({"manual": True}, {"model": "manual"}),
+])
+def test_the_jobs_threading_model_reaches_every_operator_of_the_aadl_valid_against_the_schema(bundle, model, want):
+    doc = {"apiVersion": "streams.ibm.com/v1", "kind": "Job", "metadata": {"name": "t", "namespace": "ns", "uid": "u"},
+           "spec": {"bundle": {"name": "a.sab", "file": {"path": "a.sab"}}, "fusion": {"manual": 2},
+                    "threadingModel": model}}
+    spec = read_job(doc)
+    app = parse_adl(bundle_adl(bundle))
+    prepared = prepare(app, spec, nodes=2)
+    plain = prepare(parse_adl(bundle_adl(bundle)), read_job({**doc, "spec": {**doc["spec"], "threadingModel": {}}}), nodes=2)
+    for aadl, before in zip(prepared.aadls, plain.aadls):
+        assert_valid(aadl)
+        ops = list(ET.fromstring(aadl).iter(AADL_B + "operInstance"))
+        assert ops and all(threading_of(op) == want for op in ops)
+        assert all(op.get("logicalName") and op.get("logicalIndex") is not None for op in ops)
+        assert all(threading_of(op) is None for op in ET.fromstring(before).iter(AADL_B + "operInstance"))
+    assert set(prepared.content_ids).isdisjoint(plain.content_ids)        # a changed model relaunches
+
+
+def test_the_adls_own_threading_annotation_wins_over_the_jobs_as_in_openstreams():
+    adl = appgen.pipeline_adl(operators=3).decode().replace(
+        '<compositeOperDefinition endLine="1" index="0" kind="apps.gen::Pipeline" numberOfInputPorts="0" '
+        'numberOfOutputPorts="0" sourceIndex="0" startLine="1" toolkitIndex="0"/>',
+        '<compositeOperDefinition endLine="1" index="0" kind="apps.gen::Pipeline" numberOfInputPorts="0" '
+        'numberOfOutputPorts="0" sourceIndex="0" startLine="1" toolkitIndex="0"><splAnnotation tag="threading">'
+        '<value key="model" type="enum">automatic</value></splAnnotation></compositeOperDefinition>').encode()
+    assert b'splAnnotation tag="threading"' in adl
+    doc = {"apiVersion": "streams.ibm.com/v1", "kind": "Job", "metadata": {"name": "t", "namespace": "ns", "uid": "u"},
+           "spec": {"bundle": {"name": "a.sab", "file": {"path": "a.sab"}}, "fusion": {"manual": 1},
+                    "threadingModel": {"manual": True}}}
+    (aadl,) = prepare(parse_adl(adl), read_job(doc), nodes=1).aadls
+    assert_valid(aadl)
+    ops = list(ET.fromstring(aadl).iter(AADL_B + "operInstance"))
+    assert len(ops) == 3 and all(threading_of(op) == {"model": "automatic"} for op in ops)
