@@ -572,9 +572,7 @@ class Controller:
                              f"submission not done within submissionTimeOutInSeconds={timeout:g}", clean=True)
             return
         latest = self.job(key) or job
-        unused = prepared.app.derived.get(submission.UNUSED_VALUES) or []
-        ignored = (f"; submissionTimeValues not declared by the application, ignored: {', '.join(unused)}"
-                   if unused else "")
+        ignored = submission.unused_note(prepared.app)
         done = {**(latest.get("status") or {}), "phase": "Submitted", "peCount": len(prepared.pes),
                 "hostPools": len(prepared.app.host_pools), "fusionNodes": prepared.nodes, "message": "",
                 "observedGeneration": job["metadata"].get("generation", 1),
@@ -582,10 +580,8 @@ class Controller:
                     "type": "Submitted", "status": "True", "reason": "Fused",
                     "message": f"fused into {len(prepared.pes)} PEs{ignored}", "lastTransitionTime": now()})}
         kube.written(await kube.put_status(self.client, latest, done))
-        if unused:
-            await self.events.post(latest, "UnusedSubmissionTimeValues", "spec.submissionTimeValues names no "
-                                   f"submission-time value of the application declares, ignored: {', '.join(unused)}",
-                                   "Warning")
+        if unused := submission.unused_message(prepared.app):
+            await self.events.post(latest, "UnusedSubmissionTimeValues", unused, "Warning")
         await self.events.post(latest, "Submitted",
                               f"bundle {spec.bundle_name} fused into {len(prepared.pes)} processing elements")
 

@@ -189,6 +189,10 @@ def _check_checkpoint_repository(store: Any) -> None:
         raise LogicalError((f"{CHECKPOINT_STORE}.redis",), "a Redis checkpoint store is not supported "
                            "by ykshm; use fileSystem (a volumeClaim or a path)")
     unknown = sorted(set(store) - {"fileSystem"})
+    if not store:
+        # OpenStreams: the fileSystem environment with no volume when its controller has
+        # STREAMS_CHECKPOINT_PATH, else nothing at all; either way no store a user can see
+        raise LogicalError((CHECKPOINT_STORE,), "names no store: give fileSystem (a volumeClaim or a path)")
     if unknown:
         raise LogicalError(tuple(f"{CHECKPOINT_STORE}.{key}" for key in unknown),
                            "unknown checkpoint store: fileSystem is the one ykshm supports")

@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from . import aadl as aadl_mod, kubecalls as kube, objects, peobjects, reconcile, submission
+from . import aadl as aadl_mod, conditions, kubecalls as kube, objects, peobjects, reconcile, submission
 from .jobspec import JobSpec
 from .objects import ADL_XML, ANNOTATION_POD_INPUTS, LABEL_CONTENT, LABEL_KIND, LABEL_PE
 
@@ -92,14 +92,26 @@ async def apply(ctl: Any, key: tuple[str, str], job: dict[str, Any], spec: JobSp
     replaced = relaunches(spec, job, prepared, ctl.objects_of("ProcessingElement", key))
     for pe in replaced:
         kube.written(await kube.replace(ctl.client, pe))
-    generation = job["metadata"].get("generation", 1)
-    latest = ctl.job(key) or job
-    kube.written(await kube.put_status(ctl.client, latest, {**(latest.get("status") or {}),
-                                                            "observedGeneration": generation}))
-    names = ", ".join(pe["metadata"]["name"] for pe in replaced) or "none"
-    await ctl.events.post(latest, "Modified", f"the spec changed (generation {generation}), applied in place: "
-                          f"{len(replaced)} of {len(prepared.pes)} processing elements relaunched ({names})")
+    await _record(ctl, key, job, prepared, replaced)
     return True
+
+
+async def _record(ctl: Any, key: tuple[str, str], job: Mapping[str, Any], prepared: submission.Prepared,
+                  replaced: Sequence[Mapping[str, Any]]) -> None:
+    """The generation applied: status (`observedGeneration`, the Submitted condition) and events."""
+    generation = job["metadata"].get("generation", 1)
+    names = ", ".join(pe["metadata"]["name"] for pe in replaced) or "none"
+    what = f"{len(replaced)} of {len(prepared.pes)} processing elements relaunched ({names})"
+    latest = ctl.job(key) or job
+    status = {**(latest.get("status") or {}), "observedGeneration": generation, "message": "",
+              "conditions": conditions.with_condition((latest.get("status") or {}).get("conditions") or [], {
+                  "type": "Submitted", "status": "True", "reason": "Modified",
+                  "message": f"generation {generation} applied in place: {what}{submission.unused_note(prepared.app)}",
+                  "lastTransitionTime": conditions.now()})}
+    kube.written(await kube.put_status(ctl.client, latest, status))
+    if unused := submission.unused_message(prepared.app):
+        await ctl.events.post(latest, "UnusedSubmissionTimeValues", unused, "Warning")
+    await ctl.events.post(latest, "Modified", f"the spec changed (generation {generation}), applied in place: {what}")
 
 
 async def _job_configmap(ctl: Any, spec: JobSpec, job: Mapping[str, Any], prepared: submission.Prepared) -> None:

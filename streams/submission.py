@@ -144,6 +144,20 @@ def _parse(data: bytes, values: Mapping[str, str]) -> Any:
 UNUSED_VALUES = "unused_submission_values"     # app.derived: names no submission-time value answers to
 
 
+def unused_note(app: Any) -> str:
+    """What the Submitted condition adds about `spec.submissionTimeValues` names the application
+    does not declare ("" when there are none)."""
+    unused = app.derived.get(UNUSED_VALUES) or []
+    return f"; submissionTimeValues not declared by the application, ignored: {', '.join(unused)}" if unused else ""
+
+
+def unused_message(app: Any) -> str | None:
+    """The `UnusedSubmissionTimeValues` Warning event's message, or None."""
+    unused = app.derived.get(UNUSED_VALUES) or []
+    return (f"spec.submissionTimeValues names no submission-time value of the application declares, "
+            f"ignored: {', '.join(unused)}") if unused else None
+
+
 async def load(client: httpx.AsyncClient, spec: JobSpec, *, bundle_dir: str, cache_dir: str,
                policy: Any = None) -> Any:
     """Fetch the bundle (where `policy` allows) and parse its ADL in a worker thread, so the event

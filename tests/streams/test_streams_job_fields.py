@@ -108,7 +108,7 @@ def test_tls_puts_a_self_signed_pair_in_the_job_configmap_kept_until_it_is_lost(
                     and r.json()["data"], 30, "the job ConfigMap re-made")
     assert made["transport.cert"] != data["transport.cert"] and made["transport.key"] != data["transport.key"]
     wait_for(lambda: launches(api, "tls") == {n: c + 1 for n, c in before.items()}, 30, "every PE relaunched")
-    assert events_of(api, "tls", "TransportKeyRenewed")
+    wait_for(lambda: events_of(api, "tls", "TransportKeyRenewed"), 10, "the TransportKeyRenewed event")
 
 
 def test_without_tls_the_job_configmap_holds_no_key(cluster):
@@ -164,7 +164,7 @@ def test_submission_time_value_names_the_application_does_not_declare_are_report
     write(api, "POST", f"{GROUP}/streamsjobs", (201,), json=job(
         "stv", "stv.sab", submissionTimeValues={"greeting": '"hello"', "greting": '"typo"', "Pipeline.greeting2": "x"}))
     wait_for(lambda: settled(api, "stv", 2), 30, "the job submitted")
-    (event,) = events_of(api, "stv", "UnusedSubmissionTimeValues")
+    (event,) = wait_for(lambda: events_of(api, "stv", "UnusedSubmissionTimeValues"), 10, "the warning")
     assert event["type"] == "Warning" and event["message"].endswith("ignored: Pipeline.greeting2, greting")
     (cond,) = [c for c in status(api, "stv")["conditions"] if c["type"] == "Submitted"]
     assert "not declared by the application, ignored: Pipeline.greeting2, greting" in cond["message"]
@@ -204,11 +204,17 @@ def test_a_spec_edit_relaunches_only_the_pes_whose_aadl_or_pod_it_changes(cluste
     greeter = next(p["metadata"]["name"] for p in pes(api, "ed") if "Op4" in p["spec"]["operators"])
 
     # a submission-time value only Op4 reads: its PE alone relaunches, the others' pods run on
-    edit(api, "ed", {"submissionTimeValues": {"greeting": "b"}}, 2)
+    edit(api, "ed", {"submissionTimeValues": {"greeting": "b", "greting": "c"}}, 2)
     assert launches(api, "ed") == {**first, greeter: 2}
+    (cond,) = [c for c in status(api, "ed")["conditions"] if c["type"] == "Submitted"]
+    assert cond["reason"] == "Modified" and cond["message"].startswith("generation 2 applied in place")
+    assert cond["message"].endswith("ignored: greting")
+    wait_for(lambda: events_of(api, "ed", "UnusedSubmissionTimeValues"), 10, "the warning")
     assert uids(api, "ed") == ids                                   # the PEs kept, not made again
-    assert pods - pods_of(api, "ed") == {f"{greeter}-1"}            # only the greeter's old pod went
-    (event,) = [e for e in events_of(api, "ed", "Modified") if "generation 2" in e["message"]]
+    wait_for(lambda: pods - pods_of(api, "ed") == {f"{greeter}-1"}, 30, "the greeter's old pod gone")
+    assert pods_of(api, "ed") - pods == {f"{greeter}-2"}            # the others' pods run on
+    (event,) = wait_for(lambda: [e for e in events_of(api, "ed", "Modified") if "generation 2" in e["message"]],
+                        10, "the Modified event")
     assert f"1 of 3 processing elements relaunched ({greeter})" in event["message"]
 
     # a field no pod or AADL carries: nothing relaunches
@@ -218,8 +224,11 @@ def test_a_spec_edit_relaunches_only_the_pes_whose_aadl_or_pod_it_changes(cluste
     # a trace level every pod's environment carries: every PE relaunches, once
     edit(api, "ed", {"processingElement": {"runtimeTraceLevel": "DEBUG"}}, 4)
     assert launches(api, "ed") == {n: c + 1 for n, c in {**first, greeter: 2}.items()}
-    pod = api.get(f"/api/v1/namespaces/default/pods/{greeter}-3").json()
+    pod = wait_for(lambda: (r := api.get(f"/api/v1/namespaces/default/pods/{greeter}-3")).status_code == 200
+                   and r.json(), 30, "the greeter's third launch")
     assert {"name": "STREAMS_INITIAL_TRACE_LEVEL", "value": "DEBUG"} in pod["spec"]["containers"][0]["env"]
+    wait_for(lambda: pods_of(api, "ed") == {f"{n}-{c + 1}" for n, c in {**first, greeter: 2}.items()}, 30,
+             "one pod per PE, of its new launch")
     assert uids(api, "ed") == ids and status(api, "ed")["phase"] == "Submitted"
 
 
