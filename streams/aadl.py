@@ -7,9 +7,9 @@ the job and application, the PE's flags and directories (where OpenStreams' boot
 bundle: `/tmp/assets/OUTPUT_DIR`), the ADL's context (libraries, host pools, tuple types), each
 operator instance with its shared object, resources, checkpointing and runtime constants
 (submission-time values filled in) and threading model (the ADL's `@threading`, else the Job's
-`threadingModel`: a `threading` annotation, see `_threading`), the PE's input and output ports with their static connections
-to other PEs, the operator definitions, tracing and the toolkits map (`aadlparts` renders what comes
-from the ADL once per application).
+`threadingModel`: a `threading` annotation, see `_threading`), the PE's input and output ports
+with their static connections to other PEs, the operator definitions, tracing and the toolkits map
+(`aadlparts` renders what comes from the ADL once per application).
 
 Ids a runtime sees:
 - a physical operator's `index` is its ADL index outside parallel regions; a channel copy's is
