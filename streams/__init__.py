@@ -19,6 +19,7 @@ The instance controller (`ykshm streams`):
     jobspec     a Job's spec read and checked (the seed's logical errors), PE options, resources table
     submission  fetch -> bundle -> ADL -> fuse -> AADLs -> the job's objects (idempotent)
     refuse      a parallel region's width changed (/scale): re-fuse, only touched PEs relaunch
+    respec      a changed Job spec applied in place: only the PEs whose AADL or pod it changes relaunch
     repair      objects of a running job a user deleted (AADL ConfigMaps, HostPools, CRs, CRO) re-made
     events      the controller's events, rate-limited per object
     conditions  status conditions: the time stamp, one condition replaced by type
@@ -28,6 +29,7 @@ The instance controller (`ykshm streams`):
     pepolicy    what a Job may put into its PE pods (hostPath, SYS_PTRACE, Secrets): the rest refused, named
     peobjects   what a PE runtime needs around its pod, as OpenStreams makes it: image, bootstrap,
                 STREAMS_* env, volumes, probe; the PE Services, job ConfigMap, token Secret
+    transportcert a job's self-signed transport certificate and key (TLSv1.2), kept in its job ConfigMap
     bundleserver the bundle endpoint PEs fetch from (`streams-api`, per-job token), in the controller
     nameservice the PEs' name service on `streams-api`: a job's name by id, PE endpoints, user
                 endpoints (`usr-` Service ports), subscriptions, as OpenStreams answers them
@@ -47,7 +49,7 @@ The instance controller (`ykshm streams`):
     region_main       the command lines of `ykshm cr-operator` and `ykshm pe-sim`
     appgen      ADL and .sab files in the compiler's format, for tests, the bench and the demo
 
-Pure modules (all but fetch, controller, submission, refuse, repair, events, kubecalls, crds, operators,
+Pure modules (all but fetch, controller, submission, refuse, respec, repair, events, kubecalls, crds, operators,
 bundleserver, nameservice, repository, pepod, main, region_main and the *_process modules) do no I/O.
 
 Consistent regions (`ykshm cr-operator`, one per job):

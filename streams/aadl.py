@@ -6,9 +6,10 @@ The document is what a PE's runtime reads from `/etc/config/pe/aadl.xml`: root `
 the job and application, the PE's flags and directories (where OpenStreams' bootstrap unpacks the
 bundle: `/tmp/assets/OUTPUT_DIR`), the ADL's context (libraries, host pools, tuple types), each
 operator instance with its shared object, resources, checkpointing and runtime constants
-(submission-time values filled in), the PE's input and output ports with their static connections
-to other PEs, the operator definitions, tracing and the toolkits map (`aadlparts` renders what comes
-from the ADL once per application).
+(submission-time values filled in) and threading model (the ADL's `@threading`, else the Job's
+`threadingModel`: a `threading` annotation, see `_threading`), the PE's input and output ports
+with their static connections to other PEs, the operator definitions, tracing and the toolkits map
+(`aadlparts` renders what comes from the ADL once per application).
 
 Ids a runtime sees:
 - a physical operator's `index` is its ADL index outside parallel regions; a channel copy's is
@@ -71,6 +72,24 @@ class AadlContext:
     submission_values: Mapping[str, str] = dataclasses.field(default_factory=dict)
     data_directory: str = "/data"
     checkpoint_directory: str = "/checkpoint"
+    threading: tuple[tuple[str, str], ...] = ()   # the Job's threadingModel (`threading_annotation`)
+
+
+XSI = "http://www.w3.org/2001/XMLSchema-instance"
+
+
+def threading_annotation(model: str | None, threads: int | None = None,
+                         elastic: bool | None = None) -> tuple[tuple[str, str], ...]:
+    """The Job's `threadingModel` as OpenStreams' SAM turns it into an operator's `threading`
+    annotation (`ThreadingModel.create`): `model`, and `threads` / `elastic` when given."""
+    if model is None:
+        return ()
+    out = [("model", model)]
+    if threads is not None:
+        out.append(("threads", str(threads)))
+    if elastic is not None:
+        out.append(("elastic", "true" if elastic else "false"))
+    return tuple(out)
 
 
 def content_id(aadl: bytes) -> str:
@@ -105,7 +124,7 @@ class _Job:
     base: int
     in_ports: dict[tuple[str, int], int]      # (operator, port) -> its PE input port index
     out_ports: dict[tuple[str, int], int]
-    heads: dict[str, tuple[str, OperParts]]
+    heads: dict[str, tuple[str, OperParts, str]]
 
 
 def pe_ports(pes: Iterable[Pe], where: dict[str, int]) -> tuple[dict, dict]:
@@ -243,9 +262,9 @@ def _render(t: _Job, pe: Pe) -> bytes:
     return "".join(out).encode()
 
 
-def _head(t: _Job, op: Operator) -> tuple[str, OperParts]:
-    """The cached part of an operator instance's start tag and body before its ports: the same for
-    every channel copy of one logical operator."""
+def _head(t: _Job, op: Operator) -> tuple[str, OperParts, str]:
+    """The cached parts of an operator instance: its start tag and body before its ports, and its
+    end: the same for every channel copy of one logical operator."""
     key = op.logical_name or op.name
     found = t.heads.get(key)
     if found is None:
@@ -254,16 +273,32 @@ def _head(t: _Job, op: Operator) -> tuple[str, OperParts]:
             parts = OperParts(_definition_index(t, op), op.kind, "true", "true", "<b:resources/>",
                               (), (), None, {}, {})
         constants = aadlparts.runtime_constants(t.parts, parts, t.context.submission_values)
+        phys, tail = _threading(parts.threading or t.context.threading, key, op.index, parts.toolkit)
         found = t.heads[key] = (
-            f' class={_q(parts.cls)} definitionIndex="{parts.definition}" '
+            f'{phys} class={_q(parts.cls)} definitionIndex="{parts.definition}" '
             f'singleThreadedOnInputs="{parts.single_in}" singleThreadedOnOutputs="{parts.single_out}" '
             f'restartable={_b(op.restartable)} relocatable={_b(op.relocatable)}>{parts.middle}{constants}',
-            parts)
+            parts, tail)
     return found
 
 
+def _threading(model: tuple[tuple[str, str], ...], logical: str, index: int, toolkit: str) -> tuple[str, str]:
+    """An operator's threading model, as OpenStreams' SAM gives it to the runtime: a `threading`
+    annotation of the physical operator instance (`PrimitiveOperator.populateNode`; read by
+    `OperatorContextImpl`), the ADL's own `@threading` nearest the operator, else the Job's
+    `threadingModel`. The annotation is part of `physOperInstanceType`, so such an instance says
+    that type (`xsi:type`, with its required logical name, index and toolkit index); an operator
+    without a model is written as before (its bytes, and its PE's content id, unchanged)."""
+    if not model:
+        return "", "</b:operInstance>\n"
+    attrs = "".join(f"<b:attr key={_q(k)} value={_q(v)}/>" for k, v in model)
+    return (f' xmlns:xsi={_q(XSI)} xsi:type="p:physOperInstanceType" logicalName={_q(logical)} '
+            f'logicalIndex="{index}" toolkitIndex={_q(toolkit)}',
+            f'<p:annotation tag="threading"><b:tuple>{attrs}</b:tuple></p:annotation></b:operInstance>\n')
+
+
 def _operator(out: list[str], t: _Job, op: Operator, pe_index: int) -> None:
-    head, parts = _head(t, op)
+    head, parts, tail = _head(t, op)
     out.append(f'<b:operInstance index="{physical_index(op, t.base)}" name={_q(op.name)}{head}')
     where, ops, base = t.where, t.ops, t.base
     out.append("<b:inputPorts>" if op.inputs else "<b:inputPorts/>")
@@ -290,7 +325,7 @@ def _operator(out: list[str], t: _Job, op: Operator, pe_index: int) -> None:
     if op.inputs:
         out.append("</b:inputPorts>")
     if not op.outputs:
-        out.append("<b:outputPorts/></b:operInstance>\n")
+        out.append("<b:outputPorts/>" + tail)
         return
     out.append("<b:outputPorts>")
     for port in op.outputs:
@@ -310,7 +345,7 @@ def _operator(out: list[str], t: _Job, op: Operator, pe_index: int) -> None:
                 intra.append(f'<b:intraPeConnection operInstanceIndex="{idx}" iportIndex="{ref.port}"/>')
         out += intra
         out.append("</b:outputPort>")
-    out.append("</b:outputPorts></b:operInstance>\n")
+    out.append("</b:outputPorts>" + tail)
 
 
 def _definition_index(t: _Job, op: Operator) -> int:

@@ -18,6 +18,7 @@ import dataclasses
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping
 
+from .adl import stv_keys
 from .errors import AdlError
 from .model import Application
 
@@ -88,6 +89,8 @@ class OperParts:
     tracing: str | None
     inputs: Mapping[int, PortParts]
     outputs: Mapping[int, PortParts]
+    threading: tuple[tuple[str, str], ...] = ()  # the ADL's @threading nearest the operator (key, value)
+    toolkit: str = "0"                           # its definition's toolkitIndex
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,9 +144,41 @@ def _build(root: ET.Element) -> AppParts:
            for s in _find(app_el, "submissionTimeValues") or ()}
     ns = root.tag[:root.tag.index("}") + 1] if root.tag.startswith("{") else ""
     tags = _Tags(ns)
-    operators = {el.get("name", ""): _operator(el, tags)
-                 for el in (app_el.iter(ns + "primitiveOperInstance") if app_el is not None else ())}
+    kits = {d.get("index"): d.get("toolkitIndex", "0") for d in _find(app_el, "primitiveOperDefinitions") or ()}
+    models = _threading_models(app_el, ns)
+    operators = {}
+    for el in app_el.iter(ns + "primitiveOperInstance") if app_el is not None else ():
+        name = el.get("name", "")
+        operators[name] = dataclasses.replace(_operator(el, tags), threading=models.get(name, ()),
+                                              toolkit=kits.get(el.get("definitionIndex", "0"), "0"))
     return AppParts(header, context, tuple_types, definitions, toolkits, stv, operators)
+
+
+def _threading_of(el: ET.Element, ns: str) -> tuple[tuple[str, str], ...]:
+    """An element's own `@threading` SPL annotation as (key, value) pairs; () when it has none."""
+    for child in el:
+        if child.tag == ns + "splAnnotation" and child.get("tag") == "threading":
+            return tuple((v.get("key", ""), (v.text or "").strip()) for v in child if v.tag == ns + "value")
+    return ()
+
+
+def _threading_models(app_el: ET.Element | None, ns: str) -> dict[str, tuple[tuple[str, str], ...]]:
+    """Primitive operator name -> the ADL's threading model that governs it, as OpenStreams' SAM
+    finds it (`CompositeOperator.getThreadingModel`): its composite instance's `@threading`, else
+    that composite's definition's, else the enclosing composite's; none: no entry."""
+    composites = _find(app_el, "composites")
+    defs = {d.get("index"): _threading_of(d, ns) for d in _find(composites, "compositeOperDefinitions") or ()}
+    out: dict[str, tuple[tuple[str, str], ...]] = {}
+    stack = [(el, ()) for el in _find(composites, "compositeOperInstances") or ()]
+    while stack:
+        el, outer = stack.pop()
+        model = _threading_of(el, ns) or defs.get(el.get("definitionIndex")) or outer
+        for child in el:
+            if child.tag == ns + "compositeOperInstance":
+                stack.append((child, model))
+            elif child.tag == ns + "primitiveOperInstance" and model:
+                out[child.get("name", "")] = model
+    return out
 
 
 class _Tags:
@@ -232,13 +267,12 @@ def _operator(el: ET.Element, tags: _Tags) -> OperParts:
 
 def runtime_constants(app_parts: AppParts, op: OperParts, values: Mapping[str, str]) -> str:
     """`<b:runtimeConstants>` of `op`, submission-time values given at submission filled in
-    (`COMPOSITE.NAME` or `NAME`, as the ADL parser looks them up)."""
+    (by `adl.stv_keys`, as the ADL parser looks them up)."""
     out = []
     for name, value, stv, default in op.constants:
         attrs = f"<b:runtimeConstant name={q(name)}"
         if stv is not None:
-            composite, key = app_parts.stv.get(stv, ("", ""))
-            given = values.get(f"{composite}.{key}", values.get(key))
+            given = next((values[k] for k in stv_keys(*app_parts.stv.get(stv, ("", ""))) if k in values), None)
             if given is not None:
                 value = str(given)
             attrs += f' submissionTimeValueIndex="{stv}"'

@@ -41,7 +41,7 @@ from defusedxml import DefusedXmlException
 
 from common.gcpause import paused_gc
 
-from .errors import AdlError
+from .errors import AdlError, LogicalError
 from .model import (MAX_WIDTH, Application, ConsistentRegionSpec, HostPool, Operator, ParallelRegion, Port,
                     PortRef)
 
@@ -69,6 +69,35 @@ def parse_adl(xml: bytes, *, submission_values: Mapping[str, str] | None = None)
     app = _Parser(root, dict(submission_values or {}), bytes(xml)).application()
     app.derived["adl_root"] = root      # what aadlparts copies into the AADLs (no second parse)
     return app
+
+
+def stv_keys(composite: str, name: str) -> tuple[str, ...]:
+    """The names a submission-time value answers to, as OpenStreams' SAM matches them
+    (`setAndVerifySubmissionParms`): `COMPOSITE.NAME`, the same without the namespace
+    (`ns::Main.x` -> `Main.x`), and `NAME`; the first given wins."""
+    qualified = f"{composite}.{name}"
+    partial = qualified[qualified.rfind(":") + 1:]
+    return tuple(dict.fromkeys((qualified, partial, name)))
+
+
+def unused_values(root: ET.Element, values: Mapping[str, str]) -> list[str]:
+    """The names in `values` no submission-time value of the ADL answers to. OpenStreams logs
+    them as a warning (`SubmissionParameterExtraWarning`) and submits; the controller reports
+    them on the Job (a Warning event and the Submitted condition), so a misspelt name is seen.
+    A value given under two of its names fails, as in OpenStreams (`SubmissionParameterDuplicateError`):
+    LogicalError naming both."""
+    if not values:
+        return []
+    declared: set[str] = set()
+    for el in root.iter():
+        if el.tag.rpartition("}")[2] == "submissionTimeValue":
+            keys = stv_keys(el.get("compositeName", ""), el.get("name", ""))
+            given = [k for k in keys if k in values]
+            if len(given) > 1:
+                raise LogicalError(tuple(f"spec.submissionTimeValues.{k}" for k in given),
+                                   "one submission-time value given under more than one of its names")
+            declared.update(keys)
+    return sorted(set(values) - declared)
 
 
 _ENCODING = re.compile(rb"""^<\?xml[^>]*?\sencoding\s*=\s*["']([A-Za-z0-9._-]+)["']""")
@@ -573,8 +602,7 @@ class _Parser:
         if el is None:
             raise AdlError(f"{where}: submission-time value index {index} does not exist")
         name = el.get("name", "")
-        qualified = f"{el.get('compositeName', '')}.{name}"
-        for key in (qualified, name):
+        for key in stv_keys(el.get("compositeName", ""), name):
             if key in self.submission_values:
                 return _spl_literal(str(self.submission_values[key]))
         for attr in ("value", "defaultValue"):

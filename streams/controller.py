@@ -19,7 +19,9 @@ Tasks, all in one nursery owned by `Controller.run`:
 Job status (`/status`): `phase` Submitting -> Submitted -> Running (every PE's connectivity Full),
 or Failed with `message` and a `Submitted` condition whose reason names what went wrong; a
 Warning event says the same. A failed job's objects are deleted with Foreground propagation; a
-change to its spec (a new `metadata.generation`) submits it again from that clean slate.
+change to its spec (a new `metadata.generation`) submits it again from that clean slate. A change
+to a submitted job's spec is applied in place when it keeps the job's shape (`respec`: only the PEs
+whose AADL or pod it changes relaunch), else the job is resubmitted from a clean slate.
 
 API errors never end the process (`_on_error`, the one boundary of every per-job task): a
 transient one (5xx, 429, 409, a timeout, a dropped connection) retries that job alone with
@@ -44,7 +46,7 @@ import httpx
 import trio
 
 from kube.client import ApiStatusError, Informer, backoff_delays, check, typed_items
-from . import jobids, kubecalls as kube, reconcile, repair, submission
+from . import jobids, kubecalls as kube, reconcile, repair, respec, submission
 from .croobjects import WAITING_FOR_SECRET
 from .events import Events
 from .fetchpolicy import FetchPolicy
@@ -593,6 +595,8 @@ class Controller:
         status = job.get("status") or {}
         generation = job["metadata"].get("generation", 1)
         if status.get("phase") in ("Submitted", "Running") and status.get("observedGeneration") != generation:
+            if await self._respec(key, job, spec):
+                return
             await self.events.post(job, "Modified", f"the spec changed (generation {generation}): "
                                    "resubmitting from a clean slate")
             await self._clean_slate(key, job)
@@ -625,13 +629,16 @@ class Controller:
                              f"submission not done within submissionTimeOutInSeconds={timeout:g}", clean=True)
             return
         latest = self.job(key) or job
+        ignored = submission.unused_note(prepared.app)
         done = {**(latest.get("status") or {}), "phase": "Submitted", "peCount": len(prepared.pes), "jobId": job_id,
                 "hostPools": len(prepared.app.host_pools), "fusionNodes": prepared.nodes, "message": "",
                 "observedGeneration": job["metadata"].get("generation", 1),
                 "conditions": with_condition((latest.get("status") or {}).get("conditions") or [], {
                     "type": "Submitted", "status": "True", "reason": "Fused",
-                    "message": f"fused into {len(prepared.pes)} PEs", "lastTransitionTime": now()})}
+                    "message": f"fused into {len(prepared.pes)} PEs{ignored}", "lastTransitionTime": now()})}
         kube.written(await kube.put_status(self.client, latest, done))
+        if unused := submission.unused_message(prepared.app):
+            await self.events.post(latest, "UnusedSubmissionTimeValues", unused, "Warning")
         await self.events.post(latest, "Submitted",
                               f"bundle {spec.bundle_name} fused into {len(prepared.pes)} processing elements")
 
@@ -643,6 +650,19 @@ class Controller:
             job_id = jobids.next_id(self.informers["Job"].store, key[0], self.next_ids.get(key[0], 0))
         self.next_ids[key[0]] = max(self.next_ids.get(key[0], 0), job_id + 1)
         return job_id
+
+    async def _respec(self, key: JobKey, job: dict[str, Any], spec: JobSpec) -> bool:
+        """A spec edit that keeps the job's shape, applied in place (respec: only the PEs whose
+        AADL or pod it changes relaunch); False when the job is to be resubmitted (also when the
+        bundle cannot be loaded within submissionTimeOutInSeconds: the resubmission reports why)."""
+        timeout = spec.submission_timeout
+        with trio.move_on_after(timeout if math.isfinite(timeout) else math.inf):
+            try:
+                async with self.fetch_slots:
+                    return await respec.apply(self, key, job, spec)
+            except submission.SUBMISSION_ERRORS as exc:
+                log.info("job %s/%s: the edit is resubmitted: %s", key[0], key[1], exc)
+        return False
 
     async def _fail(self, job: dict[str, Any], reason: str, message: str, clean: bool = False) -> None:
         log.warning("job %s/%s failed: %s: %s", job["metadata"].get("namespace"),

@@ -78,6 +78,7 @@ class JobSpec:
     job_id: int = 0
     """The job's id (`status.jobId`, streams/jobids.py): its AADLs' `jobId` and port labels. 0
     before the controller gives one, and for a job launched before ids existed (what its AADLs say)."""
+    transport_cert_days: int = 30     # transportCertificateValidityInDays (transportcert)
 
     @property
     def app_id(self) -> str:
@@ -147,7 +148,17 @@ def read_job(job: Mapping[str, Any]) -> JobSpec:
         submission_timeout=_seconds(spec, "submissionTimeOutInSeconds", 300.0),
         resources=resources, queue=str(labels.get(QUEUE_LABEL) or DEFAULT_QUEUE),
         submission_values={str(k): str(v) for k, v in values.items()},
-        job_id=job_id_of(job) or 0)
+        job_id=job_id_of(job) or 0,
+        transport_cert_days=_days(spec, "transportCertificateValidityInDays", 30))
+
+
+def _days(doc: Mapping[str, Any], key: str, default: int) -> int:
+    value = doc.get(key)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 36500:
+        raise LogicalError((f"spec.{key}",), f"must be a whole number of days from 1 to 36500, not {value!r}")
+    return value
 
 
 LABEL_VALUE_MAX = 63
@@ -183,6 +194,10 @@ def _check_checkpoint_repository(store: Any) -> None:
         raise LogicalError((f"{CHECKPOINT_STORE}.redis",), "a Redis checkpoint store is not supported "
                            "by ykshm; use fileSystem (a volumeClaim or a path)")
     unknown = sorted(set(store) - {"fileSystem"})
+    if not store:
+        # OpenStreams: the fileSystem environment with no volume when its controller has
+        # STREAMS_CHECKPOINT_PATH, else nothing at all; either way no store a user can see
+        raise LogicalError((CHECKPOINT_STORE,), "names no store: give fileSystem (a volumeClaim or a path)")
     if unknown:
         raise LogicalError(tuple(f"{CHECKPOINT_STORE}.{key}" for key in unknown),
                            "unknown checkpoint store: fileSystem is the one ykshm supports")

@@ -21,7 +21,11 @@ their bundle from `--api-bind` through the `streams-api` Service (`bundleserver`
 runtime from the bundle repository (`repository`): a redis-server child on the `--api-bind` host
 and `--repository-port` (default 6379, 0: any free port), port `repository` 6379 of that Service;
 `--repository off` runs none (a Job with no bundle source then reads `--bundle-dir`). A
-repository that cannot start is one line and exit 2.
+repository that cannot start is one line and exit 2. As OpenStreams'
+controller, the environment's `STREAMS_DATA_PATH` is the /data hostPath of PEs that name neither a
+`dataVolumeClaim` nor a `dataPath`, and `STREAMS_CHECKPOINT_PATH` the /checkpoint hostPath of a
+`fileSystem` store whose `path` is null (both absolute, else exit 2; the administrator's choice, so
+`--allow-host-path` does not apply to them).
 At start the API server is asked (a dry-run create) whether it takes the `--api-bind` address in
 that Service's Endpoints: a real kube-apiserver refuses loopback, link-local and unspecified ones,
 which would fail every Job, so that is one line naming `--api-bind` and exit 2 instead.
@@ -155,11 +159,15 @@ def _run(argv: Sequence[str]) -> int:
     policy = FetchPolicy(github_hosts=frozenset({"api.github.com", *(h.lower() for h in args.github_host)}),
                          allow_hosts=frozenset(h.lower() for h in args.allow_fetch_host),
                          cluster_networks=args.cluster_networks)
+    try:
+        pe_runtime = PeRuntime.from_environ(args.pe_image, os.environ)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     settings = Settings(bundle_dir=os.path.abspath(args.bundle_dir), cache_dir=args.cache_dir,
                         namespace=args.namespace, operator_argv=operator_argv, fetch_policy=policy,
                         max_submissions=args.max_submissions, operator_pod=operator_pod,
                         operator_unready_after=args.operator_unready_after,
-                        pe_runtime=PeRuntime(image=args.pe_image), api_bind=args.api_bind,
+                        pe_runtime=pe_runtime, api_bind=args.api_bind,
                         pe_policy=PePolicy(tuple(args.allow_host_path), args.allow_ptrace),
                         repository=repository)
 

@@ -43,7 +43,7 @@ from typing import Any
 
 import orjson
 
-from . import peobjects
+from . import peobjects, transportcert
 from .jobspec import JobSpec, resources_for_pes
 from .peobjects import PeRuntime
 
@@ -158,9 +158,23 @@ def pe_object(job: JobSpec, job_obj: Mapping[str, Any], doc: Mapping[str, Any],
     if doc.get("parallelRegion") is not None:
         spec["parallelRegion"] = doc["parallelRegion"]
         spec["channel"] = doc["channel"]
-    return {"apiVersion": API_VERSION, "kind": "ProcessingElement",
-            "metadata": _meta(job, pe_name(job.name, index), job_obj, "pe", {LABEL_PE: str(index)}),
-            "spec": spec}
+    meta = _meta(job, pe_name(job.name, index), job_obj, "pe", {LABEL_PE: str(index)})
+    meta["annotations"] = {ANNOTATION_POD_INPUTS: pod_inputs(job)}
+    return {"apiVersion": API_VERSION, "kind": "ProcessingElement", "metadata": meta, "spec": spec}
+
+
+ANNOTATION_POD_INPUTS = f"{GROUP}/pod-inputs"
+
+
+def pod_inputs(job: JobSpec) -> str:
+    """A digest of what of the Job its PEs' pods are made from beyond the PE's own spec (the PE
+    options, the job's resources and queue, the certificate's validity under TLS): a spec edit that
+    changes it relaunches the PEs (`respec`), one that does not leaves them running."""
+    inputs = {"options": {k: v for k, v in job.pe_options.items() if v is not None},
+              "pullPolicy": job.image_pull_policy, "pullSecret": job.image_pull_secret,
+              "sab": job.bundle_name, "resources": job.resources, "queue": job.queue,
+              "certDays": job.transport_cert_days if transportcert.secured(job.pe_options) else None}
+    return hashlib.blake2b(orjson.dumps(inputs, option=orjson.OPT_SORT_KEYS), digest_size=8).hexdigest()
 
 
 def host_pool_object(job: JobSpec, job_obj: Mapping[str, Any], pool: Any) -> dict[str, Any]:
@@ -284,7 +298,7 @@ def pod_object(job: JobSpec, pe: Mapping[str, Any], doc: Mapping[str, Any], pe_c
     index, launch = int(spec["id"]), int(spec.get("launchCount") or 1)
     extra_labels, affinity = placement(job, doc)
     resources = resources_for_pes(job.resources, spec.get("resources"), pe_count)
-    volumes, mounts = peobjects.volumes(job.name, aadl_configmap_name(job.name, index), spec)
+    volumes, mounts = peobjects.volumes(job.name, aadl_configmap_name(job.name, index), spec, runtime)
     container = peobjects.container(runtime, job.namespace, job.name, spec, index, launch, mounts, resources,
                                     spec.get("imagePullPolicy") or job.image_pull_policy)
     pod_spec: dict[str, Any] = {

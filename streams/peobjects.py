@@ -15,10 +15,10 @@ Volumes (mount paths as OpenStreams'):
 | volume                               | source                                   | mounted at |
 |--------------------------------------|------------------------------------------|------------|
 | pe-config-volume                     | the PE's AADL ConfigMap (`aadl.xml`)     | /etc/config/pe |
-| job-config-volume                    | ConfigMap `JOB` (`operator_port_labels.properties`) | /etc/config/job |
+| job-config-volume                    | ConfigMap `JOB` (`operator_port_labels.properties`; `transport.cert`/`.key` under TLS) | /etc/config/job |
 | job-token-volume                     | Secret `JOB-token` (`token`)             | /etc/config/token (ours: the PE's credential for the bundle endpoint and the cr-operator) |
-| data-volume                          | PVC `dataVolumeClaim` (subPath), else hostPath `dataPath` | /data |
-| checkpoint-volume                    | PVC / hostPath of `checkpointRepository.fileSystem` | /checkpoint |
+| data-volume                          | PVC `dataVolumeClaim` (subPath), else hostPath `dataPath`, else hostPath `$STREAMS_DATA_PATH` of the controller | /data |
+| checkpoint-volume                    | PVC / hostPath of `checkpointRepository.fileSystem` (`path: null`: `$STREAMS_CHECKPOINT_PATH`) | /checkpoint |
 | app-properties-secret-volume         | Secret `appPropertiesSecret`             | /etc/config/app |
 | restricted-properties-secret-volume  | Secret `restrictedPropertiesSecret`      | /etc/config/restricted |
 
@@ -56,9 +56,25 @@ LABEL_APP, LABEL_SVC, LABEL_CR = "app", "svc", f"{GROUP}/cr"
 
 @dataclasses.dataclass(frozen=True)
 class PeRuntime:
-    """How the controller runs PEs: the runtime image pattern (`ykshm streams --pe-image`)."""
+    """How the controller runs PEs: the runtime image pattern (`ykshm streams --pe-image`), and the
+    host paths its environment gives PEs that name none (OpenStreams' `KubernetesEnvironment`:
+    `STREAMS_DATA_PATH`, `STREAMS_CHECKPOINT_PATH`; `from_environ`)."""
 
     image: str = DEFAULT_IMAGE
+    data_path: str | None = None          # the /data hostPath when a PE has no claim nor dataPath
+    checkpoint_path: str | None = None    # the /checkpoint hostPath of a fileSystem store whose path is null
+
+    @classmethod
+    def from_environ(cls, image: str, environ: Mapping[str, str]) -> PeRuntime:
+        """The controller's settings; an empty variable is unset (as `Optional.ofNullable` of
+        OpenStreams reads an unset one); a relative path is a usage error (`ValueError`)."""
+        paths = {}
+        for name, var in (("data_path", "STREAMS_DATA_PATH"), ("checkpoint_path", "STREAMS_CHECKPOINT_PATH")):
+            value = environ.get(var) or None
+            if value is not None and (not value.startswith("/") or "\0" in value):
+                raise ValueError(f"{var}={value!r}: the hostPath must be an absolute path")
+            paths[name] = value
+        return cls(image=image, **paths)
 
     def image_for(self, pe_spec: Mapping[str, Any]) -> str:
         if pe_spec.get("image"):
@@ -115,8 +131,10 @@ def _claim_or_path(name: str, claim: Any, path: Any) -> dict[str, Any] | None:
     return None
 
 
-def volumes(job: str, aadl_configmap: str, pe_spec: Mapping[str, Any]) -> tuple[list, list]:
-    """(pod volumes, container volumeMounts) of a PE pod."""
+def volumes(job: str, aadl_configmap: str, pe_spec: Mapping[str, Any],
+            runtime: PeRuntime = PeRuntime()) -> tuple[list, list]:
+    """(pod volumes, container volumeMounts) of a PE pod; `/data` as OpenStreams' PodSpecBuilder:
+    the claim, else `dataPath`, else the controller's STREAMS_DATA_PATH, else none."""
     vols = [{"name": "pe-config-volume", "configMap": {"name": aadl_configmap}},
             {"name": "job-config-volume", "configMap": {"name": job}},
             {"name": "job-token-volume", "secret": {"secretName": token_secret_name(job)}}]
@@ -124,7 +142,7 @@ def volumes(job: str, aadl_configmap: str, pe_spec: Mapping[str, Any]) -> tuple[
               {"name": "job-config-volume", "mountPath": "/etc/config/job", "readOnly": True},
               {"name": "job-token-volume", "mountPath": TOKEN_DIR, "readOnly": True}]
     claim = pe_spec.get("dataVolumeClaim")
-    data = _claim_or_path("data-volume", claim, pe_spec.get("dataPath"))
+    data = _claim_or_path("data-volume", claim, pe_spec.get("dataPath") or runtime.data_path)
     if data is not None:
         vols.append(data)
         mounts.append({"name": "data-volume", "mountPath": "/data",
@@ -133,7 +151,10 @@ def volumes(job: str, aadl_configmap: str, pe_spec: Mapping[str, Any]) -> tuple[
     fs = store.get("fileSystem") if isinstance(store, Mapping) else None
     if isinstance(fs, Mapping):
         claim = fs.get("volumeClaim")
-        vols.append(_claim_or_path("checkpoint-volume", claim, fs.get("path") or "/checkpoint"))
+        # FilesystemDataStoreSpec's path defaults to /checkpoint; only an explicit null takes the
+        # controller's STREAMS_CHECKPOINT_PATH (and with none set, the volume is /checkpoint still)
+        path = fs["path"] if "path" in fs else "/checkpoint"
+        vols.append(_claim_or_path("checkpoint-volume", claim, path or runtime.checkpoint_path or "/checkpoint"))
         mounts.append({"name": "checkpoint-volume", "mountPath": "/checkpoint",
                        **({"subPath": str(claim["subPath"])} if isinstance(claim, Mapping) and claim.get("subPath") else {})})
     for key, name, path in (("appPropertiesSecret", "app-properties-secret-volume", "/etc/config/app"),
@@ -199,14 +220,15 @@ def port_labels(labels: Mapping[str, str]) -> str:
 
 
 def job_configmap(namespace: str, job: str, labels: Mapping[str, str],
-                  owner: Mapping[str, Any]) -> dict[str, Any]:
+                  owner: Mapping[str, Any], transport: Mapping[str, str] | None = None) -> dict[str, Any]:
     """ConfigMap `JOB`, mounted at /etc/config/job: where the runtime's name service finds which
-    PE port each operator input port is."""
+    PE port each operator input port is, and, under transport security, the job's certificate and
+    key (`transport`: `transportcert.for_job`)."""
     return {"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": job, "namespace": namespace,
                          "labels": {LABEL_APP: "streams", f"{GROUP}/job": job, f"{GROUP}/kind": "job"},
                          "ownerReferences": [owner]},
-            "data": {PORT_LABELS: port_labels(labels)}}
+            "data": {**(transport or {}), PORT_LABELS: port_labels(labels)}}
 
 
 def token_secret(namespace: str, job: str, token: str, owner: Mapping[str, Any]) -> dict[str, Any]:

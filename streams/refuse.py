@@ -23,8 +23,8 @@ from typing import Any
 
 from kube.client import ApiStatusError
 
-from . import aadl as aadl_mod, adl as adl_mod
-from . import conditions, kubecalls as kube, objects, peobjects, reconcile, submission
+from . import adl as adl_mod
+from . import conditions, kubecalls as kube, objects, reconcile, submission
 from .jobspec import JobSpec
 from .objects import ADL_XML, LABEL_CONTENT, LABEL_KIND, LABEL_PE
 
@@ -54,7 +54,7 @@ async def apply_widths(ctl: Any, key: tuple[str, str], job: dict[str, Any], spec
     made: list[dict[str, Any]] = []
     try:
         added, replaced = await _write_configmaps(ctl, spec, job, prepared, existing, made)
-        await _port_labels(ctl, spec, job, prepared)
+        await submission.write_job_configmap(ctl.client, spec, job, prepared)
     except ApiStatusError as exc:
         if not kube.permanent(exc):
             raise
@@ -105,17 +105,6 @@ async def _write_configmaps(ctl: Any, spec: JobSpec, job: Mapping[str, Any], pre
             kube.written(await kube.replace(ctl.client, updated))
             replaced.append(doc["index"])
     return added, replaced
-
-
-async def _port_labels(ctl: Any, spec: JobSpec, job: Mapping[str, Any], prepared: Any) -> None:
-    """The job ConfigMap `JOB` as the new fusion has it (a PE added or renumbered moves labels)."""
-    labels = aadl_mod.port_labels(prepared.app, prepared.pes, job_id=spec.job_id)
-    want = peobjects.job_configmap(spec.namespace, spec.name, labels, objects.owner_ref(job))
-    have = await kube.get(ctl.client, "ConfigMap", spec.namespace, spec.name)
-    if have is None:
-        await kube.create(ctl.client, want)
-    elif have.get("data") != want["data"]:
-        kube.written(await kube.replace(ctl.client, {**have, "data": want["data"]}))
 
 
 async def _members(ctl: Any, key: tuple[str, str], prepared: Any) -> None:

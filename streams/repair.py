@@ -9,7 +9,9 @@ new token). When one
 is missing while the job's widths are settled, the job is fused again from the stored ADL
 (`JOB-adl`) with the widths applied, keeping every PE as it is (a PE whose ConfigMap is gone is
 described by its own spec: `id`, `operators`), so every re-made AADL is byte-identical and no PE
-gets a new launch; the missing objects are created. A repaired ConsistentRegion is made with an
+gets a new launch; the missing objects are created (a job ConfigMap under transport security with a
+new certificate and key, the old key being lost with it: then every PE relaunches, so the job's PEs
+agree on one pair). A repaired ConsistentRegion is made with an
 empty status; the running cr-operator, which waits for it rather than failing, writes its region's
 status there, so the sequence ids go on from where they were (an operator restarted in between
 would start them again: they lived in the deleted object). A missing `JOB-adl` cannot be
@@ -22,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from . import adl as adl_mod
-from . import kubecalls as kube, reconcile, submission
+from . import kubecalls as kube, reconcile, submission, transportcert
 from .jobspec import JobSpec
 from .objects import ADL_XML, LABEL_KIND
 
@@ -76,7 +78,9 @@ async def repair(ctl: Any, key: tuple[str, str], job: Mapping[str, Any], spec: J
     except submission.SUBMISSION_ERRORS:
         return False                # e.g. a narrowed PE the plan is about to delete
     made = 0
-    for obj in submission.desired_objects(spec, job, prepared):
+    lost_pair = JOB_CONFIGMAP in what and transportcert.secured(spec.pe_options)
+    transport = await submission.transport_pair(spec) if lost_pair else None
+    for obj in submission.desired_objects(spec, job, prepared, transport):
         if obj["kind"] == "Secret" and TOKEN_SECRET not in what:
             continue                # it exists (a create would only be refused)
         kind = obj["metadata"]["labels"].get(LABEL_KIND)
@@ -85,4 +89,18 @@ async def repair(ctl: Any, key: tuple[str, str], job: Mapping[str, Any], spec: J
             made += await kube.create(ctl.client, obj) is not None
     if made:
         await ctl.events.post(job, "Repaired", f"re-created {', '.join(what)}", "Warning")
+    if made and lost_pair:
+        await _relaunch_for_new_pair(ctl, job, pes)
     return made > 0
+
+
+async def _relaunch_for_new_pair(ctl: Any, job: Mapping[str, Any], pes: Sequence[Mapping[str, Any]]) -> None:
+    """The job ConfigMap came back with a new transport certificate and key (the old key was lost
+    with it): every PE gets a new launch, so all of the job's PEs speak TLS with one pair."""
+    for pe in pes:
+        if pe["metadata"].get("deletionTimestamp"):
+            continue
+        launch = int(pe["spec"].get("launchCount") or 1) + 1
+        kube.written(await kube.replace(ctl.client, {**pe, "spec": {**pe["spec"], "launchCount": launch}}))
+    await ctl.events.post(job, "TransportKeyRenewed", "the job ConfigMap was re-made with a new transport "
+                          f"certificate and key: {len(pes)} processing elements relaunched", "Warning")

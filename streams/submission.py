@@ -25,7 +25,7 @@ from common.quantity import parse_milli
 from . import aadl as aadl_mod
 from . import bundle as bundle_mod
 from . import adl as adl_mod
-from . import fusion, kubecalls as kube, objects, peobjects
+from . import fusion, kubecalls as kube, objects, peobjects, transportcert
 from .errors import StreamsError
 from .jobspec import JobSpec
 
@@ -72,8 +72,10 @@ def _prepared(app: Any, spec: JobSpec, pes: tuple[Any, ...], nodes: int) -> Prep
     for doc, pe in zip(docs, pes):
         if triggers := objects.pe_triggers(app, pe):
             doc["triggers"] = triggers     # pe.json: the regions this PE's drains start (pepod)
+    fspec = fusion.FusionSpec.from_job(spec.fusion, spec.threading_model)
     texts = aadl_mod.aadls(app, pes, context=aadl_mod.AadlContext(
-        job=spec.name, job_id=spec.job_id, submission_values=dict(spec.submission_values or {})))
+        job=spec.name, job_id=spec.job_id, submission_values=dict(spec.submission_values or {}),
+        threading=aadl_mod.threading_annotation(fspec.threading, fspec.thread_count, fspec.elastic)))
     aadls = tuple(texts[pe.index] for pe in pes)
     return Prepared(app, pes, docs, aadls, tuple(aadl_mod.content_id(a) for a in aadls), nodes)
 
@@ -102,13 +104,15 @@ class _Fused:
     operators: tuple[str, ...]
 
 
-def desired_objects(spec: JobSpec, job_obj: Mapping[str, Any], prepared: Prepared) -> list[dict[str, Any]]:
-    """Everything a submission creates, in creation order (PEs last but the region objects)."""
+def desired_objects(spec: JobSpec, job_obj: Mapping[str, Any], prepared: Prepared,
+                    transport: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+    """Everything a submission creates, in creation order (PEs last but the region objects);
+    `transport` is the job ConfigMap's certificate and key (`transport_pair`)."""
     app = prepared.app
     out: list[dict[str, Any]] = [objects.adl_configmap(spec, job_obj, app.adl)]
     owner = objects.owner_ref(job_obj)
     out.append(peobjects.job_configmap(spec.namespace, spec.name,
-                                       aadl_mod.port_labels(app, prepared.pes, job_id=spec.job_id), owner))
+                                       aadl_mod.port_labels(app, prepared.pes, job_id=spec.job_id), owner, transport))
     out.append(peobjects.token_secret(spec.namespace, spec.name, peobjects.new_token(), owner))
     out += [objects.host_pool_object(spec, job_obj, pool) for pool in app.host_pools]
     out += [objects.parallel_region_object(spec, job_obj, region, spec.fusion.get("type"))
@@ -125,8 +129,48 @@ def desired_objects(spec: JobSpec, job_obj: Mapping[str, Any], prepared: Prepare
     return out
 
 
+async def transport_pair(spec: JobSpec, have: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The job ConfigMap's transport entries (`transportcert.for_job`), a new RSA key made in a
+    worker thread (~0.2 s of CPU the event loop must not wait for)."""
+    return await trio.to_thread.run_sync(transportcert.for_job, spec.pe_options, spec.transport_cert_days, have)
+
+
+async def write_job_configmap(client: httpx.AsyncClient, spec: JobSpec, job: Mapping[str, Any],
+                              prepared: Prepared) -> None:
+    """The job ConfigMap `JOB` as a new fusion or an edit has it (port labels with the job's id;
+    a PE added or renumbered moves labels), its transport pair kept (or made, or dropped)."""
+    have = await kube.get(client, "ConfigMap", spec.namespace, spec.name)
+    transport = await transport_pair(spec, (have or {}).get("data"))
+    want = peobjects.job_configmap(spec.namespace, spec.name,
+                                   aadl_mod.port_labels(prepared.app, prepared.pes, job_id=spec.job_id),
+                                   objects.owner_ref(job), transport)
+    if have is None:
+        await kube.create(client, want)
+    elif have.get("data") != want["data"]:
+        kube.written(await kube.replace(client, {**have, "data": want["data"]}))
+
+
 def _parse(data: bytes, values: Mapping[str, str]) -> Any:
-    return adl_mod.parse_adl(bundle_mod.read_bundle(data).adl, submission_values=values)
+    app = adl_mod.parse_adl(bundle_mod.read_bundle(data).adl, submission_values=values)
+    app.derived[UNUSED_VALUES] = adl_mod.unused_values(app.derived["adl_root"], values)
+    return app
+
+
+UNUSED_VALUES = "unused_submission_values"     # app.derived: names no submission-time value answers to
+
+
+def unused_note(app: Any) -> str:
+    """What the Submitted condition adds about `spec.submissionTimeValues` names the application
+    does not declare ("" when there are none)."""
+    unused = app.derived.get(UNUSED_VALUES) or []
+    return f"; submissionTimeValues not declared by the application, ignored: {', '.join(unused)}" if unused else ""
+
+
+def unused_message(app: Any) -> str | None:
+    """The `UnusedSubmissionTimeValues` Warning event's message, or None."""
+    unused = app.derived.get(UNUSED_VALUES) or []
+    return (f"spec.submissionTimeValues names no submission-time value of the application declares, "
+            f"ignored: {', '.join(unused)}") if unused else None
 
 
 async def load(client: httpx.AsyncClient, spec: JobSpec, *, bundle_dir: str, cache_dir: str,
@@ -156,7 +200,8 @@ async def submit(client: httpx.AsyncClient, job_obj: Mapping[str, Any], spec: Jo
                          repository=repository, others=others)
     nodes = await kube.schedulable_nodes(client)
     prepared = prepare(app, spec, nodes=max(nodes, 1))
-    for stage in _stages(desired_objects(spec, job_obj, prepared)):
+    transport = await transport_pair(spec)
+    for stage in _stages(desired_objects(spec, job_obj, prepared, transport)):
         # each stage's objects are independent of one another: created concurrently (bounded)
         await kube.concurrently([functools.partial(_create, client, obj) for obj in stage])
     return prepared

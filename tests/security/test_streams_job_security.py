@@ -85,6 +85,24 @@ def test_an_allowed_override_still_runs(streams_cluster):
     assert "securityContext" not in pods[0]["spec"]["containers"][0]
 
 
+def test_an_edit_of_a_running_job_cannot_slip_a_host_path_past_the_policy(streams_cluster):
+    """A spec edit that keeps the job's shape is applied in place (streams/respec.py, only the PEs
+    it changes relaunch): it must meet the same policy as a submission, not relaunch PE pods with
+    what a Job may not ask for."""
+    _, k = streams_cluster
+    k("create", "-f", "-", stdin=JOB.format(name="edit", pe="{runtimeTraceLevel: INFO}"))
+    wait_for(lambda: k.json("get", "pods", "-l", "streams.ibm.com/job=edit")["items"], 60, "the Job's PE pod")
+    k("patch", "stj", "edit", "--type", "merge", "-p", '{"spec": {"processingElement": {"dataPath": "/"}}}')
+    status = wait_for(lambda: (s := k.json("get", "stj", "edit").get("status") or {}).get("observedGeneration") == 2
+                      and s, 60, "the edit decided")
+    assert status["phase"] == "Failed", status
+    condition = next(c for c in status["conditions"] if c["type"] == "Submitted")
+    assert condition["reason"] == "ForbiddenPodOverride" and "spec.processingElement.dataPath" in condition["message"]
+    for pod in k.json("get", "pods", "-l", "streams.ibm.com/job=edit")["items"]:
+        assert not any("hostPath" in v for v in pod["spec"]["volumes"]), pod["metadata"]["name"]
+    assert not any(pe["spec"].get("dataPath") for pe in k.json("get", "stp", "-l", "streams.ibm.com/job=edit")["items"])
+
+
 INTERNAL_BODY = b"internal-admin-console v9.3: db=10.0.0.7 secret-build-id 4f1c"
 
 

@@ -22,6 +22,7 @@ def job(store) -> dict:
      "spec.processingElement.checkpointRepository.redis", "a Redis checkpoint store is not supported"),
     ({"fileSystem": {}, "s3": {}}, "spec.processingElement.checkpointRepository.s3", "unknown checkpoint store"),
     ("redis", "spec.processingElement.checkpointRepository", "must be an object"),
+    ({}, "spec.processingElement.checkpointRepository", "names no store: give fileSystem"),
     ({"fileSystem": "yes"}, "spec.processingElement.checkpointRepository.fileSystem", "must be an object"),
 ])
 def test_a_store_ykshm_does_not_wire_is_refused_naming_the_field(store, field, words):
