@@ -19,7 +19,7 @@ from engine.predicates import Placement, placement_of_tag
 from shm.events import EventChangeDetail as Detail
 from si import resources
 from si.requests import DEFAULT_PREEMPTION
-from si.tags import PLACEMENT_TAG
+from si.tags import INSTANCE_TYPE_ATTRIBUTE, PLACEMENT_TAG
 
 if TYPE_CHECKING:
     from engine.partition.state import PartitionState
@@ -115,6 +115,8 @@ def remove(part: PartitionState, app: Application, alloc: Allocation, detail: in
                 part.index.freed(node)
     del app.allocations[alloc.key]
     app.ver += 1
+    app.track_released(alloc, node.attributes.get(INSTANCE_TYPE_ATTRIBUTE, "") if node else "",
+                       part.wall_clock())
     aalloc = app.allocated
     for name, value in res.items():
         aalloc[name] = aalloc.get(name, 0) - value
