@@ -91,7 +91,7 @@ class Ask:
     __slots__ = ("key", "app_id", "resource", "priority", "create_time", "seq", "placeholder",
                  "task_group", "tags", "placement", "shape", "reserved_node", "reported", "rm_id",
                  "allow_preempt_self", "allow_preempt_other", "queued_ns", "preempt_checked_ns",
-                 "triggered_preemption", "meta", "interpod", "pod_shape")
+                 "triggered_preemption", "meta", "interpod", "pod_shape", "originator")
 
     def __init__(self, key: str, app_id: str, resource: dict[str, int], priority: int = 0,
                  placeholder: bool = False, task_group: str = "", tags: dict | None = None,
@@ -122,6 +122,8 @@ class Ask:
         self.meta: tuple[str, dict[str, str]] | None = None  # namespace, labels (from tags)
         self.interpod: Any = None    # the trackers it holds (interpod.AskTerms)
         self.pod_shape: tuple | None = None  # shape + namespace + labels
+        self.originator = False
+        """The application's first pod (the SI's originator): its REST views say so."""
 
     def set_placement(self, placement: Placement | None, tag: str | None) -> None:
         """A new placement (and its tag) for this pending ask; its shape follows."""
@@ -142,15 +144,15 @@ class Ask:
         return omit_empty({"allocationKey": self.key, "applicationId": self.app_id,
                            "resource": dict(self.resource), "priority": str(self.priority),
                            "requestTime": self.create_time, "placeholder": self.placeholder,
-                           "taskGroupName": self.task_group, "allocationTags": tags},
-                          _ASK_OMITEMPTY), cut
+                           "taskGroupName": self.task_group, "allocationTags": tags,
+                           "originator": self.originator}, _ASK_OMITEMPTY), cut
 
 
 _ASK_OMITEMPTY = ("allocationTags", "requestTime", "resource", "priority", "applicationId",
-                  "placeholder", "taskGroupName")
+                  "placeholder", "taskGroupName", "originator")
 """AllocationAskDAOInfo keys YuniKorn omits when empty."""
 _ALLOCATION_OMITEMPTY = ("allocationTags", "allocationTime", "resource", "priority", "nodeId",
-                         "applicationId", "placeholder", "taskGroupName")
+                         "applicationId", "placeholder", "taskGroupName", "originator")
 """AllocationDAOInfo keys YuniKorn omits when empty (it has no partition nor allocationID)."""
 
 
@@ -159,7 +161,8 @@ class Allocation:
 
     __slots__ = ("key", "app_id", "partition", "node_id", "resource", "placeholder",
                  "task_group", "priority", "create_time", "recovered", "replacing", "tags",
-                 "placement", "meta", "_dao", "allow_preempt_self", "preempted", "tags_cut")
+                 "placement", "meta", "_dao", "allow_preempt_self", "preempted", "tags_cut",
+                 "originator")
 
     def __init__(self, key: str, app_id: str, partition: str, node_id: str,
                  resource: dict[str, int], placeholder: bool = False, task_group: str = "",
@@ -189,6 +192,8 @@ class Allocation:
         """False: the pod asked not to be a preemption victim (considered last)."""
         self.preempted = False
         """Chosen as a victim and released to the shim; booked until the shim confirms."""
+        self.originator = False
+        """The application's first pod (the SI's originator, from its ask or the RM)."""
 
     def dao(self) -> dict[str, Any]:
         """AllocationDAOInfo (computed once: an allocation never changes)."""
@@ -201,7 +206,7 @@ class Allocation:
                "resource": dict(self.resource), "priority": str(self.priority),
                "nodeId": self.node_id, "applicationId": self.app_id,
                "placeholder": self.placeholder, "taskGroupName": self.task_group,
-               "allocationTime": self.create_time}
+               "allocationTime": self.create_time, "originator": self.originator}
         if self.tags:
             dao["allocationTags"], self.tags_cut = dao_tags(self.tags)
         return omit_empty(dao, _ALLOCATION_OMITEMPTY)

@@ -125,3 +125,16 @@ def test_the_partition_size_is_the_root_queues_max_event():
     assert [(e.object_id, e.resource) for e in maxes] == [("root", res(8, 8000)), ("root", res(16, 16000))]
     sched = [e.message for e in h.sink.events if e.object_id == "n1" and e.detail == D.NODE_SCHEDULABLE]
     assert sched == ["schedulable: false", "schedulable: true"]  # YuniKorn's two, in its words
+
+
+def test_the_originator_pods_allocation_says_so_and_no_other():
+    h = _cluster()
+    h.app("a", queue="root.open")
+    h.handle({"type": "AllocationRequest", "asks": [
+        {"allocationKey": "driver", "applicationID": "a", "resourceAsk": {"resources": {"vcore": {"value": 100}}},
+         "originator": True},
+        {"allocationKey": "executor", "applicationID": "a", "resourceAsk": {"resources": {"vcore": {"value": 100}}}}]})
+    h.cycle()
+    allocs = {a["allocationKey"]: a for a in _app(_doc(h), "a")["allocations"]}
+    assert allocs["driver"]["originator"] is True
+    assert "originator" not in allocs["executor"]  # omitempty
