@@ -135,3 +135,13 @@ def test_bench_report_reads_the_ratios_and_judges_them():
     assert rows["vs YuniKorn: peak RSS ratio"]["verdict"] == "short"
     assert rows["vs YuniKorn: events batch p50 ratio"]["verdict"] == "ok"
     assert rows["vs YuniKorn: recovery ratio"]["verdict"] == "error"  # no recovery workload ran
+
+
+def test_which_pod_is_the_originator_is_not_a_difference_how_many_is():
+    def app(originator: int | None) -> dict:
+        return {"applicationID": "a-1", "allocations": [
+            {"allocationKey": f"uid-{i}", "allocationTags": {"kubernetes.io/meta/podName": f"a-1-{i}"},
+             **({"originator": True} if i == originator else {})} for i in range(3)]}
+    assert vs_yunikorn.differences({"applications": [app(0)]}, {"applications": [app(2)]}) == []
+    assert vs_yunikorn.differences({"applications": [app(0)]}, {"applications": [app(None)]}) == [
+        "applications[a*].allocations[originators]: yunikorn=1 ykshm='<absent>'"]
