@@ -25,7 +25,8 @@ from si.tags import (CORE_HOSTNAME_ATTRIBUTE, CORE_RACKNAME_ATTRIBUTE, PARTITION
 _seq = itertools.count()
 
 MIN_PRIORITY = -2**31
-"""An application's `maxRequestPriority` with no pending ask (YuniKorn's configs.MinPriority)."""
+"""The lowest priority (YuniKorn's configs.MinPriority): an application's `maxRequestPriority`
+and a queue's priority with nothing pending."""
 
 UNKNOWN_INSTANCE_TYPE = "UNKNOWN"
 """The `resourceHistory` key of a node without `si/instance-type` (YuniKorn's)."""

@@ -22,9 +22,9 @@ from typing import Any
 import msgspec
 
 from engine import config_doc, placement
-from engine.objects import Queue, abs_used, omit_empty
-from engine.partition import Partition, queues
-from engine.partition.preemption import MIN_PRIORITY, queue_priority
+from engine.objects import MIN_PRIORITY, Queue, abs_used, omit_empty
+from engine.partition import Partition
+from engine.partition.preemption import queue_priority
 from shm.errors import SnapshotTooLargeError
 from si import resources
 
@@ -54,8 +54,8 @@ def _template_dao(q: Queue) -> dict[str, Any] | None:
     if t is None:
         return None
     return omit_empty({"maxApplications": t.max_applications, "maxResource": dict(t.max),
-                        "guaranteedResource": dict(t.guaranteed), "properties": dict(t.properties)},
-                       ("maxApplications", "maxResource", "guaranteedResource", "properties"))
+                       "guaranteedResource": dict(t.guaranteed), "properties": dict(t.properties)},
+                      ("maxApplications", "maxResource", "guaranteedResource", "properties"))
 
 
 def _priority_offset(q: Queue) -> int:
