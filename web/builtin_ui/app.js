@@ -40,7 +40,7 @@ const views = {
   async queues() {
     const parts = await get("/partitions");
     let html = `<h2>Partitions</h2>` + table(["partition", "state", "nodes", "applications", "capacity used"],
-      parts.map((p) => [esc(p.name), esc(p.state), esc(p.totalNodes), esc(p.applications?.total),
+      parts.map((p) => [esc(p.name), esc(p.state), esc(p.totalNodes ?? 0), esc(p.applications?.total),
         usage(p.capacity?.usedCapacity, p.capacity?.capacity)]));
     for (const p of parts) {
       const root = await get(`/partition/${encodeURIComponent(p.name)}/queues`);
