@@ -535,7 +535,7 @@ QUESTIONS = {
 }
 
 
-def questions(web: str) -> dict:
+def ask_all(web: str) -> dict:
     out = {}
     for key, path in QUESTIONS.items():
         try:
@@ -545,31 +545,100 @@ def questions(web: str) -> dict:
     return out
 
 
+def questions(web: str, settle: float = 10.0) -> dict:
+    """The answers once they stop changing (two rounds 0.5 s apart agree, normalised; at most
+    `settle` s): the last pods' deletions may still be on their way to the scheduler when the
+    round ends (ykshm's state views are a snapshot published every 0.2 s or so; YuniKorn's are
+    live), and the state after the workload is what is compared, not a moment inside it."""
+    answers = ask_all(web)
+    deadline = time.monotonic() + settle
+    while time.monotonic() < deadline:
+        time.sleep(0.5)
+        again = ask_all(web)
+        if all(normalise(again.get(k), k) == normalise(answers.get(k), k) for k in QUESTIONS):
+            return again
+        answers = again
+    return answers
+
+
 # ------------------------------------------------------------------------------ parity
 ORDERED = ("stateLog",)  # lists whose order YuniKorn defines (an application's states, oldest first)
 IDENTITY = ("nodeID", "applicationID", "queuename", "userName", "groupName", "name")
+POD_NAME = "kubernetes.io/meta/podName"
 
 
 def identity(v) -> str | None:
-    """The stable name of a list item (a node's, an application's, ...), before ids are dropped."""
+    """The stable name of a list item (a node's, an application's, an allocation's pod, ...),
+    before ids are dropped."""
     if isinstance(v, dict):
-        return next((str(v[k]) for k in IDENTITY if isinstance(v.get(k), (str, int))), None)
+        name = next((str(v[k]) for k in IDENTITY if isinstance(v.get(k), (str, int))), None)
+        tags = v.get("allocationTags")
+        return name or (tags.get(POD_NAME) if isinstance(tags, dict) else None)
     return None
+
+
+def anonymous_nodes(nodes: list) -> dict:
+    """Nodes by what they answer, not by name: which of N equal nodes a pod lands on is the
+    scheduler's choice among ties (YuniKorn's differs from run to run), so each field is
+    compared as the count of nodes answering each value (`{'kwok': 50}`), node and pod names
+    left out; a different spread of the pods shows as different counts of `allocated`."""
+    seen: dict[str, dict[str, int]] = {}
+    for node in nodes:
+        if not isinstance(node, dict):
+            continue
+        attrs = {k: v for k, v in (node.get("attributes") or {}).items() if "hostname" not in k}
+        # an application's originator is counted with the application (`originators`), not per node
+        allocs = [{k: v for k, v in a.items() if k != "originator"} for a in node.get("allocations") or []
+                  if isinstance(a, dict)]
+        body = normalise({k: v for k, v in node.items() if k not in ("nodeID", "hostName")}
+                         | {"attributes": attrs} | ({"allocations": allocs} if allocs else {}))
+        for path, value in flatten(body).items():
+            counts = seen.setdefault(generic(path), {})
+            shown = generic(json.dumps(value))
+            counts[shown] = counts.get(shown, 0) + 1
+    return {f"[*]{'' if path.startswith('[') else '.'}{path}": ", ".join(f"{v} x{n}" for v, n in sorted(c.items()))
+            for path, c in seen.items()}
+
+
+def originators(allocs: list) -> dict | list:
+    """An application's allocations by pod, with how many are the originator rather than which:
+    the originator is the pod the shim saw first, and the bench creates an application's pods 8
+    at a time, so which one that is differs from run to run (in YuniKorn too)."""
+    count = sum(1 for a in allocs if isinstance(a, dict) and a.get("originator"))
+    out = normalise([{k: v for k, v in a.items() if k != "originator"} if isinstance(a, dict) else a
+                     for a in allocs])
+    if count and isinstance(out, dict):
+        out["[originators]"] = count
+    return out
+
+
+def time_integrals(obj):
+    """An application's resourceHistory is resource x seconds held: how long the bench kept
+    each pod, not an answer; only which entries are non-zero is compared."""
+    if isinstance(obj, dict):
+        return {k: time_integrals(v) for k, v in obj.items()}
+    return ">0" if isinstance(obj, (int, float)) and obj > 0 else obj
 
 
 def normalise(obj, key: str = ""):
     """Drop volatile fields; list items keyed by their name, other lists sorted (their order is
-    not defined); events counted by type."""
+    not defined); nodes grouped by load; events counted by type."""
     if key == "events" and isinstance(obj, dict):
         counts: dict[str, int] = {}
         for e in obj.get("EventRecords") or []:
             k = f"{e.get('type')}/{e.get('eventChangeType')}/{e.get('eventChangeDetail')}"
             counts[k] = counts.get(k, 0) + 1
         return counts
+    if key == "nodes" and isinstance(obj, list):
+        return anonymous_nodes(obj)
+    if key == "resourceHistory":
+        return time_integrals(obj)
     if isinstance(obj, dict):
         return {k: normalise(v, k) for k, v in obj.items() if not any(x in k.lower() for x in VOLATILE)}
     if isinstance(obj, list) and key in ORDERED:
         return [normalise(v) for v in obj]
+    if key == "allocations" and isinstance(obj, list):
+        return originators(obj)
     if isinstance(obj, list):
         names = [identity(v) for v in obj]
         if names and all(names) and len(set(names)) == len(names):
@@ -595,6 +664,11 @@ def flatten(obj, prefix: str = "") -> dict[str, object]:
 GENERIC = (re.compile(r"kwok-node-\d+"), re.compile(r"(app\d+|-\d+)\b"))
 
 
+def generic(text: str) -> str:
+    """Node and pod numbers as `*`: differences alike but for them are one line."""
+    return GENERIC[1].sub("*", GENERIC[0].sub("kwok-node-*", text))
+
+
 def same_namespace(answers: dict, namespace: str) -> dict:
     """The round's namespace named `<namespace>`: each round has its own, the pods are the same."""
     return json.loads(json.dumps(answers).replace(f'"{namespace}"', '"<namespace>"')
@@ -610,8 +684,10 @@ def differences(yk: dict, ours: dict) -> list[str]:
         b = flatten(normalise(ours.get(key), key), key)
         for path in sorted(set(a) | set(b)):
             if a.get(path, "<absent>") != b.get(path, "<absent>"):
-                line = f"{path}: yunikorn={a.get(path, '<absent>')!r} ykshm={b.get(path, '<absent>')!r}"
-                line = GENERIC[1].sub("*", GENERIC[0].sub("kwok-node-*", line))
+                ya, yb = (generic(repr(x.get(path, "<absent>"))) for x in (a, b))
+                if ya == yb:  # only which node or which pod number: a choice among ties
+                    continue
+                line = generic(f"{path}: yunikorn={a.get(path, '<absent>')!r} ykshm={b.get(path, '<absent>')!r}")
                 counted[line] = counted.get(line, 0) + 1
     return [f"{line} (x{n})" if n > 1 else line for line, n in counted.items()]
 

@@ -6,6 +6,10 @@ allocation and application DAOs. Kubernetes bounds labels only by the object's s
 a few pods with thousands of labels filled the fixed-size state snapshot and every state view
 answered 503 for every user (security review 2, N8).
 
+The placement tag (`ykshm.io/placement`) is not shown at all: it is the shim's translation of the
+pod's spec for the engine (YuniKorn's shim sends no such tag, and YuniKorn's views have none); the
+pod spec stays the user's source, and a pending pod's request event says which term failed.
+
 The engine still keeps and matches every tag; only the copy in a DAO is bounded: the tags ykshm
 and YuniKorn name (`kubernetes.io/meta/*`, `ykshm.io/*`, ...) first, then the pod's label tags in
 key order, while they fit in MAX_DAO_TAG_BYTES. What is left out is counted in the tag
@@ -17,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from si.tags import LABEL_TAG_PREFIX
+from si.tags import LABEL_TAG_PREFIX, PLACEMENT_TAG
 
 MAX_DAO_TAG_BYTES = 8192
 """Key and value bytes of one object's tags in its DAO: a pod's usual labels (a few dozen) fit."""
@@ -28,6 +32,8 @@ TRUNCATED_TAG = "ykshm.io/tagsTruncated"
 
 def dao_tags(tags: Mapping[str, str]) -> tuple[dict[str, str], int]:
     """(the tags a DAO shows, how many were left out): all of them when they fit."""
+    if PLACEMENT_TAG in tags:
+        tags = {k: v for k, v in tags.items() if k != PLACEMENT_TAG}
     if sum(len(k) + len(v) for k, v in tags.items()) <= MAX_DAO_TAG_BYTES:
         return dict(tags), 0
     named = sorted((k for k in tags if not k.startswith(LABEL_TAG_PREFIX)))

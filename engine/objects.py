@@ -19,9 +19,35 @@ from engine.daotags import dao_tags
 from engine.predicates import Placement, Taint, admits
 from engine.ugm import UserGroup
 from si import resources
-from si.tags import PLACEMENT_TAG
+from si.tags import (CORE_HOSTNAME_ATTRIBUTE, CORE_RACKNAME_ATTRIBUTE, PARTITION_ATTRIBUTE,
+                     PLACEMENT_TAG)
 
 _seq = itertools.count()
+
+MIN_PRIORITY = -2**31
+"""The lowest priority (YuniKorn's configs.MinPriority): an application's `maxRequestPriority`
+and a queue's priority with nothing pending."""
+
+UNKNOWN_INSTANCE_TYPE = "UNKNOWN"
+"""The `resourceHistory` key of a node without `si/instance-type` (YuniKorn's)."""
+
+
+def abs_used(capacity: dict[str, int], used: dict[str, int]) -> dict[str, int]:
+    """Percent of `capacity` used, per resource both name (YuniKorn's CalculateAbsUsedCapacity:
+    a resource nothing uses is absent, a zero capacity with use is 100)."""
+    out: dict[str, int] = {}
+    for name, cap in capacity.items():
+        value = used.get(name)
+        if value is None:
+            continue
+        out[name] = 0 if value <= 0 else 100 if cap <= 0 else min(int(value / cap * 100), 2**31 - 1)
+    return out
+
+
+def omit_empty(dao: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    """`dao` without the `keys` whose value is empty: YuniKorn's DAOs tag those fields
+    `omitempty`, so a client sees them absent, never as 0, "", false, null or []."""
+    return {k: v for k, v in dao.items() if k not in keys or v not in (None, "", 0, {}, [], False)}
 
 
 def _ask_order(ask: "Ask") -> tuple[int, int, int]:
@@ -66,7 +92,7 @@ class Ask:
     __slots__ = ("key", "app_id", "resource", "priority", "create_time", "seq", "placeholder",
                  "task_group", "tags", "placement", "shape", "reserved_node", "reported", "rm_id",
                  "allow_preempt_self", "allow_preempt_other", "queued_ns", "preempt_checked_ns",
-                 "triggered_preemption", "meta", "interpod", "pod_shape")
+                 "triggered_preemption", "meta", "interpod", "pod_shape", "originator")
 
     def __init__(self, key: str, app_id: str, resource: dict[str, int], priority: int = 0,
                  placeholder: bool = False, task_group: str = "", tags: dict | None = None,
@@ -97,6 +123,8 @@ class Ask:
         self.meta: tuple[str, dict[str, str]] | None = None  # namespace, labels (from tags)
         self.interpod: Any = None    # the trackers it holds (interpod.AskTerms)
         self.pod_shape: tuple | None = None  # shape + namespace + labels
+        self.originator = False
+        """The application's first pod (the SI's originator): its REST views say so."""
 
     def set_placement(self, placement: Placement | None, tag: str | None) -> None:
         """A new placement (and its tag) for this pending ask; its shape follows."""
@@ -114,10 +142,19 @@ class Ask:
 
     def dao_and_cut(self) -> tuple[dict[str, Any], int]:
         tags, cut = dao_tags(self.tags)
-        return {"allocationKey": self.key, "applicationId": self.app_id,
-                "resource": dict(self.resource), "priority": str(self.priority),
-                "requestTime": self.create_time, "placeholder": self.placeholder,
-                "taskGroupName": self.task_group, "allocationTags": tags}, cut
+        return omit_empty({"allocationKey": self.key, "applicationId": self.app_id,
+                           "resource": dict(self.resource), "priority": str(self.priority),
+                           "requestTime": self.create_time, "placeholder": self.placeholder,
+                           "taskGroupName": self.task_group, "allocationTags": tags,
+                           "originator": self.originator}, _ASK_OMITEMPTY), cut
+
+
+_ASK_OMITEMPTY = ("allocationTags", "requestTime", "resource", "priority", "applicationId",
+                  "placeholder", "taskGroupName", "originator")
+"""AllocationAskDAOInfo keys YuniKorn omits when empty."""
+_ALLOCATION_OMITEMPTY = ("allocationTags", "allocationTime", "resource", "priority", "nodeId",
+                         "applicationId", "placeholder", "taskGroupName", "originator")
+"""AllocationDAOInfo keys YuniKorn omits when empty (it has no partition nor allocationID)."""
 
 
 class Allocation:
@@ -125,7 +162,8 @@ class Allocation:
 
     __slots__ = ("key", "app_id", "partition", "node_id", "resource", "placeholder",
                  "task_group", "priority", "create_time", "recovered", "replacing", "tags",
-                 "placement", "meta", "_dao", "allow_preempt_self", "preempted", "tags_cut")
+                 "placement", "meta", "_dao", "allow_preempt_self", "preempted", "tags_cut",
+                 "originator")
 
     def __init__(self, key: str, app_id: str, partition: str, node_id: str,
                  resource: dict[str, int], placeholder: bool = False, task_group: str = "",
@@ -155,6 +193,8 @@ class Allocation:
         """False: the pod asked not to be a preemption victim (considered last)."""
         self.preempted = False
         """Chosen as a victim and released to the shim; booked until the shim confirms."""
+        self.originator = False
+        """The application's first pod (the SI's originator, from its ask or the RM)."""
 
     def dao(self) -> dict[str, Any]:
         """AllocationDAOInfo (computed once: an allocation never changes)."""
@@ -163,14 +203,14 @@ class Allocation:
         return self._dao
 
     def _build_dao(self) -> dict[str, Any]:
-        dao = {"allocationKey": self.key, "allocationID": self.key,
+        dao = {"allocationKey": self.key,
                "resource": dict(self.resource), "priority": str(self.priority),
                "nodeId": self.node_id, "applicationId": self.app_id,
-               "partition": self.partition, "placeholder": self.placeholder,
-               "taskGroupName": self.task_group, "allocationTime": self.create_time}
+               "placeholder": self.placeholder, "taskGroupName": self.task_group,
+               "allocationTime": self.create_time, "originator": self.originator}
         if self.tags:
             dao["allocationTags"], self.tags_cut = dao_tags(self.tags)
-        return dao
+        return omit_empty(dao, _ALLOCATION_OMITEMPTY)
 
 
 class Node(VersionedDao):
@@ -220,23 +260,33 @@ class Node(VersionedDao):
         return admits(placement, self.node_id, self.attributes, self.taints)
 
     def _build_dao(self) -> dict[str, Any]:
-        utilized = {}
-        for name, cap in self.capacity.items():
-            if cap > 0:
-                utilized[name] = (self.allocated.get(name, 0) * 100) // cap
-        return {"nodeID": self.node_id, "hostName": self.attributes.get("hostname", self.node_id),
-                "rackName": self.attributes.get("rackname", ""),
-                "attributes": dict(self.attributes),
-                "capacity": dict(self.capacity), "allocated": dict(self.allocated),
-                "occupied": dict(self.occupied),
-                "available": {k: max(0, v) for k, v in self.available.items()},
-                "utilized": utilized,
-                "allocations": [a.dao() for a in self.allocations.values()],
-                "schedulable": self.schedulable, "ready": self.ready,
-                "isReserved": self.reserved_for is not None,
-                "reservations": ([f"{self.reserved_for[0]}|{self.reserved_for[1]}"]
-                                 if self.reserved_for else []),
-                "partition": self.partition}
+        """NodeDAOInfo as YuniKorn's core answers it: `hostName`/`rackName` from the
+        `si/hostname`/`si/rackname` attributes, the partition attribute normalised to
+        `[rmID]partition` (YuniKorn's rmproxy), usage maps without zero entries."""
+        allocated = resources.strip_zero(self.allocated)
+        utilized = {name: pct for name, pct in abs_used(self.capacity, allocated).items()
+                    if self.capacity.get(name, 0) > 0}
+        attributes = dict(self.attributes)
+        if PARTITION_ATTRIBUTE in attributes:
+            attributes[PARTITION_ATTRIBUTE] = f"[{self.rm_id}]{self.partition}"
+        return omit_empty({
+            "nodeID": self.node_id, "hostName": self.attributes.get(CORE_HOSTNAME_ATTRIBUTE, ""),
+            "rackName": self.attributes.get(CORE_RACKNAME_ATTRIBUTE, ""),
+            "attributes": attributes,
+            "capacity": dict(self.capacity), "allocated": allocated,
+            "occupied": resources.strip_zero(self.occupied),
+            "available": {k: max(0, v) for k, v in self.available.items()},
+            "utilized": utilized,
+            "allocations": [a.dao() for a in self.allocations.values()],
+            "schedulable": self.schedulable,
+            "isReserved": self.reserved_for is not None,
+            "reservations": ([f"{self.reserved_for[0]}|{self.reserved_for[1]}"]
+                             if self.reserved_for else [])}, _NODE_OMITEMPTY)
+
+
+_NODE_OMITEMPTY = ("hostName", "rackName", "attributes", "capacity", "allocated", "occupied",
+                   "available", "utilized", "allocations", "reservations")
+"""NodeDAOInfo keys YuniKorn omits when empty (it answers no `ready` nor `partition`)."""
 
 
 class Queue:
@@ -290,6 +340,14 @@ class Queue:
         self.share = resources.share(self.allocated, self.guaranteed)
 
 
+_APP_OMITEMPTY = ("usedResource", "maxUsedResource", "pendingResource", "submissionTime",
+                  "startTime", "finishedTime", "requests", "allocations", "applicationState",
+                  "user", "groups", "rejectedMessage", "stateLog", "placeholderData",
+                  "hasReserved", "reservations", "maxRequestPriority")
+"""ApplicationDAOInfo keys YuniKorn omits when empty (`resourceHistory` is a struct: always
+there, `{}` until an allocation is released)."""
+
+
 class Application(VersionedDao):
     """An application: its asks (pending, ordered by priority then age) and allocations."""
 
@@ -297,7 +355,8 @@ class Application(VersionedDao):
                  "submit_time", "asks", "pending", "allocations", "allocated", "placeholder_ask",
                  "gang_style", "ph_timeout_ms", "finished_time", "state_log", "rejected_message",
                  "counted_running", "share", "pending_res", "max_used", "ph_timer_started",
-                 "start_time", "seq", "placeholder_data", "ver", "_dao", "_frag", "tags_cut")
+                 "start_time", "seq", "placeholder_data", "ver", "_dao", "_frag", "tags_cut",
+                 "history")
 
     def __init__(self, app_id: str, partition: str, queue_name: str, ugi: UserGroup, tags: dict,
                  rm_id: str, placeholder_ask: dict[str, int], gang_style: str,
@@ -323,8 +382,9 @@ class Application(VersionedDao):
         self.gang_style = gang_style or "Soft"
         self.ph_timeout_ms = ph_timeout_ms
         self.ph_timer_started = False
-        self.state_log: list[dict[str, Any]] = [{"time": self.submit_time,
-                                                 "applicationState": AppState.NEW.value}]
+        self.state_log: list[dict[str, Any]] = []
+        """The states entered, oldest first: New is where an application starts, not a change
+        (YuniKorn's stateLog opens with Accepted)."""
         self.rejected_message = ""
         self.counted_running = False
         self.share = 0.0
@@ -335,7 +395,22 @@ class Application(VersionedDao):
         self._dao: tuple[int, dict[str, Any]] | None = None
         self._frag: tuple[int, Any] | None = None
         self.tags_cut = 0
-        """Tags its DAO (its own, its requests' and allocations') leaves out (engine.daotags)."""
+        """Tags its DAO (its requests' and allocations') leaves out (engine.daotags)."""
+        self.history: dict[str, dict[str, dict[str, int]]] = {}
+        """The REST `resourceHistory`: per kind (resourceUsage, preemptedResource,
+        placeholderResource), per node instance type, resource x whole seconds held by the
+        allocations released so far (YuniKorn's TrackedResource)."""
+
+    def track_released(self, alloc: "Allocation", instance_type: str, now: int) -> None:
+        """Add a released allocation's resource-seconds to `history` (YuniKorn's
+        trackCompletedResource: preempted, else placeholder, else used)."""
+        kind = ("preemptedResource" if alloc.preempted else
+                "placeholderResource" if alloc.placeholder else "resourceUsage")
+        seconds = max(0, now - alloc.create_time) // 1_000_000_000
+        per_type = self.history.setdefault(kind, {}).setdefault(
+            instance_type or UNKNOWN_INSTANCE_TYPE, {})
+        for name, value in alloc.resource.items():
+            per_type[name] = per_type.get(name, 0) + value * seconds
 
     # --- placeholder counters (the REST placeholderData) ---------------------------------------
 
@@ -362,32 +437,35 @@ class Application(VersionedDao):
         return self.fsm.state
 
     def _build_dao(self) -> dict[str, Any]:
+        """ApplicationDAOInfo as YuniKorn's core answers it (its omitempty fields left out
+        when empty); the application's own tags are not in it (YuniKorn's has none)."""
         requests = [a.dao_and_cut() for a in self.pending]
         allocations = [a.dao() for a in self.allocations.values()]
-        tags, cut = dao_tags(self.tags)
-        self.tags_cut = cut + sum(c for _, c in requests) + \
+        self.tags_cut = sum(c for _, c in requests) + \
             sum(a.tags_cut for a in self.allocations.values())
-        return {"applicationID": self.app_id,
-                "usedResource": dict(self.allocated),
-                "maxUsedResource": dict(self.max_used),
-                "pendingResource": dict(self.pending_res),
-                "partition": self.partition,
-                "queueName": self.queue.path if self.queue else self.queue_name,
-                "submissionTime": self.submit_time,
-                "startTime": self.start_time,
-                "finishedTime": self.finished_time or None,
-                "requests": [dao for dao, _ in requests],
-                "allocations": allocations,
-                "applicationState": self.fsm.state.value,
-                "user": self.ugi.user, "groups": list(self.ugi.groups),
-                "rejectedMessage": self.rejected_message,
-                "stateLog": list(self.state_log),
-                "placeholderData": [
-                    {"taskGroupName": tg, "count": d["count"], "minResource": d["minResource"],
-                     "replaced": d["replaced"], "timedout": d["timedout"]}
-                    for tg, d in self.placeholder_data.items()],
-                "hasReserved": any(a.reserved_node for a in self.asks.values()),
-                "reservations": [f"{a.reserved_node}|{a.key}" for a in self.asks.values()
-                                 if a.reserved_node],
-                "maxRequestPriority": max((a.priority for a in self.pending), default=0),
-                "tags": tags}
+        return omit_empty({
+            "applicationID": self.app_id,
+            "usedResource": resources.strip_zero(self.allocated),
+            "maxUsedResource": resources.strip_zero(self.max_used),
+            "pendingResource": resources.strip_zero(self.pending_res),
+            "partition": self.partition,
+            "queueName": self.queue.path if self.queue else self.queue_name,
+            "submissionTime": self.submit_time,
+            "startTime": self.start_time // 1_000_000,  # YuniKorn: UnixMilli
+            "finishedTime": self.finished_time or None,
+            "requests": [dao for dao, _ in requests],
+            "allocations": allocations,
+            "applicationState": self.fsm.state.value,
+            "user": self.ugi.user, "groups": list(self.ugi.groups),
+            "rejectedMessage": self.rejected_message,
+            "stateLog": list(self.state_log),
+            "placeholderData": [
+                {"taskGroupName": tg, "count": d["count"], "minResource": d["minResource"],
+                 "replaced": d["replaced"], "timedout": d["timedout"]}
+                for tg, d in self.placeholder_data.items()],
+            "hasReserved": any(a.reserved_node for a in self.asks.values()),
+            "reservations": [f"{a.reserved_node}|{a.key}" for a in self.asks.values()
+                             if a.reserved_node],
+            "maxRequestPriority": max((a.priority for a in self.pending), default=MIN_PRIORITY),
+            "resourceHistory": {kind: {t: dict(r) for t, r in per.items()}
+                                for kind, per in self.history.items()}}, _APP_OMITEMPTY)

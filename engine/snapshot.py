@@ -22,9 +22,9 @@ from typing import Any
 import msgspec
 
 from engine import config_doc, placement
-from engine.objects import Queue
-from engine.partition import Partition, queues
-from engine.partition.preemption import MIN_PRIORITY, queue_priority
+from engine.objects import MIN_PRIORITY, Queue, abs_used, omit_empty
+from engine.partition import Partition
+from engine.partition.preemption import queue_priority
 from shm.errors import SnapshotTooLargeError
 from si import resources
 
@@ -45,21 +45,17 @@ QUEUE_OMITEMPTY = ("status", "pendingResource", "maxResource", "guaranteedResour
                    "allocatedResource", "preemptingResource", "headroom", "properties", "parent",
                    "template", "children", "childNames", "absUsedCapacity", "maxRunningApps",
                    "runningApps", "allocatingAcceptedApps", "sortingPolicy", "preemptionDelay",
-                   "priorityOffset")
+                   "quotaPreemptionDelay", "priorityOffset")
 """PartitionQueueDAOInfo keys YuniKorn omits when empty (the others are always present)."""
-
-
-def _omit_empty(dao: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
-    return {k: v for k, v in dao.items() if k not in keys or v not in (None, "", 0, {}, [], False)}
 
 
 def _template_dao(q: Queue) -> dict[str, Any] | None:
     t = q.template
     if t is None:
         return None
-    return _omit_empty({"maxApplications": t.max_applications, "maxResource": dict(t.max),
-                        "guaranteedResource": dict(t.guaranteed), "properties": dict(t.properties)},
-                       ("maxApplications", "maxResource", "guaranteedResource", "properties"))
+    return omit_empty({"maxApplications": t.max_applications, "maxResource": dict(t.max),
+                       "guaranteedResource": dict(t.guaranteed), "properties": dict(t.properties)},
+                      ("maxApplications", "maxResource", "guaranteedResource", "properties"))
 
 
 def _priority_offset(q: Queue) -> int:
@@ -69,17 +65,26 @@ def _priority_offset(q: Queue) -> int:
         return 0
 
 
-def _queue_dao(part: Partition, q: Queue) -> dict[str, Any]:
+def _headroom(part: Partition, q: Queue, parent: dict[str, int] | None) -> dict[str, int] | None:
+    """YuniKorn's getHeadRoom: what is left under the queue's own max (root's: the partition's
+    capacity), at most the parent's headroom; a queue without a max has its parent's. Not
+    clamped at 0: a max lowered below the usage shows as a negative headroom, as in YuniKorn."""
+    own = part.capacity if q.parent is None else q.max
+    if not own:
+        return parent
+    room = {name: limit - q.allocated.get(name, 0) for name, limit in own.items()}
+    if parent is None:
+        return room
+    return {**parent, **{name: min(v, parent[name]) if name in parent else v
+                         for name, v in room.items()}}
+
+
+def _queue_dao(part: Partition, q: Queue, parent_room: dict[str, int] | None = None) -> dict[str, Any]:
     """PartitionQueueDAOInfo as YuniKorn's core builds it (partition named on the root only)."""
-    headroom = queues.headroom(q) if q.max or (q.parent and q.parent.max) else {}
-    abs_used: dict[str, int] = {}
-    base = q.max or part.capacity
-    for name, value in q.allocated.items():
-        if base.get(name):
-            abs_used[name] = (value * 100) // base[name]
+    headroom = _headroom(part, q, parent_room)
     props = q.properties
     preemption_policy = props.get("preemption.policy", "default")
-    children = [_queue_dao(part, c) for c in q.children.values()]
+    children = [_queue_dao(part, c, headroom) for c in q.children.values()]
     if q.is_leaf:  # an application's priority: its highest pending ask's (YuniKorn)
         highest = max((app.pending[0].priority for app in q.apps.values() if app.pending),
                       default=MIN_PRIORITY)
@@ -94,7 +99,7 @@ def _queue_dao(part: Partition, q: Queue) -> dict[str, Any]:
         "guaranteedResource": dict(q.guaranteed),
         "allocatedResource": resources.strip_zero(q.allocated),
         "preemptingResource": resources.strip_zero(q.preempting),
-        "headroom": headroom,
+        "headroom": headroom or {},
         "isLeaf": q.is_leaf,
         "isManaged": not q.dynamic,
         "properties": dict(props),
@@ -102,37 +107,37 @@ def _queue_dao(part: Partition, q: Queue) -> dict[str, Any]:
         "template": _template_dao(q),
         "children": children,
         "childNames": [c.path for c in q.children.values()],
-        "absUsedCapacity": abs_used,
+        "absUsedCapacity": abs_used(part.capacity if q.parent is None else q.max,
+                                    resources.strip_zero(q.allocated)),
         "maxRunningApps": q.max_apps,
         "runningApps": q.running_apps,
         "currentPriority": queue_priority(q, highest),
         "allocatingAcceptedApps": [a.app_id for a in q.apps.values()
                                    if a.fsm.state.value == "Accepted"],
-        "sortingPolicy": props.get("application.sort.policy", "fifo") if q.is_leaf else "",
+        # a parent queue sorts its children fair, whatever its properties say (YuniKorn)
+        "sortingPolicy": props.get("application.sort.policy", "fifo") if q.is_leaf else "fair",
         "prioritySorting": props.get("application.sort.priority", "enabled") != "disabled",
         "preemptionEnabled": preemption_policy != "disabled",
         "isPreemptionFence": preemption_policy == "fence",
         "preemptionDelay": props.get("preemption.delay", "30s"),
+        "quotaPreemptionDelay": "0s",  # ykshm has no quota preemption (YuniKorn's default: off)
         "isPriorityFence": props.get("priority.policy", "default") == "fence",
         "priorityOffset": _priority_offset(q),
     }
-    return _omit_empty(dao, QUEUE_OMITEMPTY)
+    return omit_empty(dao, QUEUE_OMITEMPTY)
 
 
 def _partition_info(part: Partition, cluster_id: str, started_nano: int) -> dict[str, Any]:
     """PartitionInfo; the partition became Active when the engine started."""
     states = Counter(a.fsm.state.value for a in part.all_apps())
     apps = {"total": sum(states.values()), **states}
-    utilization = {}
-    for name, cap in part.capacity.items():
-        if cap > 0:
-            utilization[name] = (part.root.allocated.get(name, 0) * 100) // cap
-    return {
+    used = resources.strip_zero(part.root.allocated)
+    capacity = {"capacity": dict(part.capacity), "usedCapacity": used,
+                "utilization": abs_used(part.capacity, used)}
+    return omit_empty({
         "clusterId": cluster_id,
         "name": part.name,
-        "capacity": {"capacity": dict(part.capacity),
-                     "usedCapacity": resources.strip_zero(part.root.allocated),
-                     "utilization": utilization},
+        "capacity": omit_empty(capacity, tuple(capacity)),
         "nodeSortingPolicy": {"type": part.node_sort_policy, "resourceWeights":
                               {"memory": 1.0, "vcore": 1.0}},
         "totalNodes": len(part.nodes),
@@ -142,7 +147,7 @@ def _partition_info(part: Partition, cluster_id: str, started_nano: int) -> dict
         "lastStateTransitionTime": started_nano,
         "preemptionEnabled": part.preemption_enabled,
         "quotaPreemptionEnabled": False,
-    }
+    }, ("totalNodes", "totalContainers"))
 
 
 def _build_info(rm: dict[str, Any]) -> dict[str, str]:

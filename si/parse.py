@@ -212,7 +212,7 @@ def _ask(f: _Fields) -> AllocationAsk:
     partition = f.text("partitionName")
     tags = f.need("allocationTags", dict, required=False) or {}
     return AllocationAsk(key, app_id, partition, res, priority, placeholder, task_group, tags,
-                         _preemption_policy(f))
+                         _preemption_policy(f), f.need("originator", bool, required=False) or False)
 
 
 def _preemption_policy(f: _Fields) -> PreemptionPolicy | None:
@@ -237,7 +237,8 @@ def _existing(f: _Fields) -> ExistingAllocation:
     partition = f.text("partitionName")
     tags = f.need("allocationTags", dict, required=False) or {}
     return ExistingAllocation(key, app_id, node_id, partition, res, placeholder, task_group,
-                              priority, tags, _preemption_policy(f))
+                              priority, tags, _preemption_policy(f),
+                              f.need("originator", bool, required=False) or False)
 
 
 def _release(f: _Fields) -> AllocationRelease:

@@ -34,13 +34,14 @@ Shim -> engine (`SHIM_MESSAGES`)
   occupiedResource}]}`, action in `NODE_ACTIONS`. Recovery creates nodes with CREATE_DRAIN (not
   schedulable), adds existing allocations, then DRAIN_TO_SCHEDULABLE.
 - `AllocationRequest {rmID, asks: [{allocationKey, applicationID, partitionName, resourceAsk,
-  priority, placeholder, taskGroupName, allocationTags, preemptionPolicy}], allocations:
+  priority, placeholder, taskGroupName, allocationTags, preemptionPolicy, originator}], allocations:
   [{allocationKey, applicationID, partitionName, nodeID, resourcePerAlloc, placeholder,
-  taskGroupName, priority, preemptionPolicy}],
+  taskGroupName, priority, preemptionPolicy, originator}],
   releases: {allocationsToRelease: [{partitionName, applicationID, allocationKey,
   terminationType, message}], allocationAsksToRelease: [{partitionName, applicationID,
   allocationKey, message}]}}`. `preemptionPolicy` = `{allowPreemptSelf, allowPreemptOther}`
-  (booleans); not sent = YuniKorn's nil policy (self true, other false). `allocations` are existing (already bound) allocations, accepted
+  (booleans); not sent = YuniKorn's nil policy (self true, other false). `originator` (boolean,
+  absent = false): the application's first pod (YuniKorn's shim), shown in the REST views. `allocations` are existing (already bound) allocations, accepted
   even above queue max (recovery). terminationType in `TERMINATION_TYPES`.
 
 Engine -> shim (`ENGINE_MESSAGES`)

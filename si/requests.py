@@ -141,6 +141,8 @@ class AllocationAsk(FrozenMessage):
     task_group_name: str = ""
     allocation_tags: Mapping[str, Any] = msgspec.field(default_factory=dict)
     preemption_policy: PreemptionPolicy | None = None
+    originator: bool = False
+    """The application's first pod, which owns it (YuniKorn's shim: the driver of a Spark job)."""
 
     def to_si(self) -> dict[str, Any]:
         out = {"allocationKey": self.allocation_key, "applicationID": self.application_id,
@@ -150,6 +152,8 @@ class AllocationAsk(FrozenMessage):
                "allocationTags": dict(self.allocation_tags)}
         if self.preemption_policy is not None:
             out["preemptionPolicy"] = self.preemption_policy.to_si()
+        if self.originator:
+            out["originator"] = True
         return out
 
 
@@ -166,6 +170,8 @@ class ExistingAllocation(FrozenMessage):
     priority: int = 0
     allocation_tags: Mapping[str, Any] = msgspec.field(default_factory=dict)
     preemption_policy: PreemptionPolicy | None = None
+    originator: bool = False
+    """As AllocationAsk.originator."""
 
     def to_si(self) -> dict[str, Any]:
         out = {"allocationKey": self.allocation_key, "applicationID": self.application_id,
@@ -175,6 +181,8 @@ class ExistingAllocation(FrozenMessage):
                "priority": self.priority, "allocationTags": dict(self.allocation_tags)}
         if self.preemption_policy is not None:
             out["preemptionPolicy"] = self.preemption_policy.to_si()
+        if self.originator:
+            out["originator"] = True
         return out
 
 

@@ -33,6 +33,17 @@ TAINTS_ATTRIBUTE = "ykshm.io/taints"
 PARTITION_ATTRIBUTE = "si/node-partition"
 """The node attribute naming the node's partition."""
 HOSTNAME_ATTRIBUTE = "si.io/hostname"
+"""The node's name, as YuniKorn's shim sends it (k8shim constants.DefaultNodeAttributeHostNameKey)."""
+RACKNAME_ATTRIBUTE = "si.io/rackname"
+DEFAULT_RACK = "/rack-default"
+"""What YuniKorn's shim sends as every node's `si.io/rackname` (it knows no racks)."""
+INSTANCE_TYPE_ATTRIBUTE = "si/instance-type"
+"""A node's instance type: the key of an application's `resourceHistory` (UNKNOWN without)."""
+CORE_HOSTNAME_ATTRIBUTE = "si/hostname"
+CORE_RACKNAME_ATTRIBUTE = "si/rackname"
+"""The attributes YuniKorn's core fills a node's REST `hostName`/`rackName` from
+(scheduler-interface common.HostName/RackName: not the shim's `si.io/` ones, so YuniKorn's
+answer has neither field; ours follows)."""
 READY_ATTRIBUTE = "ready"
 """"false" (any case) = the node is not ready; absent = ready."""
 

@@ -19,7 +19,7 @@ from engine.predicates import Placement, placement_of_tag
 from shm.events import EventChangeDetail as Detail
 from si import resources
 from si.requests import DEFAULT_PREEMPTION
-from si.tags import PLACEMENT_TAG
+from si.tags import INSTANCE_TYPE_ATTRIBUTE, PLACEMENT_TAG
 
 if TYPE_CHECKING:
     from engine.partition.state import PartitionState
@@ -41,7 +41,7 @@ def book(part: PartitionState, app: Application, key: str, res: dict[str, int], 
          placeholder: bool, task_group: str, priority: int, recovered: bool = False,
          notify: bool = True, tags: dict[str, str] | None = None,
          preempt_self: bool = True, placement: Placement | None = None,
-         meta: tuple[str, dict[str, str]] | None = None) -> Allocation:
+         meta: tuple[str, dict[str, str]] | None = None, originator: bool = False) -> Allocation:
     """Book an allocation everywhere and emit its events (no checks: callers did them).
     `meta`: the ask's namespace and labels if known (read from the same tags)."""
     alloc = Allocation(key, app.app_id, part.name, node.node_id, res, placeholder,
@@ -49,6 +49,7 @@ def book(part: PartitionState, app: Application, key: str, res: dict[str, int], 
                        placement=placement)
     alloc.allow_preempt_self = preempt_self
     alloc.meta = meta
+    alloc.originator = originator
     node.allocations[key] = alloc
     node.ver += 1
     interpod = part.interpod
@@ -115,6 +116,8 @@ def remove(part: PartitionState, app: Application, alloc: Allocation, detail: in
                 part.index.freed(node)
     del app.allocations[alloc.key]
     app.ver += 1
+    app.track_released(alloc, node.attributes.get(INSTANCE_TYPE_ATTRIBUTE, "") if node else "",
+                       part.wall_clock())
     aalloc = app.allocated
     for name, value in res.items():
         aalloc[name] = aalloc.get(name, 0) - value
@@ -189,7 +192,7 @@ def add_existing(part: PartitionState,
     alloc = book(part, app, key, res, node, placeholder=request.placeholder,
                  task_group=request.task_group_name, priority=request.priority, recovered=True,
                  notify=False, tags=tags, placement=_running_placement(tags),
-                 preempt_self=policy.allow_preempt_self)
+                 preempt_self=policy.allow_preempt_self, originator=request.originator)
     return alloc, None
 
 

@@ -51,6 +51,7 @@ def add(part: PartitionState, rm_id: str,
     policy = request.preemption_policy or DEFAULT_PREEMPTION
     ask.allow_preempt_self = policy.allow_preempt_self
     ask.allow_preempt_other = policy.allow_preempt_other
+    ask.originator = request.originator
     ask.queued_ns = part.clock()
     app.asks[key] = ask
     if placement is not None:

@@ -261,7 +261,7 @@ def commit(part: PartitionState, app: Application, ask: Ask, node: Node) -> str 
     allocations.book(part, app, ask.key, res, node, placeholder=ask.placeholder,
                      task_group=ask.task_group, priority=ask.priority, tags=ask.tags,
                      preempt_self=ask.allow_preempt_self, placement=ask.placement,
-                     meta=ask.meta)
+                     meta=ask.meta, originator=ask.originator)
     apps.allocated(part, app, ask.key)
     if part.sink.requests_enabled:
         part.sink.request(ask.key, app.app_id, f"Successfully allocated on node {node.node_id}")
@@ -354,7 +354,7 @@ def _try_replace(part: PartitionState, app: Application, ask: Ask) -> bool | Non
     allocations.book(part, app, ask.key, ask.resource, node, placeholder=False,
                      task_group=ask.task_group, priority=ask.priority, tags=ask.tags,
                      preempt_self=ask.allow_preempt_self, placement=ask.placement,
-                     meta=ask.meta)
+                     meta=ask.meta, originator=ask.originator)
     apps.allocated(part, app, ask.key)
     if part.sink.requests_enabled:  # a gang member is told where it went, like any other pod
         part.sink.request(ask.key, app.app_id, f"Successfully allocated on node {node.node_id}")

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from engine.objects import Node
 from engine.partition import allocations, apps, reservations
-from engine.partition.eventcodes import ADD, NODE, REMOVE, SET
+from engine.partition.eventcodes import ADD, NODE, QUEUE, REMOVE, SET
 from engine.predicates import Taint, parse_taints
 from shm.events import EventChangeDetail as Detail
 from si import resources
@@ -44,7 +44,9 @@ def add(part: PartitionState, rm_id: str, request: NodeChange, *,
     node = Node(node_id, rm_id, part.name, cap, occ, attrs, schedulable=not drain,
                 ready=node_ready(attrs), taints=taints)
     part.nodes[node_id] = node
-    part.capacity = resources.add(part.capacity, cap)
+    if drain:  # registered not schedulable: said as YuniKorn says it (then true when drained to it)
+        part.emit(NODE, SET, int(Detail.NODE_SCHEDULABLE), node_id, "", "schedulable: false")
+    _set_capacity(part, resources.add(part.capacity, cap))
     part.emit(NODE, ADD, int(Detail.DETAILS_NONE), node_id, "", "", cap)
     if node.usable:
         part.index.add(node)
@@ -70,7 +72,7 @@ def update(part: PartitionState, request: NodeChange) -> str | None:
             return f"node {node.node_id}: {exc}"
     if cap is not None and cap != node.capacity:
         cap = dict(cap)
-        part.capacity = resources.add(resources.sub(part.capacity, node.capacity), cap)
+        _set_capacity(part, resources.add(resources.sub(part.capacity, node.capacity), cap))
         node.capacity = cap
         part.emit(NODE, SET, int(Detail.NODE_CAPACITY), node.node_id, "", "", cap)
     if occ is not None and occ != node.occupied:
@@ -88,6 +90,16 @@ def update(part: PartitionState, request: NodeChange) -> str | None:
     _refresh_index(part, node)
     part.version += 1
     return None
+
+
+def _set_capacity(part: PartitionState, capacity: dict[str, int]) -> None:
+    """The partition's size, which is the root queue's max: a change is the root's QUEUE_MAX
+    event, as YuniKorn's SetMaxResource sends it at each node registered, resized or removed
+    (the event carries the new max; YuniKorn's carries the one it replaces)."""
+    if capacity != part.capacity:
+        part.capacity = capacity
+        part.emit(QUEUE, SET, int(Detail.QUEUE_MAX), part.root.path, "", "",
+                  resources.strip_zero(capacity) or None)
 
 
 def _refresh_index(part: PartitionState, node: Node) -> None:
@@ -119,7 +131,7 @@ def set_schedulable(part: PartitionState, node_id: str, schedulable: bool) -> st
         node.schedulable = schedulable
         node.ver += 1
         part.emit(NODE, SET, int(Detail.NODE_SCHEDULABLE), node_id, "",
-                  f"schedulable: {schedulable}")
+                  f"schedulable: {str(schedulable).lower()}")
         _refresh_index(part, node)
         part.version += 1
     return None
@@ -142,7 +154,7 @@ def remove(part: PartitionState, node_id: str, *, notify: bool = True) -> str | 
                                message=f"node {node_id} removed", node_removed=True)
             apps.check_done(part, app)
     del part.nodes[node_id]
-    part.capacity = resources.sub(part.capacity, node.capacity)
+    _set_capacity(part, resources.sub(part.capacity, node.capacity))
     part.emit(NODE, REMOVE, int(Detail.NODE_DECOMISSION), node_id, "", "")
     part.version += 1
     return None

@@ -59,7 +59,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from engine.config import PREEMPTION_DELAY_NS, parse_duration_ns
-from engine.objects import Allocation, Application, Ask, Node, Queue
+from engine.objects import MIN_PRIORITY, Allocation, Application, Ask, Node, Queue
 from engine.partition import queues, reservations
 from si.protocol import TERMINATION_PREEMPTED
 
@@ -101,7 +101,7 @@ def _priority_policy(q: Queue) -> tuple[bool, int]:
             int(q.properties.get("priority.offset", "0")))
 
 
-MIN_PRIORITY, MAX_PRIORITY = -2**31, 2**31 - 1
+MAX_PRIORITY = 2**31 - 1
 
 
 def queue_priority(q: Queue, highest: int) -> int:

@@ -15,8 +15,8 @@ from si import messages
 from si import protocol as si
 from si import resources
 from si.resources import Resource
-from si.tags import (HOSTNAME_ATTRIBUTE, PARTITION_ATTRIBUTE, READY_ATTRIBUTE,
-                     TAINTS_ATTRIBUTE)
+from si.tags import (DEFAULT_RACK, HOSTNAME_ATTRIBUTE, PARTITION_ATTRIBUTE, RACKNAME_ATTRIBUTE,
+                     READY_ATTRIBUTE, TAINTS_ATTRIBUTE)
 
 from .. import mapping
 from ..mapping import NodeInfo
@@ -87,8 +87,8 @@ def forget_other(core: ShimCore, uid: str) -> None:
 
 def _node_attributes(core: ShimCore, name: str, info: NodeInfo) -> dict[str, str]:
     """The full attribute set: an UPDATE's attributes replace the node's in the engine."""
-    attrs = {HOSTNAME_ATTRIBUTE: name, PARTITION_ATTRIBUTE: core.partition,
-             READY_ATTRIBUTE: "true" if info.ready else "false"}
+    attrs = {HOSTNAME_ATTRIBUTE: name, RACKNAME_ATTRIBUTE: DEFAULT_RACK,
+             PARTITION_ATTRIBUTE: core.partition, READY_ATTRIBUTE: "true" if info.ready else "false"}
     attrs.update(info.labels)
     attrs[TAINTS_ATTRIBUTE] = mapping.taints_json(info.taints)
     return attrs

@@ -215,7 +215,8 @@ def reconcile_pod(core: ShimCore, uid: str) -> None:
             core.e_allocs[uid] = EngineAllocation(info.app_id, node)
             core.batch.allocations.append(messages.ExistingAllocation(
                 uid, info.app_id, node, core.partition, info.resource, info.placeholder,
-                info.task_group, info.priority, meta_tags(info), preemption_policy(info)))
+                info.task_group, info.priority, meta_tags(info), preemption_policy(info),
+                originator(core, info)))
         # else: held until the node is known to the engine (orphan adoption)
         core.dirty.discard(uid)
         return
@@ -261,7 +262,15 @@ def _ask_message(core: ShimCore, uid: str, info: PodInfo) -> messages.Allocation
     tags = meta_tags(info)
     return messages.AllocationAsk(uid, info.app_id, core.partition, info.resource,
                                   info.priority, info.placeholder, info.task_group, tags,
-                                  preemption_policy(info))
+                                  preemption_policy(info), originator(core, info))
+
+
+def originator(core: ShimCore, info: PodInfo) -> bool:
+    """Whether the pod is its application's originator: the pod that defined the application
+    (YuniKorn's shim makes that pod the owner of the app's placeholders and marks its task the
+    originator), never a placeholder."""
+    origin = core.app_origin.get(info.app_id)
+    return not info.placeholder and origin is not None and origin.uid == info.uid
 
 
 def preemption_policy(info: PodInfo) -> messages.PreemptionPolicy:

@@ -59,6 +59,53 @@ def test_the_order_of_an_applications_states_counts():
                      "applications[a*].stateLog[1].applicationState: yunikorn='Accepted' ykshm='New'"], diffs
 
 
+def _node(name: str, pods: list[str], **extra) -> dict:
+    return {"nodeID": name, "attributes": {"si.io/hostname": name}, "allocated": {"vcore": 100 * len(pods)} if pods else {},
+            "allocations": [{"allocationKey": f"uid-{p}", "nodeId": name, "resource": {"vcore": 100},
+                             "allocationTags": {"kubernetes.io/meta/podName": p}} for p in pods], **extra}
+
+
+def test_which_of_equal_nodes_a_pod_landed_on_is_not_a_difference():
+    # YuniKorn's choice among tied nodes differs from run to run: only the spread of pods counts
+    yk = {"nodes": [_node("kwok-node-1", ["a-0"]), _node("kwok-node-2", ["a-1"]), _node("kwok-node-3", [])]}
+    ours = {"nodes": [_node("kwok-node-3", ["a-1"]), _node("kwok-node-1", []), _node("kwok-node-2", ["a-0"])]}
+    assert vs_yunikorn.differences(yk, ours) == []
+
+
+def test_a_different_spread_and_a_field_only_one_answers_are_named_once():
+    yk = {"nodes": [_node("kwok-node-1", ["a-0"]), _node("kwok-node-2", ["a-1"])]}
+    ours = {"nodes": [_node("kwok-node-1", ["a-0", "a-1"], ready=True), _node("kwok-node-2", [], ready=True)]}
+    diffs = vs_yunikorn.differences(yk, ours)
+    assert "nodes[*].allocated.vcore: yunikorn='100 x2' ykshm='200 x1'" in diffs, diffs
+    assert "nodes[*].ready: yunikorn='<absent>' ykshm='true x2'" in diffs, diffs
+
+
+def test_allocations_are_named_by_their_pod_so_one_field_is_one_line():
+    app = {"applicationID": "a-1", "allocations": [
+        {"allocationKey": f"uid-{i}", "allocationTags": {"kubernetes.io/meta/podName": f"a-1-{i}"}} for i in range(5)]}
+    ours = {"applications": [dict(app, allocations=[dict(a, partition="default") for a in app["allocations"]])]}
+    assert vs_yunikorn.differences({"applications": [app]}, ours) == [
+        "applications[a*].allocations[a**].partition: yunikorn='<absent>' ykshm='default' (x5)"]
+
+
+def test_resource_seconds_compare_by_presence_not_by_how_long_pods_ran():
+    yk = {"applications": [{"applicationID": "a-1", "resourceHistory": {"resourceUsage": {"UNKNOWN": {"vcore": 1000}}}}]}
+    ours = {"applications": [{"applicationID": "a-1", "resourceHistory": {"resourceUsage": {"UNKNOWN": {"vcore": 2000}}}}]}
+    assert vs_yunikorn.differences(yk, ours) == []
+    ours["applications"][0]["resourceHistory"] = {}
+    assert vs_yunikorn.differences(yk, ours) == [
+        "applications[a*].resourceHistory.resourceUsage.UNKNOWN.vcore: yunikorn='>0' ykshm='<absent>'"]
+
+
+def test_questions_wait_until_the_answers_stop_changing(monkeypatch):
+    # a deletion still on its way: the first answer has the allocation, the next ones do not
+    answers = iter([{"applications": [{"applicationID": "a", "applicationState": "Running"}]}] +
+                   [{"applications": [{"applicationID": "a", "applicationState": "Completing"}]}] * 5)
+    monkeypatch.setattr(vs_yunikorn, "ask_all", lambda web: next(answers))
+    monkeypatch.setattr(vs_yunikorn.time, "sleep", lambda s: None)
+    assert vs_yunikorn.questions("web")["applications"][0]["applicationState"] == "Completing"
+
+
 def test_a_bad_shape_is_one_line_and_exit_2():
     done = subprocess.run([*ykshm_argv("bench", "vs-yunikorn"), "--shape", "2y5"], capture_output=True, text=True,
                           env=env(), cwd=harness.ROOT, timeout=60)
@@ -88,3 +135,13 @@ def test_bench_report_reads_the_ratios_and_judges_them():
     assert rows["vs YuniKorn: peak RSS ratio"]["verdict"] == "short"
     assert rows["vs YuniKorn: events batch p50 ratio"]["verdict"] == "ok"
     assert rows["vs YuniKorn: recovery ratio"]["verdict"] == "error"  # no recovery workload ran
+
+
+def test_which_pod_is_the_originator_is_not_a_difference_how_many_is():
+    def app(originator: int | None) -> dict:
+        return {"applicationID": "a-1", "allocations": [
+            {"allocationKey": f"uid-{i}", "allocationTags": {"kubernetes.io/meta/podName": f"a-1-{i}"},
+             **({"originator": True} if i == originator else {})} for i in range(3)]}
+    assert vs_yunikorn.differences({"applications": [app(0)]}, {"applications": [app(2)]}) == []
+    assert vs_yunikorn.differences({"applications": [app(0)]}, {"applications": [app(None)]}) == [
+        "applications[a*].allocations[originators]: yunikorn=1 ykshm='<absent>'"]

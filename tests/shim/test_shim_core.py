@@ -529,3 +529,14 @@ def test_an_accepted_app_is_ended_by_the_engine_not_removed_by_the_shim():
     eng.pump()
     adds = [a["applicationID"] for m in eng.log if m["type"] == "ApplicationRequest" for a in m.get("new", [])]
     assert adds == ["app-1", "app-1"] and "uid-p9" in eng.asks
+
+
+def test_the_pod_that_defines_an_application_is_its_originator():
+    # YuniKorn's shim: the application's first pod owns it (its placeholders' owner) and its
+    # task is the originator; the REST views mark its allocation so
+    core, eng = start([node("n1")], [pod("first", "n1", app="app-1"), pod("later", "", app="app-1")])
+    core.on_pod("ADDED", pod("other-app", "", app="app-2"))
+    eng.pump()
+    sent = {a["allocationKey"]: a.get("originator", False) for m in eng.log
+            if m["type"] == "AllocationRequest" for a in (*m.get("allocations", ()), *m.get("asks", ()))}
+    assert sent == {"uid-first": True, "uid-later": False, "uid-other-app": True}

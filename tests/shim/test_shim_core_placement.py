@@ -64,7 +64,8 @@ def test_label_change_is_a_node_update_with_the_full_set():
     core.on_node("MODIFIED", node("n1", labels={"zone": "b", "disktype": "ssd"}, rv="2"))
     eng.pump()
     assert [n["action"] for n in node_msgs(eng, mark)] == ["UPDATE"]
-    assert eng.attrs["n1"] == {"si.io/hostname": "n1", "si/node-partition": "default",
+    assert eng.attrs["n1"] == {"si.io/hostname": "n1", "si.io/rackname": "/rack-default",
+                               "si/node-partition": "default",
                                "ready": "true", "zone": "b", "disktype": "ssd",
                                "ykshm.io/taints": "[]"}
     core.on_node("MODIFIED", node("n1", labels={"zone": "b"}, rv="3"))   # kubectl label k-

@@ -241,7 +241,7 @@ def test_orphan_adoption_and_node_loss_and_return(cluster):
              15, "all four nodes unschedulable in the engine")
     uid = c.create_pod("waits")["metadata"]["uid"]
     # ... and holds the pod's ask, pending: with no usable node it cannot place it
-    wait_for(lambda: any(r["allocationKey"] == uid for a in c.applications() for r in a["requests"]),
+    wait_for(lambda: any(r["allocationKey"] == uid for a in c.applications() for r in a.get("requests", ())),
              15, "the engine holding the pod's ask")
     assert not c.pod("waits")["spec"].get("nodeName")
     c.patch_node("node-0001", {"spec": {"unschedulable": False}})

@@ -40,7 +40,7 @@ const views = {
   async queues() {
     const parts = await get("/partitions");
     let html = `<h2>Partitions</h2>` + table(["partition", "state", "nodes", "applications", "capacity used"],
-      parts.map((p) => [esc(p.name), esc(p.state), esc(p.totalNodes), esc(p.applications?.total),
+      parts.map((p) => [esc(p.name), esc(p.state), esc(p.totalNodes ?? 0), esc(p.applications?.total),
         usage(p.capacity?.usedCapacity, p.capacity?.capacity)]));
     for (const p of parts) {
       const root = await get(`/partition/${encodeURIComponent(p.name)}/queues`);
@@ -61,7 +61,7 @@ const views = {
   async nodes() {
     const nodes = await get(`/partition/${partition}/nodes`);
     return `<h2>Nodes (${nodes.length})</h2>` + table(["node", "ready", "schedulable", "allocated", "usage against capacity"],
-      nodes.map((n) => [esc(n.nodeID), esc(n.ready), esc(n.schedulable), esc(fmtRes(n.allocated)), usage(n.allocated, n.capacity)]));
+      nodes.map((n) => [esc(n.nodeID), esc(n.attributes?.ready ?? "true"), esc(n.schedulable), esc(fmtRes(n.allocated)), usage(n.allocated, n.capacity)]));
   },
   async usage() {
     const [users, groups] = await Promise.all([get(`/partition/${partition}/usage/users`), get(`/partition/${partition}/usage/groups`)]);
