@@ -303,6 +303,7 @@ class Result:
     peak_rss_mb: float = 0.0
     peak_rss_by_role_mb: dict = field(default_factory=dict)   # the profile of the RSS figure
     events_p50_ms: float = 0.0
+    events_bytes: int = 0        # the events batch answer's size, head included
     recovery_s: float | None = None
     error: str = ""
     rest: dict = field(default_factory=dict, repr=False)
@@ -407,6 +408,7 @@ def run_round(api: Api, sched: Scheduler, w: Workload, ns: str, timeout: float) 
         time.sleep(0.3)  # the watch is open before the first create (a missed bind would hang the round)
         sched.start(sched)
         procs = Procs(sched.measured_pids())
+        roles = {pid: sched.role_of(pid) for pid in sched.measured_pids()}   # before a restart renews them
         peak, by_pid = [0], {}
 
         def measure() -> None:
@@ -435,13 +437,13 @@ def run_round(api: Api, sched: Scheduler, w: Workload, ns: str, timeout: float) 
         res.p50_ms = 1000 * lat[len(lat) // 2]
         res.p99_ms = 1000 * lat[min(len(lat) - 1, int(len(lat) * 0.99))]
         res.cpu_per_1000 = (procs.cpu() - cpu0) * 1000 / len(names)
-        res.events_p50_ms = events_p50(sched.web)
+        res.events_p50_ms, res.events_bytes = events_p50(sched.web)
         res.rest = questions(sched.web)
         if w.name == "recovery":
             res.recovery_s = recovery(r, sched)
         measure()
         res.peak_rss_mb = peak[0] / 2**20
-        res.peak_rss_by_role_mb = {sched.role_of(pid): round(rss / 2**20, 1) for pid, rss in by_pid.items()}
+        res.peak_rss_by_role_mb = {roles.get(pid, str(pid)): round(rss / 2**20, 1) for pid, rss in by_pid.items()}
     except Exception as exc:  # noqa: BLE001 - a failed round is reported; the run goes on
         res.ok = False
         res.error = f"{type(exc).__name__}: {exc}\n{sched.tail()}"
@@ -500,7 +502,7 @@ def recovery(r: Round, sched: Scheduler) -> float:
     return r.bound[body["metadata"]["name"]] - began
 
 
-def events_p50(web: str, n: int = 10) -> float:
+def events_p50(web: str, n: int = 10) -> tuple[float, int]:
     """Connect, send the request, read the answer to its last byte (`Connection: close`): the
     server's time as a client in C would see it. Python's own HTTP client and JSON decoding are
     left out: decoding 10,000 events (3.3 MB) takes ~34 ms here and urllib's chunked reading more
@@ -520,7 +522,8 @@ def events_p50(web: str, n: int = 10) -> float:
         took.append(time.monotonic() - began)
         if not head.startswith((b"HTTP/1.1 200", b"HTTP/1.0 200")) or got < 1024:
             raise RuntimeError(f"events batch answered {head[:60]!r} ({got} bytes)")
-    return 1000 * statistics.median(took)
+    return 1000 * statistics.median(took), got      # and the answer's size: the two may hold
+                                                     # different numbers of events
 
 
 QUESTIONS = {
@@ -917,6 +920,8 @@ def report(results: list[Result], parity: dict[str, list[str]], as_json: bool) -
         if r.ok and len(r.peak_rss_by_role_mb) > 1:
             parts = ", ".join(f"{role} {mb:.0f}" for role, mb in r.peak_rss_by_role_mb.items())
             print(f"  {r.workload} {r.scheduler} peak RSS by process (MB): {parts}")
+    print("  events batch answer (bytes): " + ", ".join(f"{r.workload} {r.scheduler} {r.events_bytes}"
+                                                       for r in results if r.ok))
     by = {(r.workload, r.scheduler): r for r in results if r.ok}
     print("ratio ykshm/yunikorn:")
     for w in dict.fromkeys(r.workload for r in results):
