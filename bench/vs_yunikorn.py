@@ -252,10 +252,7 @@ class Procs:
     def _all(self):
         for p in self.procs:
             yield p
-            try:
-                yield from p.children(recursive=True)
-            except psutil.Error:
-                pass
+            yield from self._children(p)
 
     def cpu(self) -> float:
         total = 0.0

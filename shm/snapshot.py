@@ -8,16 +8,19 @@ Layout (little-endian)::
     64   writer pid i64        72  instance uuid (16 bytes)
     4096 half 0 ... | 4096 + half: half 1 ...
 
-The writer encodes into the idle half, then bumps the generation to odd, switches active /
-length / timestamp, and bumps it to even. The file is sized for the largest state the
-configuration allows (two halves of tens of MiB) but allocated as it is written: the header and
-the first `FIRST_RESERVED` bytes of each half at creation, each document's range just before it is
-copied (`segment.reserve_range`: a full /dev/shm is `SnapshotTooLargeError`, never a SIGBUS), and
-the mapping is not populated. So the engine's memory (and its RSS) holds the high-water mark of
-the documents it wrote, twice, not the whole file: ~103 MiB less at the defaults with 10,000
-pods, whose document is a few MiB.  A reader reads the generation (retrying while odd),
-copies the active half, and re-reads the generation: any change means a writer overwrote what it
-copied (two publishes during one read), so it retries.  One writer per instance (flock).
+The writer encodes into the idle half, then bumps the generation to odd, switches active / length /
+timestamp, and bumps it to even.
+A reader reads the generation (retrying while odd), copies the active half, and re-reads the
+generation: any change means a writer overwrote what it copied (two publishes during one read), so
+it retries. One writer per instance (flock).
+
+The file is sized for the largest state the configuration allows (two halves of tens of MiB) but
+allocated as it is written: the header and the first `FIRST_RESERVED` bytes of each half at
+creation, each document's range beyond the half's high-water mark just before it is copied
+(`segment.reserve_range`: a full /dev/shm is `SnapshotTooLargeError`, never a SIGBUS), and the
+mapping is not populated. So the engine's memory (and its RSS) holds the high-water mark of the
+documents it wrote, twice, not the whole file: ~103 MiB less at the defaults with 10,000 pods, whose
+document is a few MiB.
 """
 
 from __future__ import annotations
@@ -69,6 +72,8 @@ class SnapshotWriter:
         self._ino = os.fstat(fd).st_ino
         self._half = struct.unpack_from("<Q", mm, 24)[0]
         self._gen, self._active = struct.unpack_from("<QQ", mm, 32)
+        self._reserved = [min(self._half, FIRST_RESERVED)] * 2
+        """Bytes of each half allocated so far: a document within them needs no fallocate."""
 
     @classmethod
     def create(cls, name: str, size: int = 64 << 20, *, group: str | None = None) -> "SnapshotWriter":
@@ -113,7 +118,9 @@ class SnapshotWriter:
         idle = 1 - self._active
         off = _HDR + idle * self._half
         try:
-            _seg.reserve_range(self._fd, off, n)
+            if n > self._reserved[idle]:     # beyond this half's high-water mark: allocate first
+                _seg.reserve_range(self._fd, off + self._reserved[idle], n - self._reserved[idle])
+                self._reserved[idle] = n
         except OSError as exc:
             raise SnapshotTooLargeError(f"no room in {os.path.dirname(self._path)} for a snapshot "
                                         f"document of {n} bytes: {exc.strerror}") from exc
